@@ -1,0 +1,262 @@
+"""The sweep configuration: pydantic v2 models, loading and error formatting.
+
+This module is imported on the GPU machine too, so it depends only on pydantic and PyYAML.
+Every model forbids unknown keys. `config/schema.json` is generated from `SweepConfig`
+(`python -m fingrav.cli schema`) and a test keeps it in sync.
+
+Units are in the field names (`_ms`, `_us`, `_mw`, `_pct`, `_ppm`); sizes are element counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from fingrav.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+Dtype = Literal["bf16", "fp16", "fp32"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- kernels
+class GemmKernel(_Model):
+    """C[m,n] = A[m,k] @ B[k,n]; compute-bound for large square sizes."""
+
+    kind: Literal["gemm"] = "gemm"
+    m: PositiveInt
+    n: PositiveInt
+    k: PositiveInt
+    dtype: Dtype = "bf16"
+
+    def label(self) -> str:
+        return f"gemm {self.m}x{self.n}x{self.k} {self.dtype}"
+
+
+class GemvKernel(_Model):
+    """y[m] = A[m,k] @ x[k] (a GEMM with n = 1); memory-bound."""
+
+    kind: Literal["gemv"] = "gemv"
+    m: PositiveInt
+    k: PositiveInt
+    dtype: Dtype = "bf16"
+
+    def label(self) -> str:
+        return f"gemv {self.m}x{self.k} {self.dtype}"
+
+
+# Room for collectives / attention / user callables: add a model with its own `kind`.
+Kernel = Annotated[GemmKernel | GemvKernel, Field(discriminator="kind")]
+
+
+class Predecessor(_Model):
+    """Interleaving: run `kernel` `count` times right before the measured kernel in every run."""
+
+    kernel: Kernel
+    count: PositiveInt
+
+
+class Scenario(_Model):
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)]
+    kernel: Kernel
+    predecessor: Predecessor | None = None
+
+
+# --------------------------------------------------------------------------- device
+class SimOverrides(_Model):
+    """Overrides of the simulated GPU preset; None keeps the preset's value."""
+
+    sensor_period_ms: PositiveFloat | None = None
+    sensor_period_jitter_ms: Annotated[float, Field(ge=0)] | None = None
+    sensor_window_ms: PositiveFloat | None = None
+    sensor_lag_ms: Annotated[float, Field(ge=0)] | None = None
+    sensor_delay_ms: Annotated[float, Field(ge=0)] | None = None
+    sensor_noise_mw: Annotated[float, Field(ge=0)] | None = None
+    sensor_quantization_mw: Annotated[float, Field(ge=0)] | None = None
+    clock_offset_us: float | None = None
+    clock_drift_ppm: float | None = None
+    exec_jitter_pct: Annotated[float, Field(ge=0, le=20)] | None = None
+    outlier_run_fraction: Annotated[float, Field(ge=0, le=0.5)] | None = None
+    launch_gap_us: Annotated[float, Field(ge=0)] | None = None
+
+
+class SimConfig(_Model):
+    preset: Literal["mi300x", "h200"] = "mi300x"
+    overrides: SimOverrides = SimOverrides()
+
+
+class DeviceConfig(_Model):
+    backend: Literal["sim", "nvml", "amdsmi", "replay"] = "sim"
+    index: Annotated[int, Field(ge=0)] = 0
+    sim: SimConfig = SimConfig()
+    replay_dir: str | None = Field(
+        default=None, description="replay backend: folder holding raw/ and calibration raw data to replay"
+    )
+
+    @model_validator(mode="after")
+    def _replay_needs_dir(self) -> DeviceConfig:
+        if self.backend == "replay" and not self.replay_dir:
+            raise ValueError("backend 'replay' needs device.replay_dir")
+        return self
+
+
+# --------------------------------------------------------------------------- calibration
+class CalibrationConfig(_Model):
+    """Clock synchronization and sensor characterization settings."""
+
+    clock_bursts: PositiveInt = Field(10, description="bursts of GPU-timestamp reads spread over the calibration")
+    clock_reads_per_burst: PositiveInt = 50
+    steps: Annotated[int, Field(ge=4, le=1000)] = Field(40, description="on/off load cycles")
+    step_on_ms: PositiveFloat = 150.0
+    step_off_ms: PositiveFloat = 150.0
+    max_clock_residual_us: PositiveFloat = Field(20.0, description="validity limit for the clock fit")
+
+
+# --------------------------------------------------------------------------- run policy
+class RunPolicy(_Model):
+    """How many runs and executions per run; `auto` follows METHOD.md's guidance table and the
+    measured sensor. Explicit values override the automatic choice field by field."""
+
+    mode: Literal["auto", "explicit"] = "auto"
+    runs: PositiveInt | None = None
+    margin: Annotated[float, Field(gt=0, le=0.5)] | None = Field(
+        None, description="binning margin as a fraction (0.02 = 2 %); an analysis parameter"
+    )
+    executions_per_run: PositiveInt | None = Field(None, description="executions of the measured kernel per run")
+    warmups: Annotated[int, Field(ge=0, le=50)] = 3
+    timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
+    min_lois: PositiveInt = Field(30, description="LOIs wanted per profile (SSE and SSP)")
+    max_runs: PositiveInt = Field(4000, description="upper bound on runs when more are needed for LOIs")
+    probe_ms: PositiveFloat = Field(400.0, description="length of the stability probe (back-to-back executions)")
+    stability_tol_pct: PositiveFloat = Field(1.0, description="power is stable once within this of its final level")
+
+    @model_validator(mode="after")
+    def _explicit_needs_values(self) -> RunPolicy:
+        if self.mode == "explicit" and (self.runs is None or self.executions_per_run is None):
+            raise ValueError("mode 'explicit' needs run_policy.runs and run_policy.executions_per_run")
+        if self.executions_per_run is not None and self.executions_per_run < self.warmups + 1:
+            raise ValueError(
+                f"run_policy.executions_per_run={self.executions_per_run} must be >= warmups + 1 = {self.warmups + 1}"
+            )
+        return self
+
+
+class AnalysisConfig(_Model):
+    bootstrap_reps: Annotated[int, Field(ge=100, le=100_000)] = 1000
+    ci_level: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
+    fit_degree: Annotated[int, Field(ge=0, le=8)] = 4
+    min_lois: PositiveInt = Field(10, description="fewer LOIs than this flags a profile as too_few_lois")
+    delay_correction: bool = Field(True, description="shift samples back by the calibrated sensor delay")
+    max_drift_ppm: PositiveFloat = Field(200.0, description="flag clock_drift beyond this")
+
+
+class SweepConfig(_Model):
+    sweep: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)] = Field(
+        description="name of the sweep; results go to results/<sweep>/"
+    )
+    seed: int = 0
+    device: DeviceConfig = DeviceConfig()
+    calibration: CalibrationConfig = CalibrationConfig()
+    run_policy: RunPolicy = RunPolicy()
+    analysis: AnalysisConfig = AnalysisConfig()
+    scenarios: Annotated[list[Scenario], Field(min_length=1)]
+
+    @field_validator("scenarios")
+    @classmethod
+    def _unique_names(cls, scenarios: list[Scenario]) -> list[Scenario]:
+        seen: set[str] = set()
+        for s in scenarios:
+            if s.name in seen:
+                raise ValueError(f"duplicate scenario name {s.name!r}")
+            seen.add(s.name)
+        return scenarios
+
+    def scenario(self, name: str) -> Scenario:
+        for s in self.scenarios:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- loading
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
+    cur = data
+    for p in loc:
+        try:
+            cur = cur[p]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return cur
+
+
+def format_validation_error(err: ValidationError, data: Any) -> str:
+    """One line per problem: `field = value: message`, naming the config path."""
+    lines = []
+    for e in err.errors():
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in ("gemm", "gemv")))
+        value = e.get("input") if e["type"] != "missing" else None
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{_loc(loc)}: unknown key (value {value!r})")
+        elif e["type"] == "missing":
+            lines.append(f"{_loc(loc)}: required field is missing")
+        else:
+            shown = value if not isinstance(value, dict | list) else _value_at(data, loc)
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{_loc(loc)} = {shown!r}: {msg}")
+    return "invalid sweep config:\n  " + "\n  ".join(lines)
+
+
+def parse_config(data: dict[str, Any]) -> SweepConfig:
+    """Validate a config mapping; raise ConfigError with a message naming each bad field."""
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, data)) from None
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    import yaml
+
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a sweep config must be a mapping")
+    return parse_config(data)
+
+
+def config_hash(part: Any) -> str:
+    """Short sha256 of a JSON-able config part (sorted keys), recorded as provenance."""
+    if isinstance(part, BaseModel):
+        part = part.model_dump(mode="json")
+    blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def json_schema() -> dict[str, Any]:
+    schema = SweepConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "fingrav sweep config"
+    return schema

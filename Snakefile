@@ -1,0 +1,20 @@
+# fingrav: the FinGraV method as a Snakemake pipeline.
+# calibrate -> collect (per scenario) -> bin -> differentiate -> report
+# Run the default sweep on the simulated GPU:  snakemake --cores 1
+# Another sweep:                               snakemake --cores 1 --configfile config/sim-h200.yaml
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/calibrate.smk"
+include: "rules/collect.smk"
+include: "rules/bin.smk"
+include: "rules/differentiate.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        report_outputs(),

@@ -1,0 +1,131 @@
+"""Command line: `fingrav schema|validate|gpu-sweep|calibrate|collect`.
+
+The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
+(calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
+pyarrow, pydantic, torch and the vendor library; the analysis then runs anywhere from the raw data
+(`device.backend: replay`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from fingrav.config import SweepConfig, config_hash, json_schema, load_config
+from fingrav.errors import FingravError
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.json"
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    text = schema_text()
+    if args.check:
+        if not out.exists() or out.read_text() != text:
+            logger.error("%s is out of date: run `fingrav schema`", out)
+            return 1
+        return 0
+    out.write_text(text)
+    logger.info("wrote %s", out)
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    logger.info("%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios),
+                cfg.device.backend)
+    return 0
+
+
+def _gpu_paths(cfg: SweepConfig, out: Path) -> tuple[Path, Path]:
+    return out / "calibration.json", out / "raw"
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from fingrav.stages import logging_to, run_calibrate
+
+    cfg = load_config(args.config)
+    out = Path(args.out or f"results/{cfg.sweep}")
+    cal, raw = _gpu_paths(cfg, out)
+    with logging_to(out / "logs" / "calibrate.log"):
+        run_calibrate(cfg.device.model_dump(mode="json"), cfg.calibration.model_dump(mode="json"), cfg.seed,
+                      cal, raw / "calibration")
+    return 0
+
+
+def _collect_one(cfg: SweepConfig, name: str, out: Path) -> None:
+    from fingrav.stages import logging_to, run_collect
+
+    cal, raw = _gpu_paths(cfg, out)
+    truth = out / "truth" / f"{name}.parquet" if cfg.device.backend == "sim" else None
+    with logging_to(out / "logs" / "collect" / f"{name}.log"):
+        run_collect(cfg.device.model_dump(mode="json"), cfg.scenario(name).model_dump(mode="json"),
+                    cfg.run_policy.model_dump(mode="json", exclude={"margin"}), cfg.seed, cal, raw / name, truth)
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    out = Path(args.out or f"results/{cfg.sweep}")
+    for name in args.scenario or [s.name for s in cfg.scenarios]:
+        _collect_one(cfg, name, out)
+    return 0
+
+
+def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    out = Path(args.out or f"results/{cfg.sweep}")
+    _cmd_calibrate(args)
+    names = args.scenario or [s.name for s in cfg.scenarios]
+    for i, name in enumerate(names):
+        logger.info("scenario %d/%d: %s", i + 1, len(names), name)
+        _collect_one(cfg, name, out)
+    (out / "gpu-sweep.json").write_text(json.dumps(
+        {"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fingrav", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("schema", help="write (or --check) config/schema.json from the pydantic models")
+    s.add_argument("--out", default=str(SCHEMA_PATH))
+    s.add_argument("--check", action="store_true")
+    s.set_defaults(func=_cmd_schema)
+    v = sub.add_parser("validate", help="validate a sweep config")
+    v.add_argument("config")
+    v.set_defaults(func=_cmd_validate)
+    for name, func, hlp in (
+        ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),
+        ("collect", _cmd_collect, "collect scenarios (GPU side); needs calibration.json"),
+        ("gpu-sweep", _cmd_gpu_sweep, "calibrate + collect every scenario (GPU side, no Snakemake)"),
+    ):
+        c = sub.add_parser(name, help=hlp)
+        c.add_argument("--config", required=True)
+        c.add_argument("--out", help="results folder (default results/<sweep>)")
+        if name != "calibrate":
+            c.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
+        c.set_defaults(func=func)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except FingravError as err:
+        logger.error("%s", err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

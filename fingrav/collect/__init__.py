@@ -1,0 +1,1 @@
+"""GPU-side stages: calibrate (clock sync + sensor characterization) and collect (one scenario)."""

@@ -1,0 +1,246 @@
+"""Collect one scenario on any GPUDevice: time the kernel, probe stability, plan, run, write raw data.
+
+GPU-side module (numpy + pyarrow + stdlib). Host-side bookkeeping happens only between runs, never
+between the executions of a run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fingrav import rawio
+from fingrav.collect.plan import CollectionPlan, ProbeResult, analyze_probe, make_plan
+from fingrav.config import RunPolicy, Scenario, config_hash
+from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.provenance import provenance
+
+logger = logging.getLogger(__name__)
+
+CLOCK_BURST = 50
+PROGRESS_EVERY_S = 10.0
+
+
+def sensor_for_planning(calibration: dict[str, Any]) -> dict[str, int]:
+    """The "total" channel's measured sensor numbers in ns: period, delay, window, lag, settle."""
+    s = calibration["sensor"]["total"]
+    ms = 1_000_000
+    return {
+        "period_ns": int(round(s["period_ms"] * ms)),
+        "delay_ns": int(round(s["delay_ms"] * ms)),
+        "window_ns": int(round(s["window_ms"] * ms)),
+        "lag_ns": int(round(s.get("lag_ms", 0.0) * ms)),
+        "settle_ns": int(round(s["settle_ms"] * ms)),
+    }
+
+
+class _Recorder:
+    """Accumulates the raw tables of one scenario in memory (numpy parts, concatenated at the end)."""
+
+    def __init__(self, device: GPUDevice, seg_names: list[str]) -> None:
+        self.device = device
+        self.seg_names = np.array(seg_names, dtype=object)
+        self.runs: list[tuple[int, str, int, int, int, float | None, float | None]] = []
+        self.execs: list[tuple[int, ExecRecords]] = []
+        self.clock: list[tuple[ClockReads, str, int]] = []
+        self.truth: list[tuple[int, ExecRecords, dict[str, dict[str, np.ndarray]]]] = []
+        self.samples: list[PowerSamples] = []
+
+    def run(self, run_id: int, phase: str, segments: list, idle_ns: int, delay_ns: int) -> ExecRecords:
+        dev = self.device
+        if idle_ns + delay_ns > 0:
+            dev.sleep_ns(idle_ns + delay_ns)
+        e0 = dev.energy_mj()
+        reads = dev.read_gpu_clock(1)  # METHOD.md step 2: a GPU timestamp right before the executions
+        host_start = int(reads.host_after_ns[-1])
+        rec = dev.execute(segments)
+        e1 = dev.energy_mj()
+        self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
+        self.execs.append((run_id, rec))
+        self.clock.append((reads, "run", run_id))
+        truth = dev.ground_truth_of_last_execute()
+        if truth is not None:
+            self.truth.append((run_id, rec, truth))
+        return rec
+
+    def burst(self, n: int = CLOCK_BURST) -> None:
+        self.clock.append((self.device.read_gpu_clock(n), "burst", -1))
+
+    def write(self, raw_dir: Path, meta: dict[str, Any], truth_path: Path | None) -> None:
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        runs = np.array(self.runs, dtype=object)
+        rawio.write_table(
+            raw_dir / "runs.parquet",
+            "runs",
+            {
+                "run": runs[:, 0].astype(np.int32),
+                "phase": runs[:, 1].astype(str),
+                "host_start_ns": runs[:, 2].astype(np.int64),
+                "delay_ns": runs[:, 3].astype(np.int64),
+                "idle_ns": runs[:, 4].astype(np.int64),
+                "energy_start_mj": np.array([np.nan if v is None else v for v in runs[:, 5]], dtype=np.float64),
+                "energy_end_mj": np.array([np.nan if v is None else v for v in runs[:, 6]], dtype=np.float64),
+            },
+            meta,
+        )
+        run_col = np.concatenate([np.full(len(r), i, np.int32) for i, r in self.execs])
+        rawio.write_table(
+            raw_dir / "executions.parquet",
+            "executions",
+            {
+                "run": run_col,
+                "segment": self.seg_names[np.concatenate([r.segment for _, r in self.execs])].astype(str),
+                "exec_index": np.concatenate([r.exec_index for _, r in self.execs]).astype(np.int32),
+                "gpu_start_ns": np.concatenate([r.gpu_start_ns for _, r in self.execs]).astype(np.int64),
+                "gpu_end_ns": np.concatenate([r.gpu_end_ns for _, r in self.execs]).astype(np.int64),
+            },
+            meta,
+        )
+        clk = ClockReads.concat([c for c, _, _ in self.clock])
+        rawio.write_table(
+            raw_dir / "clock.parquet",
+            "clock",
+            {
+                "host_before_ns": clk.host_before_ns,
+                "gpu_ns": clk.gpu_ns,
+                "host_after_ns": clk.host_after_ns,
+                "source": np.concatenate([np.full(len(c), s, dtype=object) for c, s, _ in self.clock]).astype(str),
+                "run": np.concatenate([np.full(len(c), r, np.int32) for c, _, r in self.clock]),
+            },
+            meta,
+        )
+        smp = PowerSamples.concat(self.samples)
+        order = np.lexsort((smp.channel.astype(str), smp.t_ns))
+        rawio.write_table(
+            raw_dir / "samples.parquet",
+            "samples",
+            {"t_ns": smp.t_ns[order], "channel": smp.channel[order].astype(str), "power_mw": smp.power_mw[order]},
+            {**meta, "gaps": [list(map(int, g)) for g in smp.gaps]},
+        )
+        if truth_path is not None and self.truth:
+            cols: dict[str, list[np.ndarray]] = {k: [] for k in rawio.SCHEMAS["truth"].names}
+            for run_id, rec, truth in self.truth:
+                for ch, d in truth.items():
+                    n = len(rec)
+                    cols["run"].append(np.full(n, run_id, np.int32))
+                    cols["segment"].append(self.seg_names[rec.segment].astype(str))
+                    cols["exec_index"].append(rec.exec_index.astype(np.int32))
+                    cols["channel"].append(np.full(n, ch, dtype=object).astype(str))
+                    cols["power_mw"].append(np.asarray(d["power_mw"], np.float64))
+                    cols["energy_mj"].append(np.asarray(d["energy_mj"], np.float64))
+            rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
+
+
+def collect_scenario(
+    device: GPUDevice,
+    scenario: Scenario,
+    policy: RunPolicy,
+    calibration: dict[str, Any],
+    seed: int,
+    raw_dir: str | Path,
+    truth_path: str | Path | None = None,
+) -> CollectionPlan:
+    """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
+
+    1. time the kernel (warm-ups + timing_reps executions after idle);
+    2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing;
+    3. plan runs / executions per run / idle from the guidance table, calibration and probe;
+    4. runs: idle + random delay in [0, sensor period), a GPU-clock read, [predecessor x count] + kernel x N.
+    """
+    raw_dir = Path(raw_dir)
+    rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
+    sensor = sensor_for_planning(calibration)
+    noise_mw = float(calibration["sensor"]["total"].get("noise_mw", 0.0) or 0.0)
+    main = device.prepare(scenario.kernel)
+    pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
+    seg_names = ["pred", "main"] if pred is not None else ["main"]
+    rec = _Recorder(device, seg_names)
+    wall0 = time.perf_counter()
+
+    def segments(n_main: int) -> list:
+        segs = [(main, n_main)]
+        if pred is not None:
+            segs.insert(0, (pred, scenario.predecessor.count))
+        return segs
+
+    def main_part(r: ExecRecords) -> ExecRecords:
+        keep = r.segment == (len(seg_names) - 1)
+        return ExecRecords(r.segment[keep], r.exec_index[keep], r.gpu_start_ns[keep], r.gpu_end_ns[keep])
+
+    device.start_sampling()
+    rec.burst()
+    settle = sensor["settle_ns"] + sensor["period_ns"]
+    # 1. timing: the kernel alone, after idle
+    r = main_part(rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], settle, 0))
+    dur = r.duration_ns[policy.warmups:]
+    exec_time = int(np.median(dur))
+    starts = r.gpu_start_ns[policy.warmups:]
+    cycle = int(np.median(np.diff(starts))) if len(starts) > 1 else exec_time
+    logger.info("%s: %s takes %.1f us (cycle %.1f us)", scenario.name, main.label, exec_time / 1e3, cycle / 1e3)
+
+    # 2. stability probe: back to back for probe_ms (METHOD.md step 4)
+    n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle, 1))))
+    device.sleep_ns(settle)
+    rec.samples.append(device.drain_samples())
+    probe_rec = rec.run(1, "probe", [(main, n_probe)], 0, 0)
+    device.sleep_ns(max(2 * settle, int(policy.probe_ms * 1e6)))
+    rec.samples.append(device.drain_samples())
+    probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle)
+
+    # 3. plan
+    plan = make_plan(exec_time, cycle, sensor, probe, policy, scenario.predecessor.count if pred else 0)
+    logger.info(
+        "%s: plan %d runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, margin %.0f %%%s",
+        scenario.name, plan.runs, f"{plan.predecessor_count} pred + " if pred else "", plan.executions_per_run,
+        plan.sse_index + 1, plan.ssp_index + 1, plan.tail, plan.idle_ns / 1e6, plan.margin * 100,
+        "; " + "; ".join(plan.notes) if plan.notes else "",
+    )
+
+    # 4. runs
+    last_log = time.perf_counter()
+    for i in range(plan.runs):
+        delay = int(rng.uniform(0, plan.delay_max_ns))
+        rec.run(2 + i, "measure", segments(plan.executions_per_run), plan.idle_ns, delay)
+        if (i + 1) % 256 == 0:
+            rec.samples.append(device.drain_samples())
+        now = time.perf_counter()
+        if now - last_log >= PROGRESS_EVERY_S or i + 1 == plan.runs:
+            el = now - wall0
+            eta = el / (i + 1) * (plan.runs - i - 1)
+            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", scenario.name, i + 1, plan.runs, el, eta)
+            last_log = now
+    device.sleep_ns(settle)
+    rec.burst()
+    rec.samples.append(device.stop_sampling())
+
+    meta = provenance(
+        device.describe(),
+        config_hash=config_hash({"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
+                                 "seed": seed}),
+        scenario=scenario.model_dump(mode="json"),
+        stage="collect",
+    )
+    rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
+    rawio.write_json(raw_dir / "plan.json", {**plan.to_dict(), "provenance": meta})
+    logger.info("%s: collected %d runs in %.1f s wall", scenario.name, plan.runs, time.perf_counter() - wall0)
+    return plan
+
+
+def _probe(
+    rec: _Recorder, probe_rec: ExecRecords, n: int, policy: RunPolicy, noise_mw: float, idle_before_ns: int
+) -> ProbeResult:
+    """Analyze the probe run's "total" samples. Busy interval on the host clock: from the run's last
+    clock read (just before launch) for the GPU-measured busy length; idle level from the
+    `idle_before_ns` slept before it."""
+    host_start = rec.runs[-1][2]
+    busy = int(probe_rec.gpu_end_ns[-1] - probe_rec.gpu_start_ns[0])
+    smp = PowerSamples.concat(rec.samples)
+    tot = (smp.channel == "total") & (smp.t_ns >= host_start - idle_before_ns // 2)
+    return analyze_probe(
+        smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw
+    )

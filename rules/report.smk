@@ -1,0 +1,26 @@
+rule report:
+    input:
+        summaries=expand(f"{RESULTS}/profiles/{{scenario}}/summary.json", scenario=SCENARIOS),
+        lois=expand(f"{RESULTS}/profiles/{{scenario}}/lois.parquet", scenario=SCENARIOS),
+        calibration=f"{RESULTS}/calibration.json",
+    output:
+        csv=f"{RESULTS}/summary.csv",
+        html=f"{RESULTS}/report/index.html",
+    params:
+        meta=sweep_meta(),
+        scenarios=SCENARIOS,
+    log:
+        f"{RESULTS}/logs/report.log",
+    run:
+        from pathlib import Path
+
+        from fingrav.provenance import provenance
+        from fingrav.report import build_report
+
+        with logging_to(log[0]):
+            build_report(
+                Path(RESULTS),
+                params.scenarios,
+                {**params.meta, "provenance": provenance(stage="report", config_hash=params.meta["config_hash"])},
+                Path(RESULTS) / "report",
+            )

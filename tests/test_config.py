@@ -1,0 +1,66 @@
+"""The sweep config: schema in sync with the models, and bad configs rejected with one clear message."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from conftest import tiny_config
+
+from fingrav.cli import SCHEMA_PATH, schema_text
+from fingrav.config import load_config, parse_config
+from fingrav.errors import ConfigError
+
+
+def test_schema_file_in_sync_with_models() -> None:
+    assert SCHEMA_PATH.read_text() == schema_text(), "config/schema.json is stale: run `fingrav schema`"
+
+
+def test_shipped_configs_validate(repo_root) -> None:
+    names = sorted(p.name for p in (repo_root / "config").glob("*.yaml"))
+    assert {"config.yaml", "sim-h200.yaml"} <= set(names)
+    for p in (repo_root / "config").glob("*.yaml"):
+        cfg = load_config(p)
+        assert cfg.scenarios
+
+
+def test_schema_is_valid_json_with_all_sections() -> None:
+    schema = json.loads(schema_text())
+    assert set(schema["properties"]) >= {"sweep", "device", "calibration", "run_policy", "analysis", "scenarios"}
+    assert schema["additionalProperties"] is False
+
+
+def _bad(mutate) -> str:
+    data = copy.deepcopy(tiny_config())
+    mutate(data)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d.update(bogus=1), ["bogus", "unknown key"]),
+        (lambda d: d["run_policy"].update(runz=5), ["run_policy.runz", "unknown key"]),
+        (lambda d: d["scenarios"][0]["kernel"].update(m=-8), ["scenarios.0.kernel.m", "-8", "greater than 0"]),
+        (lambda d: d["scenarios"][1]["kernel"].update(k=0), ["scenarios.1.kernel.k", "0"]),
+        (lambda d: d["scenarios"][1].update(name="cb-2k"), ["scenarios", "duplicate scenario name 'cb-2k'"]),
+        (lambda d: d["device"].update(backend="cuda"), ["device.backend", "'cuda'", "'sim'"]),
+        (lambda d: d["run_policy"].update(margin=0.7), ["run_policy.margin", "0.7", "less than or equal to 0.5"]),
+        (lambda d: d["run_policy"].update(margin=-0.01), ["run_policy.margin", "-0.01"]),
+        (lambda d: d["scenarios"][0]["kernel"].update(kind="conv"), ["scenarios.0.kernel", "conv"]),
+    ],
+)
+def test_bad_config_names_field_and_value(mutate, expected) -> None:
+    msg = _bad(mutate)
+    assert msg.startswith("invalid sweep config")
+    for part in expected:
+        assert part in msg, f"{part!r} not in {msg!r}"
+
+
+def test_margin_is_not_a_collect_parameter() -> None:
+    cfg = parse_config(tiny_config(margin=0.03))
+    assert "margin" not in cfg.run_policy.model_dump(exclude={"margin"})
+    assert cfg.run_policy.margin == 0.03

@@ -1,0 +1,109 @@
+"""Collection planning: the guidance table, the stability probe and the run/execution choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fingrav.collect.plan import analyze_probe, guidance, make_plan
+from fingrav.config import RunPolicy
+
+MS = 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("exec_ns", "runs", "spacing", "margin"),
+    [
+        (30_000, 400, 5_000, 0.05),
+        (100_000, 200, 10_000, 0.05),
+        (500_000, 200, 10_000, 0.02),
+        (3 * MS, 200, 10_000, 0.02),
+    ],
+)
+def test_guidance_table(exec_ns, runs, spacing, margin) -> None:
+    assert guidance(exec_ns) == (runs, spacing, margin)
+
+
+def _probe_trace(t_stable_ms: float, period_ms: float = 1.0, overshoot: bool = False):
+    """A synthetic sensor trace: idle 100 W, busy from 0 to 400 ms, first-order rise with time constant
+    t_stable/5 to 500 W (optionally overshooting to 600 W and throttling back), idle again after."""
+    t = np.arange(-50.0, 600.0, period_ms)
+    p = np.full_like(t, 100.0)
+    busy = (t >= 0) & (t <= 400)
+    tau = t_stable_ms / 5
+    rise = 1 - np.exp(-t[busy] / tau)
+    level = 400 * rise
+    if overshoot:
+        level = level + 100 * np.exp(-t[busy] / 60.0) * rise
+    p[busy] = 100 + level
+    after = t > 400
+    p[after] = 100 + 400 * np.exp(-(t[after] - 400) / tau)
+    return (t * MS).astype(np.int64), p * 1000.0
+
+
+def test_probe_finds_settling_time() -> None:
+    t, p = _probe_trace(t_stable_ms=50.0)
+    res = analyze_probe(t, p, 0, 400 * MS, 1000, tol_pct=1.0)
+    assert res.settled
+    # within 1 % of 500 W: 400 W step * exp(-t/10ms) < 5 W  ->  t > 43.8 ms
+    assert 40 * MS <= res.t_stable_ns <= 50 * MS
+    assert res.level_mw == pytest.approx(500_000, rel=0.002)
+    assert 40 * MS <= res.t_recover_ns <= 60 * MS
+
+
+def test_probe_sees_throttling_after_overshoot() -> None:
+    t, p = _probe_trace(t_stable_ms=10.0, overshoot=True)
+    res = analyze_probe(t, p, 0, 400 * MS, 1000, tol_pct=1.0)
+    # 100 W * exp(-t/60 ms) < 5 W  ->  t > 180 ms: the throttle, not the sensor, sets the SSP
+    assert res.t_stable_ns >= 170 * MS
+    assert res.peak_mw > 570_000
+
+
+def test_probe_needs_samples() -> None:
+    with pytest.raises(ValueError, match="probe_ms"):
+        analyze_probe(np.array([0, 1]), np.array([1.0, 2.0]), 0, 10, 10, 1.0)
+
+
+SENSOR_FAST = {"period_ns": 1 * MS, "delay_ns": 300_000, "window_ns": 1 * MS, "lag_ns": 0, "settle_ns": int(1.3 * MS)}
+SENSOR_H200 = {
+    "period_ns": 20 * MS,
+    "delay_ns": int(2.8 * MS),
+    "window_ns": int(4.5 * MS),
+    "lag_ns": 12 * MS,
+    "settle_ns": 63 * MS,
+}
+
+
+def test_plan_short_kernel_on_fast_sensor() -> None:
+    plan = make_plan(40_000, 42_000, SENSOR_FAST, None, RunPolicy())
+    assert plan.sse_index == 3
+    # SSP after the sensor settled (1.3 ms / 42 us = 31 executions) and strictly after the SSE
+    assert plan.ssp_index == 30
+    assert plan.margin == 0.05
+    # 30 SSE LOIs at 4 % chance per run -> 750 runs
+    assert plan.runs == 750
+    assert plan.executions_per_run == plan.ssp_index + plan.tail
+    assert plan.idle_ns >= SENSOR_FAST["settle_ns"]
+
+
+def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
+    plan = make_plan(1_500_000, 1_505_000, SENSOR_FAST, None, RunPolicy())
+    assert plan.ssp_index == 4 and plan.sse_index == 3
+    assert plan.runs == 200 and plan.margin == 0.02
+
+
+def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
+    plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300))
+    assert plan.runs == 300
+    assert any("capped" in n for n in plan.notes)
+    # SSP only after ~63 ms of back-to-back executions
+    assert plan.ssp_index + 1 >= 63 * MS / 172_000
+    # the tail gives ~lois_wanted SSP LOIs over all runs
+    assert plan.tail * plan.runs * 170_000 / (20 * MS) >= plan.lois_wanted
+
+
+def test_explicit_policy_overrides() -> None:
+    pol = RunPolicy(mode="explicit", runs=50, executions_per_run=12, margin=0.1)
+    plan = make_plan(100_000, 101_000, SENSOR_FAST, None, pol)
+    assert (plan.runs, plan.executions_per_run, plan.margin) == (50, 12, 0.1)
+    assert plan.ssp_index == 11 and plan.tail == 1

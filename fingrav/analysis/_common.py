@@ -1,0 +1,136 @@
+"""Shared helpers of the analysis stages: plan fields, roles, and the GPU-to-host clock mapping.
+
+Units: every time is int64 ns (`*_ns`), power mW (`*_mw`), energy mJ (`*_mj`); drift is a fraction
+(1e-6 = 1 ppm) unless the name says `_ppm`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from fingrav.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+MEASURE_PHASE = "measure"
+MAIN = "main"
+PRED = "pred"
+TOTAL = "total"
+# Role labels of executions (ARCHITECTURE.md "Runs and roles").
+ROLES = ("ssp", "sse", "first", "warmup", "pred")
+ROLE_DTYPE = pl.Enum(list(ROLES))
+SEGMENT_DTYPE = pl.Enum([PRED, MAIN])
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """The plan.json fields the analysis needs (indices are main-segment execution indices)."""
+
+    ssp_index: int
+    sse_index: int
+    executions_per_run: int
+    predecessor_count: int
+    exec_time_ns: float | None
+    margin: float | None
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[str, Any]) -> PlanView:
+        """Read the fields from a plan.json mapping; DataError names a missing or bad field."""
+
+        def need_int(key: str) -> int:
+            if key not in plan or plan[key] is None:
+                raise DataError(f"plan.json lacks {key!r}")
+            try:
+                return int(plan[key])
+            except (TypeError, ValueError):
+                raise DataError(f"plan.json {key}={plan[key]!r} is not an integer") from None
+
+        ssp = need_int("ssp_index")
+        sse = int(plan["sse_index"]) if plan.get("sse_index") is not None else need_int("warmups")
+        epr = need_int("executions_per_run")
+        pred = int(plan.get("predecessor_count") or 0)
+        if not 0 <= ssp < epr:
+            raise DataError(f"plan.json ssp_index={ssp} outside [0, executions_per_run={epr})")
+        if not 0 <= sse < epr:
+            raise DataError(f"plan.json sse_index={sse} outside [0, executions_per_run={epr})")
+        et = plan.get("exec_time_ns")
+        margin = plan.get("margin")
+        return cls(ssp, sse, epr, pred, float(et) if et is not None else None,
+                   float(margin) if margin is not None else None)
+
+
+def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_index") -> pl.Expr:
+    """The role of an execution (ARCHITECTURE.md): pred | ssp | sse | first | warmup, as ROLE_DTYPE."""
+    seg = pl.col(segment).cast(pl.String)
+    i = pl.col(exec_index)
+    return (
+        pl.when(seg == PRED).then(pl.lit("pred"))
+        .when(i >= view.ssp_index).then(pl.lit("ssp"))
+        .when(i == view.sse_index).then(pl.lit("sse"))
+        .when((i == 0) & pl.lit(view.predecessor_count > 0)).then(pl.lit("first"))
+        .otherwise(pl.lit("warmup"))
+        .cast(ROLE_DTYPE)
+    )
+
+
+@dataclass(frozen=True)
+class ClockParams:
+    """host_ns = gpu_ns + offset_ns + drift * (gpu_ns - gpu_ref_ns)  (drift as a fraction)."""
+
+    offset_ns: float
+    gpu_ref_ns: int
+    drift: float
+    residual_ns: float
+
+    @classmethod
+    def from_any(cls, fit: Mapping[str, Any] | Any) -> ClockParams:
+        """From a ClockFit-like object (attributes) or its dict; `drift` (fraction) or `drift_ppm`."""
+        get = fit.get if isinstance(fit, Mapping) else (lambda k, d=None: getattr(fit, k, d))
+        if get("offset_ns") is None or get("gpu_ref_ns") is None:
+            raise DataError(f"clock fit lacks offset_ns / gpu_ref_ns: {fit!r}")
+        drift = get("drift")
+        if drift is None:
+            ppm = get("drift_ppm")
+            drift = float(ppm) * 1e-6 if ppm is not None else 0.0
+        residual = get("residual_ns")
+        offset = get("offset_ns")
+        return cls(
+            offset_ns=offset if isinstance(offset, int) else float(offset),
+            gpu_ref_ns=int(round(get("gpu_ref_ns"))),
+            drift=float(drift),
+            residual_ns=float(residual) if residual is not None else math.nan,
+        )
+
+    @property
+    def drift_ppm(self) -> float:
+        return self.drift * 1e6
+
+    def host_expr(self, gpu_col: str) -> pl.Expr:
+        """Polars expression mapping an int64 GPU-clock column to int64 host-clock ns (rounded).
+
+        The integer part of the offset is added exactly, so 64-bit epoch times keep ns precision."""
+        off_int = int(round(self.offset_ns))
+        off_frac = float(self.offset_ns) - off_int
+        g = pl.col(gpu_col)
+        corr = ((g - self.gpu_ref_ns).cast(pl.Float64) * self.drift + off_frac).round(0).cast(pl.Int64)
+        return g + off_int + corr
+
+    def to_summary(self) -> dict[str, float | int]:
+        """summary.json "clock": offset_ns, gpu_ref_ns, drift_ppm, residual_ns."""
+        return {
+            "offset_ns": self.offset_ns,
+            "gpu_ref_ns": self.gpu_ref_ns,
+            "drift_ppm": self.drift_ppm,
+            "residual_ns": None if math.isnan(self.residual_ns) else self.residual_ns,
+        }
+
+
+def measure_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The measure runs (run:int32) of a runs frame, sorted by run."""
+    return runs.filter(pl.col("phase") == MEASURE_PHASE).select(pl.col("run").cast(pl.Int32)).unique().sort("run")

@@ -1,0 +1,137 @@
+"""Quality flags of a profile (ARCHITECTURE.md "Flags") and the row's `valid`.
+
+Flags that make a row invalid: too_few_lois, sample_gaps, clock_residual, unsettled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fingrav.analysis._common import TOTAL, ClockParams
+
+logger = logging.getLogger(__name__)
+
+FLAG_ORDER = (
+    "too_few_lois",
+    "too_few_lois_sse",
+    "kernel_shorter_than_window",
+    "below_method_minimum",
+    "sample_gaps",
+    "clock_drift",
+    "clock_residual",
+    "unsettled",
+    "low_golden_fraction",
+)
+INVALIDATING = frozenset({"too_few_lois", "sample_gaps", "clock_residual", "unsettled"})
+METHOD_MINIMUM_NS = 25_000  # METHOD.md: the method covers kernels of 25 us and longer
+GAP_FACTOR = 3.0  # a detected gap: consecutive samples further apart than this x the median interval
+MIN_GOLDEN_FRACTION = 0.5
+
+
+def run_spans(host_execs: pl.DataFrame, golden_only: bool = True) -> pl.DataFrame:
+    """Host-clock span [start_ns, end_ns) of the executions of each (golden) run, sorted by start."""
+    ex = host_execs.filter(pl.col("golden")) if golden_only else host_execs
+    return ex.group_by("run").agg(start_ns=pl.col("exec_start_ns").min(), end_ns=pl.col("exec_end_ns").max()).sort(
+        "start_ns")
+
+
+def detect_gaps(samples: pl.DataFrame, channel: str = TOTAL, factor: float = GAP_FACTOR) -> np.ndarray:
+    """Gaps in one channel's sample stream: (k, 2) int64 [from_ns, to_ns] (raw sample clock) where
+    consecutive samples are more than `factor` x the median interval apart."""
+    t = samples.lazy().filter(pl.col("channel") == channel).select(pl.col("t_ns").sort()).collect()["t_ns"]
+    if t.len() < 3:
+        return np.zeros((0, 2), np.int64)
+    arr = t.to_numpy()
+    d = np.diff(arr)
+    med = float(np.median(d))
+    if med <= 0:
+        return np.zeros((0, 2), np.int64)
+    idx = np.flatnonzero(d > factor * med)
+    return np.stack([arr[idx], arr[idx + 1]], axis=1).astype(np.int64)
+
+
+def gaps_in_spans(gaps: np.ndarray, spans: pl.DataFrame) -> int:
+    """How many gaps [from, to] overlap any span [start_ns, end_ns) (spans non-overlapping, sorted)."""
+    if gaps.size == 0 or spans.height == 0:
+        return 0
+    starts = spans["start_ns"].to_numpy()
+    ends = spans["end_ns"].to_numpy()
+    k = np.searchsorted(starts, gaps[:, 1], side="left") - 1
+    ok = k >= 0
+    hit = np.zeros(len(gaps), bool)
+    hit[ok] = ends[k[ok]] > gaps[ok, 0]
+    return int(hit.sum())
+
+
+@dataclass(frozen=True)
+class FlagInputs:
+    """What the flags look at. Times in ns; `sensor` keys window_ns, lag_ns (ns)."""
+
+    ssp_lois: int
+    sse_lois: int
+    exec_time_ns: float | None
+    sensor: Mapping[str, Any]
+    clock: ClockParams
+    probe: Mapping[str, Any] | None
+    runs_total: int
+    runs_golden: int
+    gaps_in_golden_runs: int
+    min_lois: int
+    max_drift_ppm: float
+    max_clock_residual_us: float
+
+
+def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
+    """(flags in FLAG_ORDER, valid)."""
+    fired: set[str] = set()
+    if inp.ssp_lois < inp.min_lois:
+        fired.add("too_few_lois")
+    if inp.sse_lois < inp.min_lois:
+        fired.add("too_few_lois_sse")
+    if inp.exec_time_ns is not None:
+        window = inp.sensor.get("window_ns")
+        if window is not None and inp.exec_time_ns < float(window) + float(inp.sensor.get("lag_ns") or 0.0):
+            fired.add("kernel_shorter_than_window")
+        if inp.exec_time_ns < METHOD_MINIMUM_NS:
+            fired.add("below_method_minimum")
+    if inp.gaps_in_golden_runs > 0:
+        fired.add("sample_gaps")
+    if abs(inp.clock.drift_ppm) > inp.max_drift_ppm:
+        fired.add("clock_drift")
+    if inp.clock.residual_ns == inp.clock.residual_ns and inp.clock.residual_ns > inp.max_clock_residual_us * 1e3:
+        fired.add("clock_residual")
+    if inp.probe is not None and inp.probe.get("settled") is False:
+        fired.add("unsettled")
+    if inp.runs_total == 0 or inp.runs_golden / inp.runs_total < MIN_GOLDEN_FRACTION:
+        fired.add("low_golden_fraction")
+    flags = [f for f in FLAG_ORDER if f in fired]
+    valid = not (fired & INVALIDATING)
+    if flags:
+        logger.info("flags: %s (valid=%s)", ";".join(flags), valid)
+    return flags, valid
+
+
+def count_gaps(
+    samples: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    known_gaps: Sequence[Sequence[int]] = (),
+    delay_ns: int = 0,
+) -> dict[str, int]:
+    """Known (metadata) and detected sample gaps that overlap golden runs' execution spans.
+
+    Gaps are on the raw sample clock; they are shifted by -delay_ns like the samples."""
+    spans = run_spans(host_execs)
+    known = np.asarray(known_gaps, dtype=np.int64).reshape(-1, 2) - delay_ns
+    detected = detect_gaps(samples) - delay_ns
+    return {
+        "known": int(len(known)),
+        "detected": int(len(detected)),
+        "known_in_golden_runs": gaps_in_spans(known, spans),
+        "detected_in_golden_runs": gaps_in_spans(detected, spans),
+    }

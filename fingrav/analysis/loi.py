@@ -1,0 +1,131 @@
+"""LOIs and TOIs (METHOD.md step 7): map executions to the host clock and assign power samples.
+
+Pure functions over polars frames. Executions of measure runs are mapped from the GPU clock to the
+host clock with a clock fit; sample times are shifted back by the sensor delay (when delay
+correction is on); each sample is assigned, with an as-of join, to the execution whose host-clock
+interval [exec_start_ns, exec_end_ns) contains it. Samples outside every measure execution are not
+LOIs and are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from fingrav.analysis._common import SEGMENT_DTYPE, ClockParams, PlanView, measure_runs, role_expr
+
+logger = logging.getLogger(__name__)
+
+LOIS_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Int32(),
+    "golden": pl.Boolean(),
+    "role": pl.String(),
+    "segment": pl.String(),
+    "exec_index": pl.Int32(),
+    "channel": pl.String(),
+    "t_ns": pl.Int64(),
+    "exec_start_ns": pl.Int64(),
+    "toi_ns": pl.Int64(),
+    "toi_frac": pl.Float64(),
+    "power_mw": pl.Float64(),
+}
+
+
+def host_executions(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    plan: Mapping[str, Any],
+    clock: Mapping[str, Any] | ClockParams | Any,
+    binned: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Executions of measure runs on the host clock, sorted by exec_start_ns.
+
+    Columns: run:int32, segment:Enum, exec_index:int32, role:Enum, golden:bool (false for runs not
+    golden in `binned`; all false without `binned`), exec_start_ns, exec_end_ns:int64 (host clock),
+    dur_ns:int64 (host-clock duration)."""
+    view = PlanView.from_plan(plan)
+    cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
+    ex = executions.join(measure_runs(runs), on="run", how="semi") if runs is not None else executions
+    if binned is not None:
+        gold = binned.select(pl.col("run").cast(pl.Int32), pl.col("golden").cast(pl.Boolean))
+    else:
+        gold = pl.DataFrame(schema={"run": pl.Int32, "golden": pl.Boolean})
+    out = (
+        ex.lazy()
+        .select(
+            pl.col("run").cast(pl.Int32),
+            pl.col("segment").cast(pl.String).cast(SEGMENT_DTYPE),
+            pl.col("exec_index").cast(pl.Int32),
+            cp.host_expr("gpu_start_ns").alias("exec_start_ns"),
+            cp.host_expr("gpu_end_ns").alias("exec_end_ns"),
+        )
+        .with_columns(role=role_expr(view), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
+        .join(gold.lazy(), on="run", how="left")
+        .with_columns(pl.col("golden").fill_null(False))
+        .sort("exec_start_ns")
+        .collect()
+    )
+    n_overlap = out.select((pl.col("exec_start_ns").shift(-1) < pl.col("exec_end_ns")).sum()).item()
+    if n_overlap:
+        logger.warning("%d executions overlap the next one on the host clock; samples in an overlap go "
+                       "to the later execution", n_overlap)
+    return out
+
+
+def assign_lois(
+    samples: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    delay_ns: int = 0,
+) -> pl.DataFrame:
+    """Assign samples to the executions containing them; one row per (sample, channel) LOI.
+
+    samples: raw samples (t_ns host clock, channel, power_mw); host_execs: `host_executions`
+    output; delay_ns: sensor delay subtracted from every sample time (0 = no correction).
+    Returns the lois frame (LOIS_SCHEMA, ARCHITECTURE.md), sorted by t_ns:
+    t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns (>= 0);
+    toi_frac = toi_ns / (exec_end_ns - exec_start_ns) in [0, 1)."""
+    right = host_execs.lazy().select(
+        "exec_start_ns", "exec_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index"
+    ).filter(pl.col("dur_ns") > 0).sort("exec_start_ns")
+    left = (
+        samples.lazy()
+        .select(
+            (pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"),
+            pl.col("channel").cast(pl.String),
+            pl.col("power_mw").cast(pl.Float64),
+        )
+        .sort("t_ns")
+    )
+    lois = (
+        left.join_asof(right, left_on="t_ns", right_on="exec_start_ns", strategy="backward",
+                       check_sortedness=False)
+        .filter(pl.col("t_ns") < pl.col("exec_end_ns"))
+        .with_columns(toi_ns=pl.col("t_ns") - pl.col("exec_start_ns"))
+        .select(
+            "run", "golden",
+            pl.col("role").cast(pl.String), pl.col("segment").cast(pl.String),
+            "exec_index", "channel", "t_ns", "exec_start_ns", "toi_ns",
+            (pl.col("toi_ns").cast(pl.Float64) / pl.col("dur_ns").cast(pl.Float64)).alias("toi_frac"),
+            "power_mw",
+        )
+        .collect()
+    )
+    logger.info("LOIs: %d of %d samples fall inside %d measure executions (delay correction %d ns)",
+                lois.height, samples.height, host_execs.height, delay_ns)
+    return lois.cast(LOIS_SCHEMA)  # type: ignore[arg-type]
+
+
+def lois_frame(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    samples: pl.DataFrame,
+    plan: Mapping[str, Any],
+    binned: pl.DataFrame,
+    clock: Mapping[str, Any] | ClockParams | Any,
+    delay_ns: int = 0,
+) -> pl.DataFrame:
+    """`assign_lois(samples, host_executions(...), delay_ns)`: the lois.parquet content."""
+    return assign_lois(samples, host_executions(executions, runs, plan, clock, binned), delay_ns)

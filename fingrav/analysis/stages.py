@@ -1,0 +1,147 @@
+"""File-level entry points of the bin and differentiate stages (what the Snakemake rules call).
+
+They read the raw files of one scenario, call the pure functions (binning.bin_runs,
+summarize.differentiate) and write parquet files (with the JSON record under metadata key
+b"fingrav", readable with rawio.read_metadata) and summary.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from fingrav import rawio
+from fingrav.analysis.binning import bin_runs
+from fingrav.analysis.summarize import DEFAULT_MAX_CLOCK_RESIDUAL_US, differentiate
+from fingrav.errors import DataError, FingravError
+
+logger = logging.getLogger(__name__)
+
+
+def write_frame(path: str | Path, frame: pl.DataFrame, meta: Mapping[str, Any]) -> Path:
+    """Write `frame` as zstd parquet with `meta` (JSON) under metadata key b"fingrav"."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = frame.to_arrow()
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), rawio.META_KEY: rawio.dumps(dict(meta))})
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
+    logger.debug("wrote %s (%d rows)", path, frame.height)
+    return path
+
+
+def _read(path: Path) -> pl.DataFrame:
+    if not path.exists():
+        raise DataError(f"missing input file {path}")
+    return pl.read_parquet(path)
+
+
+def run_bin(
+    raw_dir: str | Path,
+    plan_path: str | Path,
+    out_path: str | Path,
+    margin: float | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Bin stage: read `raw_dir`/{executions,runs}.parquet and plan.json, write the binned parquet
+    (run, ssp_exec_time_ns, golden, reason; metadata margin, bin_low_ns, bin_high_ns, runs_total,
+    runs_golden, reasons, provenance). margin None -> plan["margin"]. Returns the metadata."""
+    raw = Path(raw_dir)
+    plan = rawio.read_json(plan_path)
+    binned, meta = bin_runs(_read(raw / "executions.parquet"), _read(raw / "runs.parquet"), plan, margin)
+    meta = {**meta, "provenance": dict(provenance or {})}
+    write_frame(out_path, binned, meta)
+    return meta
+
+
+def scenario_clock(clock_reads: pl.DataFrame, calibration: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The clock fit for a scenario and where it came from.
+
+    Fits the scenario's own GPU-timestamp reads (raw clock.parquet) with fingrav.clocksync.fit_clock
+    ("scenario"); falls back to calibration.json's "clock" ("calibration") when clocksync is not
+    available or the fit fails."""
+    if clock_reads.height:
+        try:
+            from fingrav.clocksync import fit_clock
+            from fingrav.device.common import ClockReads
+
+            reads = ClockReads(
+                clock_reads["host_before_ns"].to_numpy().astype("int64"),
+                clock_reads["gpu_ns"].to_numpy().astype("int64"),
+                clock_reads["host_after_ns"].to_numpy().astype("int64"),
+            )
+            fit = fit_clock(reads)
+            return dict(fit.to_dict()), "scenario"
+        except ImportError:
+            logger.warning("fingrav.clocksync not available: using the calibration clock fit")
+        except (FingravError, ValueError, np.linalg.LinAlgError) as err:
+            logger.warning("scenario clock fit failed (%s): using the calibration clock fit", err)
+    clk = calibration.get("clock")
+    if not isinstance(clk, Mapping):
+        raise DataError("no clock fit: the scenario's clock reads cannot be fitted and calibration.json has no "
+                        "'clock'")
+    return dict(clk), "calibration"
+
+
+def scenario_sensor(calibration: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Sensor parameters (ns): calibration.json "sensor" over plan["sensor"] (planning values)."""
+    out: dict[str, Any] = dict(plan.get("sensor") or {})
+    out.update({k: v for k, v in dict(calibration.get("sensor") or {}).items() if v is not None})
+    return out
+
+
+def run_differentiate(
+    raw_dir: str | Path,
+    binned_path: str | Path,
+    calibration_json: str | Path,
+    truth_path: str | Path | None,
+    analysis_cfg: Mapping[str, Any],
+    out_dir: str | Path,
+    provenance: Mapping[str, Any] | None = None,
+    max_clock_residual_us: float | None = None,
+) -> dict[str, Any]:
+    """Differentiate stage: read the raw files of one scenario (`raw_dir`, named after the scenario),
+    the binned parquet, calibration.json and the truth parquet (simulator; None otherwise); write
+    `out_dir`/lois.parquet and `out_dir`/summary.json. Returns the summary dict.
+
+    max_clock_residual_us: the clock_residual limit; None -> calibration.json
+    "max_clock_residual_us" if present, else 20 µs."""
+    raw = Path(raw_dir)
+    out = Path(out_dir)
+    plan = rawio.read_json(raw / "plan.json")
+    calibration = rawio.read_json(calibration_json)
+    samples_path = raw / "samples.parquet"
+    samples = _read(samples_path)
+    samples_meta = rawio.read_metadata(samples_path)
+    binned_path = Path(binned_path)
+    binned = _read(binned_path)
+    binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    clock, clock_source = scenario_clock(_read(raw / "clock.parquet"), calibration)
+    if max_clock_residual_us is None:
+        max_clock_residual_us = float(calibration.get("max_clock_residual_us") or DEFAULT_MAX_CLOCK_RESIDUAL_US)
+    truth = _read(Path(truth_path)) if truth_path is not None else None
+    raw_prov = rawio.read_metadata(raw / "executions.parquet")
+    prov = {**dict(provenance or {}), "clock_source": clock_source, "raw": raw_prov.get("provenance", raw_prov)}
+    backend = plan.get("backend") or (raw_prov.get("device") or {}).get("backend") or (
+        (raw_prov.get("provenance") or {}).get("device") or {}).get("backend")
+
+    lois, summary = differentiate(
+        _read(raw / "executions.parquet"), _read(raw / "runs.parquet"), samples, plan, binned, clock,
+        scenario_sensor(calibration, plan), analysis_cfg, truth,
+        scenario=raw.name, backend=backend, gaps=samples_meta.get("gaps") or (),
+        max_clock_residual_us=max_clock_residual_us, binning=binning_meta, provenance=prov,
+    )
+    write_frame(out / "lois.parquet", lois, {
+        "scenario": summary["scenario"], "clock": summary["clock"], "clock_source": clock_source,
+        "delay_correction_ns": summary["sensor"]["delay_correction_ns"], "provenance": dict(provenance or {}),
+    })
+    rawio.write_json(out / "summary.json", summary)
+    logger.info("wrote %s and summary.json (%d LOIs)", out / "lois.parquet", lois.height)
+    return summary

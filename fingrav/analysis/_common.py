@@ -134,3 +134,44 @@ class ClockParams:
 def measure_runs(runs: pl.DataFrame) -> pl.DataFrame:
     """The measure runs (run:int32) of a runs frame, sorted by run."""
     return runs.filter(pl.col("phase") == MEASURE_PHASE).select(pl.col("run").cast(pl.Int32)).unique().sort("run")
+
+
+def _to_ns(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy of a sensor mapping with `*_ms` / `*_us` keys also given as `*_ns` (existing `*_ns` win)."""
+    out: dict[str, Any] = dict(d)
+    for k, v in d.items():
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            continue
+        for suffix, scale in (("_ms", 1e6), ("_us", 1e3)):
+            if k.endswith(suffix):
+                out.setdefault(k[: -len(suffix)] + "_ns", v * scale)
+    return out
+
+
+def sensor_channels(sensor: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Normalize a sensor description to {channel: {delay_ns, window_ns, lag_ns, period_ns, ...}}.
+
+    Accepts a flat mapping (one sensor for every channel, keyed "total" here) or a per-channel
+    mapping ({"total": {...}, "memory": {...}}, as calibration.json "sensor"); `*_ms` / `*_us` keys
+    are converted to `*_ns`."""
+    if any(isinstance(v, Mapping) for v in sensor.values()):
+        return {str(ch): _to_ns(v) for ch, v in sensor.items() if isinstance(v, Mapping)}
+    return {TOTAL: _to_ns(sensor)}
+
+
+def total_sensor(sensor: Mapping[str, Any]) -> dict[str, Any]:
+    """The "total" channel's sensor (ns keys), or the first channel's when there is no "total"."""
+    per = sensor_channels(sensor)
+    if TOTAL in per:
+        return per[TOTAL]
+    return next(iter(per.values()), {})
+
+
+def channel_delays(sensor: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+    """(default delay_ns, {channel: delay_ns}) from a sensor description (rounded to ns).
+
+    The default (for channels without their own entry) is the "total" channel's delay."""
+    per = sensor_channels(sensor)
+    delays = {ch: int(round(float(d.get("delay_ns") or 0.0))) for ch, d in per.items()}
+    default = int(round(float(total_sensor(sensor).get("delay_ns") or 0.0)))
+    return default, delays

@@ -78,22 +78,30 @@ def host_executions(
 def assign_lois(
     samples: pl.DataFrame,
     host_execs: pl.DataFrame,
-    delay_ns: int = 0,
+    delay_ns: int | Mapping[str, int] = 0,
+    default_delay_ns: int | None = None,
 ) -> pl.DataFrame:
     """Assign samples to the executions containing them; one row per (sample, channel) LOI.
 
     samples: raw samples (t_ns host clock, channel, power_mw); host_execs: `host_executions`
-    output; delay_ns: sensor delay subtracted from every sample time (0 = no correction).
+    output; delay_ns: sensor delay (ns) subtracted from every sample time (0 = no correction), or
+    {channel: delay_ns} with `default_delay_ns` (default 0) for channels not in it.
     Returns the lois frame (LOIS_SCHEMA, ARCHITECTURE.md), sorted by t_ns:
     t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns (>= 0);
     toi_frac = toi_ns / (exec_end_ns - exec_start_ns) in [0, 1)."""
     right = host_execs.lazy().select(
         "exec_start_ns", "exec_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index"
     ).filter(pl.col("dur_ns") > 0).sort("exec_start_ns")
+    if isinstance(delay_ns, Mapping):
+        shift: pl.Expr = pl.col("channel").cast(pl.String).replace_strict(
+            {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0),
+            return_dtype=pl.Int64)
+    else:
+        shift = pl.lit(int(delay_ns), dtype=pl.Int64)
     left = (
         samples.lazy()
         .select(
-            (pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"),
+            (pl.col("t_ns").cast(pl.Int64) - shift).alias("t_ns"),
             pl.col("channel").cast(pl.String),
             pl.col("power_mw").cast(pl.Float64),
         )
@@ -113,7 +121,7 @@ def assign_lois(
         )
         .collect()
     )
-    logger.info("LOIs: %d of %d samples fall inside %d measure executions (delay correction %d ns)",
+    logger.info("LOIs: %d of %d samples fall inside %d measure executions (delay correction %s ns)",
                 lois.height, samples.height, host_execs.height, delay_ns)
     return lois.cast(LOIS_SCHEMA)  # type: ignore[arg-type]
 
@@ -125,7 +133,7 @@ def lois_frame(
     plan: Mapping[str, Any],
     binned: pl.DataFrame,
     clock: Mapping[str, Any] | ClockParams | Any,
-    delay_ns: int = 0,
+    delay_ns: int | Mapping[str, int] = 0,
 ) -> pl.DataFrame:
     """`assign_lois(samples, host_executions(...), delay_ns)`: the lois.parquet content."""
     return assign_lois(samples, host_executions(executions, runs, plan, clock, binned), delay_ns)

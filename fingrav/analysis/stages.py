@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from fingrav import rawio
+from fingrav.analysis._common import TOTAL, sensor_channels
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.summarize import DEFAULT_MAX_CLOCK_RESIDUAL_US, differentiate
 from fingrav.errors import DataError, FingravError
@@ -90,11 +91,13 @@ def scenario_clock(clock_reads: pl.DataFrame, calibration: Mapping[str, Any]) ->
     return dict(clk), "calibration"
 
 
-def scenario_sensor(calibration: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Sensor parameters (ns): calibration.json "sensor" over plan["sensor"] (planning values)."""
-    out: dict[str, Any] = dict(plan.get("sensor") or {})
-    out.update({k: v for k, v in dict(calibration.get("sensor") or {}).items() if v is not None})
-    return out
+def scenario_sensor(calibration: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-channel sensor parameters (ns keys): calibration.json "sensor" (flat or per channel,
+    `*_ms` keys converted), the total channel's missing keys filled from plan["sensor"]."""
+    per = sensor_channels(calibration.get("sensor") or {}) if calibration.get("sensor") else {}
+    planned = sensor_channels(plan.get("sensor") or {}).get(TOTAL, {})
+    total = {**planned, **{k: v for k, v in per.get(TOTAL, {}).items() if v is not None}}
+    return {TOTAL: total, **{ch: d for ch, d in per.items() if ch != TOTAL}}
 
 
 def run_differentiate(
@@ -111,8 +114,9 @@ def run_differentiate(
     the binned parquet, calibration.json and the truth parquet (simulator; None otherwise); write
     `out_dir`/lois.parquet and `out_dir`/summary.json. Returns the summary dict.
 
-    max_clock_residual_us: the clock_residual limit; None -> calibration.json
-    "max_clock_residual_us" if present, else 20 µs."""
+    analysis_cfg: AnalysisConfig dict, plus optionally max_clock_residual_us (µs).
+    max_clock_residual_us: the clock_residual limit; None -> analysis_cfg["max_clock_residual_us"],
+    else calibration.json "max_clock_residual_us", else 20 µs."""
     raw = Path(raw_dir)
     out = Path(out_dir)
     plan = rawio.read_json(raw / "plan.json")
@@ -125,17 +129,19 @@ def run_differentiate(
     binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
     clock, clock_source = scenario_clock(_read(raw / "clock.parquet"), calibration)
     if max_clock_residual_us is None:
-        max_clock_residual_us = float(calibration.get("max_clock_residual_us") or DEFAULT_MAX_CLOCK_RESIDUAL_US)
+        max_clock_residual_us = float(analysis_cfg.get("max_clock_residual_us")
+                                      or calibration.get("max_clock_residual_us") or DEFAULT_MAX_CLOCK_RESIDUAL_US)
     truth = _read(Path(truth_path)) if truth_path is not None else None
     raw_prov = rawio.read_metadata(raw / "executions.parquet")
-    prov = {**dict(provenance or {}), "clock_source": clock_source, "raw": raw_prov.get("provenance", raw_prov)}
-    backend = plan.get("backend") or (raw_prov.get("device") or {}).get("backend") or (
-        (raw_prov.get("provenance") or {}).get("device") or {}).get("backend")
+    raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
+    prov = {**dict(provenance or {}), "clock_source": clock_source, "raw": raw_prov}
+    device = raw_prov.get("device") if isinstance(raw_prov.get("device"), Mapping) else {}
+    backend = device.get("backend")
 
     lois, summary = differentiate(
         _read(raw / "executions.parquet"), _read(raw / "runs.parquet"), samples, plan, binned, clock,
         scenario_sensor(calibration, plan), analysis_cfg, truth,
-        scenario=raw.name, backend=backend, gaps=samples_meta.get("gaps") or (),
+        scenario=raw.name, backend=str(backend) if backend is not None else None, gaps=samples_meta.get("gaps") or (),
         max_clock_residual_us=max_clock_residual_us, binning=binning_meta, provenance=prov,
     )
     write_frame(out / "lois.parquet", lois, {

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import TOTAL, ClockParams, PlanView
+from fingrav.analysis._common import TOTAL, ClockParams, PlanView, channel_delays, sensor_channels, total_sensor
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
@@ -71,8 +71,10 @@ def describe_plan(plan: Mapping[str, Any]) -> dict[str, str | None]:
     """kernel / predecessor / backend / scenario labels found in plan.json (None when absent).
 
     Looks at plan["kernel"], plan["predecessor"] ({kernel, count}), plan["scenario"] (a name or a
-    fingrav.config.Scenario dict), plan["backend"]."""
-    scen = plan.get("scenario")
+    fingrav.config.Scenario dict), plan["backend"], and the collect stage's provenance record in
+    plan["provenance"] (its "scenario" dict and "device" {"backend", ...})."""
+    prov = plan.get("provenance") if isinstance(plan.get("provenance"), Mapping) else {}
+    scen = plan.get("scenario", prov.get("scenario"))
     scen_d = scen if isinstance(scen, Mapping) else {}
     kernel = _kernel_label(plan.get("kernel_label") or plan.get("kernel") or scen_d.get("kernel"))
     pred = plan.get("predecessor", scen_d.get("predecessor"))
@@ -82,7 +84,10 @@ def describe_plan(plan: Mapping[str, Any]) -> dict[str, str | None]:
     else:
         pred_s = _kernel_label(pred)
     name = scen if isinstance(scen, str) else scen_d.get("name")
-    return {"scenario": name, "kernel": kernel, "predecessor": pred_s, "backend": plan.get("backend")}
+    device = prov.get("device") if isinstance(prov.get("device"), Mapping) else {}
+    backend = plan.get("backend") or device.get("backend")
+    return {"scenario": name, "kernel": kernel, "predecessor": pred_s,
+            "backend": str(backend) if backend is not None else None}
 
 
 def _w(mw: float | None) -> float | None:
@@ -107,7 +112,7 @@ def differentiate(
     scenario: str | None = None,
     backend: str | None = None,
     gaps: Sequence[Sequence[int]] = (),
-    max_clock_residual_us: float = DEFAULT_MAX_CLOCK_RESIDUAL_US,
+    max_clock_residual_us: float | None = None,
     binning: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
     seed: int = 0,
@@ -116,17 +121,26 @@ def differentiate(
 
     executions / runs / samples: raw frames (rawio.SCHEMAS); plan: plan.json; binned: bin stage
     output; clock: ClockFit or its dict (offset_ns, gpu_ref_ns, drift | drift_ppm, residual_ns);
-    sensor: calibrated sensor {delay_ns, window_ns, lag_ns, period_ns, ...} (ns); analysis:
-    AnalysisConfig dict; truth: simulator truth frame or None; gaps: known sample gaps
-    [[from_ns, to_ns], ...] (raw sample clock); max_clock_residual_us: clock_residual limit (µs);
-    binning: bin-stage metadata, copied into the summary.
+    sensor: calibrated sensor, flat {delay_ns, window_ns, lag_ns, period_ns, ...} or per channel
+    ({"total": {...}, "memory": {...}}; `*_ms` keys accepted), each channel's samples are shifted
+    back by its own delay (channels without an entry: the total channel's); analysis:
+    AnalysisConfig dict (may also hold max_clock_residual_us); truth: simulator truth frame or None;
+    gaps: known sample gaps [[from_ns, to_ns], ...] (raw sample clock); max_clock_residual_us:
+    clock_residual limit (µs; None -> analysis["max_clock_residual_us"] or 20); binning: bin-stage
+    metadata, copied into the summary.
     Returns (lois frame per loi.LOIS_SCHEMA, summary.json dict per ARCHITECTURE.md)."""
     view = PlanView.from_plan(plan)
     cp = ClockParams.from_any(clock)
-    delay_ns = int(round(float(sensor.get("delay_ns") or 0))) if analysis.get("delay_correction", True) else 0
+    tot_sensor = total_sensor(sensor)
+    if analysis.get("delay_correction", True):
+        delay_ns, delays = channel_delays(sensor)
+    else:
+        delay_ns, delays = 0, {}
+    if max_clock_residual_us is None:
+        max_clock_residual_us = float(analysis.get("max_clock_residual_us") or DEFAULT_MAX_CLOCK_RESIDUAL_US)
 
     hx = host_executions(executions, runs, plan, cp, binned)
-    lois = assign_lois(samples, hx, delay_ns)
+    lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
     prof = compute_profiles(lois, hx, plan, analysis, seed=seed)
     ch_stats = prof.channels
     d = prof.derived
@@ -143,7 +157,7 @@ def differentiate(
         exec_time_ns = view.exec_time_ns
     gap_counts = count_gaps(samples, hx, gaps, delay_ns)
     flags, valid = compute_flags(FlagInputs(
-        ssp_lois=ssp_lois, sse_lois=sse_lois, exec_time_ns=exec_time_ns, sensor=sensor, clock=cp,
+        ssp_lois=ssp_lois, sse_lois=sse_lois, exec_time_ns=exec_time_ns, sensor=tot_sensor, clock=cp,
         probe=plan.get("probe") if isinstance(plan.get("probe"), Mapping) else None,
         runs_total=runs_total, runs_golden=runs_golden,
         gaps_in_golden_runs=gap_counts["known_in_golden_runs"] + gap_counts["detected_in_golden_runs"],
@@ -207,7 +221,9 @@ def differentiate(
         "valid": valid,
         "plan": dict(plan),
         "provenance": prov,
-        "sensor": {**dict(sensor), "delay_correction_ns": delay_ns},
+        "sensor": {**tot_sensor, "delay_correction_ns": delay_ns,
+                   "delay_correction_by_channel_ns": delays or {ch: 0 for ch in sensor_channels(sensor)},
+                   "channels": sensor_channels(sensor)},
         "binning": dict(binning) if binning is not None else None,
         "gaps": gap_counts,
         "exec_time_ns": d["exec_time_ns"],
@@ -245,9 +261,10 @@ def summary_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def summary_table(summaries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    """summary.csv: one row per summary (its "row"), stable column order (summary_columns), typed
+    """summary.csv: one row per summary (its "row"; a bare row dict is accepted too), stable column
+    order (summary_columns), typed
     columns (str / float64 / int64 / bool); missing values are null."""
-    rows = [s["row"] for s in summaries]
+    rows = [s["row"] if isinstance(s.get("row"), Mapping) else s for s in summaries]
     cols = summary_columns(rows)
     schema = {c: _dtype(c) for c in cols}
     data = {c: [r.get(c) for r in rows] for c in cols}

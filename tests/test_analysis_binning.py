@@ -1,0 +1,98 @@
+"""Execution-time binning: golden window, planted outliers, incomplete runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fingrav.analysis.binning import BINNED_SCHEMA, bin_runs, golden_window
+from fingrav.errors import DataError
+
+PLAN = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 4, "tail": 2, "margin": 0.05,
+        "predecessor_count": 0, "exec_time_ns": 100_000}
+
+
+def make_frames(ssp_times: dict[int, int], plan: dict = PLAN, drop: tuple[tuple[int, int], ...] = (),
+                extra_runs: tuple[tuple[int, str], ...] = ()) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Runs with 4 main executions of 100 us each, except exec ssp_index which lasts ssp_times[run].
+    drop: (run, exec_index) executions left out; extra_runs: (run, phase) without executions."""
+    rows = []
+    for run, t_ssp in ssp_times.items():
+        t = 1_000_000_000 * (run + 1)
+        for i in range(plan["executions_per_run"]):
+            d = t_ssp if i == plan["ssp_index"] else 100_000
+            if (run, i) not in drop:
+                rows.append((run, "main", i, t, t + d))
+            t += d
+    ex = pl.DataFrame(rows, schema={"run": pl.Int32, "segment": pl.String, "exec_index": pl.Int32,
+                                    "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64}, orient="row")
+    run_rows = [(r, "measure") for r in ssp_times] + list(extra_runs)
+    runs = pl.DataFrame(run_rows, schema={"run": pl.Int32, "phase": pl.String}, orient="row").with_columns(
+        host_start_ns=pl.lit(0, pl.Int64), delay_ns=pl.lit(0, pl.Int64), idle_ns=pl.lit(0, pl.Int64))
+    return ex, runs
+
+
+def test_golden_window_most_populated():
+    low, high, n = golden_window(np.array([150, 100, 101, 103, 105, 50, 106]), 0.05)
+    assert (low, high, n) == (100, 105, 4)
+
+
+def test_golden_window_ties_go_to_smallest_and_empty():
+    assert golden_window(np.array([100, 101, 200, 201]), 0.05)[:2] == (100, 105)
+    assert golden_window(np.array([], dtype=np.int64), 0.05) == (0, -1, 0)
+
+
+def test_golden_window_matches_brute_force():
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        t = rng.integers(90, 130, size=rng.integers(1, 40))
+        m = float(rng.uniform(0.0, 0.2))
+        _, _, n = golden_window(t, m)
+        brute = max(int(((t >= x) & (t <= np.floor(x * (1 + m)))).sum()) for x in t)
+        assert n == brute
+
+
+def test_bin_runs_planted_outliers_exact_golden_set():
+    rng = np.random.default_rng(0)
+    times = {r: int(200_000 + rng.integers(-3000, 3000)) for r in range(40)}
+    outliers = {5: 260_000, 11: 150_000, 23: 215_000, 31: 400_000}
+    times.update(outliers)
+    ex, runs = make_frames(times)
+    binned, meta = bin_runs(ex, runs, PLAN, margin=0.05)
+    assert binned.schema == pl.Schema(BINNED_SCHEMA)
+    assert binned["run"].to_list() == sorted(times)
+    assert set(binned.filter(~pl.col("golden"))["run"].to_list()) == set(outliers)
+    assert binned.filter(~pl.col("golden"))["reason"].unique().to_list() == ["outside_bin"]
+    assert binned.filter(pl.col("golden"))["reason"].null_count() == 36
+    assert dict(zip(binned["run"], binned["ssp_exec_time_ns"], strict=True)) == times
+    assert meta["runs_golden"] == 36 and meta["runs_total"] == 40
+    assert meta["bin_low_ns"] == min(v for k, v in times.items() if k not in outliers)
+    assert meta["bin_high_ns"] == int(meta["bin_low_ns"] * 1.05)
+    assert meta["reasons"] == {"outside_bin": 4}
+
+
+def test_bin_runs_incomplete_and_non_measure_runs():
+    times = {r: 200_000 for r in range(6)}
+    ex, runs = make_frames(times, drop=((2, 3), (4, 2)), extra_runs=((6, "measure"), (7, "timing")))
+    binned, meta = bin_runs(ex, runs, PLAN, margin=None)  # margin from the plan
+    reasons = dict(zip(binned["run"], binned["reason"], strict=True))
+    assert reasons == {0: None, 1: None, 2: "incomplete", 3: None, 4: "incomplete", 5: None, 6: "incomplete"}
+    assert binned.filter(pl.col("run") == 4)["ssp_exec_time_ns"].item() is None  # its SSP exec is missing
+    assert binned.filter(pl.col("run") == 2)["ssp_exec_time_ns"].item() == 200_000
+    assert meta["margin"] == 0.05 and meta["reasons"] == {"incomplete": 3}
+
+
+def test_bin_runs_with_predecessor_needs_pred_executions():
+    plan = {**PLAN, "predecessor_count": 2}
+    ex, runs = make_frames({0: 200_000, 1: 200_000})
+    pred = pl.DataFrame({"run": [0, 0], "segment": ["pred", "pred"], "exec_index": [0, 1],
+                         "gpu_start_ns": [0, 10], "gpu_end_ns": [10, 20]}).cast(dict(ex.schema))
+    binned, _ = bin_runs(pl.concat([ex, pred]), runs, plan, 0.02)
+    assert binned["reason"].to_list() == [None, "incomplete"]
+
+
+def test_bin_runs_needs_a_margin():
+    ex, runs = make_frames({0: 1})
+    with pytest.raises(DataError):
+        bin_runs(ex, runs, {k: v for k, v in PLAN.items() if k != "margin"}, None)

@@ -1,0 +1,129 @@
+"""Profiles: SSE/SSP separation, cluster bootstrap CIs, polynomial fits, energy, execution time."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fingrav.analysis.binning import bin_runs
+from fingrav.analysis.profiles import ClusterBootstrap, compute_profiles, poly_fit
+from fingrav.analysis.summarize import differentiate
+from fingrav.analysis.synthetic import SynthSpec, generate
+
+ANALYSIS = {"bootstrap_reps": 400, "ci_level": 0.95, "fit_degree": 4, "min_lois": 10}
+PLAN = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 4, "tail": 2, "predecessor_count": 0}
+
+
+def run_synth(**kw: object) -> tuple[pl.DataFrame, dict, dict]:
+    d = generate(SynthSpec(**kw))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    lois, summary = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"],
+                                  d["sensor"], ANALYSIS, d["truth"])
+    return lois, summary, d
+
+
+def test_sse_ssp_separation_exact_means_and_error():
+    lois, s, _ = run_synth(runs=40, outlier_runs=(4,), delay_ns=25_000, drift=30e-6, offset_ns=-7_777_777)
+    row = s["row"]
+    assert row["ssp_power_w"] == pytest.approx(400.0, abs=1e-9)
+    assert row["sse_power_w"] == pytest.approx(350.0, abs=1e-9)
+    assert row["sse_vs_ssp_error_pct"] == pytest.approx(-12.5, abs=1e-9)
+    assert row["ssp_memory_power_w"] == pytest.approx(100.0, abs=1e-9)
+    assert s["channels"]["total"]["warmup"]["mean_mw"] == pytest.approx(300_000.0)
+    # every LOI carries exactly its role's level: delay correction and the clock mapping are right
+    levels = {"ssp": 400_000.0, "sse": 350_000.0, "warmup": 300_000.0}
+    tot = lois.filter(pl.col("channel") == "total")
+    assert (tot["power_mw"] == tot["role"].replace_strict(levels, return_dtype=pl.Float64)).all()
+    assert row["runs_golden"] == 39 and row["valid"] is True
+
+
+def test_interleaved_vs_ssp():
+    _, s, _ = run_synth(runs=30, predecessor_count=3)
+    row = s["row"]
+    assert row["interleaved_power_w"] == pytest.approx(450.0)
+    assert row["interleaved_vs_ssp_pct"] == pytest.approx(12.5)
+    assert s["channels"]["total"]["pred"]["mean_mw"] == pytest.approx(500_000.0)
+
+
+def test_energy_and_exec_time():
+    _, s, d = run_synth(runs=30, exec_jitter=0.0, exec_time_ns=300_000, margin=0.02)
+    row = s["row"]
+    assert row["exec_time_us"] == pytest.approx(300.0)
+    assert row["exec_time_ci_low_us"] == pytest.approx(300.0) and row["exec_time_ci_high_us"] == pytest.approx(300.0)
+    assert row["energy_per_exec_mj"] == pytest.approx(400.0 * 300e-6 * 1e3)  # W x s -> mJ
+    assert row["energy_per_exec_ci_low_mj"] <= row["energy_per_exec_mj"] <= row["energy_per_exec_ci_high_mj"]
+
+
+def _cluster_lois(n_runs: int, rng: np.random.Generator, mean: float = 300_000.0) -> tuple[pl.DataFrame,
+                                                                                            pl.DataFrame]:
+    """SSP LOIs of golden runs: a run effect (sd 20 W) plus noise (sd 30 W), 5-15 LOIs per run."""
+    run_eff = rng.normal(0, 20_000, n_runs)
+    k = rng.integers(5, 16, n_runs)
+    run = np.repeat(np.arange(n_runs), k)
+    p = mean + run_eff[run] + rng.normal(0, 30_000, run.size)
+    lois = pl.DataFrame({"run": run.astype(np.int32), "golden": True, "role": "ssp", "segment": "main",
+                         "exec_index": np.int32(2), "channel": "total", "toi_frac": rng.uniform(0, 1, run.size),
+                         "power_mw": p})
+    hx = pl.DataFrame({"run": np.arange(n_runs, dtype=np.int32), "golden": True, "segment": "main",
+                       "exec_index": np.int32(2), "dur_ns": 100_000})
+    return lois, hx
+
+
+def test_bootstrap_ci_covers_known_mean_and_shrinks():
+    rng = np.random.default_rng(7)
+    widths = {}
+    covered = 0
+    trials = 60
+    for n_runs in (30, 480):
+        for t in range(trials if n_runs == 30 else 1):
+            lois, hx = _cluster_lois(n_runs, rng)
+            prof = compute_profiles(lois, hx, PLAN, ANALYSIS, seed=t)
+            st = prof.channels["total"]["ssp"]
+            covered += n_runs == 30 and st["ci_low_mw"] <= 300_000.0 <= st["ci_high_mw"]
+            widths[n_runs] = st["ci_high_mw"] - st["ci_low_mw"]
+            assert st["lois"] == lois.height
+            assert st["mean_mw"] == pytest.approx(lois["power_mw"].mean())
+    assert covered / trials >= 0.85  # nominal 95 %; percentile bootstrap with 30 clusters is a bit short
+    assert widths[480] < widths[30] / 2.5  # ~ sqrt(16) = 4 x narrower
+
+
+def test_bootstrap_counts_and_median():
+    b = ClusterBootstrap(7, 500, 0.9, seed=1)
+    assert b.counts.shape == (500, 7) and (b.counts.sum(axis=1) == 7).all()
+    vals = np.array([5.0, 1.0, 3.0, 2.0, 4.0, 7.0, 6.0])
+    one = ClusterBootstrap(7, 1, 0.9)
+    one.counts[:] = 1.0
+    assert one.median(vals)[0] == 4.0
+    one6 = ClusterBootstrap(6, 1, 0.9)
+    one6.counts[:] = 1.0
+    assert one6.median(vals[:6])[0] == 3.5
+    assert one.ratio(np.arange(7.0), np.ones(7))[0] == pytest.approx(3.0)
+    lo, hi = b.ci(b.median(vals))
+    assert 1.0 <= lo <= 4.0 <= hi <= 7.0
+
+
+def test_poly_fit_recovers_quartic():
+    rng = np.random.default_rng(3)
+    coeffs = [-2.0e5, 3.0e5, -1.0e5, 2.0e4, 3.0e5]
+    x = rng.uniform(0, 1, 2000)
+    got = poly_fit(x, np.polyval(coeffs, x), 4)
+    assert got == pytest.approx(coeffs, rel=1e-6)
+    noisy = poly_fit(x, np.polyval(coeffs, x) + rng.normal(0, 100, x.size), 4)
+    assert np.polyval(noisy, 0.5) == pytest.approx(np.polyval(coeffs, 0.5), abs=50)
+
+
+def test_poly_fit_lowers_degree_with_few_points():
+    assert poly_fit(np.array([]), np.array([]), 4) is None
+    assert len(poly_fit(np.array([0.1, 0.5, 0.9]), np.array([1.0, 2.0, 1.0]), 4)) == 3
+    assert poly_fit(np.array([0.3, 0.3]), np.array([2.0, 4.0]), 4) == pytest.approx([3.0])
+
+
+def test_profile_fit_in_summary_recovers_shape():
+    """LOIs whose power follows a known quartic of toi_frac: summary fit_coeffs recover it."""
+    rng = np.random.default_rng(5)
+    coeffs = [1.0e5, -2.0e5, 5.0e4, 1.0e4, 4.0e5]
+    lois, hx = _cluster_lois(40, rng)
+    lois = lois.with_columns(power_mw=pl.col("toi_frac").map_batches(lambda s: pl.Series(np.polyval(coeffs, s))))
+    prof = compute_profiles(lois, hx, PLAN, ANALYSIS)
+    assert prof.channels["total"]["ssp"]["fit_coeffs"] == pytest.approx(coeffs, rel=1e-6)

@@ -1,0 +1,65 @@
+"""Truth comparison (simulator): truth per role over golden runs, signed errors in % of truth."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from fingrav.analysis.binning import bin_runs
+from fingrav.analysis.summarize import differentiate
+from fingrav.analysis.synthetic import SynthSpec, generate
+from fingrav.analysis.validation import truth_by_group, validate
+
+ANALYSIS = {"bootstrap_reps": 200}
+
+
+def test_truth_by_group_uses_golden_runs_and_tail():
+    d = generate(SynthSpec(runs=8, outlier_runs=(2,), predecessor_count=2))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    ssp = d["plan"]["ssp_index"]
+    # the outlier (non-golden) run's truth is absurd; the SSP tail of run 0 differs by execution
+    truth = d["truth"].with_columns(
+        power_mw=pl.when(pl.col("run") == 2).then(1e12)
+        .when((pl.col("run") == 0) & (pl.col("exec_index") == ssp) & (pl.col("segment") == "main"))
+        .then(pl.col("power_mw") + 40_000.0 * 4)  # +160 W on 1 of 4 tail executions: run 0 mean +40 W
+        .otherwise(pl.col("power_mw"))
+    )
+    tb = truth_by_group(truth, binned, d["plan"])
+    tot = {r["group"]: r["power_mw"] for r in tb.filter(pl.col("channel") == "total").iter_rows(named=True)}
+    assert tot["ssp"] == pytest.approx(400_000.0 + 40_000.0 / 7)  # mean over 7 golden runs of run means
+    assert tot["sse"] == pytest.approx(350_000.0)
+    assert tot["first"] == pytest.approx(450_000.0)
+    assert tot["pred"] == pytest.approx(500_000.0)
+
+
+def test_validate_signed_errors():
+    d = generate(SynthSpec(runs=6))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 0.8, energy_mj=pl.col("energy_mj") * 1.25)
+    v = validate(truth, binned, d["plan"], ssp_power_mw=400_000.0, sse_power_mw=350_000.0, energy_per_exec_mj=80.0)
+    assert v["truth_ssp_power_w"] == pytest.approx(320.0)
+    assert v["ssp_error_pct"] == pytest.approx(25.0)  # (400 - 320) / 320
+    assert v["truth_sse_power_w"] == pytest.approx(280.0)
+    assert v["sse_error_pct"] == pytest.approx(25.0)
+    e_true = v["truth_energy_per_exec_mj"]
+    assert v["energy_error_pct"] == pytest.approx((80.0 - e_true) / e_true * 100)
+    assert v["truth_interleaved_power_w"] is None and v["interleaved_error_pct"] is None
+
+
+def test_differentiate_row_has_truth_columns():
+    d = generate(SynthSpec(runs=20, predecessor_count=2))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 1.1)
+    _, s = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"],
+                         ANALYSIS, truth)
+    row = s["row"]
+    assert row["truth_ssp_power_w"] == pytest.approx(440.0)
+    assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
+    assert row["truth_interleaved_power_w"] == pytest.approx(495.0)
+    assert row["energy_error_pct"] == pytest.approx(0.0, abs=1e-9)  # energy truth unchanged
+    assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
+    assert s["validation"]["sse_error_pct"] == pytest.approx((350 - 385) / 385 * 100)
+    # without truth: no truth columns
+    _, s2 = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"],
+                          ANALYSIS, None)
+    assert "truth_ssp_power_w" not in s2["row"] and s2["validation"] is None

@@ -1,0 +1,192 @@
+"""calibrate() end to end on a tiny fake GPUDevice with virtual time and a simple boxcar sensor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fingrav import rawio
+from fingrav.clocksync import ClockFit
+from fingrav.collect.calibrate import analyze_calibration, calibrate
+from fingrav.config import CalibrationConfig
+from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.errors import DataError
+
+HOST0 = 1_764_400_000_000_000_000
+GPU0 = 5_000_000_000  # the GPU clock counts from its own epoch
+
+
+class FakeGPU(GPUDevice):
+    """Virtual host clock; GPU clock host = gpu + offset + drift * (gpu - GPU0) (+ HOST0 - GPU0);
+    a "total" channel that averages the load over [t - delay - window, t - delay] (boxcar, no lag) and
+    a "memory" channel that ignores it. Samples every `period` ms with jitter, noise, 1 W steps."""
+
+    backend = "fake"
+
+    def __init__(self, offset_ns: float = 250_000.0, drift_ppm: float = 30.0, period_ms: float = 1.0,
+                 delay_ms: float = 0.3, window_ms: float = 1.0, step_mw: float = 200_000.0, seed: int = 0) -> None:
+        self.now = HOST0
+        self.offset = float(offset_ns) + (HOST0 - GPU0)
+        self.drift = drift_ppm * 1e-6
+        self.period, self.delay, self.window = period_ms * 1e6, delay_ms * 1e6, window_ms * 1e6
+        self.step_mw = step_mw
+        self.rng = np.random.default_rng(seed)
+        self.on: list[tuple[int, int]] = []
+        self.next_sample: float | None = None
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return ("total", "memory")
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "fake gpu", "backend": self.backend}
+
+    def host_time_ns(self) -> int:
+        return self.now
+
+    def sleep_ns(self, duration_ns: int) -> None:
+        self.now += int(duration_ns)
+
+    def _gpu(self, host: int) -> int:
+        return GPU0 + int(round((host - GPU0 - self.offset) / (1.0 + self.drift)))
+
+    def read_gpu_clock(self, n: int) -> ClockReads:
+        hb, g, ha = [], [], []
+        for _ in range(n):
+            hb.append(self.now)
+            self.now += int(4_000 + self.rng.pareto(1.5) * 1_500)
+            g.append(self._gpu(self.now))
+            self.now += int(4_000 + self.rng.pareto(1.5) * 1_500)
+            ha.append(self.now)
+        return ClockReads(*(np.array(v, dtype=np.int64) for v in (hb, g, ha)))
+
+    def prepare(self, kernel: Any) -> KernelHandle:
+        raise NotImplementedError
+
+    def execute(self, segments: Sequence[tuple[KernelHandle, int]]) -> ExecRecords:
+        raise NotImplementedError
+
+    def spin(self, duration_ns: int) -> ExecRecords:
+        self.now += 6_000  # launch
+        start = self.now
+        self.now += int(duration_ns * (1.0 + self.drift))  # duration is GPU time
+        self.on.append((start, self.now))
+        rec = ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), np.array([self._gpu(start)], np.int64),
+                          np.array([self._gpu(self.now)], np.int64))
+        self.now += 8_000  # synchronize
+        return rec
+
+    def start_sampling(self) -> None:
+        self.next_sample = self.now + self.rng.uniform(0, self.period)
+
+    def drain_samples(self) -> PowerSamples:
+        if self.next_sample is None:
+            return PowerSamples.empty()
+        ts = []
+        while self.next_sample <= self.now:
+            ts.append(self.next_sample)
+            self.next_sample += self.period * self.rng.uniform(0.95, 1.05)
+        t = np.array(ts)
+        hi = t - self.delay
+        lo = hi - self.window
+        busy = np.zeros(len(t))
+        for a, b in self.on:
+            busy += np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
+        total = 120_000.0 + self.step_mw * busy / self.window + self.rng.normal(0, 1_000.0, len(t))
+        memory = 40_500.0 + self.rng.normal(0, 300.0, len(t))
+        t_ns = np.floor(t).astype(np.int64)
+        return PowerSamples(
+            np.concatenate([t_ns, t_ns]),
+            np.array(["total"] * len(t) + ["memory"] * len(t), dtype=object),
+            np.round(np.concatenate([total, memory]) / 1_000.0) * 1_000.0,
+        )
+
+    def stop_sampling(self) -> PowerSamples:
+        out = self.drain_samples()
+        self.next_sample = None
+        return out
+
+
+CFG = CalibrationConfig(clock_bursts=6, clock_reads_per_burst=30, steps=12, step_on_ms=30.0, step_off_ms=30.0)
+
+
+def test_calibrate_end_to_end(tmp_path: Path) -> None:
+    dev = FakeGPU(offset_ns=250_000.0, drift_ppm=30.0, seed=1)
+    result = calibrate(dev, CFG, seed=4, raw_dir=tmp_path)
+    json.dumps(result)  # JSON-able as is
+
+    clock = result["clock"]
+    true_offset = dev.offset + dev.drift * (clock["gpu_ref_ns"] - GPU0)
+    assert abs(clock["offset_ns"] - true_offset) < 1_000
+    assert clock["drift_ppm"] == pytest.approx(30.0, abs=1.0)
+    assert clock["valid"] and result["valid"]
+    assert clock["n_pairs"] == 6 * 30
+
+    assert result["channels"] == ["total", "memory"]
+    tot = result["sensor"]["total"]
+    assert tot["responds"]
+    assert tot["period_ms"] == pytest.approx(1.0, abs=0.05)
+    assert tot["delay_ms"] == pytest.approx(0.3, abs=0.1)
+    assert tot["window_ms"] == pytest.approx(1.0, abs=0.15)
+    assert tot["lag_ms"] < 0.1
+    assert tot["settle_ms"] == pytest.approx(1.29, abs=0.15)
+    assert tot["step_mw"] == pytest.approx(200_000.0, rel=0.01)
+    assert tot["quantization_mw"] == pytest.approx(1_000.0)
+    assert not result["sensor"]["memory"]["responds"]
+    assert result["flags"] == ["memory:no_response"]
+    assert result["steps"]["count"] == 12
+    assert result["steps"]["on_ms"] == pytest.approx(30.0, abs=0.01)
+
+    # raw files with schemas and provenance
+    for name in rawio.CALIBRATION_RAW_FILES:
+        meta = rawio.read_metadata(tmp_path / name)
+        assert meta["device"]["name"] == "fake gpu" and meta["stage"] == "calibrate" and meta["seed"] == 4
+        kind = name.removesuffix(".parquet")
+        assert rawio.read_table(tmp_path / name).schema.remove_metadata() == rawio.SCHEMAS[kind]
+    assert rawio.read_metadata(tmp_path / "samples.parquet")["channels"] == ["total", "memory"]
+    assert rawio.read_table(tmp_path / "steps.parquet").num_rows == 12
+    assert result["provenance"]["device"]["name"] == "fake gpu"
+
+    # the spins happened where the calibration says (host clock) and the edges are at random phases
+    host = np.array(dev.on)
+    steps = rawio.read_table(tmp_path / "steps.parquet")
+    fit = ClockFit.from_dict(clock)
+    mapped = fit.gpu_to_host(steps.column("gpu_start_ns").to_numpy())
+    assert np.max(np.abs(mapped - host[:, 0])) < 2_000
+    assert np.std(np.diff(host[:, 0])) > 0.5e6
+
+    # replay: the same dict from the raw files alone (up to creation time)
+    again = analyze_calibration(tmp_path, CFG)
+
+    def strip(d: dict[str, Any]) -> dict[str, Any]:
+        return {**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "created_utc"}}
+
+    assert json.loads(rawio.dumps(strip(again))) == json.loads(rawio.dumps(strip(result)))
+
+
+def test_invalid_clock_is_flagged(tmp_path: Path) -> None:
+    cfg = CFG.model_copy(update={"max_clock_residual_us": 1e-4})
+    result = calibrate(FakeGPU(seed=2), cfg, seed=0, raw_dir=tmp_path)
+    assert not result["clock"]["valid"] and not result["valid"]
+    assert "clock_residual" in result["flags"]
+
+
+def test_slow_sensor_and_missing_raw(tmp_path: Path) -> None:
+    dev = FakeGPU(period_ms=5.0, delay_ms=2.0, window_ms=10.0, seed=3)
+    cfg = CFG.model_copy(update={"steps": 10, "step_on_ms": 60.0, "step_off_ms": 60.0})
+    tot = calibrate(dev, cfg, seed=1, raw_dir=tmp_path)["sensor"]["total"]
+    assert tot["delay_ms"] == pytest.approx(2.0, abs=0.6)
+    assert tot["window_ms"] == pytest.approx(10.0, abs=1.0)
+    with pytest.raises(DataError):
+        analyze_calibration(tmp_path / "nothing", cfg)
+
+
+def test_total_without_response_raises(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not respond"):
+        calibrate(FakeGPU(step_mw=0.0, seed=5), CFG, seed=0, raw_dir=tmp_path)
+    assert (tmp_path / "samples.parquet").exists()  # the raw data are kept for inspection

@@ -95,7 +95,7 @@ def amdsmi_error_text(exc: BaseException) -> str:
     """`str(exc)` plus amdsmi's numeric status (err_code) when the exception carries one."""
     code = getattr(exc, "err_code", None)
     text = str(exc) or type(exc).__name__
-    return f"{text} (err_code {code})" if code is not None and str(code) not in text else text
+    return f"{text} (err_code {code})" if code is not None and "err_code" not in text else text
 
 
 def call_amdsmi(smi: Any, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,525 @@
+"""AMD Instinct GPUs (MI300X) through amdsmi: power from the metrics table, GPU time from s_memrealtime.
+
+GPU-side module. At module level it imports only the standard library, numpy and fingrav; amdsmi, torch
+and triton are imported lazily, so that ``import fingrav.device.amd`` works everywhere:
+
+* ``AMDSMIPower`` is the amdsmi half of the backend (no torch): opening the library with one clear
+  message per way it can fail, identity for provenance, the sampler process, the energy counter.
+* ``AMDSMIDevice`` is the GPUDevice: a subclass of ``fingrav.device.torch_device.TorchGPUDevice`` (torch
+  kernels, execution stamps, spin load) whose power side is an ``AMDSMIPower`` and whose GPU timestamp
+  kernel reads ``s_memrealtime``. The class is built on first access (``from fingrav.device.amd import
+  AMDSMIDevice``), which is when torch and torch_device are imported.
+
+Import failures (``import_amdsmi``; each raises BackendUnavailableError with its own message):
+the package is missing; ``libamd_smi.so`` is missing (the PyPI wheel ships only the Python bindings:
+it prints the OSError, then dies on ``KeyError: 'libamd_smi.so'``; older wrappers raise the OSError);
+the bindings do not match the library (``AttributeError: ... undefined symbol``, a function fingrav needs
+is absent, or amdsmi_init fails to load a symbol); no AMD GPU (the driver is not loaded, or no processor
+handles). Every other AmdSmiException is wrapped once into DeviceError (``amd_sampler.call_amdsmi``).
+
+GPU clock: ``s_memrealtime`` reads the 64-bit "REFCLK" real-time counter, a constant 100 MHz clock on
+gfx9 parts (MI300X is gfx942) that does not follow the shader clock; ticks x 10 = ns. The Triton
+kernel below has NOT been run on hardware yet (docs/AMD.md); clock sync measures its offset and drift
+against the host clock, so a wrong rate would show up as a huge drift (flag ``clock_drift``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import io
+import logging
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from fingrav.device.amd_sampler import (
+    DEFAULT_COMPONENT_FIELDS,
+    ChannelPlan,
+    MetricsPoller,
+    SampleBatch,
+    SamplerConfig,
+    SamplerProcess,
+    amdsmi_error_text,
+    call_amdsmi,
+    init_amdsmi,
+)
+from fingrav.device.common import PowerSamples
+from fingrav.errors import BackendUnavailableError, DeviceError
+
+logger = logging.getLogger(__name__)
+
+FOLLOWED_AMDSMI = "7.0.2"  # the amdsmi release whose Python API this backend follows
+INSTALL_HINT = "pip install 'fingrav[amd]'"
+REQUIRED_FUNCTIONS = (
+    "amdsmi_init",
+    "amdsmi_shut_down",
+    "amdsmi_get_processor_handles",
+    "amdsmi_get_gpu_metrics_info",
+    "amdsmi_get_energy_count",
+)
+# amdsmi status codes (amdsmi_wrapper.amdsmi_status_t) that amdsmi_init returns without a usable GPU
+_NO_GPU_STATUS = {18: "INIT_ERROR", 31: "NOT_FOUND", 34: "DRIVER_NOT_LOADED", 51: "NO_DRV", 10: "NO_PERM"}
+_LOAD_STATUS = {4: "FAIL_LOAD_MODULE", 5: "FAIL_LOAD_SYMBOL"}
+
+REALTIME_HZ = 100_000_000  # s_memrealtime on gfx9 (MI300X): constant 100 MHz
+# One wave reads the counter and waits for the scalar-memory result (lgkmcnt) before using it.
+MEMREALTIME_ASM = "s_memrealtime $0\ns_waitcnt lgkmcnt(0)"
+
+
+# ----------------------------------------------------------------------------------------- messages
+def msg_missing_package(detail: str) -> str:
+    return (
+        "amdsmi backend: the Python package 'amdsmi' is not installed "
+        f"({detail}). Install it with: {INSTALL_HINT} (choose the amdsmi release of the ROCm on this "
+        "machine, e.g. amdsmi 7.0.x for ROCm 7.0; pip install /opt/rocm/share/amd_smi installs exactly that)"
+    )
+
+
+def msg_missing_library(detail: str) -> str:
+    return (
+        "amdsmi backend: the 'amdsmi' Python package is installed but cannot load ROCm's libamd_smi.so: "
+        "the PyPI wheel contains only the Python bindings, the library comes with ROCm. Install ROCm's "
+        "amd-smi-lib package (e.g. apt install amd-smi-lib) so that /opt/rocm/lib/libamd_smi.so exists, or "
+        f"make it findable (ROCM_PATH, LD_LIBRARY_PATH). The import said: {detail}"
+    )
+
+
+def msg_version_mismatch(package: str, library: str, detail: str) -> str:
+    return (
+        f"amdsmi backend: the 'amdsmi' Python package ({package}) does not match ROCm's libamd_smi.so "
+        f"({library}): {detail}. Install the bindings that ship with this ROCm "
+        "(pip install /opt/rocm/share/amd_smi, or the amdsmi release equal to the ROCm version); "
+        f"fingrav follows amdsmi {FOLLOWED_AMDSMI}"
+    )
+
+
+def msg_no_gpu(detail: str) -> str:
+    return (
+        f"amdsmi backend: no AMD GPU found ({detail}). It needs an AMD Instinct GPU with the amdgpu driver "
+        "loaded and read access to /dev/kfd and /dev/dri; run on the GPU machine, or use device.backend: sim"
+    )
+
+
+# ----------------------------------------------------------------------------------------- opening amdsmi
+def amdsmi_package_version(smi: ModuleType | None = None) -> str:
+    """The installed amdsmi wheel's version ("unknown" when not installed as a distribution)."""
+    version = getattr(smi, "__version__", None) if smi is not None else None
+    if isinstance(version, str):
+        return version
+    try:
+        return importlib.metadata.version("amdsmi")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def amdsmi_library_version(smi: ModuleType) -> str:
+    """libamd_smi's version from amdsmi_get_lib_version ("major.minor.release (build)")."""
+    try:
+        v = call_amdsmi(smi, "amdsmi_get_lib_version")
+    except DeviceError as exc:
+        return f"unknown ({exc})"
+    if not isinstance(v, dict):
+        return str(v)
+    core = ".".join(str(v[k]) for k in ("major", "minor", "release") if k in v)
+    build = v.get("build")
+    return f"{core} ({build})" if build and str(build) not in core else core
+
+
+def import_amdsmi(module_name: str = "amdsmi") -> ModuleType:
+    """Import amdsmi, turning each way it fails into one BackendUnavailableError with a clear message.
+
+    The wheel prints to stdout when it cannot find libamd_smi.so; that text is captured (and logged at
+    debug level), never printed."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            smi = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        if exc.name is not None and exc.name.split(".")[0] == top:
+            raise BackendUnavailableError(msg_missing_package(str(exc))) from exc
+        raise BackendUnavailableError(
+            f"amdsmi backend: 'import {module_name}' failed on a missing dependency: {exc}"
+        ) from exc
+    except AttributeError as exc:  # ctypes: the library lacks a symbol the bindings bind
+        raise BackendUnavailableError(
+            msg_version_mismatch(amdsmi_package_version(), "an older library", f"{exc}")
+        ) from exc
+    except (KeyError, OSError, ImportError) as exc:
+        printed = " ".join(captured.getvalue().split())
+        text = f"{type(exc).__name__}: {exc}" + (f" (printed: {printed})" if printed else "")
+        if "undefined symbol" in text:
+            raise BackendUnavailableError(msg_version_mismatch(amdsmi_package_version(), "other", text)) from exc
+        if isinstance(exc, OSError) or "libamd_smi" in text or "amd-smi-lib" in text:
+            raise BackendUnavailableError(msg_missing_library(text)) from exc
+        raise BackendUnavailableError(f"amdsmi backend: 'import {module_name}' failed: {text}") from exc
+    finally:
+        if captured.getvalue():
+            logger.debug("import %s printed: %s", module_name, captured.getvalue().strip())
+    missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(smi, f, None))]
+    if missing:
+        raise BackendUnavailableError(
+            msg_version_mismatch(amdsmi_package_version(smi), "unknown", f"the bindings lack {', '.join(missing)}")
+        )
+    return smi
+
+
+def open_amdsmi(index: int = 0, module_name: str = "amdsmi") -> tuple[ModuleType, Any, int]:
+    """Import and initialize amdsmi and return (module, processor handle of GPU `index`, GPU count)."""
+    smi = import_amdsmi(module_name)
+    try:
+        init_amdsmi(smi)
+    except DeviceError as exc:
+        code = getattr(exc.__cause__, "err_code", None)
+        if code in _NO_GPU_STATUS:
+            raise BackendUnavailableError(msg_no_gpu(f"amdsmi_init: {_NO_GPU_STATUS[code]}, {exc}")) from exc
+        if code in _LOAD_STATUS:
+            raise BackendUnavailableError(
+                msg_version_mismatch(amdsmi_package_version(smi), amdsmi_library_version(smi), f"amdsmi_init: {exc}")
+            ) from exc
+        raise
+    try:
+        handles = call_amdsmi(smi, "amdsmi_get_processor_handles")
+    except DeviceError:
+        _shut_down(smi)
+        raise
+    if not handles:
+        _shut_down(smi)
+        raise BackendUnavailableError(msg_no_gpu("amdsmi_get_processor_handles() returned no GPU"))
+    if not 0 <= index < len(handles):
+        _shut_down(smi)
+        raise BackendUnavailableError(
+            f"amdsmi backend: device.index={index} but amdsmi sees {len(handles)} AMD GPU(s) (0..{len(handles) - 1})"
+        )
+    return smi, handles[index], len(handles)
+
+
+def _shut_down(smi: ModuleType) -> None:
+    try:
+        call_amdsmi(smi, "amdsmi_shut_down")
+    except DeviceError as exc:
+        logger.debug("amdsmi_shut_down: %s", exc)
+
+
+def _optional(smi: ModuleType, name: str, *args: Any) -> Any:
+    """An identity query that may be unsupported: its value, or "N/A" (logged)."""
+    try:
+        return call_amdsmi(smi, name, *args)
+    except DeviceError as exc:
+        logger.debug("%s unavailable: %s", name, exc)
+        return "N/A"
+
+
+def metrics_version(header: Any) -> str:
+    """ "format.content" of amdsmi_get_gpu_metrics_header_info's dict (gpu_metrics v1.x), else "unknown"."""
+    if isinstance(header, dict) and "format_revision" in header and "content_revision" in header:
+        return f"{header['format_revision']}.{header['content_revision']}"
+    return "unknown"
+
+
+def bdf_bus(bdf: str) -> int | None:
+    """The PCI bus number of a "dddd:bb:dd.f" BDF string."""
+    try:
+        return int(bdf.split(":")[-2], 16)
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------- power half
+class AMDSMIPower:
+    """The amdsmi half of the AMD backend: no torch. Opens amdsmi, reads identity and the channel plan,
+    runs the sampler process, reads the energy counter. Units: ns, mW, mJ.
+
+    index: amdsmi processor index; period_ns: poll period; source / reader / component_fields /
+    firmware_period_ns / gap_factor: see amd_sampler.SamplerConfig; module_name: what is imported as
+    amdsmi (the sampler process imports the same name); sampler_setup: (module, function, kwargs) the
+    sampler process calls before importing it (tests configure the fake there)."""
+
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        period_ns: int = 1_000_000,
+        source: str = "auto",
+        reader: str = "metrics",
+        component_fields: Sequence[tuple[str, str]] = DEFAULT_COMPONENT_FIELDS,
+        firmware_period_ns: int | None = None,
+        gap_factor: float = 3.0,
+        module_name: str = "amdsmi",
+        sampler_setup: tuple[str, str, dict] | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.index = index
+        self.module_name = module_name
+        self.sampler_setup = sampler_setup
+        self.smi, self.handle, self.gpu_count = open_amdsmi(index, module_name)
+        self._closed = False
+        try:
+            probe = MetricsPoller(
+                self.smi,
+                self.handle,
+                SamplerConfig(
+                    index=index,
+                    period_ns=period_ns,
+                    source=source,
+                    reader=reader,
+                    component_fields=tuple(component_fields),
+                    firmware_period_ns=firmware_period_ns,
+                    gap_factor=gap_factor,
+                ),
+                clock,
+            )
+        except Exception:
+            _shut_down(self.smi)
+            raise
+        self.plan: ChannelPlan = probe.plan
+        self.sampler_info = probe.describe()
+        # The sampler process gets the resolved choices, so that it cannot decide differently.
+        self.config = SamplerConfig(
+            index=index,
+            period_ns=period_ns,
+            source=self.plan.source,
+            reader=reader,
+            component_fields=self.plan.component_fields,
+            firmware_period_ns=firmware_period_ns,
+            gap_factor=gap_factor,
+            counter_resolution_uj=probe.counter_resolution_uj,
+        )
+        self.counter_resolution_uj = probe.counter_resolution_uj
+        self._identity = self._read_identity()
+        self._sampler: SamplerProcess | None = None
+        self._stamps: list[SampleBatch] = []
+        logger.info(
+            "amdsmi GPU %d: %s, channels %s (%s)",
+            index,
+            self._identity["name"],
+            ",".join(self.plan.channels),
+            self.plan.note,
+        )
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return self.plan.channels
+
+    def _read_identity(self) -> dict[str, Any]:
+        smi, h = self.smi, self.handle
+        asic = _optional(smi, "amdsmi_get_gpu_asic_info", h)
+        driver = _optional(smi, "amdsmi_get_gpu_driver_info", h)
+        header = (
+            _optional(smi, "amdsmi_get_gpu_metrics_header_info", h)
+            if hasattr(smi, "amdsmi_get_gpu_metrics_header_info")
+            else "N/A"
+        )
+        asic = asic if isinstance(asic, dict) else {}
+        driver = driver if isinstance(driver, dict) else {}
+        return {
+            "name": asic.get("market_name", "N/A"),
+            "asic": {
+                k: asic[k]
+                for k in (
+                    "market_name",
+                    "vendor_id",
+                    "device_id",
+                    "rev_id",
+                    "target_graphics_version",
+                    "num_compute_units",
+                    "asic_serial",
+                    "oam_id",
+                )
+                if k in asic
+            },
+            "bdf": _optional(smi, "amdsmi_get_gpu_device_bdf", h),
+            "uuid": _optional(smi, "amdsmi_get_gpu_device_uuid", h),
+            "driver": {k: driver[k] for k in ("driver_name", "driver_version") if k in driver},
+            "amdsmi_package_version": amdsmi_package_version(smi),
+            "amdsmi_library_version": amdsmi_library_version(smi),
+            "metrics_version": metrics_version(header),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able identity: ASIC, driver, amdsmi versions, metrics version, channels and whether
+        component channels are available (and why not), how power is derived."""
+        return {
+            "backend": "amdsmi",
+            "vendor": "AMD",
+            "index": self.index,
+            "gpu_count": self.gpu_count,
+            **self._identity,
+            "amdsmi_api_followed": FOLLOWED_AMDSMI,
+            "channels": list(self.channels),
+            "component_channels_available": len(self.channels) > 1,
+            "component_channels_note": self.plan.note,
+            "power": self.sampler_info,
+            "gpu_clock": {"source": "s_memrealtime", "hz": REALTIME_HZ, "verified_on_hardware": False},
+            "verified_on_hardware": False,
+        }
+
+    # -- power ----------------------------------------------------------------------------
+    def start_sampling(self) -> None:
+        """Start the sampler process (returns once it polls)."""
+        if self._sampler is not None:
+            raise DeviceError("amdsmi sampling is already running")
+        sampler = SamplerProcess(self.config, self.module_name, self.sampler_setup)
+        info = sampler.start()
+        if tuple(info.get("channels", ())) != self.channels:
+            sampler.close()
+            raise DeviceError(
+                f"amdsmi sampler sees channels {info.get('channels')} but this device planned {list(self.channels)}"
+            )
+        self._sampler = sampler
+        self._stamps = []
+
+    def _take(self, batch: SampleBatch) -> PowerSamples:
+        self._stamps.append(
+            SampleBatch(
+                PowerSamples.empty(), batch.host_ns, batch.firmware_ns, batch.reads, batch.duplicates, batch.errors
+            )
+        )
+        if batch.errors:
+            logger.warning("amdsmi sampler: %d failed reads in %d", batch.errors, batch.reads)
+        return batch.samples
+
+    def drain_samples(self) -> PowerSamples:
+        """Samples logged since the last drain (or start)."""
+        if self._sampler is None:
+            raise DeviceError("amdsmi sampling is not running (call start_sampling first)")
+        return self._take(self._sampler.drain())
+
+    def stop_sampling(self) -> PowerSamples:
+        """Stop the sampler process; return what was not drained yet."""
+        if self._sampler is None:
+            raise DeviceError("amdsmi sampling is not running (call start_sampling first)")
+        sampler, self._sampler = self._sampler, None
+        return self._take(sampler.stop())
+
+    def firmware_stamps(self) -> tuple[np.ndarray, np.ndarray]:
+        """(host_ns, firmware_ns) of every firmware update sampled since start_sampling (int64 ns)."""
+        b = SampleBatch.concat(self._stamps)
+        return b.host_ns, b.firmware_ns
+
+    def energy_mj(self) -> float | None:
+        """The socket energy counter in mJ (accumulator x counter_resolution uJ / 1000), or None."""
+        info = call_amdsmi(self.smi, "amdsmi_get_energy_count", self.handle)
+        acc = info.get("energy_accumulator", info.get("power"))
+        res = info.get("counter_resolution", self.counter_resolution_uj)
+        try:
+            return float(acc) * float(res) / 1000.0
+        except (TypeError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Stop the sampler if running and shut amdsmi down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
+        _shut_down(self.smi)
+
+
+# ----------------------------------------------------------------------------------------- GPU clock
+def realtime_ticks_to_ns(ticks: Any, hz: int = REALTIME_HZ) -> Any:
+    """s_memrealtime ticks -> ns (exact integer arithmetic for 100 MHz: x 10)."""
+    if 1_000_000_000 % hz == 0:
+        return np.asarray(ticks, dtype=np.int64) * (1_000_000_000 // hz)
+    return (np.asarray(ticks, dtype=np.float64) * (1e9 / hz)).astype(np.int64)
+
+
+def build_memrealtime_kernel() -> Any:
+    """A Triton kernel ``k[(1,)](out)`` storing s_memrealtime (raw 100 MHz ticks, int64) in out[0].
+
+    UNVERIFIED on hardware. gfx9 (MI300X = gfx942) only: gfx11/12 read the real-time clock through
+    s_sendmsg_rtn_b64 instead. Launch it with one program and num_warps=1."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fingrav_memrealtime(out_ptr):  # pragma: no cover - needs a ROCm GPU
+        ticks = tl.inline_asm_elementwise(MEMREALTIME_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
+        tl.store(out_ptr, ticks)
+
+    return fingrav_memrealtime
+
+
+def msg_needs_torch(detail: str) -> str:
+    return (
+        "amdsmi backend: collecting needs torch (a ROCm build) and fingrav.device.torch_device for the "
+        f"kernels and execution stamps ({detail}); install the ROCm torch wheel on the GPU machine "
+        "(pip install 'fingrav[torch]' pins the CPU build used in tests only)"
+    )
+
+
+def _build_device_class() -> type:
+    """AMDSMIDevice(TorchGPUDevice): torch does the work and the execution stamps, AMDSMIPower the power."""
+    try:
+        from fingrav.device.torch_device import TorchGPUDevice
+    except ImportError as exc:
+        raise BackendUnavailableError(msg_needs_torch(f"{type(exc).__name__}: {exc}")) from exc
+
+    class AMDSMIDevice(TorchGPUDevice):  # type: ignore[misc, valid-type]
+        """An AMD Instinct GPU: torch kernels (TorchGPUDevice), power and energy through amdsmi
+        (AMDSMIPower, a sampler process), GPU timestamps from s_memrealtime (unverified on hardware)."""
+
+        backend = "amdsmi"
+
+        def __init__(self, index: int = 0, **power_kwargs: Any) -> None:
+            # amdsmi first: its failures have the clearer messages, and it needs no GPU context.
+            self._power = AMDSMIPower(index, **power_kwargs)
+            try:
+                super().__init__(index=index)
+            except Exception:
+                self._power.close()
+                raise
+
+        @property
+        def channels(self) -> tuple[str, ...]:
+            return self._power.channels
+
+        def describe(self) -> dict[str, Any]:
+            return {**super().describe(), **self._power.describe()}
+
+        def start_sampling(self) -> None:
+            self._power.start_sampling()
+
+        def drain_samples(self) -> PowerSamples:
+            return self._power.drain_samples()
+
+        def stop_sampling(self) -> PowerSamples:
+            return self._power.stop_sampling()
+
+        def energy_mj(self) -> float | None:
+            return self._power.energy_mj()
+
+        def close(self) -> None:
+            try:
+                self._power.close()
+            finally:
+                super().close()
+
+    return AMDSMIDevice
+
+
+def __getattr__(name: str) -> Any:
+    """Build AMDSMIDevice on first access (PEP 562): only then are torch and torch_device imported."""
+    if name == "AMDSMIDevice":
+        cls = _build_device_class()
+        globals()["AMDSMIDevice"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "AMDSMIPower",
+    "amdsmi_error_text",
+    "build_memrealtime_kernel",
+    "import_amdsmi",
+    "open_amdsmi",
+    "realtime_ticks_to_ns",
+]

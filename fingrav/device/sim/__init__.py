@@ -1,0 +1,27 @@
+"""The simulated GPU backend: the embedded default, with known ground truth, runs anywhere.
+
+It hands the pipeline exactly what a real backend would through `fingrav.device.common.GPUDevice`:
+execution records stamped with a drifting GPU clock, power samples stamped with the host clock and
+shaped by a realistic sensor, clock reads with launch jitter. Everything runs in virtual time.
+
+Model (details in the submodules):
+* `presets` - the "mi300x" and "h200" parameter sets and `SimOverrides`.
+* `kernels` - roofline execution time and per-component power levels of GEMM / GEMV.
+* `timeline` - true power as a piecewise-linear function of host time; exact cumulative energy.
+* `sensor` - sample grid with jitter, boxcar window, first-order lag, dead time, noise, quantization.
+* `device` - `SimulatedGPU`: virtual clocks, executions (jitter, warm-ups, outlier runs, launch gaps),
+  device transient (clock ramp, power limiter), sampling, energy counter, ground truth.
+
+Preset sources: the H200 preset follows `/work/shared/H200.md` (measured on one H200: NVML samples every
+17/20/23 ms, dead time 2.8 ms + boxcar 4.5 ms + lag 12 ms, idle 121 W with 40.5 W memory, 328 W FMA spin,
+4K GEMM peaking near 890 W then settling under the 700 W cap, globaltimer ~163 us ahead of the host,
+12.4 us minimum clock-read round trip). The MI300X preset follows the FinGraV paper's setup (1 ms power
+logger; channels total/XCD/IOD/HBM) and public data-sheet numbers (1307 bf16 TFLOP/s, 5.3 TB/s, 750 W);
+its power levels are plausible values, not measurements.
+"""
+
+from fingrav.device.sim.device import SimulatedGPU
+from fingrav.device.sim.kernels import SimKernel
+from fingrav.device.sim.presets import PRESETS, Preset, resolve_preset
+
+__all__ = ["PRESETS", "Preset", "SimKernel", "SimulatedGPU", "resolve_preset"]

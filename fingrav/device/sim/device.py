@@ -1,0 +1,488 @@
+"""`SimulatedGPU`: the embedded default backend (ground truth known, no GPU needed).
+
+Virtual time
+    A host clock (int ns) starts at an epoch-like value (~1.7e18 ns) and advances only through the
+    device's calls: `sleep_ns`, `read_gpu_clock`, `execute`, `spin`. The GPU clock is
+    host + offset + drift * (host - host at start), floored to the GPU timer resolution.
+
+Executions (`execute`)
+    launch latency, then for each execution: nominal time (roofline, `kernels.py`) x (1 + jitter)
+    x warm-up penalty x outlier-run factor x limiter slowdown, separated by lognormal launch gaps;
+    then a sync latency before the call returns. Warm-up penalties hit the first executions of the
+    call, scaled by 1 - exp(-idle / warmup_idle_tau) (idle = time since the GPU was last busy), and
+    by `switch_warmup_scale` for later segments (a kernel switch). An outlier run (probability
+    `outlier_run_fraction` per `execute` call) makes every execution of the call 10-30 % slower and
+    draws 1 / sqrt(1 + slowdown) of the excess power.
+
+True power (piecewise linear, per execution constant multipliers)
+    Within an execution each component's excess over idle ramps linearly from the preceding level
+    (idle for the first execution, the busy-idle gap level otherwise) to the plateau, stays there and
+    falls linearly over the tail; gaps draw the busy-idle level; idle power between calls.
+    The plateau is multiplied by m = 1 - sensitivity * (1 - c * L), evaluated once per execution at
+    its start:
+    * c, the clock ramp: 1 - (1 - c_start) exp(-elapsed busy / clock_up) during a call; after idle
+      it relaxes back towards `clock_idle_level` with `clock_down`.
+    * L, the power limiter (heavy kernels only, i.e. steady cycle-mean power above the cap target):
+      1 until the limiter age reaches `limiter_start`, then L_ss + (1 - L_ss) exp(-(age - start) /
+      limiter_tau). The age counts nominal busy time and decays as age * exp(-idle /
+      limiter_idle_tau) while idle, so a long idle resets it. Both exponentials are cut to exactly
+      their limit past 20 time constants, so the steady state is exactly steady.
+    `spin` draws a flat, preset-given power for exactly the requested GPU duration (no ramp, no
+    limiter), and counts as busy time for c and L.
+
+Ground truth (`ground_truth_of_last_execute`)
+    From the exact cumulative energy E(t): per visible channel, power_mw = true mean power over the
+    execution's cycle (its start to the next execution's start in the same call; start to end for the
+    last), energy_mj = true energy between its start and end. Host-clock durations are used (the GPU
+    clock drift, tens of ppm, is not applied to truth).
+
+Energy counter (`energy_mj`)
+    The true cumulative energy of the "total" channel (plus a random initial counter value), updated
+    every `energy_period` (h200 100 ms, mi300x 1 ms, random phase) and floored to
+    `energy_resolution_mj` (h200 1 mJ, mi300x 15.259 uJ).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fingrav.config import SimConfig
+from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
+from fingrav.device.sim.presets import MS, Preset, preset_summary, resolve_preset
+from fingrav.device.sim.sensor import SensorStream
+from fingrav.device.sim.timeline import PowerTimeline
+from fingrav.errors import DeviceError
+
+logger = logging.getLogger(__name__)
+
+HOST_EPOCH_NS = 1_700_000_000_000_000_000
+_EPOCH_STEP_NS = 64_000  # host epoch is a multiple of every stamp / timer resolution used
+_CUT = 20.0  # exponentials past this many time constants are taken as exactly settled
+_HOUSEKEEP_SEGMENTS = 400_000  # consolidate + prune once this many segments are pending
+_PRUNE_MARGIN_NS = 1.0 * MS
+_MJ_PER_MWNS = 1e-9  # 1 mW * 1 ns = 1e-12 J = 1e-9 mJ
+
+
+def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    out[0] = 0
+    np.cumsum(x[:-1], out=out[1:])
+    return out
+
+
+class SimulatedGPU(GPUDevice):
+    """A simulated GPU with known ground truth; see the module docstring for the model.
+
+    Args:
+        sim_cfg: preset name and overrides (`fingrav.config.SimConfig`).
+        index: device index (only recorded and mixed into the random streams).
+        seed: random seed; the same seed and the same sequence of calls give identical results.
+    """
+
+    backend = "sim"
+
+    def __init__(self, sim_cfg: SimConfig | None = None, index: int = 0, seed: int = 0) -> None:
+        self.sim_cfg = sim_cfg if sim_cfg is not None else SimConfig()
+        self.preset: Preset = resolve_preset(self.sim_cfg)
+        self.index = int(index)
+        self.seed = int(seed)
+        p = self.preset
+        preset_code = sum(ord(ch) for ch in p.name)
+        ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
+        kids = ss.spawn(3 + 2 * len(p.sensors))
+        self._rng_exec = np.random.default_rng(kids[0])
+        self._rng_clock = np.random.default_rng(kids[1])
+        rng_misc = np.random.default_rng(kids[2])
+
+        self._host0 = HOST_EPOCH_NS + int(rng_misc.integers(0, 10**9)) * _EPOCH_STEP_NS
+        self._now = 0  # host clock, ns since self._host0
+        comps = p.components
+        self._channels: tuple[str, ...] = tuple(p.channels)
+        chan_mat = np.zeros((len(self._channels), len(comps)))
+        for row, ch in enumerate(self._channels):
+            if ch == "total":
+                chan_mat[row, :] = 1.0
+            else:
+                chan_mat[row, p.component_index(ch)] = 1.0
+        self._chan_mat = chan_mat
+        self._sens = np.array([c.clock_sensitivity for c in comps])
+        self._idle_ch = chan_mat @ np.array([c.idle_mw for c in comps])
+        self._gap_ch = chan_mat @ np.array([c.gap_mw for c in comps])
+        self._spin_ch = chan_mat @ np.array([c.spin_mw for c in comps])
+        self._timeline = PowerTimeline(len(self._channels))
+        self._streams = [
+            SensorStream(
+                s,
+                [self._channels.index(ch) for ch in s.channels],
+                self._idle_ch[[self._channels.index(ch) for ch in s.channels]],
+                np.random.default_rng(kids[3 + 2 * i]),
+                np.random.default_rng(kids[4 + 2 * i]),
+            )
+            for i, s in enumerate(p.sensors)
+        ]
+        self._stream_names = [np.array(s.channels, dtype=object) for s in p.sensors]
+        # device transient state
+        self._clock = p.clock_idle_level
+        self._limiter_age = 0.0
+        self._t_busy_end = -1e15  # long idle before the simulation starts
+        # telemetry
+        self._sampling = False
+        self._undrained: list[PowerSamples] = []
+        self._energy_phase = float(rng_misc.uniform(0.0, p.energy_period_ns))
+        self._energy_offset_mj = float(rng_misc.uniform(1e6, 1e9))
+        self._last_truth: dict[str, dict[str, np.ndarray]] | None = None
+        self._kernels: dict[str, SimKernel] = {}
+        logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """("total", "xcd", "iod", "hbm") on mi300x, ("total", "memory") on h200."""
+        return self._channels
+
+    def describe(self) -> dict[str, Any]:
+        """Identity and the effective model parameters (preset with overrides applied)."""
+        return {
+            "vendor": "sim",
+            "name": self.preset.display_name,
+            "backend": self.backend,
+            "preset": self.preset.name,
+            "index": self.index,
+            "seed": self.seed,
+            "channels": list(self._channels),
+            "host_epoch_ns": self._host0,
+            "overrides": self.sim_cfg.overrides.model_dump(exclude_none=True),
+            "parameters": preset_summary(self.preset),
+            "kernels": {label: kernel_summary(self.preset, k) for label, k in self._kernels.items()},
+        }
+
+    # ------------------------------------------------------------------ time
+    def host_time_ns(self) -> int:
+        """Now on the virtual host clock (ns)."""
+        return self._host0 + self._now
+
+    def sleep_ns(self, duration_ns: int) -> None:
+        """Idle for `duration_ns` of virtual time (no real sleeping)."""
+        d = int(duration_ns)
+        if d < 0:
+            raise ValueError(f"sleep_ns({duration_ns}): negative duration")
+        self._now += d
+        self._housekeep()
+
+    def _gpu_of(self, host_rel: np.ndarray) -> np.ndarray:
+        """GPU clock stamps (absolute int64 ns) of host times (ns since the simulation start)."""
+        p = self.preset
+        x = np.asarray(host_rel, dtype=np.float64)
+        g = np.floor(x + p.clock_offset_ns + p.clock_drift * x).astype(np.int64)
+        g -= g % p.gpu_clock_resolution_ns
+        return self._host0 + g
+
+    def read_gpu_clock(self, n: int) -> ClockReads:
+        """`n` GPU-timestamp reads, each bracketed by host reads. Round trip = minimum + lognormal extra
+        (+ a slow 50-200 us extra with probability `read_slow_prob`); the GPU stamp is taken at
+        launch_share * minimum + U(0, 1) * extra into the round trip (+ the slow extra when it falls
+        before the read)."""
+        p = self.preset
+        n = int(n)
+        if n <= 0:
+            z = np.zeros(0, np.int64)
+            return ClockReads(z, z.copy(), z.copy())
+        rng = self._rng_clock
+        extra = p.read_rt_median_extra_ns * np.exp(p.read_rt_sigma * rng.standard_normal(n))
+        slow = np.where(rng.random(n) < p.read_slow_prob, rng.uniform(p.read_slow_ns[0], p.read_slow_ns[1], n), 0.0)
+        slow_before = rng.random(n) < 0.5
+        read_at = p.read_launch_share * p.read_rt_min_ns + rng.random(n) * extra + np.where(slow_before, slow, 0.0)
+        rt = np.round(p.read_rt_min_ns + extra + slow).astype(np.int64)
+        overhead = np.round(p.read_host_overhead_ns * (0.5 + rng.random(n))).astype(np.int64)
+        before = self._now + _exclusive_cumsum(rt + overhead)
+        gpu = self._gpu_of(before + read_at)
+        after = before + rt
+        self._now = int(after[-1] + overhead[-1])
+        return ClockReads(self._host0 + before, gpu, self._host0 + after)
+
+    # ------------------------------------------------------------------ work
+    def prepare(self, kernel: Any) -> SimKernel:
+        """Model a `fingrav.config` GemmKernel / GemvKernel (no memory is allocated)."""
+        k = build_kernel(self.preset, kernel)
+        self._kernels[k.label] = k
+        return k
+
+    def kernel_info(self, handle: SimKernel) -> dict[str, Any]:
+        """Simulator only: nominal time, utilizations and steady powers of a prepared kernel."""
+        return kernel_summary(self.preset, handle)
+
+    def _decayed_state(self, t_start: float) -> tuple[float, float, float]:
+        """(clock level c, limiter age ns, idle ns) at `t_start` after the idle since the last busy end."""
+        p = self.preset
+        idle = max(0.0, t_start - self._t_busy_end)
+        c = p.clock_idle_level + (self._clock - p.clock_idle_level) * np.exp(-min(idle / p.clock_down_ns, 50.0))
+        age = self._limiter_age * np.exp(-min(idle / p.limiter_idle_tau_ns, 50.0))
+        return float(c), float(age), idle
+
+    def execute(self, segments: Sequence[tuple[Any, int]]) -> ExecRecords:
+        """Run the segments back to back; see the module docstring for the timing and power model."""
+        p = self.preset
+        handles: list[SimKernel] = []
+        counts: list[int] = []
+        for h, c in segments:
+            if not isinstance(h, SimKernel):
+                raise DeviceError(f"execute: {h!r} was not prepared by this simulated GPU")
+            if int(c) < 0:
+                raise ValueError(f"execute: negative count {c}")
+            handles.append(h)
+            counts.append(int(c))
+        n = sum(counts)
+        nch = len(self._channels)
+        if n == 0:
+            z32, z64, zf = np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0)
+            self._last_truth = {ch: {"power_mw": zf.copy(), "energy_mj": zf.copy()} for ch in self._channels}
+            return ExecRecords(z32, z32.copy(), z64, z64.copy())
+        rng = self._rng_exec
+        cnt = np.asarray(counts)
+        seg_of = np.repeat(np.arange(len(handles), dtype=np.int32), cnt)
+        offsets = _exclusive_cumsum(cnt)
+        exec_idx = (np.arange(n) - np.repeat(offsets, cnt)).astype(np.int32)
+        base = np.array([h.base_ns for h in handles])[seg_of]
+
+        t_launch = self._now + int(round(p.launch_latency_ns * (0.8 + 0.4 * rng.random())))
+        c_start, age0, idle = self._decayed_state(float(t_launch))
+
+        # execution times before the limiter
+        factor = 1.0 + p.exec_jitter * rng.standard_normal(n)
+        nw = len(p.warmup_penalty)
+        if nw:
+            warm = np.flatnonzero(exec_idx < nw)
+            if warm.size:
+                scale = (1.0 - np.exp(-idle / p.warmup_idle_tau_ns)) * np.where(
+                    seg_of[warm] == 0, 1.0, p.switch_warmup_scale
+                )
+                factor[warm] *= 1.0 + scale * np.asarray(p.warmup_penalty)[exec_idx[warm]]
+        is_outlier = rng.random() < p.outlier_run_fraction
+        slow_x = float(rng.uniform(*p.outlier_slowdown))
+        slow_x = slow_x if is_outlier else 0.0
+        d_pre = base * factor * (1.0 + slow_x)
+        gaps = p.launch_gap_ns * np.exp(p.launch_gap_sigma * rng.standard_normal(n))
+        gaps[-1] = 0.0
+        busy_nominal = d_pre + gaps
+        # limiter (per execution, at its start)
+        heavy = np.array([h.heavy for h in handles])
+        level = np.ones(n)
+        if heavy.any():
+            age = age0 + _exclusive_cumsum(busy_nominal)
+            lss = np.array([h.limiter_level for h in handles])[seg_of]
+            z = (age - p.limiter_start_ns) / p.limiter_tau_ns
+            lim = np.where(z <= 0, 1.0, np.where(z > _CUT, lss, lss + (1.0 - lss) * np.exp(-np.clip(z, 0, _CUT))))
+            level = np.where(heavy[seg_of], lim, 1.0)
+            dur = d_pre * (1.0 + p.limiter_slowdown * (1.0 - level))
+        else:
+            dur = d_pre
+        dur_i = np.maximum(np.round(dur).astype(np.int64), 1)
+        gap_i = np.round(gaps).astype(np.int64)
+        starts = t_launch + _exclusive_cumsum(dur_i + gap_i)
+        ends = starts + dur_i
+        # clock ramp
+        zc = (starts - t_launch) / p.clock_up_ns
+        clk = np.where(zc > _CUT, 1.0, 1.0 - (1.0 - c_start) * np.exp(-np.minimum(zc, _CUT)))
+        mult = clk * level
+        comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
+        plateau = np.stack([h.plateau_mw for h in handles], axis=1)[:, seg_of]
+        x_plat = self._chan_mat @ (plateau * comp_mult) / np.sqrt(1.0 + slow_x)  # (C, n)
+
+        # segments: ramp, plateau, tail, gap (the last gap is the closing zero segment)
+        ramp_frac = np.array([h.shape.ramp_frac for h in handles])[seg_of]
+        tail_frac = np.array([h.shape.tail_frac for h in handles])[seg_of]
+        tail_level = np.array([h.shape.tail_level for h in handles])[seg_of]
+        fs = starts.astype(np.float64)
+        fe = ends.astype(np.float64)
+        fd = fe - fs
+        ramp = ramp_frac * fd
+        tail = tail_frac * fd
+        t0 = np.empty(4 * n)
+        t0[0::4] = fs
+        t0[1::4] = fs + ramp
+        t0[2::4] = fe - tail
+        t0[3::4] = fe
+        g = self._gap_ch[:, None]
+        start_level = np.repeat(g, n, axis=1)
+        start_level[:, 0] = 0.0
+        p0 = np.empty((nch, 4 * n))
+        slope = np.zeros((nch, 4 * n))
+        p0[:, 0::4] = start_level
+        slope[:, 0::4] = (x_plat - start_level) / ramp
+        p0[:, 1::4] = x_plat
+        p0[:, 2::4] = x_plat
+        slope[:, 2::4] = (tail_level - 1.0) * x_plat / tail
+        p0[:, 3::4] = g
+        p0[:, -1] = 0.0
+        x0 = self._timeline.append(t0, p0, slope)
+
+        # ground truth, exact from the cumulative excess energy at the segment starts
+        idle_ch = self._idle_ch[:, None]
+        exec_e = x0[:, 3::4] - x0[:, 0::4] + idle_ch * fd
+        cyc_len = np.empty(n)
+        cyc_len[:-1] = fs[1:] - fs[:-1]
+        cyc_len[-1] = fd[-1]
+        cyc_e = np.empty((nch, n))
+        cyc_e[:, :-1] = x0[:, 4::4] - x0[:, 0:-4:4]
+        cyc_e[:, -1] = x0[:, -1] - x0[:, -4]
+        cyc_e += idle_ch * cyc_len
+        self._last_truth = {
+            ch: {"power_mw": cyc_e[i] / cyc_len, "energy_mj": exec_e[i] * _MJ_PER_MWNS}
+            for i, ch in enumerate(self._channels)
+        }
+
+        # device state after the call
+        self._t_busy_end = float(fe[-1])
+        z_end = (fe[-1] - t_launch) / p.clock_up_ns
+        self._clock = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start) * np.exp(-z_end))
+        self._limiter_age = float(age0 + busy_nominal.sum())
+        self._now = int(ends[-1]) + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))
+        records = ExecRecords(seg_of, exec_idx, self._gpu_of(starts), self._gpu_of(ends))
+        self._housekeep()
+        return records
+
+    def spin(self, duration_ns: int) -> ExecRecords:
+        """A flat load (preset `spin_mw` per component) lasting exactly `duration_ns` of GPU time."""
+        p = self.preset
+        d = int(duration_ns)
+        if d <= 0:
+            raise ValueError(f"spin({duration_ns}): duration must be positive")
+        rng = self._rng_exec
+        start = self._now + int(round(p.launch_latency_ns * (0.8 + 0.4 * rng.random())))
+        c_start, age0, _ = self._decayed_state(float(start))
+        host_d = max(1, int(round(d / (1.0 + p.clock_drift))))
+        end = start + host_d
+        t0 = np.array([float(start), float(end)])
+        p0 = np.stack([self._spin_ch, np.zeros(len(self._channels))], axis=1)
+        self._timeline.append(t0, p0, np.zeros_like(p0))
+        gpu_start = self._gpu_of(np.array([start]))
+        z_end = host_d / p.clock_up_ns
+        self._clock = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start) * np.exp(-z_end))
+        self._limiter_age = age0 + host_d
+        self._t_busy_end = float(end)
+        self._now = end + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))
+        self._housekeep()
+        return ExecRecords(
+            np.zeros(1, np.int32), np.zeros(1, np.int32), gpu_start, gpu_start + np.int64(d)
+        )
+
+    # ------------------------------------------------------------------ power
+    def start_sampling(self) -> None:
+        """Start the sensor streams (each at a random phase); history before now is still seen."""
+        if self._sampling:
+            return
+        self._sampling = True
+        for s in self._streams:
+            s.start(float(self._now))
+        self._housekeep(force=True)
+
+    def _collect(self) -> None:
+        """Compute every sample stamped <= now into the undrained buffer."""
+        parts = []
+        for stream, names in zip(self._streams, self._stream_names, strict=True):
+            stamps, vals = stream.collect(float(self._now), self._timeline)
+            if stamps.size == 0:
+                continue
+            nc = len(names)
+            parts.append(
+                PowerSamples(
+                    self._host0 + np.repeat(stamps, nc),
+                    np.tile(names, stamps.size),
+                    vals.T.ravel(),
+                )
+            )
+        if parts:
+            ps = PowerSamples.concat(parts)
+            if len(parts) > 1:
+                order = np.argsort(ps.t_ns, kind="stable")
+                ps = PowerSamples(ps.t_ns[order], ps.channel[order], ps.power_mw[order])
+            self._undrained.append(ps)
+
+    def drain_samples(self) -> PowerSamples:
+        """Samples stamped since the last drain, up to now (host clock, mW, long format)."""
+        if self._sampling:
+            self._collect()
+        out = PowerSamples.concat(self._undrained)
+        self._undrained = []
+        self._housekeep(force=True)
+        return out
+
+    def stop_sampling(self) -> PowerSamples:
+        """Stop the streams; return the samples not drained yet."""
+        out = self.drain_samples()
+        self._sampling = False
+        for s in self._streams:
+            s.stop()
+        return out
+
+    def _housekeep(self, force: bool = False) -> None:
+        """Compute pending samples and forget the true power nobody can observe any more."""
+        if not force and self._timeline.pending_segments < _HOUSEKEEP_SEGMENTS:
+            return
+        if self._sampling and not force:
+            self._collect()
+        now = float(self._now)
+        t_keep = min(
+            [s.earliest_needed(now) for s in self._streams] + [now - self.preset.energy_period_ns]
+        ) - _PRUNE_MARGIN_NS
+        self._timeline.prune(t_keep)
+
+    def energy_mj(self) -> float:
+        """Cumulative energy counter (mJ) of the "total" channel, coarse like the real counter."""
+        p = self.preset
+        tick = np.floor((self._now - self._energy_phase) / p.energy_period_ns) * p.energy_period_ns
+        tick += self._energy_phase
+        e = 0.0
+        if tick > 0:
+            e = self._idle_ch[0] * tick + float(self._timeline.excess_energy(np.array([tick]), [0])[0, 0])
+        mj = self._energy_offset_mj + e * _MJ_PER_MWNS
+        res = p.energy_resolution_mj
+        return float(np.floor(mj / res) * res) if res > 0 else float(mj)
+
+    def ground_truth_of_last_execute(self) -> dict[str, dict[str, np.ndarray]] | None:
+        """Per channel: "power_mw" = true mean power over each execution's cycle (its start to the next
+        start in the same call; start to end for the last), "energy_mj" = true energy from its start to
+        its end; aligned with the records the last `execute` returned. None before any `execute`."""
+        return self._last_truth
+
+    # ------------------------------------------------------------------ simulator-only helpers
+    def _rel(self, t_ns: Any) -> np.ndarray:
+        rel = (np.asarray(t_ns, dtype=np.int64) - self._host0).astype(np.float64)
+        if rel.size and (rel.min() < self._timeline.earliest_ns or rel.max() > self._now):
+            raise ValueError("time outside the retained true-power history (recent past up to now)")
+        return rel
+
+    def true_power_mw(self, t_ns: Any) -> dict[str, np.ndarray]:
+        """Simulator only: true power (mW) per channel at absolute host times (ns). Only the recent
+        past is held (about the longest sensor response, >= energy period); older times raise."""
+        x = self._timeline.excess_power(self._rel(t_ns))
+        return {ch: self._idle_ch[i] + x[i] for i, ch in enumerate(self._channels)}
+
+    def true_energy_mj(self, t_from_ns: int, t_to_ns: int) -> dict[str, float]:
+        """Simulator only: true energy (mJ) per channel between two absolute host times (ns)."""
+        a, b = self._rel([t_from_ns, t_to_ns])
+        x = self._timeline.excess_energy(np.array([a, b]))
+        return {
+            ch: float((x[i, 1] - x[i, 0] + self._idle_ch[i] * (b - a)) * _MJ_PER_MWNS)
+            for i, ch in enumerate(self._channels)
+        }
+
+    def sensor_response_mw(self, t_ns: Any) -> dict[str, np.ndarray]:
+        """Simulator only: the noise-free, unquantized reading (mW) each channel's sensor would report
+        for a sample stamped at absolute host times `t_ns` (must be <= now)."""
+        rel = np.asarray(t_ns, dtype=np.int64) - self._host0
+        if rel.size and rel.max() > self._now:
+            raise ValueError("sensor_response_mw: times in the future")
+        out: dict[str, np.ndarray] = {}
+        for stream in self._streams:
+            if rel.size and rel.min() - stream.spec.delay_ns - stream.span_ns < self._timeline.earliest_ns:
+                raise ValueError("sensor_response_mw: times outside the retained history")
+            vals = stream.true_response(rel.astype(np.float64), self._timeline)
+            for row, ch in enumerate(stream.spec.channels):
+                out[ch] = vals[row]
+        return {ch: out[ch] for ch in self._channels}

@@ -1,0 +1,155 @@
+"""Kernel models of the simulated GPU: execution time (roofline) and power levels.
+
+Time (ns) = max(flops / (peak_flops * eff_c), bytes / (peak_bw * eff_m)) + overhead, with
+flops = 2 m n k, bytes = dtype bytes * (m k + k n + m n), eff_c = eff_c_max * s / (s + s_half),
+s = (m n k) ** (1/3), eff_m = eff_m_max * bytes / (bytes + bytes_half).
+
+Power: per component, plateau excess over idle (mW) = floor + compute * u_c ** gamma_c
++ memory * u_m ** gamma_m, with u_c = flops / (time * peak_flops) and u_m = bytes / (time * peak_bw);
+gamma_c = 0.3 makes compute power strongly sublinear in utilization (no power proportionality).
+A kernel whose steady cycle-mean total power would exceed the preset's cap target is "heavy": the
+limiter pulls it down to `limiter_level` (fraction L of its clock-sensitive excess) after a while.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fingrav.device.common import KernelHandle
+from fingrav.device.sim.presets import MS, US, KernelShape, Preset, W
+from fingrav.errors import DeviceError
+
+logger = logging.getLogger(__name__)
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+@dataclass(eq=False)
+class SimKernel(KernelHandle):
+    """A prepared simulated kernel: everything the simulator needs per execution.
+
+    base_ns: nominal execution time (no jitter, warm-up, outlier or throttling), ns.
+    plateau_mw: plateau excess over idle per preset component (mW), unthrottled, clock ramped up.
+    limiter_level: L the limiter settles at (1.0 for kernels below the cap).
+    """
+
+    label: str
+    kind: str
+    flops: float
+    bytes: float
+    base_ns: float
+    u_compute: float
+    u_memory: float
+    plateau_mw: np.ndarray
+    shape: KernelShape
+    heavy: bool
+    limiter_level: float
+
+    def __repr__(self) -> str:
+        return f"SimKernel({self.label!r}, {self.base_ns / US:.1f} us)"
+
+
+def _dims(kernel: Any) -> tuple[str, int, int, int, str]:
+    kind = getattr(kernel, "kind", None)
+    if kind == "gemm":
+        return kind, int(kernel.m), int(kernel.n), int(kernel.k), str(kernel.dtype)
+    if kind == "gemv":
+        return kind, int(kernel.m), 1, int(kernel.k), str(kernel.dtype)
+    raise DeviceError(f"the simulated GPU cannot run kernel {kernel!r} (kind {kind!r})")
+
+
+def cycle_mean_excess(
+    preset: Preset, plateau_mw: np.ndarray, shape: KernelShape, dur_ns: float, gap_ns: float, level: float
+) -> np.ndarray:
+    """Mean excess power (mW) per component over one back-to-back cycle (execution + launch gap) at
+    limiter level `level`, clock fully ramped up."""
+    sens = np.array([c.clock_sensitivity for c in preset.components])
+    gap = np.array([c.gap_mw for c in preset.components])
+    x = plateau_mw * (1.0 - sens * (1.0 - level))
+    r = shape.ramp_frac * dur_ns
+    tl = shape.tail_frac * dur_ns
+    energy = (gap + x) / 2 * r + x * (dur_ns - r - tl) + x * (1 + shape.tail_level) / 2 * tl + gap * gap_ns
+    return energy / (dur_ns + gap_ns)
+
+
+def build_kernel(preset: Preset, kernel: Any) -> SimKernel:
+    """Model a `fingrav.config` kernel (GemmKernel / GemvKernel) on `preset`."""
+    kind, m, n, k, dtype = _dims(kernel)
+    if dtype not in DTYPE_BYTES or dtype not in preset.peak_flops:
+        raise DeviceError(f"the simulated {preset.name} has no dtype {dtype!r}")
+    flops = 2.0 * m * n * k
+    nbytes = float(DTYPE_BYTES[dtype] * (m * k + k * n + m * n))
+    size = float(m * n * k) ** (1.0 / 3.0)
+    eff_c = preset.eff_compute_max * size / (size + preset.eff_compute_half_size)
+    eff_m = preset.eff_memory_max * nbytes / (nbytes + preset.eff_memory_half_bytes)
+    peak = preset.peak_flops[dtype]
+    t_c = flops / (peak * eff_c) * 1e9
+    t_m = nbytes / (preset.peak_bw_bytes_s * eff_m) * 1e9
+    base_ns = max(t_c, t_m) + preset.overhead_ns
+    u_c = flops / (base_ns * 1e-9 * peak)
+    u_m = nbytes / (base_ns * 1e-9 * preset.peak_bw_bytes_s)
+    plateau = np.array(
+        [
+            c.floor_mw + c.compute_mw * u_c**preset.gamma_compute + c.memory_mw * u_m**preset.gamma_memory
+            for c in preset.components
+        ]
+    )
+    shape = preset.shapes[kind]
+    idle_total = sum(c.idle_mw for c in preset.components)
+    target_excess = preset.cap_target_mw - idle_total
+    gap = preset.launch_gap_ns
+    heavy = float(cycle_mean_excess(preset, plateau, shape, base_ns, gap, 1.0).sum()) > target_excess
+    level = 1.0
+    if heavy:
+        # the cycle-mean total is linear in L for a given duration; the duration depends on L through
+        # the limiter slowdown: a few fixed-point iterations
+        for _ in range(6):
+            dur = base_ns * (1.0 + preset.limiter_slowdown * (1.0 - level))
+            a = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 0.0).sum())
+            b = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 1.0).sum()) - a
+            level = float(np.clip((target_excess - a) / b, 0.2, 1.0))
+    label = kernel.label() if hasattr(kernel, "label") else f"{kind} {m}x{n}x{k} {dtype}"
+    sk = SimKernel(
+        label=label,
+        kind=kind,
+        flops=flops,
+        bytes=nbytes,
+        base_ns=base_ns,
+        u_compute=u_c,
+        u_memory=u_m,
+        plateau_mw=plateau,
+        shape=shape,
+        heavy=heavy,
+        limiter_level=level,
+    )
+    logger.debug(
+        "sim %s: %s %.2f us, u_c %.3f, u_m %.3f, plateau %.0f W, heavy %s (L=%.3f)",
+        preset.name, label, base_ns / US, u_c, u_m, (plateau.sum() + idle_total) / W, heavy, level,
+    )
+    return sk
+
+
+def kernel_summary(preset: Preset, k: SimKernel) -> dict[str, Any]:
+    """Nominal numbers of a prepared kernel (JSON-able): time, utilization, steady cycle-mean power
+    per component and total (W), before jitter and without the start-up transient."""
+    idle = np.array([c.idle_mw for c in preset.components])
+    dur = k.base_ns * (1.0 + preset.limiter_slowdown * (1.0 - k.limiter_level))
+    steady = cycle_mean_excess(preset, k.plateau_mw, k.shape, dur, preset.launch_gap_ns, k.limiter_level) + idle
+    free = cycle_mean_excess(preset, k.plateau_mw, k.shape, k.base_ns, preset.launch_gap_ns, 1.0) + idle
+    return {
+        "label": k.label,
+        "base_us": k.base_ns / US,
+        "steady_us": dur / US,
+        "u_compute": k.u_compute,
+        "u_memory": k.u_memory,
+        "heavy": k.heavy,
+        "limiter_level": k.limiter_level,
+        "steady_cycle_w": {c.name: float(v) / W for c, v in zip(preset.components, steady, strict=True)}
+        | {"total": float(steady.sum()) / W},
+        "unthrottled_cycle_w": float(free.sum()) / W,
+        "limiter_settle_ms": (preset.limiter_start_ns + 20 * preset.limiter_tau_ns) / MS if k.heavy else 0.0,
+    }

@@ -1,0 +1,419 @@
+"""Presets of the simulated GPU ("mi300x", "h200") and how `SimOverrides` change them.
+
+All parameters are plain numbers in SI-like units named in the field (ns, mW, bytes, flop/s).
+Sources: `/work/shared/H200.md` (measured H200 telemetry: sensor step response, NVML sample period,
+clock offset, read round trip, 700 W cap behaviour), the FinGraV paper (MI300X, 1 ms logger) and the
+vendors' data sheets (peak bf16/fp32 throughput, HBM bandwidth, power caps). Kernel efficiencies and
+power coefficients are fitted by hand so that the default kernels land on the targets listed in the
+package docstring (`fingrav.device.sim`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fingrav.config import SimConfig
+
+logger = logging.getLogger(__name__)
+
+MS = 1_000_000.0  # ns per ms
+US = 1_000.0  # ns per us
+W = 1_000.0  # mW per W
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One power component of the chip. Power = idle_mw + excess; every excess is in mW.
+
+    visible: reported as its own channel (else it only contributes to "total").
+    gap_mw: excess during launch gaps between back-to-back executions ("busy-idle": clocks up, no work).
+    floor_mw: excess while any kernel runs, whatever its utilization.
+    compute_mw: excess coefficient of u_c ** gamma_c (u_c = achieved / peak flop rate).
+    memory_mw: excess coefficient of u_m ** gamma_m (u_m = achieved / peak memory bandwidth).
+    spin_mw: excess during `spin` (a flat FMA load).
+    clock_sensitivity: fraction of this component's kernel excess that follows the clock ramp and the
+        power limiter (1 = all of it, 0 = none).
+    """
+
+    name: str
+    visible: bool
+    idle_mw: float
+    gap_mw: float
+    floor_mw: float
+    compute_mw: float
+    memory_mw: float
+    spin_mw: float
+    clock_sensitivity: float
+
+
+@dataclass(frozen=True)
+class SensorSpec:
+    """One power-sample stream (one set of timestamps) covering `channels`.
+
+    Sample k at host time t_k reports the true power convolved with a boxcar of `window_ns` and a
+    first-order lag of time constant `lag_ns` (0 = none), evaluated at t_k - delay_ns, plus gaussian
+    noise (sd `noise_mw`), quantized to `quantization_mw` (0 = none). Sample intervals are
+    period_ns + N(0, jitter_ns) (clipped to [0.3, 1.7] periods). Timestamps are rounded down to
+    `stamp_resolution_ns`.
+    """
+
+    name: str
+    channels: tuple[str, ...]
+    period_ns: float
+    jitter_ns: float
+    window_ns: float
+    lag_ns: float
+    delay_ns: float
+    noise_mw: float
+    quantization_mw: float
+    stamp_resolution_ns: int
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """Power shape of one execution, as fractions of its duration: a linear ramp from the preceding
+    level to the plateau over `ramp_frac`, a plateau, and a linear tail over the last `tail_frac`
+    falling to `tail_level` x the plateau excess."""
+
+    ramp_frac: float
+    tail_frac: float
+    tail_level: float
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Every parameter of one simulated GPU model (see the field comments for units)."""
+
+    name: str
+    display_name: str
+    # -- roofline (flop/s per dtype, bytes/s), efficiencies eff = max * x / (x + half)
+    peak_flops: dict[str, float]
+    peak_bw_bytes_s: float
+    eff_compute_max: float
+    eff_compute_half_size: float  # in elements of (m*n*k)**(1/3)
+    eff_memory_max: float
+    eff_memory_half_bytes: float
+    overhead_ns: float  # fixed per-execution overhead (launch into the kernel, tail of the last wave)
+    # -- power model
+    gamma_compute: float
+    gamma_memory: float
+    components: tuple[ComponentSpec, ...]
+    channels: tuple[str, ...]  # "total" first, then the visible components
+    shapes: dict[str, KernelShape]  # by kernel kind
+    cap_mw: float
+    cap_target_mw: float  # the limiter settles the cycle-mean total power here
+    # -- device transient (clock ramp c, limiter L); see fingrav.device.sim.device
+    clock_idle_level: float  # c after a long idle (fraction of the kernel excess drawn)
+    clock_up_ns: float  # time constant of the clock ramp while busy
+    clock_down_ns: float  # time constant of c back to clock_idle_level while idle
+    limiter_start_ns: float  # busy time after which the limiter starts pulling power down
+    limiter_tau_ns: float  # time constant of the limiter's pull-down
+    limiter_idle_tau_ns: float  # decay time constant of the limiter's memory while idle
+    limiter_slowdown: float  # execution time x (1 + limiter_slowdown * (1 - L))
+    # -- executions
+    exec_jitter: float  # sd of the per-execution time factor (0.01 = 1 %)
+    warmup_penalty: tuple[float, ...]  # extra time of the first executions after idle
+    warmup_idle_tau_ns: float  # warm-ups scale with 1 - exp(-idle / tau)
+    switch_warmup_scale: float  # warm-up scale of a later segment (kernel switch inside one call)
+    outlier_run_fraction: float
+    outlier_slowdown: tuple[float, float]  # uniform range of the extra time of an outlier run
+    launch_gap_ns: float  # median gap between back-to-back executions
+    launch_gap_sigma: float  # lognormal sigma of the gap
+    launch_latency_ns: float  # host call -> first execution start
+    sync_latency_ns: float  # last execution end -> host call returns
+    # -- clocks
+    clock_offset_ns: float  # GPU clock - host clock at the start of the simulation
+    clock_drift: float  # fraction (30e-6 = 30 ppm): GPU clock runs (1 + drift) x host clock
+    gpu_clock_resolution_ns: int
+    read_rt_min_ns: float  # minimum round trip of one GPU-timestamp read
+    read_rt_median_extra_ns: float  # median extra round trip above the minimum (lognormal)
+    read_rt_sigma: float  # lognormal sigma of the extra
+    read_launch_share: float  # where the GPU read happens inside the minimum round trip
+    read_slow_prob: float  # probability of a slow read
+    read_slow_ns: tuple[float, float]  # uniform range of the extra delay of a slow read
+    read_host_overhead_ns: float  # host time between consecutive reads
+    # -- telemetry
+    sensors: tuple[SensorSpec, ...]
+    energy_period_ns: float  # the energy counter changes this often
+    energy_resolution_mj: float  # and in steps of this
+
+    def component_index(self, name: str) -> int:
+        for i, c in enumerate(self.components):
+            if c.name == name:
+                return i
+        raise KeyError(name)
+
+
+_GEMM_SHAPE = KernelShape(ramp_frac=0.05, tail_frac=0.10, tail_level=0.6)
+_GEMV_SHAPE = KernelShape(ramp_frac=0.10, tail_frac=0.10, tail_level=0.7)
+
+MI300X = Preset(
+    name="mi300x",
+    display_name="simulated MI300X",
+    peak_flops={"bf16": 1307.4e12, "fp16": 1307.4e12, "fp32": 163.4e12},
+    peak_bw_bytes_s=5.3e12,
+    eff_compute_max=0.7467,
+    eff_compute_half_size=2731.0,
+    eff_memory_max=0.85,
+    eff_memory_half_bytes=1.0e6,
+    overhead_ns=4.0 * US,
+    gamma_compute=0.3,
+    gamma_memory=0.5,
+    components=(
+        ComponentSpec("xcd", True, 40 * W, 30 * W, 70 * W, 490 * W, 15 * W, 290 * W, 1.0),
+        ComponentSpec("iod", True, 45 * W, 15 * W, 20 * W, 25 * W, 70 * W, 40 * W, 0.5),
+        ComponentSpec("hbm", True, 35 * W, 3 * W, 5 * W, 0.0, 120 * W, 20 * W, 0.2),
+        ComponentSpec("other", False, 30 * W, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    ),
+    channels=("total", "xcd", "iod", "hbm"),
+    shapes={"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE},
+    cap_mw=750 * W,
+    cap_target_mw=740 * W,
+    clock_idle_level=0.6,
+    clock_up_ns=1.0 * MS,
+    clock_down_ns=5.0 * MS,
+    limiter_start_ns=20.0 * MS,
+    limiter_tau_ns=10.0 * MS,
+    limiter_idle_tau_ns=20.0 * MS,
+    limiter_slowdown=0.25,
+    exec_jitter=0.01,
+    warmup_penalty=(0.15, 0.06, 0.02),
+    warmup_idle_tau_ns=1.0 * MS,
+    switch_warmup_scale=0.5,
+    outlier_run_fraction=0.04,
+    outlier_slowdown=(0.10, 0.30),
+    launch_gap_ns=4.0 * US,
+    launch_gap_sigma=0.2,
+    launch_latency_ns=8.0 * US,
+    sync_latency_ns=4.0 * US,
+    clock_offset_ns=-420.0 * US,
+    clock_drift=30e-6,
+    gpu_clock_resolution_ns=10,
+    read_rt_min_ns=11.0 * US,
+    read_rt_median_extra_ns=2.5 * US,
+    read_rt_sigma=0.7,
+    read_launch_share=0.55,
+    read_slow_prob=0.02,
+    read_slow_ns=(50.0 * US, 200.0 * US),
+    read_host_overhead_ns=1.0 * US,
+    sensors=(
+        SensorSpec(
+            name="smu",
+            channels=("total", "xcd", "iod", "hbm"),
+            period_ns=1.0 * MS,
+            jitter_ns=0.02 * MS,
+            window_ns=1.0 * MS,
+            lag_ns=0.0,
+            delay_ns=0.3 * MS,
+            noise_mw=2.0 * W,
+            quantization_mw=1.0 * W,
+            stamp_resolution_ns=1,
+        ),
+    ),
+    energy_period_ns=1.0 * MS,
+    energy_resolution_mj=0.015259,
+)
+
+H200 = Preset(
+    name="h200",
+    display_name="simulated H200",
+    peak_flops={"bf16": 989.4e12, "fp16": 989.4e12, "fp32": 66.9e12},
+    peak_bw_bytes_s=4.8e12,
+    eff_compute_max=0.87,
+    eff_compute_half_size=30.0,
+    eff_memory_max=0.85,
+    eff_memory_half_bytes=2.0e6,
+    overhead_ns=3.0 * US,
+    gamma_compute=0.3,
+    gamma_memory=0.5,
+    components=(
+        ComponentSpec("core", False, 80.5 * W, 50 * W, 70 * W, 770 * W, 20 * W, 204.5 * W, 1.0),
+        ComponentSpec("memory", True, 40.5 * W, 2 * W, 3 * W, 0.0, 95 * W, 2.5 * W, 0.1),
+    ),
+    channels=("total", "memory"),
+    shapes={"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE},
+    cap_mw=700 * W,
+    cap_target_mw=690 * W,
+    clock_idle_level=0.55,
+    clock_up_ns=2.0 * MS,
+    clock_down_ns=10.0 * MS,
+    limiter_start_ns=40.0 * MS,
+    limiter_tau_ns=10.0 * MS,
+    limiter_idle_tau_ns=20.0 * MS,
+    limiter_slowdown=0.2,
+    exec_jitter=0.01,
+    warmup_penalty=(0.15, 0.06, 0.02),
+    warmup_idle_tau_ns=1.0 * MS,
+    switch_warmup_scale=0.5,
+    outlier_run_fraction=0.04,
+    outlier_slowdown=(0.10, 0.30),
+    launch_gap_ns=2.5 * US,
+    launch_gap_sigma=0.2,
+    launch_latency_ns=6.0 * US,
+    sync_latency_ns=4.0 * US,
+    clock_offset_ns=163.0 * US,
+    clock_drift=-25e-6,
+    gpu_clock_resolution_ns=32,
+    read_rt_min_ns=12.4 * US,
+    read_rt_median_extra_ns=2.6 * US,
+    read_rt_sigma=0.7,
+    read_launch_share=0.55,
+    read_slow_prob=0.02,
+    read_slow_ns=(50.0 * US, 200.0 * US),
+    read_host_overhead_ns=1.0 * US,
+    sensors=(
+        SensorSpec(
+            name="nvml_total",
+            channels=("total",),
+            period_ns=20.0 * MS,
+            jitter_ns=2.34 * MS,  # p10/p50/p90 = 17/20/23 ms
+            window_ns=4.5 * MS,
+            lag_ns=12.0 * MS,
+            delay_ns=2.8 * MS,
+            noise_mw=3.0 * W,
+            quantization_mw=1.0,
+            stamp_resolution_ns=1000,  # NVML stamps in us
+        ),
+        SensorSpec(
+            name="nvml_memory",
+            channels=("memory",),
+            period_ns=100.0 * MS,
+            jitter_ns=3.0 * MS,
+            window_ns=100.0 * MS,  # an average over the last update interval
+            lag_ns=0.0,
+            delay_ns=5.0 * MS,
+            noise_mw=0.3 * W,
+            quantization_mw=1.0,
+            stamp_resolution_ns=1000,
+        ),
+    ),
+    energy_period_ns=100.0 * MS,
+    energy_resolution_mj=1.0,
+)
+
+PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
+
+
+def resolve_preset(sim_cfg: SimConfig) -> Preset:
+    """The preset named by `sim_cfg.preset` with `sim_cfg.overrides` applied.
+
+    Sensor overrides set that parameter on every sensor stream of the preset (the H200's memory
+    stream included). Clock, execution-jitter, outlier and launch-gap overrides replace the preset's
+    value."""
+    base = PRESETS[sim_cfg.preset]
+    ov = sim_cfg.overrides
+    sensor_changes: dict[str, Any] = {}
+    if ov.sensor_period_ms is not None:
+        sensor_changes["period_ns"] = ov.sensor_period_ms * MS
+    if ov.sensor_period_jitter_ms is not None:
+        sensor_changes["jitter_ns"] = ov.sensor_period_jitter_ms * MS
+    if ov.sensor_window_ms is not None:
+        sensor_changes["window_ns"] = ov.sensor_window_ms * MS
+    if ov.sensor_lag_ms is not None:
+        sensor_changes["lag_ns"] = ov.sensor_lag_ms * MS
+    if ov.sensor_delay_ms is not None:
+        sensor_changes["delay_ns"] = ov.sensor_delay_ms * MS
+    if ov.sensor_noise_mw is not None:
+        sensor_changes["noise_mw"] = ov.sensor_noise_mw
+    if ov.sensor_quantization_mw is not None:
+        sensor_changes["quantization_mw"] = ov.sensor_quantization_mw
+    changes: dict[str, Any] = {}
+    if sensor_changes:
+        changes["sensors"] = tuple(dataclasses.replace(s, **sensor_changes) for s in base.sensors)
+    if ov.clock_offset_us is not None:
+        changes["clock_offset_ns"] = ov.clock_offset_us * US
+    if ov.clock_drift_ppm is not None:
+        changes["clock_drift"] = ov.clock_drift_ppm * 1e-6
+    if ov.exec_jitter_pct is not None:
+        changes["exec_jitter"] = ov.exec_jitter_pct / 100.0
+    if ov.outlier_run_fraction is not None:
+        changes["outlier_run_fraction"] = ov.outlier_run_fraction
+    if ov.launch_gap_us is not None:
+        changes["launch_gap_ns"] = ov.launch_gap_us * US
+    if changes:
+        logger.debug("sim preset %s overridden: %s", base.name, sorted(changes))
+        return dataclasses.replace(base, **changes)
+    return base
+
+
+def preset_summary(p: Preset) -> dict[str, Any]:
+    """JSON-able effective parameters of a preset, in readable units (ms, us, W, ppm)."""
+    return {
+        "peak_tflops": {k: v / 1e12 for k, v in p.peak_flops.items()},
+        "peak_bw_tb_s": p.peak_bw_bytes_s / 1e12,
+        "efficiency": {
+            "compute_max": p.eff_compute_max,
+            "compute_half_size": p.eff_compute_half_size,
+            "memory_max": p.eff_memory_max,
+            "memory_half_mb": p.eff_memory_half_bytes / 1e6,
+        },
+        "overhead_us": p.overhead_ns / US,
+        "power": {
+            "gamma_compute": p.gamma_compute,
+            "gamma_memory": p.gamma_memory,
+            "cap_w": p.cap_mw / W,
+            "cap_target_w": p.cap_target_mw / W,
+            "components": {
+                c.name: {
+                    "visible": c.visible,
+                    "idle_w": c.idle_mw / W,
+                    "gap_excess_w": c.gap_mw / W,
+                    "floor_excess_w": c.floor_mw / W,
+                    "compute_excess_w": c.compute_mw / W,
+                    "memory_excess_w": c.memory_mw / W,
+                    "spin_excess_w": c.spin_mw / W,
+                    "clock_sensitivity": c.clock_sensitivity,
+                }
+                for c in p.components
+            },
+            "shapes": {k: dataclasses.asdict(v) for k, v in p.shapes.items()},
+        },
+        "transient": {
+            "clock_idle_level": p.clock_idle_level,
+            "clock_up_ms": p.clock_up_ns / MS,
+            "clock_down_ms": p.clock_down_ns / MS,
+            "limiter_start_ms": p.limiter_start_ns / MS,
+            "limiter_tau_ms": p.limiter_tau_ns / MS,
+            "limiter_idle_tau_ms": p.limiter_idle_tau_ns / MS,
+            "limiter_slowdown": p.limiter_slowdown,
+        },
+        "executions": {
+            "jitter_pct": p.exec_jitter * 100,
+            "warmup_penalty_pct": [x * 100 for x in p.warmup_penalty],
+            "warmup_idle_tau_ms": p.warmup_idle_tau_ns / MS,
+            "switch_warmup_scale": p.switch_warmup_scale,
+            "outlier_run_fraction": p.outlier_run_fraction,
+            "outlier_slowdown_pct": [x * 100 for x in p.outlier_slowdown],
+            "launch_gap_us": p.launch_gap_ns / US,
+            "launch_gap_sigma": p.launch_gap_sigma,
+            "launch_latency_us": p.launch_latency_ns / US,
+            "sync_latency_us": p.sync_latency_ns / US,
+        },
+        "clock": {
+            "offset_us": p.clock_offset_ns / US,
+            "drift_ppm": p.clock_drift * 1e6,
+            "gpu_resolution_ns": p.gpu_clock_resolution_ns,
+            "read_rt_min_us": p.read_rt_min_ns / US,
+            "read_rt_median_us": (p.read_rt_min_ns + p.read_rt_median_extra_ns) / US,
+            "read_slow_prob": p.read_slow_prob,
+            "read_slow_us": [x / US for x in p.read_slow_ns],
+        },
+        "sensors": {
+            s.name: {
+                "channels": list(s.channels),
+                "period_ms": s.period_ns / MS,
+                "period_jitter_ms": s.jitter_ns / MS,
+                "window_ms": s.window_ns / MS,
+                "lag_ms": s.lag_ns / MS,
+                "delay_ms": s.delay_ns / MS,
+                "noise_mw": s.noise_mw,
+                "quantization_mw": s.quantization_mw,
+                "stamp_resolution_ns": s.stamp_resolution_ns,
+            }
+            for s in p.sensors
+        },
+        "energy_counter": {"period_ms": p.energy_period_ns / MS, "resolution_mj": p.energy_resolution_mj},
+    }

@@ -1,0 +1,167 @@
+"""The simulated power sensor: one sample stream (period with jitter, boxcar window, first-order lag,
+dead time, noise, quantization) read out of the exact true-power timeline.
+
+A sample stamped t reports  idle + integral of h(s) * x(t - delay - s) ds  where x is the true excess
+power and h the impulse response of a boxcar of width W followed by a first-order lag of time
+constant tau (h = boxcar when tau = 0). h is cut into taps [s_j, s_j+1); within each tap the true
+power is integrated exactly ((E(a) - E(b)) / (b - a), E piecewise quadratic) and weighted by the
+exact tap mass of h (its CDF is analytic), renormalized to unit gain after truncating the tail at
+W + 9 tau (mass < 1e-4). The boxcar alone (tau = 0) is a single, exact tap.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from fingrav.device.sim.presets import SensorSpec
+from fingrav.device.sim.timeline import PowerTimeline
+
+logger = logging.getLogger(__name__)
+
+_INTERVAL_BLOCK = 1024
+_EVAL_BLOCK_POINTS = 2_000_000  # (samples x taps) evaluated per block, bounds memory
+
+
+def response_cdf(s: np.ndarray, window_ns: float, lag_ns: float) -> np.ndarray:
+    """Step response H(s) of boxcar(window) * first-order lag(tau): fraction of a step seen s ns after
+    it reaches the filter input (the dead time comes on top)."""
+    s = np.asarray(s, dtype=np.float64)
+    w = float(window_ns)
+    if lag_ns <= 0:
+        return np.clip(s / w, 0.0, 1.0)
+    tau = float(lag_ns)
+    sp = np.maximum(s, 0.0)
+    inside = (sp - tau * (-np.expm1(-sp / tau))) / w
+    after = 1.0 - (tau / w) * np.exp(-sp / tau) * np.expm1(w / tau)
+    return np.where(sp <= w, inside, after)
+
+
+def response_taps(window_ns: float, lag_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """Tap edges s_j (ns, from 0) and tap masses w_j (sum 1) of the sensor response."""
+    w = float(window_ns)
+    if lag_ns <= 0:
+        return np.array([0.0, w]), np.array([1.0])
+    tau = float(lag_ns)
+    dt1 = min(w / 8.0, tau / 48.0)
+    n1 = max(1, int(np.ceil(w / dt1)))
+    zone1 = np.linspace(0.0, w, n1 + 1)
+    widths = []
+    total = 0.0
+    width = tau / 48.0
+    while total < 9.0 * tau:
+        widths.append(width)
+        total += width
+        width *= 1.05
+    zone2 = w + np.cumsum(widths)
+    edges = np.concatenate([zone1, zone2])
+    cdf = response_cdf(edges, w, tau)
+    mass = np.diff(cdf)
+    return edges, mass / mass.sum()
+
+
+class SensorStream:
+    """One stream of samples (shared timestamps) over some channels of a `PowerTimeline`."""
+
+    def __init__(
+        self,
+        spec: SensorSpec,
+        channel_index: list[int],
+        idle_mw: np.ndarray,
+        rng_grid: np.random.Generator,
+        rng_noise: np.random.Generator,
+    ) -> None:
+        self.spec = spec
+        self.channel_index = list(channel_index)
+        self.idle_mw = np.asarray(idle_mw, dtype=np.float64)
+        self._rng_grid = rng_grid
+        self._rng_noise = rng_noise
+        self.edges, self.mass = response_taps(spec.window_ns, spec.lag_ns)
+        widths = np.diff(self.edges)
+        dens = self.mass / widths  # mean density of h in each tap
+        coef = np.zeros(self.edges.size)
+        coef[:-1] += dens
+        coef[1:] -= dens
+        self._coef = coef  # value = sum_j coef_j * E(t - delay - s_j)
+        self.span_ns = float(self.edges[-1])
+        self.running = False
+        self.next_t = 0.0
+        self._buf = np.zeros(0)
+        self._pos = 0
+
+    # ------------------------------------------------------------------ grid
+    def _intervals(self, n: int) -> np.ndarray:
+        """The next `n` sample intervals (ns) without consuming them."""
+        while self._buf.size - self._pos < n:
+            p = self.spec.period_ns
+            block = p + self.spec.jitter_ns * self._rng_grid.standard_normal(max(_INTERVAL_BLOCK, n))
+            block = np.clip(block, 0.3 * p, 1.7 * p)
+            self._buf = np.concatenate([self._buf[self._pos :], block])
+            self._pos = 0
+        return self._buf[self._pos : self._pos + n]
+
+    def start(self, now: float) -> None:
+        """Start the grid at a random phase after `now` (ns)."""
+        self.running = True
+        self.next_t = now + float(self._rng_grid.uniform(0.0, self.spec.period_ns))
+
+    def stop(self) -> None:
+        self.running = False
+
+    def earliest_needed(self, now: float) -> float:
+        """Oldest host time (ns) a future sample of this stream can see."""
+        t = self.next_t if self.running else now
+        return min(t, now) - self.spec.delay_ns - self.span_ns
+
+    def sample_times(self, now: float) -> np.ndarray:
+        """Consume and return the sample times (ns) <= now."""
+        if not self.running or self.next_t > now:
+            return np.zeros(0)
+        n = int((now - self.next_t) / self.spec.period_ns * 1.2) + 8
+        while True:
+            iv = self._intervals(n)
+            times = self.next_t + np.concatenate([[0.0], np.cumsum(iv)])
+            if times[-1] > now:
+                break
+            n *= 2
+        m = int(np.searchsorted(times, now, side="right"))
+        self._pos += m
+        self.next_t = float(times[m])
+        return times[:m]
+
+    # ------------------------------------------------------------------ values
+    def true_response(self, times: np.ndarray, timeline: PowerTimeline) -> np.ndarray:
+        """Noise-free sensor reading (mW) at sample times (ns): shape (C, N)."""
+        times = np.asarray(times, dtype=np.float64)
+        out = np.repeat(self.idle_mw[:, None], times.size, axis=1)
+        if times.size == 0:
+            return out
+        hi = times - self.spec.delay_ns
+        act = np.flatnonzero(timeline.active(hi - self.span_ns, hi))
+        if act.size == 0:
+            return out
+        block = max(1, _EVAL_BLOCK_POINTS // self.edges.size)
+        for b in range(0, act.size, block):
+            idx = act[b : b + block]
+            tq = hi[idx, None] - self.edges[None, :]
+            x = timeline.excess_energy(tq, self.channel_index)
+            x -= x[..., -1:]
+            out[:, idx] += x @ self._coef
+        return out
+
+    def collect(self, now: float, timeline: PowerTimeline) -> tuple[np.ndarray, np.ndarray]:
+        """Samples with times <= now: (stamps ns relative, int64 (N,), values mW (C, N))."""
+        times = self.sample_times(now)
+        vals = self.true_response(times, timeline)
+        if times.size:
+            vals += self.spec.noise_mw * self._rng_noise.standard_normal((times.size, vals.shape[0])).T
+            q = self.spec.quantization_mw
+            if q > 0:
+                vals = np.round(vals / q) * q
+            np.maximum(vals, 0.0, out=vals)
+        res = self.spec.stamp_resolution_ns
+        stamps = np.floor(times).astype(np.int64)
+        if res > 1:
+            stamps -= stamps % res
+        return stamps, vals

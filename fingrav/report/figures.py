@@ -1,0 +1,706 @@
+"""The report's figures as altair charts (exported to PNG by `fingrav.report.render`).
+
+Each builder takes already loaded data and returns a chart, or None when the figure does not apply
+(e.g. no scenario has a predecessor). Builders never read files themselves, except through the data
+passed in, and keep every embedded dataset small (LOIs are subsampled by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import numpy as np
+import polars as pl
+
+from fingrav.report.load import ScenarioData, exec_roles, gpu_to_host_ms_expr, subsample
+
+logger = logging.getLogger(__name__)
+
+Chart = alt.TopLevelMixin
+
+ROLE_LABELS: dict[str, str] = {
+    "pred": "predecessor",
+    "warmup": "warm-up",
+    "first": "interleaved (1st)",
+    "sse": "SSE",
+    "ssp": "SSP",
+}
+ROLE_COLORS: dict[str, str] = {
+    "predecessor": "#ff7f0e",
+    "warm-up": "#b0b0b0",
+    "interleaved (1st)": "#2ca02c",
+    "SSE": "#d62728",
+    "SSP": "#1f77b4",
+}
+PROFILE_ROLES: tuple[str, ...] = ("ssp", "first", "sse")  # drawing order: SSP first, the sparse roles on top
+FONT = "sans-serif"
+
+
+def _role_color(labels: Sequence[str], title: str = "execution") -> alt.Color:
+    domain = [lab for lab in ROLE_COLORS if lab in set(labels)]
+    return alt.Color(
+        "role_label:N",
+        title=title,
+        scale=alt.Scale(domain=domain, range=[ROLE_COLORS[d] for d in domain]),
+        legend=alt.Legend(orient="right", symbolOpacity=0.9, symbolType="circle", symbolSize=80),
+    )
+
+
+def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleParams:
+    return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
+
+
+def _w(mw: float | None) -> float | None:
+    return None if mw is None else float(mw) / 1000.0
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
+
+
+def configure(chart: Chart) -> Chart:
+    """Shared look of every figure."""
+    return chart.configure(font=FONT, background="white").configure_view(stroke="#dddddd").configure_axis(
+        labelFontSize=10, titleFontSize=11, gridColor="#eeeeee"
+    )
+
+
+# --------------------------------------------------------------------------- 1. TOI-power profile
+def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
+    """The scenario's execution time (µs): the summary row's, else estimated from the LOIs."""
+    v = scn.row.get("exec_time_us")
+    if _finite(v) and v > 0:
+        return float(v)
+    if lois is not None and lois.height and "toi_ns" in lois.columns:
+        est = lois.filter(pl.col("toi_frac") > 0.05).select((pl.col("toi_ns") / pl.col("toi_frac")).median()).item()
+        if est is not None and np.isfinite(est):
+            return float(est) / 1000.0
+    return None
+
+
+def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int = 5000) -> Chart | None:
+    """TOI-power scatter of the golden runs' LOIs (SSE, SSP and the interleaved first execution), the
+    degree-4 fits from summary.json and the mean ± CI band per role; one panel per channel."""
+    exec_us = exec_time_us(scn, lois)
+    if exec_us is None:
+        logger.warning("%s: no execution time; no profile figure", scn.name)
+        return None
+    channels = scn.channels
+    pts = pl.DataFrame(schema={"channel": pl.String, "role": pl.String, "toi_us": pl.Float64, "power_w": pl.Float64})
+    shown = total = 0
+    if lois is not None and lois.height:
+        sel = lois.filter(pl.col("golden") & pl.col("role").is_in(list(PROFILE_ROLES)))
+        total = sel.height
+        sel = subsample(sel, max_points, by=("channel", "role"))
+        shown = sel.height
+        pts = sel.select(
+            "channel", "role",
+            (pl.col("toi_frac") * exec_us).alias("toi_us"),
+            (pl.col("power_mw") / 1000.0).alias("power_w"),
+        )
+        channels = [c for c in channels if c in set(pts["channel"].to_list())] or channels
+    rank = {r: i for i, r in enumerate(PROFILE_ROLES)}
+    pts = (
+        pts.with_columns(
+            pl.col("role").replace_strict(ROLE_LABELS, default=pl.col("role")).alias("role_label"),
+            pl.col("role").replace_strict(rank, default=99, return_dtype=pl.Int32).alias("_rank"),
+        )
+        .sort("_rank", maintain_order=True)
+        .drop("_rank")
+    )
+
+    fits: list[dict[str, Any]] = []
+    bands: list[dict[str, Any]] = []
+    degrees: set[int] = set()
+    frac = np.linspace(0.0, 1.0, 41)
+    for ch in channels:
+        for role in PROFILE_ROLES:
+            stats = scn.role_stats(ch, role)
+            if not stats:
+                continue
+            label = ROLE_LABELS[role]
+            coeffs = stats.get("fit_coeffs")
+            if coeffs and all(_finite(c) for c in coeffs):
+                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / 1000.0
+                degrees.add(len(coeffs) - 1)
+                fits += [
+                    {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "power_w": float(y)}
+                    for f, y in zip(frac, ys, strict=True)
+                ]
+            mean, lo, hi = stats.get("mean_mw"), stats.get("ci_low_mw"), stats.get("ci_high_mw")
+            if _finite(mean):
+                bands.append({
+                    "channel": ch, "role_label": label, "mean_w": _w(mean),
+                    "lo_w": _w(lo) if _finite(lo) else _w(mean), "hi_w": _w(hi) if _finite(hi) else _w(mean),
+                    "x0": 0.0, "x1": exec_us,
+                })
+    labels = pts["role_label"].unique().to_list() + [b["role_label"] for b in bands]
+    if not labels:
+        logger.warning("%s: no LOIs and no role statistics; no profile figure", scn.name)
+        return None
+    color = _role_color(labels)
+    size = alt.Size("role_label:N", scale=alt.Scale(domain=["SSP", "interleaved (1st)", "SSE"], range=[12, 30, 30]),
+                    legend=None)
+    fits_df = pl.DataFrame(fits) if fits else None
+    bands_df = pl.DataFrame(bands) if bands else None
+    multi = len(channels) > 1
+    width, height = (330, 190) if multi else (560, 260)
+    x_scale = alt.Scale(domain=[0, exec_us], nice=False)
+    x_title = "TOI (µs into the execution)"
+
+    panels = []
+    for ch in channels:
+        y_scale = alt.Scale(zero=False, domain=_y_domain(pts, bands_df, ch), nice=True)
+        layers: list[alt.Chart] = []
+        if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
+            layers.append(alt.Chart(b).mark_rect(opacity=0.13).encode(
+                x=alt.X("x0:Q", scale=x_scale, title=x_title), x2="x1:Q",
+                y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale), y2="hi_w:Q", color=color,
+            ))
+        p = pts.filter(pl.col("channel") == ch)
+        if p.height:
+            layers.append(alt.Chart(p).mark_circle(opacity=0.5, clip=True).encode(
+                x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
+                y=alt.Y("power_w:Q", title="power (W)", scale=y_scale), color=color, size=size,
+            ))
+        if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
+            layers.append(alt.Chart(b).mark_rule(strokeDash=[5, 3], size=1.2).encode(
+                y=alt.Y("mean_w:Q", title="power (W)"), color=color,
+            ))
+        if fits_df is not None and (f := fits_df.filter(pl.col("channel") == ch)).height:
+            layers.append(alt.Chart(f).mark_line(size=2.2, clip=True).encode(
+                x=alt.X("toi_us:Q", scale=x_scale, title=x_title), y=alt.Y("power_w:Q", title="power (W)"),
+                color=color, detail="role_label:N",
+            ))
+        if not layers:
+            continue
+        panel_title = f"channel: {ch}" if multi else ""
+        panels.append(alt.layer(*layers).properties(width=width, height=height, title=panel_title))
+    if not panels:
+        return None
+    subtitle = [
+        f"{scn.row.get('kernel') or ''}; execution ≈ {exec_us:.3g} µs; golden runs; "
+        f"{shown} of {total} LOIs shown; "
+        + (f"lines: degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
+        + "band: mean ± CI; dashed: mean",
+    ]
+    if not scn.valid:
+        subtitle.append("INVALID: " + ", ".join(_flags(scn)))
+    title = _title(f"{scn.name}: TOI-power profile", subtitle)
+    chart = alt.concat(*panels, columns=2, title=title) if multi else panels[0].properties(title=title)
+    return configure(chart)
+
+
+def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> list[float] | alt.UndefinedType:
+    """The power axis of a profile panel: spans the LOIs and the CI bands (not the fit curves, which may
+    swing wildly where LOIs are sparse and are clipped instead)."""
+    vals: list[float] = []
+    p = pts.filter(pl.col("channel") == channel)["power_w"]
+    if p.len():
+        vals += [float(p.min()), float(p.max())]  # type: ignore[arg-type]
+    if bands is not None:
+        b = bands.filter(pl.col("channel") == channel)
+        if b.height:
+            vals += [float(b["lo_w"].min()), float(b["hi_w"].max())]  # type: ignore[arg-type]
+    vals = [v for v in vals if np.isfinite(v)]
+    if not vals:
+        return alt.Undefined
+    lo, hi = min(vals), max(vals)
+    pad = max((hi - lo) * 0.08, abs(hi) * 0.01, 1e-6)
+    return [lo - pad, hi + pad]
+
+
+def _flags(scn: ScenarioData) -> list[str]:
+    from fingrav.report.table import flag_list
+
+    return flag_list(scn.row.get("flags", scn.summary.get("flags")))
+
+
+# --------------------------------------------------------------------------- 2a. timeline: clock sync
+def _duration(ms: float) -> str:
+    """A duration given in ms, in readable units."""
+    if ms < 1:
+        return f"{ms * 1000:.3g} µs"
+    if ms < 1000:
+        return f"{ms:.3g} ms"
+    s = ms / 1000
+    if s < 120:
+        return f"{s:.3g} s"
+    if s < 7200:
+        return f"{s / 60:.3g} min"
+    if s < 172800:
+        return f"{s / 3600:.3g} h"
+    return f"{s / 86400:,.3g} days"
+
+
+def pick_run(raw: Mapping[str, pl.DataFrame], binned: pl.DataFrame | None) -> int | None:
+    """The run shown in the timeline: the first golden measure run, else the first measure run."""
+    runs = raw["runs"]
+    if "phase" in runs.columns:
+        runs = runs.filter(pl.col("phase") == "measure")
+    ids = set(runs["run"].to_list())
+    have_exec = set(raw["executions"]["run"].unique().to_list())
+    ids &= have_exec
+    if not ids:
+        return None
+    if binned is not None and binned.height:
+        golden = sorted(set(binned.filter(pl.col("golden"))["run"].to_list()) & ids)
+        if golden:
+            return int(golden[0])
+    return int(min(ids))
+
+
+def timeline_window(
+    ex_sync: pl.DataFrame, samples: pl.DataFrame, sensor: Mapping[str, Any] | None
+) -> tuple[float, float]:
+    """The ms window [lo, hi] around a run's (synchronized) executions: enough before to see idle and
+    enough after for the sensor's response to fall back."""
+    s0 = float(ex_sync["x0"].min())  # type: ignore[arg-type]
+    s1 = float(ex_sync["x1"].max())  # type: ignore[arg-type]
+    busy = max(s1 - s0, 1e-3)
+    t = samples.filter(pl.col("channel") == "total")["t_ns"] if "total" in samples["channel"] else samples["t_ns"]
+    dt_ms = float(np.median(np.diff(np.sort(t.to_numpy())))) / 1e6 if t.len() > 2 else busy
+    sensor = sensor or {}
+    response = sum(float(sensor.get(k) or 0.0) for k in ("delay_ms", "window_ms")) + 3 * float(
+        sensor.get("lag_ms") or 0.0
+    )
+    before = max(3 * dt_ms, 0.3 * busy)
+    after = max(3 * dt_ms, 0.3 * busy, response)
+    return min(0.0, s0) - before, s1 + after
+
+
+def timeline_sync_chart(
+    scn: ScenarioData,
+    raw: Mapping[str, pl.DataFrame],
+    clock: Mapping[str, float] | None,
+    binned: pl.DataFrame | None,
+    sensor: Mapping[str, Any] | None = None,
+) -> Chart | None:
+    """Paper Fig. 5(a): one run's power samples over time with its executions drawn as intervals,
+    once with GPU stamps taken as host time and once mapped through the clock fit."""
+    if clock is None:
+        logger.warning("%s: no clock fit; no timeline figure", scn.name)
+        return None
+    run = pick_run(raw, binned)
+    if run is None:
+        return None
+    runs = raw["runs"].filter(pl.col("run") == run)
+    t0 = int(runs["host_start_ns"][0])
+    ex = exec_roles(raw["executions"].filter(pl.col("run") == run), scn.plan)
+    ex = ex.with_columns(pl.col("role").replace_strict(ROLE_LABELS, default=pl.col("role")).alias("role_label"))
+    sync = ex.with_columns(
+        gpu_to_host_ms_expr("gpu_start_ns", dict(clock), t0).alias("x0"),
+        gpu_to_host_ms_expr("gpu_end_ns", dict(clock), t0).alias("x1"),
+    )
+    naive = ex.with_columns(
+        gpu_to_host_ms_expr("gpu_start_ns", None, t0).alias("x0"),
+        gpu_to_host_ms_expr("gpu_end_ns", None, t0).alias("x1"),
+    )
+    samples = raw["samples"]
+    lo, hi = timeline_window(sync, samples, sensor)
+    pad_ns = int((hi - lo) * 1e6)
+    win = samples.filter(pl.col("t_ns").is_between(t0 + int(lo * 1e6) - pad_ns, t0 + int(hi * 1e6) + pad_ns))
+    win = win.with_columns(
+        ((pl.col("t_ns") - t0).cast(pl.Float64) / 1e6).alias("t_ms"), (pl.col("power_mw") / 1000.0).alias("power_w")
+    ).filter(pl.col("t_ms").is_between(lo, hi))
+    if win.height == 0:
+        logger.warning("%s: no samples around run %d; no timeline figure", scn.name, run)
+        return None
+    color = _role_color(ex["role_label"].unique().to_list())
+    x_scale = alt.Scale(domain=[lo, hi], nice=False)
+    x_title = "host time since the run's launch (ms)"
+    multi = win["channel"].n_unique() > 1
+
+    def panel(execs: pl.DataFrame, title: str, note: str | None) -> alt.LayerChart:
+        inside = execs.filter((pl.col("x1") >= lo) & (pl.col("x0") <= hi))
+        layers: list[alt.Chart] = []
+        if inside.height:
+            layers.append(alt.Chart(inside.select("x0", "x1", "role_label")).mark_rect(opacity=0.35, clip=True).encode(
+                x=alt.X("x0:Q", scale=x_scale, title=x_title), x2="x1:Q", color=color,
+            ))
+            marks = inside.filter(pl.col("role_label").is_in(["SSE", "interleaved (1st)"]))
+            if marks.height:
+                layers.append(alt.Chart(marks.select("x0", "role_label")).mark_rule(size=2, clip=True).encode(
+                    x=alt.X("x0:Q", scale=x_scale, title=x_title), color=color,
+                ))
+        enc: dict[str, Any] = {
+            "x": alt.X("t_ms:Q", scale=x_scale, title=x_title),
+            "y": alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)),
+            "detail": "channel:N",
+        }
+        if multi:
+            enc["strokeDash"] = alt.StrokeDash("channel:N", title="channel")
+        layers.append(alt.Chart(win.select("t_ms", "power_w", "channel")).mark_line(
+            color="#222222", size=1.3, point=alt.OverlayMarkDef(color="#222222", size=14), clip=True,
+        ).encode(**enc))
+        if note:
+            layers.append(alt.Chart(pl.DataFrame({"n": [0]})).mark_text(
+                text=note, align="left", baseline="top", dx=6, dy=6, color="#b00000", fontSize=11,
+            ).encode(x=alt.value(0), y=alt.value(0)))
+        return alt.layer(*layers).properties(width=640, height=150, title=title)
+
+    note = None
+    if naive.filter((pl.col("x1") >= lo) & (pl.col("x0") <= hi)).height == 0:
+        shift = float(naive["x0"].min()) - float(sync["x0"].min())  # type: ignore[arg-type]
+        note = f"the executions lie {_duration(abs(shift))} {'later' if shift > 0 else 'earlier'}: outside this window"
+    off_us = clock["offset_ns"] / 1000.0
+    chart = alt.vconcat(
+        panel(naive, "without clock sync: GPU stamps read as host time", note),
+        panel(sync, f"with clock sync: offset {off_us:,.1f} µs, drift {clock['drift_ppm']:+.2f} ppm", None),
+        title=_title(
+            f"{scn.name}: one run (run {run}) over time",
+            "black: power samples as logged (sample time = host clock); bars: executions by role",
+        ),
+    ).resolve_scale(color="shared")
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 2b. timeline: binning
+def _histogram(values_us: np.ndarray, golden: np.ndarray, bins: int = 40) -> pl.DataFrame:
+    """Golden / not golden runs per execution-time bin (x0, x1 in µs), stacked (y0, y1 in runs)."""
+    lo, hi = float(values_us.min()), float(values_us.max())
+    if hi <= lo:
+        hi = lo + max(abs(lo) * 1e-3, 1e-3)
+    edges = np.linspace(lo, hi, bins + 1)
+    rows = []
+    below = np.zeros(bins)
+    for kind, mask in (("golden", golden), ("not golden", ~golden)):
+        counts, _ = np.histogram(values_us[mask], bins=edges)
+        rows += [{"x0": float(edges[i]), "x1": float(edges[i + 1]), "y0": float(below[i]),
+                  "y1": float(below[i] + c), "kind": kind} for i, c in enumerate(counts) if c]
+        below += counts
+    schema = {"x0": pl.Float64, "x1": pl.Float64, "y0": pl.Float64, "y1": pl.Float64, "kind": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def binning_chart(
+    scn: ScenarioData,
+    lois_all: pl.DataFrame | None,
+    binned: pl.DataFrame | None,
+    binned_meta: Mapping[str, Any] | None,
+    max_points: int = 5000,
+) -> Chart | None:
+    """Paper Fig. 5(b): SSP execution times with the golden bin, and the SSP LOIs of all runs vs the
+    golden runs only (TOI in absolute µs, so that execution-time spread shows)."""
+    panels: list[Any] = []
+    if binned is not None and binned.height and "ssp_exec_time_ns" in binned.columns:
+        b = binned.filter(pl.col("ssp_exec_time_ns").is_not_null())
+        hist_df = _histogram(
+            (b["ssp_exec_time_ns"].cast(pl.Float64) / 1000.0).to_numpy(), b["golden"].fill_null(False).to_numpy()
+        )
+        kind_color = alt.Color(
+            "kind:N", title="runs", scale=alt.Scale(domain=["golden", "not golden"], range=["#1f77b4", "#c7c7c7"])
+        )
+        hist = alt.Chart(hist_df).mark_bar(binSpacing=0).encode(
+            x=alt.X("x0:Q", title="SSP execution time (µs)", scale=alt.Scale(zero=False),
+                    axis=alt.Axis(tickCount=5, labelOverlap="greedy")),
+            x2="x1:Q", y=alt.Y("y0:Q", title="runs"), y2="y1:Q", color=kind_color,
+        )
+        layers = [hist]
+        meta = binned_meta or {}
+        edges = [meta.get("bin_low_ns"), meta.get("bin_high_ns")]
+        edges_df = pl.DataFrame({"edge_us": [float(e) / 1000.0 for e in edges if _finite(e)]})
+        if edges_df.height:
+            layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
+        margin = meta.get("margin")
+        sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if _finite(margin) else "golden bin"
+        panels.append(alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning", sub)))
+    if lois_all is not None and lois_all.height:
+        ssp = lois_all.filter((pl.col("role") == "ssp") & (pl.col("channel") == "total"))
+        ssp = ssp.with_columns(
+            (pl.col("toi_ns") / 1000.0).alias("toi_us"), (pl.col("power_mw") / 1000.0).alias("power_w"),
+            pl.when(pl.col("golden")).then(pl.lit("golden")).otherwise(pl.lit("not golden")).alias("kind"),
+        ).select("toi_us", "power_w", "kind")
+        if ssp.height:
+            half = max_points // 2
+            all_runs = subsample(ssp, half, by=("kind",)).sort("kind", descending=True)
+            golden = subsample(ssp.filter(pl.col("kind") == "golden"), half, by=("kind",))
+            kind_color = alt.Color(
+                "kind:N", title="runs", scale=alt.Scale(domain=["golden", "not golden"], range=["#1f77b4", "#ff7f0e"])
+            )
+            x = alt.X("toi_us:Q", title="TOI (µs into the SSP execution)")
+            y = alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False))
+            a = alt.Chart(all_runs).mark_circle(size=9, opacity=0.45).encode(x=x, y=y, color=kind_color).properties(
+                width=260, height=190, title=_title("without binning: all runs", f"{ssp.height} SSP LOIs (total)")
+            )
+            g = alt.Chart(golden).mark_circle(size=9, opacity=0.45).encode(x=x, y=y, color=kind_color).properties(
+                width=260, height=190,
+                title=_title("with binning: golden runs only", f"{int((ssp['kind'] == 'golden').sum())} SSP LOIs"),
+            )
+            panels.append(alt.hconcat(a, g).resolve_scale(y="shared", x="shared"))
+    if not panels:
+        return None
+    chart = alt.hconcat(*panels, title=_title(f"{scn.name}: binning by SSP execution time")).resolve_scale(
+        color="independent"
+    )
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 3. components
+def components_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """SSP power (W) and CI per scenario and channel, from summary.json (or the row's ssp_<ch>_power_w)."""
+    from fingrav.report.table import channel_of_column
+
+    rows = []
+    for s in scns:
+        seen = set()
+        for ch in s.channels:
+            st = s.role_stats(ch, "ssp")
+            if st and _finite(st.get("mean_mw")):
+                rows.append({
+                    "scenario": s.name, "channel": ch, "power_w": _w(st["mean_mw"]),
+                    "lo_w": _w(st.get("ci_low_mw")) if _finite(st.get("ci_low_mw")) else None,
+                    "hi_w": _w(st.get("ci_high_mw")) if _finite(st.get("ci_high_mw")) else None,
+                    "valid": s.valid,
+                })
+                seen.add(ch)
+        if "total" not in seen and _finite(s.row.get("ssp_power_w")):
+            rows.append({
+                "scenario": s.name, "channel": "total", "power_w": float(s.row["ssp_power_w"]),
+                "lo_w": s.row.get("ssp_power_ci_low_w"), "hi_w": s.row.get("ssp_power_ci_high_w"), "valid": s.valid,
+            })
+            seen.add("total")
+        for col, v in s.row.items():
+            ch = channel_of_column(col)
+            if ch and ch not in seen and _finite(v):
+                rows.append({"scenario": s.name, "channel": ch, "power_w": float(v), "lo_w": None, "hi_w": None,
+                             "valid": s.valid})
+                seen.add(ch)
+    schema = {"scenario": pl.String, "channel": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
+              "hi_w": pl.Float64, "valid": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _scenario_x(order: Sequence[str], title: str = "scenario", field: str = "scenario") -> alt.X:
+    return alt.X(f"{field}:N", sort=list(order), title=title, axis=alt.Axis(labelAngle=-30, labelLimit=220))
+
+
+def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
+    """Paper Fig. 7: SSP power per channel per scenario (grouped bars, CI error bars)."""
+    df = components_data(scns)
+    if df.height == 0:
+        return None
+    chans = list(dict.fromkeys(["total", *df["channel"].to_list()]))
+    chans = [c for c in chans if c in set(df["channel"].to_list())]
+    order = [s.name for s in scns]
+    base = alt.Chart(df).encode(
+        x=_scenario_x(order), xOffset=alt.XOffset("channel:N", sort=chans),
+    )
+    color = alt.Color("channel:N", sort=chans, title="channel")
+    bars = base.mark_bar().encode(
+        y=alt.Y("power_w:Q", title="SSP power (W)"), color=color,
+        opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
+    )
+    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black", size=1.3).encode(
+        y="lo_w:Q", y2="hi_w:Q"
+    )
+    width = max(360, 28 * len(chans) * len(order))
+    sub = "grouped by channel; black: CI; faded: invalid scenario"
+    if len(chans) > 1:
+        sub = "total and component channels side by side (components need not add up to total); " + sub
+    chart = alt.layer(bars, err).properties(width=min(width, 900), height=260, title=_title(
+        "SSP power per channel across scenarios", sub
+    ))
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 4. interleaved vs isolated
+def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """For scenarios with a predecessor: interleaved (first) power and the reference SSP, with CIs.
+
+    The reference is the SSP of an isolated scenario of the same kernel when the sweep has one, else the
+    scenario's own SSP."""
+    rows = []
+    for s in scns:
+        if not s.has_predecessor or not _finite(s.row.get("interleaved_power_w")):
+            continue
+        ref = next(
+            (o for o in scns if o is not s and not o.has_predecessor and o.row.get("kernel")
+             and o.row.get("kernel") == s.row.get("kernel") and _finite(o.row.get("ssp_power_w"))),
+            None,
+        )
+        src = ref if ref is not None else s
+        ref_label = f"isolated SSP ({ref.name})" if ref is not None else "own SSP (no isolated scenario)"
+        xlabel = f"{s.name} (vs {ref.name})" if ref is not None else f"{s.name} (vs own SSP)"
+        inter = float(s.row["interleaved_power_w"])
+        ref_w = src.row.get("ssp_power_w")
+        pct = (inter - ref_w) / ref_w * 100.0 if _finite(ref_w) and ref_w else None
+        rows.append({
+            "scenario": s.name, "measure": "interleaved (1st after predecessor)", "power_w": inter,
+            "lo_w": s.row.get("interleaved_power_ci_low_w"), "hi_w": s.row.get("interleaved_power_ci_high_w"),
+            "label": f"{pct:+.1f} %" if pct is not None else "", "reference": ref_label, "xlabel": xlabel,
+            "predecessor": str(s.row.get("predecessor") or ""),
+        })
+        if _finite(ref_w):
+            rows.append({
+                "scenario": s.name, "measure": "SSP (isolated)", "power_w": float(ref_w),
+                "lo_w": src.row.get("ssp_power_ci_low_w"), "hi_w": src.row.get("ssp_power_ci_high_w"),
+                "label": "", "reference": ref_label, "xlabel": xlabel,
+                "predecessor": str(s.row.get("predecessor") or ""),
+            })
+    schema = {"scenario": pl.String, "measure": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
+              "hi_w": pl.Float64, "label": pl.String, "reference": pl.String, "xlabel": pl.String,
+              "predecessor": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
+    """Paper Fig. 9: interleaved vs isolated SSP power, with CIs and the relative difference."""
+    df = interleaved_data(scns)
+    if df.height == 0:
+        return None
+    measures = ["interleaved (1st after predecessor)", "SSP (isolated)"]
+    order = list(dict.fromkeys(df["xlabel"].to_list()))
+    base = alt.Chart(df).encode(
+        x=_scenario_x(order, "scenario (vs its isolated reference)", "xlabel"),
+        xOffset=alt.XOffset("measure:N", sort=measures),
+    )
+    color = alt.Color("measure:N", sort=measures, title="", scale=alt.Scale(domain=measures,
+                                                                            range=["#2ca02c", "#1f77b4"]))
+    bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power (W)"), color=color)
+    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
+        y="lo_w:Q", y2="hi_w:Q"
+    )
+    text = base.mark_text(dy=-8, fontSize=10).encode(y="power_w:Q", text="label:N")
+    width = max(300, 70 * len(order))
+    chart = alt.layer(bars, err, text).properties(width=min(width, 900), height=250, title=_title(
+        "interleaved vs isolated power",
+        "green: the kernel's first execution right after its predecessor; blue: its isolated SSP; label: difference",
+    ))
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 5. SSE vs SSP error
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def sse_error_data(
+    scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
+) -> pl.DataFrame:
+    """|SSE-vs-SSP error| per scenario, plus the paper's values (matched to a scenario by name, ignoring
+    case and punctuation; unmatched ones become their own category)."""
+    rows = []
+    by_norm = {_norm(s.name): s.name for s in scns}
+    for s in scns:
+        v = s.row.get("sse_vs_ssp_error_pct")
+        if _finite(v):
+            rows.append({"group": s.name, "source": source_label, "pct": abs(float(v)), "signed": float(v),
+                         "valid": s.valid})
+    for key, val in (paper or {}).items():
+        v = val.get("pct") if isinstance(val, Mapping) else val
+        if not _finite(v):
+            continue
+        group = by_norm.get(_norm(str(key)), f"{key} (paper)")
+        rows.append({"group": group, "source": "paper (MI300X)", "pct": abs(float(v)), "signed": float(v),
+                     "valid": True})
+    schema = {"group": pl.String, "source": pl.String, "pct": pl.Float64, "signed": pl.Float64, "valid": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def sse_error_chart(
+    scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
+) -> Chart | None:
+    """SSE-vs-SSP error per scenario, next to the paper's MI300X values when given."""
+    df = sse_error_data(scns, paper, source_label)
+    if df.filter(pl.col("source") == source_label).height == 0:
+        return None
+    sources = [source_label, "paper (MI300X)"]
+    order = list(dict.fromkeys(df["group"].to_list()))
+    paired = df.group_by("group").agg(pl.col("source").n_unique().alias("n"))["n"].max() or 0
+    enc: dict[str, Any] = {
+        "x": alt.X("group:N", sort=order, title="scenario", axis=alt.Axis(labelAngle=-30, labelLimit=220))
+    }
+    if paired > 1:
+        enc["xOffset"] = alt.XOffset("source:N", sort=sources)
+    base = alt.Chart(df).encode(**enc)
+    color = alt.Color("source:N", title="", scale=alt.Scale(domain=sources, range=["#d62728", "#7f7f7f"]))
+    bars = base.mark_bar().encode(
+        y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"), color=color,
+        opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
+    )
+    text = base.mark_text(dy=-7, fontSize=10).encode(y="pct:Q", text=alt.Text("pct:Q", format=".0f"))
+    width = max(300, 55 * len(order))
+    chart = alt.layer(bars, text).properties(width=min(width, 900), height=240, title=_title(
+        "error of reading the SSE execution instead of the SSP",
+        "how far the naively measured (SSE) power is from the steady-state (SSP) power; faded: invalid",
+    ))
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 6. truth (simulator)
+TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
+    # label, measured, ci low, ci high, truth, error column (if the row has one)
+    ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w",
+     "ssp_error_pct"),
+    ("SSE power (W)", "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", "truth_sse_power_w", None),
+    ("interleaved power (W)", "interleaved_power_w", "interleaved_power_ci_low_w", "interleaved_power_ci_high_w",
+     "truth_interleaved_power_w", None),
+    ("energy per execution (mJ)", "energy_per_exec_mj", "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj",
+     "truth_energy_per_exec_mj", "energy_error_pct"),
+)
+TRUTH_TOLERANCE_PCT = 2.0
+
+
+def has_truth(scns: Sequence[ScenarioData]) -> bool:
+    """Whether any summary row carries simulator ground truth."""
+    return any(_finite(s.row.get("truth_ssp_power_w")) for s in scns)
+
+
+def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """Measured vs truth per scenario and quantity: value, CI, truth, error % (of truth) and its CI,
+    whether the CI covers the truth and whether the error is within ±2 %."""
+    rows = []
+    for s in scns:
+        for label, m, lo, hi, t, err_col in TRUTH_QUANTITIES:
+            mv, tv = s.row.get(m), s.row.get(t)
+            if not (_finite(mv) and _finite(tv)) or tv == 0:
+                continue
+            lov, hiv = s.row.get(lo), s.row.get(hi)
+            err = s.row.get(err_col) if err_col and _finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
+            rows.append({
+                "scenario": s.name, "quantity": label, "measured": float(mv),
+                "ci_low": float(lov) if _finite(lov) else None, "ci_high": float(hiv) if _finite(hiv) else None,
+                "truth": float(tv), "error_pct": float(err),
+                "err_lo": (lov - tv) / tv * 100.0 if _finite(lov) else None,
+                "err_hi": (hiv - tv) / tv * 100.0 if _finite(hiv) else None,
+                "covered": bool(lov <= tv <= hiv) if _finite(lov) and _finite(hiv) else None,
+                "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
+                "valid": s.valid,
+            })
+    schema = {"scenario": pl.String, "quantity": pl.String, "measured": pl.Float64, "ci_low": pl.Float64,
+              "ci_high": pl.Float64, "truth": pl.Float64, "error_pct": pl.Float64, "err_lo": pl.Float64,
+              "err_hi": pl.Float64, "covered": pl.Boolean, "within_tol": pl.Boolean, "valid": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
+    """Measured vs simulator truth: error (% of truth) with CI per scenario and quantity, ±2 % band."""
+    if val.height == 0:
+        return None
+    quantities = [q[0] for q in TRUTH_QUANTITIES if q[0] in set(val["quantity"].to_list())]
+    order = [o for o in order if o in set(val["scenario"].to_list())]
+    tol = TRUTH_TOLERANCE_PCT
+    band = alt.Chart(pl.DataFrame({"lo": [-tol], "hi": [tol]})).mark_rect(color="#2ca02c", opacity=0.12).encode(
+        y=alt.Y("lo:Q", title="measured − truth (% of truth)"), y2="hi:Q"
+    )
+    zero = alt.Chart(pl.DataFrame({"z": [0.0]})).mark_rule(color="#555555").encode(y="z:Q")
+    base = alt.Chart(val).encode(x=_scenario_x(order), xOffset=alt.XOffset("quantity:N", sort=quantities))
+    color = alt.Color("quantity:N", sort=quantities, title="quantity")
+    err = base.transform_filter("isValid(datum.err_lo) && isValid(datum.err_hi)").mark_rule(size=1.5).encode(
+        y="err_lo:Q", y2="err_hi:Q", color=color
+    )
+    pts = base.mark_point(filled=True, size=45).encode(
+        y="error_pct:Q", color=color,
+        shape=alt.Shape("within:N", title="within ±2 %", scale=alt.Scale(domain=["yes", "no"],
+                                                                          range=["circle", "cross"])),
+    ).transform_calculate(within="datum.within_tol ? 'yes' : 'no'")
+    width = max(320, 22 * len(quantities) * len(order))
+    chart = alt.layer(band, zero, err, pts).properties(width=min(width, 900), height=240, title=_title(
+        "validation against the simulator's ground truth",
+        "points: measured − truth with CI; green band: ±2 %; crosses: outside ±2 %",
+    ))
+    return configure(chart)

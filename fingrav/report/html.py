@@ -1,0 +1,434 @@
+"""The self-contained index.html: inline CSS, figures as base64 PNG data URIs, no scripts, no external
+resources, so that it opens offline and can be mailed as one file."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fingrav.report.load import ScenarioData
+from fingrav.report.table import channel_of_column, flag_list
+
+logger = logging.getLogger(__name__)
+
+# Flags (docs/ARCHITECTURE.md "Flags") with what they mean; True: the flag makes the row invalid.
+FLAG_HELP: dict[str, tuple[bool, str]] = {
+    "too_few_lois": (True, "fewer SSP LOIs than analysis.min_lois: the SSP numbers are not trustworthy"),
+    "too_few_lois_sse": (False, "fewer SSE LOIs than analysis.min_lois: the SSE numbers are uncertain"),
+    "kernel_shorter_than_window": (
+        False, "the kernel is shorter than the sensor's averaging window + lag: the TOI profile's shape is "
+        "smoothed out, but its mean (SSP power) is still right",
+    ),
+    "below_method_minimum": (False, "the kernel runs < 25 µs, below what the method was shown for"),
+    "sample_gaps": (True, "the power logger lost samples during the runs"),
+    "clock_drift": (False, "the GPU clock drifts against the host clock by more than analysis.max_drift_ppm "
+                           "(corrected, but worth knowing)"),
+    "clock_residual": (True, "the clock fit's residual exceeds calibration.max_clock_residual_us: LOIs may be "
+                             "assigned to the wrong TOI or execution"),
+    "unsettled": (True, "the stability probe never reached stable power: the 'SSP' may not be steady state"),
+    "low_golden_fraction": (False, "fewer than 50 % of the runs fell in the golden execution-time bin"),
+}
+
+CSS = """
+*{box-sizing:border-box}
+body{font-family:-apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+ color:#1d1d1f;margin:0;background:#fafafa;line-height:1.45;font-size:15px}
+main{max-width:1240px;margin:0 auto;padding:24px 28px 60px;background:#fff;min-height:100vh}
+h1{font-size:26px;margin:0 0 4px}
+h2{font-size:20px;margin:36px 0 10px;padding-bottom:4px;border-bottom:2px solid #e6e6e6}
+h3{font-size:16px;margin:22px 0 8px}
+.sub{color:#666;margin:0 0 18px}
+nav{font-size:14px;margin:8px 0 18px;color:#555}
+nav a{color:#1f5fa8;text-decoration:none;margin-right:14px}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 12px}
+th,td{padding:5px 8px;border-bottom:1px solid #e8e8e8;text-align:left;vertical-align:top}
+th{background:#f3f4f6;font-weight:600;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.ci{color:#777;font-size:11.5px;display:block}
+table.kv th{background:none;color:#555;font-weight:500;text-align:right}
+.wide{overflow-x:auto;max-width:100%}
+tr.invalid td{background:#fdecea}
+tr.invalid td:first-child{border-left:4px solid #c62828}
+.ok{color:#2e7d32;font-weight:600}
+.bad{color:#c62828;font-weight:700}
+.flag{display:inline-block;border-radius:10px;padding:0 7px;margin:1px 2px;font-size:11.5px;white-space:nowrap;
+ background:#fff4e0;color:#8a5300;border:1px solid #f0d3a0}
+.flag.inv{background:#fdecea;color:#b71c1c;border-color:#f2b8b5}
+figure{margin:18px 0 28px;padding:12px;border:1px solid #e6e6e6;border-radius:6px;background:#fff}
+figure img{max-width:100%;height:auto;display:block}
+figcaption{font-size:13.5px;color:#333;margin-top:8px}
+figcaption b{color:#111}
+.note{background:#f4f8fd;border-left:4px solid #1f5fa8;padding:10px 14px;font-size:14px}
+.warn{background:#fff8e6;border-left:4px solid #e0a800;padding:8px 14px;font-size:14px}
+code{background:#f1f1f1;padding:0 4px;border-radius:3px;font-size:12.5px}
+footer{color:#777;font-size:12.5px;margin-top:40px}
+"""
+
+
+@dataclass
+class FigureOut:
+    """A rendered (or failed) figure: its PNG and what the HTML says about it."""
+
+    key: str
+    section: str
+    title: str
+    caption: str
+    png: bytes | None = None
+    filename: str | None = None
+    error: str | None = None
+
+
+def esc(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def fmt(v: Any, digits: int | None = None) -> str:
+    """A number for a table: fixed decimals when `digits` is given, else ~4 significant digits."""
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if not _finite(v):
+        return esc(v)
+    if isinstance(v, int) and digits is None:
+        return f"{v:,}"
+    v = float(v)
+    if digits is not None:
+        return f"{v:,.{digits}f}"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 10:
+        return f"{v:.2f}"
+    if a >= 0.01 or a == 0:
+        return f"{v:.3f}"
+    return f"{v:.3g}"
+
+
+def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
+    """A value with its CI below it, as HTML."""
+    if v is None:
+        return "–"
+    out = fmt(v, digits)
+    if _finite(lo) and _finite(hi):
+        out += f'<span class="ci">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
+    return out
+
+
+def data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def flag_chips(flags: Iterable[str]) -> str:
+    chips = []
+    for f in flags:
+        invalidating, help_text = FLAG_HELP.get(f, (False, "see docs/ARCHITECTURE.md"))
+        cls = "flag inv" if invalidating else "flag"
+        chips.append(f'<span class="{cls}" title="{esc(help_text)}">{esc(f)}</span>')
+    return "".join(chips)
+
+
+def _kv_table(pairs: Sequence[tuple[str, str]]) -> str:
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
+    return f'<table class="kv">{rows}</table>'
+
+
+def _compact(obj: Any) -> str:
+    """A dict/list as `key=value` text (escaped)."""
+    if isinstance(obj, Mapping):
+        return ", ".join(f"{k}={_compact(v) if isinstance(v, Mapping | list) else v}" for k, v in obj.items())
+    if isinstance(obj, list):
+        return ", ".join(str(x) for x in obj)
+    return str(obj)
+
+
+# --------------------------------------------------------------------------- sections
+def meta_section(sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None) -> str:
+    prov = dict(sweep_meta.get("provenance") or {})
+    device = prov.get("device") or (calibration or {}).get("provenance", {}).get("device")
+    pairs = [
+        ("sweep", esc(sweep_meta.get("sweep"))),
+        ("backend", esc(sweep_meta.get("backend"))),
+        ("config hash", f"<code>{esc(sweep_meta.get('config_hash') or prov.get('config_hash'))}</code>"),
+        ("git commit", f"<code>{esc(prov.get('git_commit', 'unknown'))}</code>"),
+        ("fingrav", esc(prov.get("fingrav_version"))),
+        ("python", esc(prov.get("python"))),
+        ("host", esc(prov.get("host"))),
+        ("created (UTC)", esc(prov.get("created_utc"))),
+    ]
+    if device:
+        pairs.append(("device", esc(_compact(device))))
+    pkgs = prov.get("packages")
+    if isinstance(pkgs, Mapping) and pkgs:
+        pairs.append(("packages", esc(", ".join(f"{k} {v}" for k, v in pkgs.items()))))
+    known = {"fingrav_version", "git_commit", "python", "packages", "host", "created_utc", "device", "config_hash"}
+    for k, v in prov.items():
+        if k not in known:
+            pairs.append((k, esc(_compact(v))))
+    return '<h2 id="meta">Sweep and provenance</h2>' + _kv_table([(k, v) for k, v in pairs if v])
+
+
+def calibration_section(calibration: Mapping[str, Any] | None) -> str:
+    out = ['<h2 id="calibration">Calibration</h2>']
+    if not calibration:
+        out.append('<p class="warn">No calibration.json in this sweep: clock and sensor parameters are not shown.</p>')
+        return "".join(out)
+    clock = calibration.get("clock") or {}
+    if clock:
+        pairs = []
+        if _finite(clock.get("offset_ns")):
+            pairs.append(("offset (host − GPU)", f"{fmt(clock['offset_ns'] / 1000.0)} µs"))
+        drift = clock.get("drift_ppm")
+        if not _finite(drift) and _finite(clock.get("drift")):
+            drift = clock["drift"] * 1e6
+        if _finite(drift):
+            pairs.append(("drift", f"{float(drift):+.3f} ppm"))
+        if _finite(clock.get("residual_ns")):
+            pairs.append(("residual (rms of kept pairs)", f"{fmt(clock['residual_ns'] / 1000.0)} µs"))
+        if clock.get("gpu_ref_ns") is not None:
+            pairs.append(("GPU reference time", f"{esc(clock['gpu_ref_ns'])} ns"))
+        for k, v in clock.items():
+            if k not in ("offset_ns", "drift", "drift_ppm", "residual_ns", "gpu_ref_ns") and not isinstance(
+                v, Mapping | list
+            ):
+                pairs.append((k, esc(fmt(v) if _finite(v) else v)))
+        out.append("<h3>Clock sync (host = GPU + offset + drift · (GPU − GPU ref))</h3>" + _kv_table(pairs))
+    sensor = calibration.get("sensor") or {}
+    if isinstance(sensor, Mapping) and sensor:
+        main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "noise_mw"]
+        extra_cols: list[str] = []
+        for params in sensor.values():
+            if isinstance(params, Mapping):
+                for k, v in params.items():
+                    if k not in main_cols and k not in extra_cols and (_finite(v) or isinstance(v, str | bool)):
+                        extra_cols.append(k)
+        cols = main_cols + extra_cols
+        head = "".join(f"<th>{esc(c)}</th>" for c in ["channel", *cols])
+        body = ""
+        for ch, params in sorted(sensor.items(), key=lambda kv: kv[0] != "total"):
+            if not isinstance(params, Mapping):
+                continue
+            cells = "".join(f'<td class="num">{fmt(params.get(c))}</td>' for c in cols)
+            body += f"<tr><td>{esc(ch)}</td>{cells}</tr>"
+        out.append(
+            "<h3>Power sensor (per channel)</h3>"
+            f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+            '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
+            "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
+            "within tolerance.</p>"
+        )
+    flags = flag_list(calibration.get("flags"))
+    if flags:
+        out.append(f"<p>Calibration flags: {flag_chips(flags)}</p>")
+    return "".join(out)
+
+
+def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
+    channels: list[str] = []
+    for s in scns:
+        for col in s.row:
+            ch = channel_of_column(col)
+            if ch and ch not in channels:
+                channels.append(ch)
+    heads = ["", "scenario", "kernel", "predecessor", "exec time (µs)", "SSP power (W)", "SSE power (W)",
+             "SSE vs SSP (%)", "energy / exec (mJ)", "interleaved power (W)", "interleaved vs SSP (%)"]
+    heads += [f"SSP {ch} (W)" for ch in channels]
+    heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
+    body = []
+    for s in scns:
+        r = s.row
+        valid = bool(r.get("valid", True))
+        marker = (
+            '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
+        )
+        cells = [
+            marker, f"<b>{esc(s.name)}</b>", esc(r.get("kernel")), esc(r.get("predecessor") or "–"),
+            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
+            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
+            fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
+            fmt(r.get("sse_vs_ssp_error_pct"), 1),
+            fmt_ci(r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"),
+                   r.get("energy_per_exec_ci_high_mj")),
+            fmt_ci(r.get("interleaved_power_w"), r.get("interleaved_power_ci_low_w"),
+                   r.get("interleaved_power_ci_high_w"), 1),
+            fmt(r.get("interleaved_vs_ssp_pct"), 1),
+        ]
+        for ch in channels:
+            st = s.role_stats(ch, "ssp") or {}
+            lo, hi = st.get("ci_low_mw"), st.get("ci_high_mw")
+            cells.append(fmt_ci(r.get(f"ssp_{ch}_power_w"), lo / 1000.0 if _finite(lo) else None,
+                                hi / 1000.0 if _finite(hi) else None, 1))
+        cells += [
+            f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}",
+            f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
+            flag_chips(flag_list(r.get("flags"))),
+        ]
+        tds = "".join(
+            f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
+        )
+        body.append(f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>')
+    head = "".join(f"<th>{esc(h)}</th>" for h in heads)
+    n_invalid = sum(not bool(s.row.get("valid", True)) for s in scns)
+    note = (
+        f'<p class="warn">{n_invalid} of {len(scns)} scenarios are <b>invalid</b> (red rows): see their flags '
+        "before using their numbers.</p>" if n_invalid else ""
+    )
+    return (
+        '<h2 id="summary">Summary</h2>'
+        f'<p class="sub">Every number is a mean over the golden runs with its {ci_pct} confidence interval below it '
+        "(cluster bootstrap over runs). The same table is in <code>summary.csv</code>.</p>"
+        f'{note}<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+    )
+
+
+def validation_section(val: pl.DataFrame | None) -> str:
+    if val is None or val.height == 0:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in (
+        "scenario", "quantity", "measured [CI]", "truth", "error (% of truth) [CI]", "CI covers truth", "within ±2 %"
+    ))
+    body = []
+    for r in val.iter_rows(named=True):
+        cov = r["covered"]
+        cov_s = "–" if cov is None else ('<span class="ok">yes</span>' if cov else '<span class="bad">no</span>')
+        tol_s = '<span class="ok">yes</span>' if r["within_tol"] else '<span class="bad">no</span>'
+        cls = "" if r["valid"] else ' class="invalid"'
+        body.append(
+            f"<tr{cls}><td>{esc(r['scenario'])}</td><td>{esc(r['quantity'])}</td>"
+            f'<td class="num">{fmt_ci(r["measured"], r["ci_low"], r["ci_high"])}</td>'
+            f'<td class="num">{fmt(r["truth"])}</td>'
+            f'<td class="num">{fmt_ci(r["error_pct"], r["err_lo"], r["err_hi"], 2)}</td>'
+            f"<td>{cov_s}</td><td>{tol_s}</td></tr>"
+        )
+    n_ok = int(val["within_tol"].sum())
+    n_cov = int(val["covered"].fill_null(False).sum())
+    return (
+        '<h2 id="validation">Validation against the simulator\'s truth</h2>'
+        f'<p class="sub">{n_ok} of {val.height} quantities within ±2 % of the truth; the CI covers the truth for '
+        f"{n_cov}. Truth = mean over golden runs of the executions' true cycle-mean power.</p>"
+        f'<div class="wide"><table class="validation"><tr>{head}</tr>{"".join(body)}</table></div>'
+    )
+
+
+HOW_TO_READ = """
+<h2 id="how">How to read this</h2>
+<div class="note">
+<p>A <b>run</b> is a random delay followed by back-to-back executions of the kernel; the power logger records
+the whole run. A power sample that falls inside the execution being profiled is a <b>LOI</b>; where inside
+that execution it fell is its <b>TOI</b>. Only <b>golden runs</b> (whose steady-state execution time falls in
+the most populated execution-time bin) are used.</p>
+<p><b>SSE</b> (steady-state execution) is the first execution after the warm-ups: the profile one naively
+associates with the kernel. <b>SSP</b> (steady-state power) executions come once the logged power has stopped
+changing: their profile is the kernel's true average power. The logger averages over a window, so for kernels
+shorter than that window the SSE reading still contains idle and warm-up time and <b>underestimates</b> the
+power (the paper saw up to 80 %): use the SSP numbers. <b>Interleaved</b> power is the kernel's first
+execution right after many executions of another kernel (its predecessor): a short kernel's reading is pulled
+towards what ran before it.</p>
+<p>All powers are in W (the sensor's mW / 1000); energy per execution = SSP power × SSP execution time.
+Flags (hover over one in the table for its meaning):</p>
+<ul>{flags}</ul>
+</div>
+"""
+
+
+def how_to_read() -> str:
+    items = "".join(
+        f'<li><span class="{"flag inv" if inv else "flag"}">{esc(f)}</span> {esc(txt)}'
+        f'{" <b>(makes the row invalid)</b>" if inv else ""}</li>'
+        for f, (inv, txt) in FLAG_HELP.items()
+    )
+    return HOW_TO_READ.replace("{flags}", items)
+
+
+def figure_html(fig: FigureOut) -> str:
+    anchor = f'id="fig-{esc(fig.key)}"'
+    if fig.png is None:
+        return (
+            f'<figure {anchor}><p class="warn">Figure <b>{esc(fig.title)}</b> could not be drawn: '
+            f"{esc(fig.error)}</p></figure>"
+        )
+    return (
+        f'<figure {anchor}><img alt="{esc(fig.title)}" src="{data_uri(fig.png)}">'
+        f"<figcaption><b>{esc(fig.title)}.</b> {fig.caption} "
+        f'<span class="sub">(<code>{esc(fig.filename)}</code>)</span></figcaption></figure>'
+    )
+
+
+SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("profiles", "Power profiles per scenario", "The TOI-power profile of each scenario's golden runs."),
+    ("timeline", "Why synchronize and bin: one run over time", "The method's steps made visible on one scenario."),
+    ("across", "Across scenarios", ""),
+    ("truth", "Measured vs truth", ""),
+)
+
+
+def render_html(
+    *,
+    sweep_meta: Mapping[str, Any],
+    scns: Sequence[ScenarioData],
+    calibration: Mapping[str, Any] | None,
+    figures: Sequence[FigureOut],
+    validation: pl.DataFrame | None,
+    render_s: float | None = None,
+    ci_pct: str = "95 %",
+) -> str:
+    """The whole page. `ci_pct`: the CI level as shown ("95 %")."""
+    sweep = sweep_meta.get("sweep") or "sweep"
+    nav = [("summary", "Summary"), ("how", "How to read this"), ("meta", "Provenance"),
+           ("calibration", "Calibration")]
+    fig_parts = []
+    for key, title, intro in SECTIONS:
+        figs = [f for f in figures if f.section == key]
+        if not figs:
+            continue
+        nav.append((f"sec-{key}", title))
+        fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
+        if intro:
+            fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
+        fig_parts += [figure_html(f) for f in figs]
+    val_html = validation_section(validation)
+    if val_html:
+        nav.append(("validation", "Validation"))
+    created = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    n_valid = sum(bool(s.row.get("valid", True)) for s in scns)
+    subtitle = (
+        f"backend <b>{esc(sweep_meta.get('backend'))}</b> · {len(scns)} scenarios ({n_valid} valid) · "
+        f"config <code>{esc(sweep_meta.get('config_hash'))}</code> · generated {created}"
+    )
+    nav_html = "<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav) + "</nav>"
+    timing = f" in {render_s:.1f} s" if render_s is not None else ""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>fingrav report: {esc(sweep)}</title>",
+        f"<style>{CSS}</style></head><body><main>",
+        f"<h1>fingrav power report: {esc(sweep)}</h1>",
+        f'<p class="sub">{subtitle}</p>',
+        nav_html,
+        summary_section(scns, ci_pct),
+        how_to_read(),
+        meta_section(sweep_meta, calibration),
+        calibration_section(calibration),
+        *fig_parts,
+        val_html,
+        f"<footer>FinGraV method: Singhania, Aga, Ibrahim, arXiv 2412.12426 (ISPASS 2025). "
+        f"Report rendered by fingrav{timing}; {len([f for f in figures if f.png])} figures, also saved as PNG "
+        "next to this file.</footer>",
+        "</main></body></html>",
+    ]
+    return "\n".join(parts)

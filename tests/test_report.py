@@ -1,0 +1,471 @@
+"""Tests of the report stage on a small synthetic sweep that follows docs/ARCHITECTURE.md's contracts.
+
+`make_sweep` writes what calibrate, collect, bin and differentiate would: calibration.json,
+raw/<scenario>/{executions,runs,clock,samples}.parquet + plan.json, binned/<scenario>.parquet and
+profiles/<scenario>/{lois.parquet,summary.json}. The power is a step response through a first-order
+lag sampled every millisecond, so the figures look like the real thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from fingrav import rawio
+from fingrav.report import build_report, build_summary_table
+from fingrav.report.figures import sse_error_data
+from fingrav.report.load import ScenarioData, exec_roles, fair_quotas, subsample
+from fingrav.report.table import HEAD_COLUMNS, TAIL_COLUMNS, TRUTH_COLUMNS, column_order
+
+logger = logging.getLogger(__name__)
+
+OFFSET_NS = 2_500_000  # GPU clock is 2.5 ms behind the host clock
+DRIFT = 20e-6
+PERIOD_NS = 500_000
+DELAY_NS = 500_000
+LAG_NS = 2_000_000
+T0_NS = 1_700_000_000_000_000_000
+GPU_REF_NS = T0_NS - OFFSET_NS  # the calibration's reference point, on the GPU clock
+
+
+@dataclass
+class Spec:
+    """One synthetic scenario."""
+
+    name: str
+    kernel: str
+    exec_ns: int
+    ssp_mw: float
+    channels: dict[str, float] = field(default_factory=lambda: {"total": 1.0})
+    pred: tuple[str, int, int, float] | None = None  # (label, count, exec_ns, power_mw)
+    runs: int = 36
+    flags: tuple[str, ...] = ()
+    valid: bool = True
+
+
+def _polyfit(x: np.ndarray, y: np.ndarray) -> list[float]:
+    if x.size < 6:
+        return []
+    return [float(c) for c in np.polyfit(x, y, 4)]
+
+
+def _ci(values: np.ndarray, runs: np.ndarray) -> tuple[float, float, float]:
+    """Mean and a normal-approximation CI over run means (stands in for the cluster bootstrap)."""
+    mean = float(values.mean())
+    per_run = pl.DataFrame({"r": runs, "v": values}).group_by("r").agg(pl.col("v").mean())["v"].to_numpy()
+    se = float(per_run.std(ddof=1) / np.sqrt(per_run.size)) if per_run.size > 1 else 0.0
+    return mean, mean - 1.96 * se, mean + 1.96 * se
+
+
+def _write_parquet_with_meta(df: pl.DataFrame, path: Path, meta: dict[str, Any]) -> None:
+    table = df.to_arrow()
+    table = table.replace_schema_metadata({rawio.META_KEY: rawio.dumps(meta).encode()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: int) -> None:
+    """Write every file of one scenario."""
+    rng = np.random.default_rng(seed)
+    warmups, ssp_index, tail = 3, 8, 4
+    n_main = ssp_index + tail
+    pred_count = spec.pred[1] if spec.pred else 0
+    pred_ns = spec.pred[2] if spec.pred else 0
+    idle_ns, spacing_ns = 15_000_000, 40_000_000
+    dt = 10_000  # 10 µs simulation grid
+
+    ex_rows: dict[str, list[Any]] = {k: [] for k in ("run", "segment", "exec_index", "gpu_start_ns", "gpu_end_ns")}
+    run_rows: dict[str, list[Any]] = {k: [] for k in ("run", "phase", "host_start_ns", "delay_ns", "idle_ns")}
+    s_t: list[np.ndarray] = []
+    s_p: list[np.ndarray] = []
+    host_execs = []  # (run, segment, index, role, start, end)
+    ssp_time = {}
+    for r in range(spec.runs):
+        begin = T0_NS + r * spacing_ns
+        delay = int(rng.integers(0, PERIOD_NS))
+        start = begin + idle_ns + delay
+        slow = 1.25 if r in (5, 17) else 1.0
+        main_ns = int(spec.exec_ns * slow * (1 + 0.003 * rng.standard_normal()))
+        durs = [("pred", i, pred_ns) for i in range(pred_count)] + [("main", i, main_ns) for i in range(n_main)]
+        t = start
+        grid = np.arange(begin, begin + spacing_ns, dt, dtype=np.int64)
+        level = np.full(grid.size, 80_000.0)
+        for seg, i, d in durs:
+            if seg == "pred":
+                role, p = "pred", spec.pred[3] if spec.pred else 0.0
+            else:
+                role = "ssp" if i >= ssp_index else "sse" if i == warmups else "first" if (i == 0 and pred_count) \
+                    else "warmup"
+                p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
+            level[(grid >= t) & (grid < t + d)] = p
+            host_execs.append((r, seg, i, role, t, t + d))
+            g0 = int(round((t - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
+            g1 = int(round((t + d - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
+            for k, v in zip(ex_rows, (r, seg, i, g0, g1), strict=True):
+                ex_rows[k].append(v)
+            t += d
+        ssp_time[r] = main_ns
+        filt = np.empty_like(level)
+        acc = level[0]
+        a = dt / LAG_NS
+        for j, x in enumerate(level):
+            acc += (x - acc) * a
+            filt[j] = acc
+        ts = np.arange(begin + int(rng.integers(0, PERIOD_NS)), begin + spacing_ns, PERIOD_NS, dtype=np.int64)
+        src = np.clip(((ts - DELAY_NS) - begin) // dt, 0, grid.size - 1)
+        s_t.append(ts)
+        s_p.append(filt[src] + rng.normal(0, 1500.0, ts.size))
+        for k, v in zip(run_rows, (r, "measure", start, delay, idle_ns), strict=True):
+            run_rows[k].append(v)
+
+    raw = sweep / "raw" / spec.name
+    prov = {"stage": "collect", "git_commit": "abc123"}
+    rawio.write_table(raw / "executions.parquet", "executions", {k: np.asarray(v) for k, v in ex_rows.items()}, prov)
+    rawio.write_table(raw / "runs.parquet", "runs", {k: np.asarray(v) for k, v in run_rows.items()}, prov)
+    t_all, p_all = np.concatenate(s_t), np.concatenate(s_p)
+    chans = list(spec.channels)
+    rawio.write_table(raw / "samples.parquet", "samples", {
+        "t_ns": np.tile(t_all, len(chans)), "channel": np.repeat(np.array(chans, dtype=object), t_all.size),
+        "power_mw": np.concatenate([p_all * spec.channels[c] for c in chans]),
+    }, {**prov, "gaps": []})
+    g = np.linspace(T0_NS, T0_NS + spec.runs * spacing_ns, 20).astype(np.int64)
+    rawio.write_table(raw / "clock.parquet", "clock", {
+        "host_before_ns": g + OFFSET_NS - 4000, "gpu_ns": g, "host_after_ns": g + OFFSET_NS + 4000,
+        "source": np.array(["burst"] * g.size, dtype=object), "run": np.full(g.size, -1, np.int32)}, prov)
+    plan = {"exec_time_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups, "ssp_index": ssp_index,
+            "executions_per_run": n_main, "tail": tail, "runs": spec.runs, "margin": 0.05,
+            "predecessor_count": pred_count,
+            "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
+                       "settle_ns": 10_000_000},
+            "probe": {"t_stable_ns": 8_000_000, "settled": True}, "lois_wanted": 30}
+    rawio.write_json(raw / "plan.json", plan)
+
+    # binning
+    times = np.array([ssp_time[r] for r in range(spec.runs)])
+    low = float(np.median(times)) * 0.98
+    golden = (times >= low) & (times <= low * 1.05)
+    _write_parquet_with_meta(pl.DataFrame({
+        "run": np.arange(spec.runs, dtype=np.int32), "ssp_exec_time_ns": times.astype(np.int64), "golden": golden,
+        "reason": [None if x else "outside_bin" for x in golden]}, schema_overrides={"reason": pl.String}),
+        sweep / "binned" / f"{spec.name}.parquet", {"margin": 0.05, "bin_low_ns": low, "bin_high_ns": low * 1.05})
+
+    # LOIs: delay-corrected samples inside an execution
+    hx = pl.DataFrame(host_execs, schema=["run", "segment", "exec_index", "role", "exec_start_ns", "exec_end_ns"],
+                      orient="row").sort("exec_start_ns")
+    samples = pl.DataFrame({"t_ns": t_all - DELAY_NS, "p": p_all}).sort("t_ns")
+    j = samples.join_asof(hx, left_on="t_ns", right_on="exec_start_ns").filter(pl.col("t_ns") < pl.col("exec_end_ns"))
+    j = j.with_columns(
+        (pl.col("t_ns") - pl.col("exec_start_ns")).alias("toi_ns"),
+        ((pl.col("t_ns") - pl.col("exec_start_ns")) / (pl.col("exec_end_ns") - pl.col("exec_start_ns")))
+        .alias("toi_frac"),
+        pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32),
+        pl.col("run").is_in(np.flatnonzero(golden).tolist()).alias("golden"),
+    )
+    lois = pl.concat([
+        j.select("run", "golden", "role", "segment", "exec_index", pl.lit(c).alias("channel"), "t_ns",
+                 "exec_start_ns", "toi_ns", "toi_frac", (pl.col("p") * s).alias("power_mw"))
+        for c, s in spec.channels.items()
+    ])
+    prof = sweep / "profiles" / spec.name
+    prof.mkdir(parents=True, exist_ok=True)
+    lois.write_parquet(prof / "lois.parquet")
+
+    stats: dict[str, dict[str, Any]] = {}
+    for c in chans:
+        stats[c] = {}
+        for role in ("ssp", "sse", "first", "warmup"):
+            sel = lois.filter(pl.col("golden") & (pl.col("channel") == c) & (pl.col("role") == role))
+            if sel.height == 0:
+                continue
+            m, lo, hi = _ci(sel["power_mw"].to_numpy(), sel["run"].to_numpy())
+            stats[c][role] = {"mean_mw": m, "ci_low_mw": lo, "ci_high_mw": hi, "lois": sel.height,
+                              "fit_coeffs": _polyfit(sel["toi_frac"].to_numpy(), sel["power_mw"].to_numpy())}
+            if truth:
+                stats[c][role]["truth_mw"] = spec.ssp_mw * spec.channels[c]
+
+    def w(c: str, role: str, key: str) -> float | None:
+        v = stats.get(c, {}).get(role, {}).get(key)
+        return None if v is None else v / 1000.0
+
+    ex_us = float(np.median(times[golden])) / 1000.0
+    ssp = w("total", "ssp", "mean_mw")
+    sse = w("total", "sse", "mean_mw")
+    row: dict[str, Any] = {
+        "scenario": spec.name, "kernel": spec.kernel, "backend": backend,
+        "predecessor": f"{spec.pred[0]} x{spec.pred[1]}" if spec.pred else None,
+        "exec_time_us": ex_us, "exec_time_ci_low_us": ex_us * 0.998, "exec_time_ci_high_us": ex_us * 1.002,
+        "ssp_power_w": ssp, "ssp_power_ci_low_w": w("total", "ssp", "ci_low_mw"),
+        "ssp_power_ci_high_w": w("total", "ssp", "ci_high_mw"),
+        "sse_power_w": sse, "sse_power_ci_low_w": w("total", "sse", "ci_low_mw"),
+        "sse_power_ci_high_w": w("total", "sse", "ci_high_mw"),
+        "sse_vs_ssp_error_pct": (sse - ssp) / ssp * 100 if sse and ssp else None,
+        "energy_per_exec_mj": ssp * ex_us * 1e-3 if ssp else None,
+        "energy_per_exec_ci_low_mj": ssp * ex_us * 1e-3 * 0.99 if ssp else None,
+        "energy_per_exec_ci_high_mj": ssp * ex_us * 1e-3 * 1.01 if ssp else None,
+        "interleaved_power_w": w("total", "first", "mean_mw") if spec.pred else None,
+        "interleaved_power_ci_low_w": w("total", "first", "ci_low_mw") if spec.pred else None,
+        "interleaved_power_ci_high_w": w("total", "first", "ci_high_mw") if spec.pred else None,
+        "interleaved_vs_ssp_pct": None,
+    }
+    for c in sorted(x for x in chans if x != "total"):
+        row[f"ssp_{c}_power_w"] = w(c, "ssp", "mean_mw")
+    row.update(runs_total=spec.runs, runs_golden=int(golden.sum()),
+               lois=stats["total"].get("ssp", {}).get("lois", 0), lois_sse=stats["total"].get("sse", {}).get("lois", 0),
+               valid=spec.valid, flags=";".join(spec.flags))
+    if truth:
+        t_ssp = spec.ssp_mw / 1000.0
+        row.update(truth_ssp_power_w=t_ssp, ssp_error_pct=(ssp - t_ssp) / t_ssp * 100, truth_sse_power_w=t_ssp,
+                   truth_energy_per_exec_mj=t_ssp * ex_us * 1e-3, energy_error_pct=(ssp - t_ssp) / t_ssp * 100,
+                   truth_interleaved_power_w=t_ssp if spec.pred else None)
+    summary = {"scenario": spec.name, "row": row, "channels": stats,
+               "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift_ppm": DRIFT * 1e6,
+                         "residual_ns": 800.0},
+               "flags": list(spec.flags), "plan": plan, "provenance": {"stage": "differentiate"}}
+    rawio.write_json(prof / "summary.json", summary)
+
+
+def default_specs() -> list[Spec]:
+    return [
+        Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0, flags=("kernel_shorter_than_window",)),
+        Spec("gemm2k_after_gemv", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0,
+             pred=("gemv 4096x4096 bf16", 40, 30_000, 250_000.0), flags=("kernel_shorter_than_window",)),
+        Spec("gemv4k", "gemv 4096x4096 bf16", 450_000, 300_000.0,
+             channels={"total": 1.0, "memory": 0.35, "compute": 0.5}, flags=("too_few_lois",), valid=False),
+    ]
+
+
+def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, calibration: bool = True) -> Path:
+    """A synthetic sweep directory with every scenario of `specs`."""
+    sweep = root / "sweep"
+    for k, spec in enumerate(specs):
+        make_scenario(sweep, spec, truth=truth, backend=backend, seed=k)
+    if calibration:
+        rawio.write_json(sweep / "calibration.json", {
+            "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift": DRIFT, "drift_ppm": DRIFT * 1e6,
+                      "residual_ns": 800.0, "pairs_kept": 120},
+            "sensor": {
+                "total": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 2.0, "settle_ms": 10.0,
+                          "noise_mw": 1500.0},
+                "memory": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 2.0, "settle_ms": 10.0,
+                           "noise_mw": 600.0},
+            },
+            "flags": [], "provenance": {"stage": "calibrate"},
+        })
+    return sweep
+
+
+def sweep_meta(backend: str) -> dict[str, Any]:
+    return {
+        "sweep": "synthetic", "backend": backend, "config_hash": "0123456789abcdef",
+        "provenance": {"git_commit": "deadbeef", "fingrav_version": "0.1.0", "python": "3.11",
+                       "packages": {"polars": pl.__version__}, "device": {"name": "Simulated MI300X", "index": 0}},
+        "paper_sse_vs_ssp_pct": {"CB-2K": 80.0, "CB-4K": 36.0, "CB-8K": 20.0},
+    }
+
+
+# --------------------------------------------------------------------------- PNG check
+def assert_valid_png(data: bytes) -> tuple[int, int]:
+    """Walk the PNG's chunks, checking signature, CRCs, IHDR and IEND; return (width, height)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    pos, kinds, size = 8, [], (0, 0)
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, f"bad CRC in {kind!r}"
+        if kind == b"IHDR":
+            size = struct.unpack(">II", body[:8])
+        kinds.append(kind)
+        pos += 12 + length
+    assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND" and b"IDAT" in kinds
+    assert size[0] > 50 and size[1] > 50
+    return size
+
+
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def sim_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("sim")
+    specs = default_specs()
+    sweep = make_sweep(root, specs, truth=True, backend="sim")
+    out = sweep / "report"
+    t = time.perf_counter()
+    build_report(sweep, [s.name for s in specs], sweep_meta("sim"), out, strict=True)
+    elapsed = time.perf_counter() - t
+    logger.info("sim report rendered in %.1f s", elapsed)
+    return {"sweep": sweep, "out": out, "specs": specs, "elapsed": elapsed}
+
+
+@pytest.fixture(scope="module")
+def hw_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """No truth, no calibration.json, and one scenario without raw data."""
+    root = tmp_path_factory.mktemp("hw")
+    specs = default_specs()[:2]
+    sweep = make_sweep(root, specs, truth=False, backend="nvml", calibration=False)
+    for f in (sweep / "raw" / specs[0].name).glob("*.parquet"):
+        f.unlink()
+    out = sweep / "report"
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), out, strict=True)
+    return {"sweep": sweep, "out": out, "specs": specs}
+
+
+# --------------------------------------------------------------------------- report tests
+def test_summary_csv(sim_report: dict[str, Any]) -> None:
+    df = pl.read_csv(sim_report["sweep"] / "summary.csv")
+    assert df["scenario"].to_list() == [s.name for s in sim_report["specs"]]
+    cols = df.columns
+    assert cols[: len(HEAD_COLUMNS)] == list(HEAD_COLUMNS)
+    assert {"ssp_memory_power_w", "ssp_compute_power_w"} <= set(cols)
+    tail_at = cols.index("runs_total")
+    assert cols[tail_at: tail_at + len(TAIL_COLUMNS)] == list(TAIL_COLUMNS)
+    assert all(c in cols for c in TRUTH_COLUMNS)
+    assert df["valid"].to_list() == [True, True, False]
+    assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois"
+    assert df["ssp_power_w"].is_not_null().all()
+
+
+def test_html_self_contained(sim_report: dict[str, Any]) -> None:
+    html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
+    assert not EXTERNAL.findall(html), EXTERNAL.findall(html)
+    assert "<script" not in html.lower()
+    assert "<link" not in html.lower()
+    assert "@import" not in html
+    pngs = sorted(sim_report["out"].glob("*.png"))
+    uris = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(uris) == len(pngs)
+    embedded = {base64.b64decode(u) for u in uris}
+    for p in pngs:
+        assert p.read_bytes() in embedded, f"{p.name} is not embedded"
+    # sweep meta, provenance, calibration and the guide are on the page
+    for text in ("deadbeef", "0123456789abcdef", "Simulated MI300X", "How to read this", "drift", "lag_ms",
+                 "window_ms", "kernel_shorter_than_window"):
+        assert text in html, text
+    assert "could not be drawn" not in html
+
+
+def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
+    out: Path = sim_report["out"]
+    names = {p.name for p in out.glob("*.png")}
+    expected = {f"profile_{s.name}.png" for s in sim_report["specs"]} | {
+        "timeline_sync_gemm2k.png", "timeline_binning_gemm2k.png", "components_ssp.png",
+        "interleaved_vs_isolated.png", "sse_vs_ssp_error.png", "validation_truth.png",
+    }
+    assert names == expected
+    for name in names:
+        assert_valid_png((out / name).read_bytes())
+    assert not list(out.glob("*.tmp*"))
+
+
+def test_invalid_rows_marked_and_truth_table(sim_report: dict[str, Any]) -> None:
+    html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
+    summary_part = html[html.index('id="summary"'): html.index('id="how"')]
+    assert summary_part.count('<tr class="invalid">') == 1
+    assert "✗ invalid" in html
+    assert 'class="validation"' in html
+    assert "Validation against the simulator" in html
+
+
+def test_render_time(sim_report: dict[str, Any]) -> None:
+    assert sim_report["elapsed"] < 30.0
+
+
+def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
+    out: Path = hw_report["out"]
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert 'class="validation"' not in html
+    assert "Validation against the simulator" not in html
+    assert not (out / "validation_truth.png").exists()
+    assert "No calibration.json" in html
+    # the timeline falls back to the scenario that still has raw data; truth columns are absent
+    assert (out / "timeline_sync_gemm2k_after_gemv.png").exists()
+    cols = pl.read_csv(hw_report["sweep"] / "summary.csv").columns
+    assert not any(c in cols for c in TRUTH_COLUMNS)
+    for p in out.glob("*.png"):
+        assert_valid_png(p.read_bytes())
+    assert not EXTERNAL.findall(html)
+
+
+def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
+    specs = default_specs()[:1]
+    sweep = make_sweep(tmp_path, specs, truth=False, backend="nvml")
+    out = tmp_path / "report"
+    (out).mkdir()
+    (out / "profile_gone.png").write_bytes(b"old")
+    (out / "keep_me.png").write_bytes(b"not ours")
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), out, strict=True)
+    assert not (out / "profile_gone.png").exists()
+    assert (out / "keep_me.png").exists()
+    assert not (out / "interleaved_vs_isolated.png").exists()  # no predecessor in this sweep
+
+
+def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
+    from fingrav.errors import DataError
+
+    with pytest.raises(DataError, match="summary.json"):
+        build_report(tmp_path, ["nope"], sweep_meta("sim"), tmp_path / "report")
+
+
+# --------------------------------------------------------------------------- units
+def test_fair_quotas() -> None:
+    assert fair_quotas([10, 1000, 1000], 510) == [10, 250, 250]
+    assert fair_quotas([3, 4], 100) == [3, 4]
+    assert sum(fair_quotas([7, 9, 11], 10)) <= 10
+
+
+def test_subsample_is_deterministic_and_bounded() -> None:
+    rng = np.random.default_rng(1)
+    df = pl.DataFrame({"role": ["ssp"] * 9000 + ["sse"] * 40, "v": rng.random(9040)})
+    a = subsample(df, 1000, by=("role",))
+    b = subsample(df, 1000, by=("role",))
+    assert a.height == 1000
+    assert a.equals(b)
+    assert a.filter(pl.col("role") == "sse").height == 40
+
+
+def test_column_order_is_stable() -> None:
+    rows = [{"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "extra": 1},
+            {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True}]
+    cols = column_order(rows)
+    assert cols[: len(HEAD_COLUMNS)] == list(HEAD_COLUMNS)
+    assert cols[len(HEAD_COLUMNS): len(HEAD_COLUMNS) + 2] == ["ssp_xcd_power_w", "ssp_hbm_power_w"]
+    assert cols[-1] == "extra"
+    df = build_summary_table(rows)
+    assert df.columns == cols
+    assert df["valid"].dtype == pl.Boolean
+    assert df["flags"].to_list() == ["", ""]
+
+
+def test_exec_roles() -> None:
+    ex = pl.DataFrame({"segment": ["pred", "pred"] + ["main"] * 6, "exec_index": [0, 1, 0, 1, 2, 3, 4, 5]})
+    roles = exec_roles(ex, {"warmups": 3, "sse_index": 3, "ssp_index": 4, "predecessor_count": 2})
+    assert roles["role"].to_list() == ["pred", "pred", "first", "warmup", "warmup", "sse", "ssp", "ssp"]
+
+
+def test_paper_values_match_scenarios_by_name() -> None:
+    scn = ScenarioData("cb-2k", {"row": {"sse_vs_ssp_error_pct": -75.0}}, Path("."))
+    df = sse_error_data([scn], {"CB-2K": 80.0, "CB-8K": 20.0}, "this sweep")
+    groups = dict(zip(df["group"].to_list(), df["source"].to_list(), strict=True))
+    assert "cb-2k" in df["group"].to_list() and "CB-8K (paper)" in groups
+    assert df.filter(pl.col("source") == "this sweep")["pct"].item() == 75.0
+
+
+def test_pa_schema_of_fixture_matches_contract(sim_report: dict[str, Any]) -> None:
+    for kind in ("executions", "runs", "samples"):
+        schema = pq.read_schema(sim_report["sweep"] / "raw" / "gemm2k" / f"{kind}.parquet")
+        assert schema.remove_metadata().equals(rawio.SCHEMAS[kind]), kind

@@ -431,3 +431,34 @@ def test_device_class_is_built_lazily():
             _ = amd.AMDSMIDevice
     else:
         assert issubclass(amd.AMDSMIDevice, TorchGPUDevice) and amd.AMDSMIDevice.backend == "amdsmi"
+
+
+# ----------------------------------------------------------------------------------------- the sweep config
+def test_mi300x_config_is_the_papers_setup():
+    from fingrav.config import load_config
+
+    cfg = load_config(ROOT / "config" / "mi300x.yaml")
+    assert cfg.device.backend == "amdsmi"
+    by_name = {s.name: s for s in cfg.scenarios}
+    for size in (2048, 4096, 8192):
+        tag = f"{size // 1024}k"
+        gemm, gemv = by_name[f"cb-{tag}"].kernel, by_name[f"mb-{tag}"].kernel
+        assert (gemm.kind, gemm.m, gemm.n, gemm.k, gemm.dtype) == ("gemm", size, size, size, "bf16")
+        assert (gemv.kind, gemv.m, gemv.k, gemv.dtype) == ("gemv", size, size, "bf16")
+    pairs = {
+        (s.kernel.label(), s.predecessor.kernel.label(), s.predecessor.count)
+        for s in cfg.scenarios
+        if s.predecessor is not None
+    }
+    g = {n: f"gemm {n}x{n}x{n} bf16" for n in (2048, 4096, 8192)}
+    v = {n: f"gemv {n}x{n} bf16" for n in (2048, 4096, 8192)}
+    assert (g[8192], g[2048], 60) in pairs and (g[2048], v[4096], 40) in pairs  # the paper's counts
+    wanted = {
+        (g[2048], g[8192]),
+        (g[2048], g[4096]),
+        (v[8192], v[4096]),
+        (v[8192], v[2048]),
+        (v[4096], g[8192]),
+        (v[4096], g[4096]),
+    }
+    assert wanted <= {(a, b) for a, b, _ in pairs}

@@ -578,6 +578,7 @@ def _child_main(conn: Any, module_name: str, config: SamplerConfig, setup: tuple
             if conn.poll():
                 cmd = conn.recv()
                 if cmd in ("drain", "stop"):
+                    poller.poll_once()  # include what was published up to the request
                     conn.send(("batch", poller.take()))
                 if cmd == "stop":
                     break

@@ -190,3 +190,36 @@ def test_total_without_response_raises(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not respond"):
         calibrate(FakeGPU(step_mw=0.0, seed=5), CFG, seed=0, raw_dir=tmp_path)
     assert (tmp_path / "samples.parquet").exists()  # the raw data are kept for inspection
+
+
+def test_calibrate_on_simulated_h200(tmp_path: Path) -> None:
+    """The other backends' simulator: the measured clock and sensor match the preset's truth."""
+    from fingrav.config import SimConfig
+    from fingrav.device.sim import SimulatedGPU
+
+    dev = SimulatedGPU(SimConfig(preset="h200"), seed=3)
+    p = dev.preset
+    result = calibrate(dev, CalibrationConfig(steps=30), seed=3, raw_dir=tmp_path)
+    assert result["valid"] and result["flags"] == []
+
+    # sim: gpu = host0 + x + offset + drift * x for host time host0 + x
+    fit = ClockFit.from_dict(result["clock"])
+    host0 = dev.describe()["host_epoch_ns"]
+    g = fit.gpu_ref_ns + np.array([-6e9, 0, 6e9]).astype(np.int64)
+    truth = host0 + np.rint((g - host0 - p.clock_offset_ns) / (1.0 + p.clock_drift)).astype(np.int64)
+    assert np.max(np.abs(fit.gpu_to_host(g) - truth)) < 1_000
+    assert fit.drift_ppm == pytest.approx(-p.clock_drift * 1e6, abs=0.5)
+
+    tot, mem = result["sensor"]["total"], result["sensor"]["memory"]
+    spec = p.sensors[0]
+    assert tot["period_ms"] == pytest.approx(spec.period_ns / 1e6, abs=1.0)
+    assert tot["delay_ms"] == pytest.approx(spec.delay_ns / 1e6, abs=1.0)
+    assert tot["window_ms"] == pytest.approx(spec.window_ns / 1e6, abs=1.5)
+    assert tot["lag_ms"] == pytest.approx(spec.lag_ns / 1e6, abs=1.0)
+    assert tot["settle_ms"] == pytest.approx(60.0, abs=3.0)
+    # the memory stream (100 ms samples of a 100 ms average, 2.5 W step) pins down the group delay
+    # (5 + 100 / 2 ms) better than how it splits into delay / window / lag
+    mspec = p.sensors[1]
+    assert mem["responds"] and mem["period_ms"] == pytest.approx(mspec.period_ns / 1e6, abs=5.0)
+    true_gd = (mspec.delay_ns + mspec.window_ns / 2 + mspec.lag_ns) / 1e6
+    assert mem["group_delay_ms"] == pytest.approx(true_gd, abs=4 * mem["group_delay_se_ms"])

@@ -12,7 +12,8 @@ the GPU stamp is taken as the midpoint of the bracket; its error is at most half
 bins of consecutive reads and the lowest-round-trip fraction of each bin is kept, so that the kept
 reads still cover the whole span and constrain the drift. A linear least-squares fit of the
 instantaneous offset (host_mid - gpu) against (gpu - gpu_ref) follows, then one pass of outlier
-rejection (robust 5-sigma on the residuals) and a refit.
+rejection (robust 5-sigma on the residuals) and a refit. Reads spanning less than 100 ms (one burst)
+cannot constrain the drift: it is then fixed at 0 (with a warning).
 
 All epoch-sized int64 values are reduced by integer references before they are converted to float64,
 so nanosecond precision survives 64-bit epochs. `offset_ns` itself is a float64: for clocks whose
@@ -40,6 +41,8 @@ MAX_BINS = 40
 #: kept reads whose |residual| exceeds this many robust sigmas (and OUTLIER_FLOOR_NS) are dropped
 OUTLIER_SIGMAS = 5.0
 OUTLIER_FLOOR_NS = 200.0
+#: kept reads spanning less GPU time than this cannot pin the drift down (a single burst): drift := 0
+MIN_DRIFT_SPAN_NS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,10 @@ def _select_fastest(gpu: np.ndarray, rtt: np.ndarray, keep_fraction: float, min_
 
 
 def _linfit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least squares y = a + b x (x assumed centred); b = 0 when x has no spread."""
+    """Least squares y = a + b x; b = 0 when x spans less than MIN_DRIFT_SPAN_NS."""
     a = float(np.mean(y))
     sxx = float(np.sum((x - x.mean()) ** 2))
-    if sxx <= 0.0:
+    if x.max() - x.min() < MIN_DRIFT_SPAN_NS or sxx <= 0.0:
         return a, 0.0
     b = float(np.sum((x - x.mean()) * (y - a)) / sxx)
     return a - b * float(x.mean()), b
@@ -189,8 +192,8 @@ def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) 
     residual = float(np.sqrt(np.mean(res**2)))
 
     span = float(x_all[idx].max() - x_all[idx].min())
-    if span <= 0.0:
-        logger.warning("clock sync: all kept reads at one GPU time; drift fixed at 0")
+    if span < MIN_DRIFT_SPAN_NS:
+        logger.warning("clock sync: the reads span only %.1f ms of GPU time; drift fixed at 0", span / 1e6)
     fit = ClockFit(
         offset_ns=float(off_base) + a,
         gpu_ref_ns=gpu_ref,

@@ -35,7 +35,7 @@ OFFSET_NS = 2_500_000  # GPU clock is 2.5 ms behind the host clock
 DRIFT = 20e-6
 PERIOD_NS = 500_000
 DELAY_NS = 500_000
-LAG_NS = 2_000_000
+LAG_NS = 300_000
 T0_NS = 1_700_000_000_000_000_000
 GPU_REF_NS = T0_NS - OFFSET_NS  # the calibration's reference point, on the GPU clock
 
@@ -91,6 +91,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
     s_t: list[np.ndarray] = []
     s_p: list[np.ndarray] = []
     host_execs = []  # (run, segment, index, role, start, end)
+    truth_rows = []  # (run, segment, index, power_mw, duration_ns)
     ssp_time = {}
     for r in range(spec.runs):
         begin = T0_NS + r * spacing_ns
@@ -111,6 +112,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
                 p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
             level[(grid >= t) & (grid < t + d)] = p
             host_execs.append((r, seg, i, role, t, t + d))
+            truth_rows.append((r, seg, i, p, d))
             g0 = int(round((t - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
             g1 = int(round((t + d - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
             for k, v in zip(ex_rows, (r, seg, i, g0, g1), strict=True):
@@ -131,7 +133,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
             run_rows[k].append(v)
 
     raw = sweep / "raw" / spec.name
-    prov = {"stage": "collect", "git_commit": "abc123"}
+    prov = {"stage": "collect", "git_commit": "abc123", "device": {"backend": backend, "name": "synthetic"}}
     rawio.write_table(raw / "executions.parquet", "executions", {k: np.asarray(v) for k, v in ex_rows.items()}, prov)
     rawio.write_table(raw / "runs.parquet", "runs", {k: np.asarray(v) for k, v in run_rows.items()}, prov)
     t_all, p_all = np.concatenate(s_t), np.concatenate(s_p)
@@ -140,16 +142,30 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
         "t_ns": np.tile(t_all, len(chans)), "channel": np.repeat(np.array(chans, dtype=object), t_all.size),
         "power_mw": np.concatenate([p_all * spec.channels[c] for c in chans]),
     }, {**prov, "gaps": []})
-    g = np.linspace(T0_NS, T0_NS + spec.runs * spacing_ns, 20).astype(np.int64)
+    g = np.linspace(T0_NS - OFFSET_NS, T0_NS + spec.runs * spacing_ns, 20).astype(np.int64)
+    h = g + OFFSET_NS + np.rint(DRIFT * (g - GPU_REF_NS)).astype(np.int64)
     rawio.write_table(raw / "clock.parquet", "clock", {
-        "host_before_ns": g + OFFSET_NS - 4000, "gpu_ns": g, "host_after_ns": g + OFFSET_NS + 4000,
+        "host_before_ns": h - 4000, "gpu_ns": g, "host_after_ns": h + 4000,
         "source": np.array(["burst"] * g.size, dtype=object), "run": np.full(g.size, -1, np.int32)}, prov)
+    if truth:
+        tr = list(zip(*truth_rows, strict=True))
+        n_t = len(truth_rows)
+        rawio.write_table(sweep / "truth" / f"{spec.name}.parquet", "truth", {
+            "run": np.tile(np.asarray(tr[0], np.int32), len(chans)),
+            "segment": np.tile(np.asarray(tr[1], dtype=object), len(chans)),
+            "exec_index": np.tile(np.asarray(tr[2], np.int32), len(chans)),
+            "channel": np.repeat(np.array(chans, dtype=object), n_t),
+            "power_mw": np.concatenate([np.asarray(tr[3]) * spec.channels[c] for c in chans]),
+            "energy_mj": np.concatenate([np.asarray(tr[3]) * spec.channels[c] * np.asarray(tr[4]) * 1e-9
+                                         for c in chans]),
+        }, prov)
     plan = {"exec_time_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups, "ssp_index": ssp_index,
             "executions_per_run": n_main, "tail": tail, "runs": spec.runs, "margin": 0.05,
             "predecessor_count": pred_count,
             "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
                        "settle_ns": 10_000_000},
-            "probe": {"t_stable_ns": 8_000_000, "settled": True}, "lois_wanted": 30}
+            "probe": {"t_stable_ns": 8_000_000, "settled": True}, "lois_wanted": 30, "kernel": spec.kernel,
+            "predecessor": {"kernel": spec.pred[0], "count": spec.pred[1]} if spec.pred else None}
     rawio.write_json(raw / "plan.json", plan)
 
     # binning
@@ -256,9 +272,9 @@ def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, cali
             "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift": DRIFT, "drift_ppm": DRIFT * 1e6,
                       "residual_ns": 800.0, "pairs_kept": 120},
             "sensor": {
-                "total": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 2.0, "settle_ms": 10.0,
+                "total": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 0.3, "settle_ms": 10.0,
                           "noise_mw": 1500.0},
-                "memory": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 2.0, "settle_ms": 10.0,
+                "memory": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 0.3, "settle_ms": 10.0,
                            "noise_mw": 600.0},
             },
             "flags": [], "provenance": {"stage": "calibrate"},
@@ -469,3 +485,27 @@ def test_pa_schema_of_fixture_matches_contract(sim_report: dict[str, Any]) -> No
     for kind in ("executions", "runs", "samples"):
         schema = pq.read_schema(sim_report["sweep"] / "raw" / "gemm2k" / f"{kind}.parquet")
         assert schema.remove_metadata().equals(rawio.SCHEMAS[kind]), kind
+
+
+def test_report_on_real_analysis_output(tmp_path: Path) -> None:
+    """The contract end to end: the analysis' own bin and differentiate stages on the synthetic raw data,
+    then the report."""
+    stages = pytest.importorskip("fingrav.analysis.stages")
+    from fingrav.config import AnalysisConfig
+
+    specs = default_specs()
+    sweep = make_sweep(tmp_path, specs, truth=True, backend="sim")
+    for s in specs:
+        raw = sweep / "raw" / s.name
+        binned = sweep / "binned" / f"{s.name}.parquet"
+        stages.run_bin(raw, raw / "plan.json", binned)
+        stages.run_differentiate(raw, binned, sweep / "calibration.json", sweep / "truth" / f"{s.name}.parquet",
+                                 AnalysisConfig().model_dump(mode="json"), sweep / "profiles" / s.name)
+    out = sweep / "report"
+    build_report(sweep, [s.name for s in specs], sweep_meta("sim"), out, strict=True)
+    df = pl.read_csv(sweep / "summary.csv")
+    assert df["scenario"].to_list() == [s.name for s in specs]
+    assert df["truth_ssp_power_w"].is_not_null().all()
+    assert (out / "validation_truth.png").exists() and (out / "interleaved_vs_isolated.png").exists()
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert 'class="validation"' in html and "could not be drawn" not in html

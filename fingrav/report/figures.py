@@ -181,8 +181,9 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         panels.append(alt.layer(*layers).properties(width=width, height=height, title=panel_title))
     if not panels:
         return None
+    kernel = f"{scn.row['kernel']}; " if scn.row.get("kernel") else ""
     subtitle = [
-        f"{scn.row.get('kernel') or ''}; execution ≈ {exec_us:.3g} µs; golden runs; "
+        f"{kernel}execution ≈ {exec_us:.3g} µs; golden runs; "
         f"{shown} of {total} LOIs shown; "
         + (f"lines: degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
         + "band: mean ± CI; dashed: mean",

@@ -462,3 +462,13 @@ def test_mi300x_config_is_the_papers_setup():
         (v[4096], g[4096]),
     }
     assert wanted <= {(a, b) for a, b, _ in pairs}
+
+
+def test_memrealtime_kernels_use_the_documented_asm():
+    import inspect
+
+    src = inspect.getsource(amd._memrealtime_kernels)
+    literal = '"' + amd.MEMREALTIME_ASM.replace("\n", "\\n") + '"'
+    assert src.count(literal) == 3 and src.count('"=s", []') == 3
+    assert amd.realtime_ticks_for_ns(25) == 3 and amd.realtime_ticks_for_ns(30) == 3
+    assert amd.realtime_ticks_for_ns(1_000_000) == 100_000

@@ -67,7 +67,8 @@ _NO_GPU_STATUS = {18: "INIT_ERROR", 31: "NOT_FOUND", 34: "DRIVER_NOT_LOADED", 51
 _LOAD_STATUS = {4: "FAIL_LOAD_MODULE", 5: "FAIL_LOAD_SYMBOL"}
 
 REALTIME_HZ = 100_000_000  # s_memrealtime on gfx9 (MI300X): constant 100 MHz
-# One wave reads the counter and waits for the scalar-memory result (lgkmcnt) before using it.
+# One wave reads the counter and waits for the scalar-memory result (lgkmcnt) before using it
+# (the kernels below spell it out: Triton kernels may read only constexpr globals).
 MEMREALTIME_ASM = "s_memrealtime $0\ns_waitcnt lgkmcnt(0)"
 
 
@@ -432,20 +433,152 @@ def realtime_ticks_to_ns(ticks: Any, hz: int = REALTIME_HZ) -> Any:
     return (np.asarray(ticks, dtype=np.float64) * (1e9 / hz)).astype(np.int64)
 
 
-def build_memrealtime_kernel() -> Any:
-    """A Triton kernel ``k[(1,)](out)`` storing s_memrealtime (raw 100 MHz ticks, int64) in out[0].
+def realtime_ticks_for_ns(duration_ns: int, hz: int = REALTIME_HZ) -> int:
+    """The whole number of s_memrealtime ticks covering `duration_ns` (rounded up)."""
+    return -(-int(duration_ns) * hz // 1_000_000_000)
 
-    UNVERIFIED on hardware. gfx9 (MI300X = gfx942) only: gfx11/12 read the real-time clock through
-    s_sendmsg_rtn_b64 instead. Launch it with one program and num_warps=1."""
-    import triton
-    import triton.language as tl
+
+# Spin load: the same shape as fingrav.device.gpu_timestamp's (x <- a*x + b, 1024 fp32 lanes per program,
+# 256 threads = 4 wavefronts of 64), with s_memrealtime as the clock.
+SPIN_THREADS = 256
+SPIN_BLOCK = 1024
+SPIN_INNER = 32
+SPIN_A, SPIN_B = 0.9999, 1e-4
+WAVEFRONT = 64
+
+# set by _memrealtime_kernels(): module globals, so that the jit functions resolve them as globals
+triton: Any = None
+tl: Any = None
+_KERNELS: Any = None
+
+
+def _memrealtime_kernels() -> Any:  # pragma: no cover - compiles only for a ROCm GPU
+    """Build (once) the Triton stamp and spin kernels that read s_memrealtime. UNVERIFIED on hardware.
+
+    The asm is written out in each kernel (Triton kernels may only read constexpr globals): one wave
+    reads the counter into an SGPR pair ("=s") and waits for the scalar-memory result (lgkmcnt)."""
+    global triton, tl, _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+    import types
+
+    triton = importlib.import_module("triton")
+    tl = importlib.import_module("triton.language")
 
     @triton.jit
-    def fingrav_memrealtime(out_ptr):  # pragma: no cover - needs a ROCm GPU
-        ticks = tl.inline_asm_elementwise(MEMREALTIME_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
-        tl.store(out_ptr, ticks)
+    def fingrav_memrealtime_stamp(buf_ptr, counter_ptr):
+        t = tl.inline_asm_elementwise(
+            "s_memrealtime $0\ns_waitcnt lgkmcnt(0)", "=s", [], dtype=tl.int64, is_pure=False, pack=1
+        )
+        i = tl.atomic_add(counter_ptr, 1)
+        tl.store(buf_ptr + i, t)
 
-    return fingrav_memrealtime
+    @triton.jit(do_not_specialize=["duration_ticks"])
+    def fingrav_memrealtime_spin(t0_ptr, duration_ticks, a, b, out_ptr, BLOCK: tl.constexpr, INNER: tl.constexpr):  # noqa: N803
+        pid = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        deadline = tl.load(t0_ptr) + duration_ticks
+        x = offs.to(tl.float32) * 1e-3 + pid.to(tl.float32)
+        y = x + 0.5
+        now = tl.inline_asm_elementwise(
+            "s_memrealtime $0\ns_waitcnt lgkmcnt(0)", "=s", [], dtype=tl.int64, is_pure=False, pack=1
+        )
+        while now < deadline:
+            for _ in tl.static_range(INNER):
+                x = x * a + b
+                y = y * a + b
+            now = tl.inline_asm_elementwise(
+                "s_memrealtime $0\ns_waitcnt lgkmcnt(0)", "=s", [], dtype=tl.int64, is_pure=False, pack=1
+            )
+        tl.store(out_ptr + pid * BLOCK + offs, x + y)
+
+    _KERNELS = types.SimpleNamespace(stamp=fingrav_memrealtime_stamp, spin=fingrav_memrealtime_spin)
+    return _KERNELS
+
+
+class MemRealtimeStamper:
+    """GPU timestamps on ROCm: ``s_memrealtime`` through a Triton kernel (1 program, 1 wavefront).
+
+    Same contract as fingrav.device.gpu_timestamp's stampers: ``stamp(buf, counter)`` enqueues on torch's
+    current stream ``buf[counter] = ticks; counter += 1`` (int64 / int32 device tensors); ``to_ns(raw)``
+    converts ticks to ns (x 10 at 100 MHz). UNVERIFIED on hardware (docs/AMD.md)."""
+
+    name = "triton-memrealtime"
+    impl = "triton"
+
+    def __init__(self, device_index: int, hz: int = REALTIME_HZ) -> None:
+        self.device_index = device_index
+        self.hz = hz
+        self._kernel = _memrealtime_kernels().stamp
+
+    def stamp(self, buf: Any, counter: Any) -> None:  # pragma: no cover - needs a ROCm GPU
+        self._kernel[(1,)](buf, counter, num_warps=1)
+
+    def to_ns(self, raw: Any) -> np.ndarray:
+        return realtime_ticks_to_ns(raw, self.hz)
+
+
+class MemRealtimeSpinner:
+    """Constant FMA load on every CU until s_memrealtime passes t0 + duration (Triton, ROCm).
+
+    Same contract as gpu_timestamp's spinners: ``launch(t0, duration_ns)``, `t0` an int64 tensor whose
+    element 0 is a stamp from MemRealtimeStamper (ticks). UNVERIFIED on hardware."""
+
+    name = "triton-memrealtime-fma-spin"
+    impl = "triton"
+
+    def __init__(self, device_index: int, sm_count: int, programs_per_sm: int = 4, hz: int = REALTIME_HZ) -> None:
+        import torch
+
+        self.device_index = device_index
+        self.hz = hz
+        self.programs = max(1, int(sm_count) * int(programs_per_sm))
+        self._kernel = _memrealtime_kernels().spin
+        self._out = torch.empty(self.programs * SPIN_BLOCK, dtype=torch.float32, device=f"cuda:{device_index}")
+
+    def launch(self, t0: Any, duration_ns: int) -> None:  # pragma: no cover - needs a ROCm GPU
+        self._kernel[(self.programs,)](
+            t0,
+            realtime_ticks_for_ns(duration_ns, self.hz),
+            SPIN_A,
+            SPIN_B,
+            self._out,
+            BLOCK=SPIN_BLOCK,
+            INNER=SPIN_INNER,
+            num_warps=SPIN_THREADS // WAVEFRONT,
+        )
+
+
+def make_memrealtime_stamper(device_index: int, hz: int = REALTIME_HZ) -> MemRealtimeStamper:
+    """A MemRealtimeStamper that compiled and passed gpu_timestamp's self-test (two ordered stamps)."""
+    try:
+        from fingrav.device.gpu_timestamp import _self_test_stamper
+
+        stamper = MemRealtimeStamper(device_index, hz)
+        _self_test_stamper(stamper, device_index)
+    except Exception as exc:
+        raise BackendUnavailableError(
+            f"amdsmi backend: the s_memrealtime stamp kernel does not work here: {type(exc).__name__}: {exc}"
+        ) from exc
+    logger.info("GPU timestamp kernel: %s (%d Hz, unverified rate)", stamper.name, hz)
+    return stamper
+
+
+def make_memrealtime_spinner(
+    device_index: int, sm_count: int, stamper: MemRealtimeStamper, programs_per_sm: int = 4
+) -> MemRealtimeSpinner:
+    """A MemRealtimeSpinner that passed gpu_timestamp's self-test against `stamper`."""
+    try:
+        from fingrav.device.gpu_timestamp import _self_test_spinner
+
+        spinner = MemRealtimeSpinner(device_index, sm_count, programs_per_sm, stamper.hz)
+        _self_test_spinner(spinner, stamper, device_index)
+    except Exception as exc:
+        raise BackendUnavailableError(
+            f"amdsmi backend: the s_memrealtime spin kernel does not work here: {type(exc).__name__}: {exc}"
+        ) from exc
+    logger.info("spin kernel: %s (%d programs)", spinner.name, spinner.programs)
+    return spinner
 
 
 def msg_needs_torch(detail: str) -> str:
@@ -518,7 +651,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AMDSMIPower",
     "amdsmi_error_text",
-    "build_memrealtime_kernel",
+    "MemRealtimeSpinner",
+    "MemRealtimeStamper",
+    "make_memrealtime_spinner",
+    "make_memrealtime_stamper",
     "import_amdsmi",
     "open_amdsmi",
     "realtime_ticks_to_ns",

@@ -509,3 +509,34 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     assert (out / "validation_truth.png").exists() and (out / "interleaved_vs_isolated.png").exists()
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'class="validation"' in html and "could not be drawn" not in html
+
+
+def test_merge_spans() -> None:
+    from fingrav.report.figures import merge_spans
+
+    ex = pl.DataFrame({"x0": [0.0, 1.0, 2.0, 3.0, 4.0], "x1": [1.0, 2.0, 3.0, 4.0, 5.0],
+                       "role_label": ["warm-up", "warm-up", "SSE", "SSP", "SSP"]})
+    spans = merge_spans(ex)
+    assert spans.rows() == [(0.0, 2.0, "warm-up"), (2.0, 3.0, "SSE"), (3.0, 5.0, "SSP")]
+
+
+def test_profile_chart_caps_points() -> None:
+    from fingrav.report.figures import profile_chart
+
+    rng = np.random.default_rng(0)
+    n = 40_000
+    lois = pl.DataFrame({
+        "run": rng.integers(0, 200, n).astype(np.int32), "golden": np.ones(n, bool),
+        "role": rng.choice(["ssp", "sse", "first"], n, p=[0.9, 0.05, 0.05]),
+        "channel": rng.choice(["total", "memory"], n), "toi_ns": rng.integers(0, 100_000, n),
+        "toi_frac": rng.random(n), "power_mw": rng.normal(300_000, 5_000, n),
+    })
+    stats = {"mean_mw": 300_000.0, "ci_low_mw": 299_000.0, "ci_high_mw": 301_000.0, "lois": 100,
+             "fit_coeffs": [0.0, 0.0, 0.0, 0.0, 300_000.0]}
+    summary = {"row": {"exec_time_us": 100.0, "kernel": "k", "valid": True},
+               "channels": {c: {r: dict(stats) for r in ("ssp", "sse")} for c in ("total", "memory")}}
+    chart = profile_chart(ScenarioData("big", summary, Path(".")), lois, max_points=3000)
+    assert chart is not None
+    spec = chart.to_dict()
+    points = sum(len(v) for v in spec.get("datasets", {}).values() if v and "role" in v[0] and "toi_us" in v[0])
+    assert 0 < points <= 3000

@@ -68,6 +68,7 @@ def _ci_pct(sweep_meta: Mapping[str, Any]) -> str:
 
 
 def _profile_caption(scn: ScenarioData, ci: str) -> str:
+    """The caption of a scenario's profile figure."""
     parts = [
         "Each dot is a LOI: a power sample that fell inside an execution of a golden run, placed at its TOI. "
         "<b>Red</b>: SSE (first execution after the warm-ups); <b>blue</b>: SSP (executions in power steady "
@@ -86,6 +87,7 @@ def _profile_caption(scn: ScenarioData, ci: str) -> str:
 
 
 def _timeline_caption(sensor: Mapping[str, Any]) -> str:
+    """The caption of the clock-sync timeline, with the calibrated delay and lag."""
     delay, lag = sensor.get("delay_ms"), sensor.get("lag_ms")
     resp = ""
     if isinstance(delay, int | float) and isinstance(lag, int | float):
@@ -119,6 +121,7 @@ INTERLEAVED_CAPTION = (
 
 
 def _sse_caption(paper: Mapping[str, Any] | None) -> str:
+    """The caption of the SSE-vs-SSP error figure, quoting the paper's values when given."""
     ref = ""
     if paper:
         vals = ", ".join(
@@ -140,6 +143,7 @@ TRUTH_CAPTION = (
 
 
 def _clean_pngs(out_dir: Path) -> None:
+    """Remove PNGs an earlier report wrote (only names this stage produces)."""
     for p in out_dir.glob("*.png"):
         if _OWN_PNG.match(p.name):
             p.unlink()
@@ -148,6 +152,7 @@ def _clean_pngs(out_dir: Path) -> None:
 def _render(
     key: str, section: str, title: str, caption: str, build: Callable[[], Any], out_dir: Path, strict: bool
 ) -> FigureOut | None:
+    """Build one chart and export it; None when the figure does not apply."""
     t = time.perf_counter()
     try:
         chart = build()
@@ -166,6 +171,7 @@ def _render(
 
 
 def _timeline_scenario(scns: Sequence[ScenarioData], sweep_meta: Mapping[str, Any]) -> ScenarioData | None:
+    """The scenario of the timeline figures: sweep_meta["timeline_scenario"], else the first with raw data."""
     wanted = sweep_meta.get("timeline_scenario")
     ordered = sorted(scns, key=lambda s: s.name != wanted)
     for s in ordered:
@@ -207,11 +213,13 @@ def build_report(
     figs: list[FigureOut | None] = []
 
     def add(key: str, section: str, title: str, caption: str, build: Callable[[], Any]) -> None:
+        """Render a figure and keep it for the page."""
         figs.append(_render(key, section, title, caption, build, out_dir, strict))
 
     # 1. per-scenario profiles
     for s in scns:
         def build_profile(s: ScenarioData = s) -> Any:
+            """Figure 1 for scenario `s`."""
             lois = load_lois(s.lois_path, golden_only=True, roles=F.PROFILE_ROLES)
             return F.profile_chart(s, lois, max_points)
 
@@ -224,12 +232,14 @@ def build_report(
         binned = load_binned(tl.binned_path)
 
         def build_sync() -> Any:
+            """Figure 2a."""
             raw = load_raw(tl.raw_dir)
             if raw is None:
                 return None
             return F.timeline_sync_chart(tl, raw, clock_fit(tl, calibration), binned[0] if binned else None, sensor)
 
         def build_binning() -> Any:
+            """Figure 2b."""
             lois = load_lois(tl.lois_path, golden_only=False, roles=("ssp",), channels=("total",))
             return F.binning_chart(tl, lois, binned[0] if binned else None, binned[1] if binned else None, max_points)
 

@@ -40,6 +40,7 @@ FONT = "sans-serif"
 
 
 def _role_color(labels: Sequence[str], title: str = "execution") -> alt.Color:
+    """The role colour encoding, restricted to the roles present."""
     domain = [lab for lab in ROLE_COLORS if lab in set(labels)]
     return alt.Color(
         "role_label:N",
@@ -50,14 +51,17 @@ def _role_color(labels: Sequence[str], title: str = "execution") -> alt.Color:
 
 
 def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleParams:
+    """A left-aligned chart title with an optional subtitle."""
     return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
 
 
 def _w(mw: float | None) -> float | None:
+    """mW -> W (None stays None)."""
     return None if mw is None else float(mw) / 1000.0
 
 
 def _finite(x: Any) -> bool:
+    """Whether x is a finite real number (not a bool, not None)."""
     return x is not None and isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
 
 
@@ -215,6 +219,7 @@ def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> li
 
 
 def _flags(scn: ScenarioData) -> list[str]:
+    """The scenario's flags as a list."""
     from fingrav.report.table import flag_list
 
     return flag_list(scn.row.get("flags", scn.summary.get("flags")))
@@ -252,6 +257,19 @@ def pick_run(raw: Mapping[str, pl.DataFrame], binned: pl.DataFrame | None) -> in
         if golden:
             return int(golden[0])
     return int(min(ids))
+
+
+def merge_spans(execs: pl.DataFrame) -> pl.DataFrame:
+    """Consecutive executions of the same role merged into one interval (x0, x1, role_label), so that
+    thousands of back-to-back executions become a handful of rectangles."""
+    ordered = execs.sort("x0")
+    block = (pl.col("role_label") != pl.col("role_label").shift(1)).fill_null(True).cum_sum()
+    return (
+        ordered.with_columns(block.alias("_block"))
+        .group_by("_block", maintain_order=True)
+        .agg(pl.col("x0").min(), pl.col("x1").max(), pl.col("role_label").first())
+        .select("x0", "x1", "role_label")
+    )
 
 
 def timeline_window(
@@ -316,10 +334,11 @@ def timeline_sync_chart(
     multi = win["channel"].n_unique() > 1
 
     def panel(execs: pl.DataFrame, title: str, note: str | None) -> alt.LayerChart:
+        """One row of the timeline: executions as intervals, samples as a line."""
         inside = execs.filter((pl.col("x1") >= lo) & (pl.col("x0") <= hi))
         layers: list[alt.Chart] = []
         if inside.height:
-            layers.append(alt.Chart(inside.select("x0", "x1", "role_label")).mark_rect(opacity=0.35, clip=True).encode(
+            layers.append(alt.Chart(merge_spans(inside)).mark_rect(opacity=0.35, clip=True).encode(
                 x=alt.X("x0:Q", scale=x_scale, title=x_title), x2="x1:Q", color=color,
             ))
             marks = inside.filter(pl.col("role_label").is_in(["SSE", "interleaved (1st)"]))
@@ -333,7 +352,8 @@ def timeline_sync_chart(
             "detail": "channel:N",
         }
         if multi:
-            enc["strokeDash"] = alt.StrokeDash("channel:N", title="channel")
+            chans = sorted(win["channel"].unique().to_list(), key=lambda c: (c != "total", c))
+            enc["strokeDash"] = alt.StrokeDash("channel:N", title="channel", sort=chans)
         layers.append(alt.Chart(win.select("t_ms", "power_w", "channel")).mark_line(
             color="#222222", size=1.3, point=alt.OverlayMarkDef(color="#222222", size=14), clip=True,
         ).encode(**enc))
@@ -476,6 +496,7 @@ def components_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
 
 
 def _scenario_x(order: Sequence[str], title: str = "scenario", field: str = "scenario") -> alt.X:
+    """A nominal x axis of scenarios in sweep order, with slanted labels."""
     return alt.X(f"{field}:N", sort=list(order), title=title, axis=alt.Axis(labelAngle=-30, labelLimit=220))
 
 
@@ -576,6 +597,7 @@ def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 
 # --------------------------------------------------------------------------- 5. SSE vs SSP error
 def _norm(name: str) -> str:
+    """A name for loose matching: lower case, letters and digits only."""
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 

@@ -87,10 +87,12 @@ class FigureOut:
 
 
 def esc(x: Any) -> str:
+    """HTML-escaped text (None -> "")."""
     return html.escape("" if x is None else str(x))
 
 
 def _finite(v: Any) -> bool:
+    """Whether v is a finite real number (not a bool, not None)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
@@ -130,10 +132,12 @@ def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
 
 
 def data_uri(png: bytes) -> str:
+    """A PNG as a base64 data URI."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def flag_chips(flags: Iterable[str]) -> str:
+    """Flags as coloured chips; invalidating flags in red, with their meaning on hover."""
     chips = []
     for f in flags:
         invalidating, help_text = FLAG_HELP.get(f, (False, "see docs/ARCHITECTURE.md"))
@@ -143,6 +147,7 @@ def flag_chips(flags: Iterable[str]) -> str:
 
 
 def _kv_table(pairs: Sequence[tuple[str, str]]) -> str:
+    """A two-column key/value table (values are already HTML)."""
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
     return f'<table class="kv">{rows}</table>'
 
@@ -157,9 +162,26 @@ def _compact(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------- sections
-def meta_section(sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None) -> str:
+def find_device(
+    sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None, scns: Sequence[ScenarioData] = ()
+) -> Any:
+    """The device description: the report's provenance, else calibration's, else a scenario's raw data's."""
+    candidates: list[Any] = [(sweep_meta.get("provenance") or {}).get("device"),
+                             ((calibration or {}).get("provenance") or {}).get("device")]
+    for s in scns:
+        prov = s.summary.get("provenance") or {}
+        if isinstance(prov, Mapping):
+            candidates += [(prov.get("raw") or {}).get("device") if isinstance(prov.get("raw"), Mapping) else None,
+                           prov.get("device")]
+    return next((c for c in candidates if c), None)
+
+
+def meta_section(
+    sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None, scns: Sequence[ScenarioData] = ()
+) -> str:
+    """Sweep meta and provenance: git commit, versions, device, config hash."""
     prov = dict(sweep_meta.get("provenance") or {})
-    device = prov.get("device") or (calibration or {}).get("provenance", {}).get("device")
+    device = find_device(sweep_meta, calibration, scns)
     pairs = [
         ("sweep", esc(sweep_meta.get("sweep"))),
         ("backend", esc(sweep_meta.get("backend"))),
@@ -183,6 +205,7 @@ def meta_section(sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] |
 
 
 def calibration_section(calibration: Mapping[str, Any] | None) -> str:
+    """Clock fit and sensor parameters from calibration.json."""
     out = ['<h2 id="calibration">Calibration</h2>']
     if not calibration:
         out.append('<p class="warn">No calibration.json in this sweep: clock and sensor parameters are not shown.</p>')
@@ -238,6 +261,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
 
 
 def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
+    """The summary table: every number with its CI, validity marker and flags."""
     channels: list[str] = []
     for s in scns:
         for col in s.row:
@@ -296,6 +320,7 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
 
 
 def validation_section(val: pl.DataFrame | None) -> str:
+    """The simulator validation table (empty when there is no truth)."""
     if val is None or val.height == 0:
         return ""
     head = "".join(f"<th>{h}</th>" for h in (
@@ -346,6 +371,7 @@ Flags (hover over one in the table for its meaning):</p>
 
 
 def how_to_read() -> str:
+    """The "how to read this" note, with every flag explained."""
     items = "".join(
         f'<li><span class="{"flag inv" if inv else "flag"}">{esc(f)}</span> {esc(txt)}'
         f'{" <b>(makes the row invalid)</b>" if inv else ""}</li>'
@@ -355,6 +381,7 @@ def how_to_read() -> str:
 
 
 def figure_html(fig: FigureOut) -> str:
+    """One figure with its caption, or a note saying why it is missing."""
     anchor = f'id="fig-{esc(fig.key)}"'
     if fig.png is None:
         return (
@@ -422,7 +449,7 @@ def render_html(
         nav_html,
         summary_section(scns, ci_pct),
         how_to_read(),
-        meta_section(sweep_meta, calibration),
+        meta_section(sweep_meta, calibration, scns),
         calibration_section(calibration),
         *fig_parts,
         val_html,

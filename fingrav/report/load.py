@@ -38,20 +38,24 @@ class ScenarioData:
     row: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Take the row from the summary and make sure it names the scenario."""
         if not self.row:
             self.row = dict(self.summary.get("row") or {})
         self.row.setdefault("scenario", self.name)
 
     @property
     def lois_path(self) -> Path:
+        """profiles/<scenario>/lois.parquet."""
         return self.sweep_dir / "profiles" / self.name / "lois.parquet"
 
     @property
     def raw_dir(self) -> Path:
+        """raw/<scenario>/."""
         return self.sweep_dir / "raw" / self.name
 
     @property
     def binned_path(self) -> Path:
+        """binned/<scenario>.parquet."""
         return self.sweep_dir / "binned" / f"{self.name}.parquet"
 
     @property
@@ -64,6 +68,7 @@ class ScenarioData:
 
     @property
     def plan(self) -> dict[str, Any]:
+        """plan.json as copied into summary.json, else raw/<scenario>/plan.json, else {}."""
         plan = self.summary.get("plan")
         if isinstance(plan, dict) and plan:
             return plan
@@ -74,10 +79,12 @@ class ScenarioData:
 
     @property
     def valid(self) -> bool:
+        """The row's validity (True when not stated)."""
         return bool(self.row.get("valid", True))
 
     @property
     def has_predecessor(self) -> bool:
+        """Whether the scenario runs a predecessor before the measured kernel."""
         pred = self.row.get("predecessor")
         if pred not in (None, "", "none", "None"):
             return True

@@ -85,6 +85,7 @@ def column_order(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _cell(column: str, value: Any) -> Any:
+    """A summary-row value normalized for its column (flags joined, counts as int, ...)."""
     if column == "flags":
         return flags_text(value)
     if column == "valid":
@@ -101,6 +102,7 @@ def _cell(column: str, value: Any) -> Any:
 
 
 def _dtype(column: str, values: list[Any]) -> pl.DataType:
+    """The polars type of a column."""
     if column == "valid":
         return pl.Boolean()
     if column in _STRING_COLUMNS:
@@ -129,6 +131,7 @@ def build_summary_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 
 
 def _analysis_summary_table() -> Callable[..., Any] | None:
+    """fingrav.analysis.summarize.summary_table when the analysis provides it."""
     try:
         from fingrav.analysis.summarize import summary_table  # type: ignore[import-not-found]
     except ImportError:

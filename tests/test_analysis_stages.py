@@ -42,7 +42,8 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
 
 
 def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
-    spec = SynthSpec(runs=30, outlier_runs=(3,), delay_ns=40_000, drift=20e-6, offset_ns=-2_000_000)
+    spec = SynthSpec(runs=30, outlier_runs=(3,), delay_ns=40_000, drift=20e-6, offset_ns=-2_000_000,
+                     idle_ns=10_000_000)  # reads span > 0.3 s: clocksync fits the drift
     raw, truth, d = write_scenario(tmp_path, "cb-2k", spec)
     binned_path = tmp_path / "binned" / "cb-2k.parquet"
     meta = run_bin(raw, raw / "plan.json", binned_path, None, {"stage": "bin"})

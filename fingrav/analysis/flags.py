@@ -44,7 +44,9 @@ def run_spans(host_execs: pl.DataFrame, golden_only: bool = True) -> pl.DataFram
 def detect_gaps(samples: pl.DataFrame, channel: str = TOTAL, factor: float = GAP_FACTOR) -> np.ndarray:
     """Gaps in one channel's sample stream: (k, 2) int64 [from_ns, to_ns] (raw sample clock) where
     consecutive samples are more than `factor` x the median interval apart."""
-    t = samples.lazy().filter(pl.col("channel") == channel).select(pl.col("t_ns").sort()).collect()["t_ns"]
+    t = samples.lazy().filter(pl.col("channel") == channel).select("t_ns").collect()["t_ns"]
+    if not t.is_sorted():
+        t = t.sort()
     if t.len() < 3:
         return np.zeros((0, 2), np.int64)
     arr = t.to_numpy()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, PRED, TOTAL, PlanView
+from fingrav.analysis._common import MAIN, PRED, ROLE_DTYPE, ROLES, TOTAL, PlanView
 
 logger = logging.getLogger(__name__)
 
@@ -97,21 +97,49 @@ class ClusterBootstrap:
 
 
 # --------------------------------------------------------------------------- fits
+SMALL_FIT_POINTS = 100_000  # up to this many points: numpy.polyfit itself
+FIT_CHUNK = 1_000_000  # points per chunk of the normal equations (bounds memory)
+MAX_GRAM_COND = 1e12  # a Gram block worse than this has too few distinct points: lower the degree
+
+
 def poly_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float] | None:
-    """numpy.polyfit coefficients (highest power first) of y vs x, degree lowered to
-    (distinct x - 1) when there are too few points; None without points."""
+    """Least-squares polynomial of y vs x as numpy.polyfit returns it (highest power first).
+
+    The degree is lowered to (distinct x - 1) when there are too few points; None without points.
+    Up to SMALL_FIT_POINTS points this is numpy.polyfit; above, the same least-squares problem is
+    solved from normal equations accumulated in chunks in the shifted Legendre basis P_k(2x - 1)
+    (well conditioned for x in [0, 1], constant memory), then converted to powers of x."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if x.size == 0:
         return None
-    distinct = pl.Series(x).n_unique()
-    deg = min(int(degree), distinct - 1)
-    if deg < 0:
-        return None
+    degree = int(degree)
+    if x.size > SMALL_FIT_POINTS:
+        return _legendre_fit(x, y, degree)
+    deg = min(degree, int(np.unique(x).size) - 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.RankWarning)
         coeffs = np.polyfit(x, y, deg)
     return [float(c) for c in coeffs]
+
+
+def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
+    leg = np.polynomial.legendre
+    gram = np.zeros((degree + 1, degree + 1))
+    rhs = np.zeros(degree + 1)
+    for i in range(0, x.size, FIT_CHUNK):
+        v = leg.legvander(2.0 * x[i: i + FIT_CHUNK] - 1.0, degree)
+        gram += v.T @ v
+        rhs += v.T @ y[i: i + FIT_CHUNK]
+    deg = degree
+    while deg > 0 and np.linalg.cond(gram[: deg + 1, : deg + 1]) > MAX_GRAM_COND:
+        deg -= 1
+    c = np.linalg.solve(gram[: deg + 1, : deg + 1], rhs[: deg + 1])
+    in_u = np.polynomial.Polynomial(leg.leg2poly(c))
+    in_x = in_u(np.polynomial.Polynomial([-1.0, 2.0])).coef  # u = 2x - 1; lowest power first
+    out = np.zeros(deg + 1)
+    out[: min(deg + 1, in_x.size)] = in_x[: deg + 1]
+    return [float(v) for v in out[::-1]]
 
 
 # --------------------------------------------------------------------------- profiles
@@ -136,6 +164,42 @@ def _per_run(frame: pl.DataFrame, golden_runs: pl.DataFrame, value: str) -> tupl
     return aligned["s"].cast(pl.Float64).to_numpy(), aligned["n"].cast(pl.Float64).to_numpy()
 
 
+def _golden_arrays(lois: pl.DataFrame, run_ids: np.ndarray, with_exec: bool) -> dict[str, Any]:
+    """Golden LOIs as numpy arrays sorted by (channel, role): pos (index of the run in run_ids), power,
+    toi (toi_frac), and with_exec: main (segment == "main"), exec_index. bounds[k]..bounds[k+1] is
+    the slice of key k = channel_index * len(ROLES) + role_index; channel_names "total" first."""
+    names = lois.lazy().select(pl.col("channel").unique()).collect()["channel"].to_list()
+    channel_names = sorted(names, key=lambda c: (c != TOTAL, c))
+    chan_code: pl.Expr = pl.lit(0, dtype=pl.Int32)
+    for i, ch in enumerate(channel_names[1:], start=1):
+        chan_code = pl.when(pl.col("channel") == ch).then(pl.lit(i, dtype=pl.Int32)).otherwise(chan_code)
+    cols = [
+        (chan_code * len(ROLES) + pl.col("role").cast(ROLE_DTYPE).to_physical().cast(pl.Int32)).alias("key"),
+        pl.col("run"), pl.col("toi_frac"), pl.col("power_mw"),
+    ]
+    if with_exec:
+        cols += [(pl.col("segment") == MAIN).alias("main"), pl.col("exec_index")]
+    sub = lois.lazy().filter(pl.col("golden")).select(cols).collect()
+    key = sub["key"].to_numpy().astype(np.int16)
+    order = np.argsort(key, kind="stable")
+    n_keys = max(1, len(channel_names)) * len(ROLES)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n_keys))])
+    runs = sub["run"].to_numpy()
+    lut = np.full(int(max(runs.max(initial=0), run_ids.max(initial=0))) + 1, -1, dtype=np.int64)
+    lut[run_ids] = np.arange(run_ids.size)
+    out: dict[str, Any] = {
+        "channel_names": channel_names,
+        "bounds": bounds,
+        "pos": lut[runs][order],
+        "power": sub["power_mw"].to_numpy()[order],
+        "toi": sub["toi_frac"].to_numpy()[order],
+    }
+    if with_exec:
+        out["main"] = sub["main"].to_numpy()[order]
+        out["exec_index"] = sub["exec_index"].to_numpy()[order]
+    return out
+
+
 def compute_profiles(
     lois: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -158,26 +222,39 @@ def compute_profiles(
     groups = group_exprs(view)
 
     golden_runs = host_execs.filter(pl.col("golden")).select("run").unique().sort("run")
-    boot = ClusterBootstrap(golden_runs.height, reps, level, seed=seed)
-    gl = lois.filter(pl.col("golden"))
+    run_ids = golden_runs["run"].to_numpy()
+    n_runs = run_ids.size
+    boot = ClusterBootstrap(n_runs, reps, level, seed=seed)
+
+    # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
+    edge = {g for g, is_edge in (
+        ("sse", view.sse_index >= view.ssp_index),
+        ("first", view.predecessor_count > 0 and (view.ssp_index == 0 or view.sse_index == 0)),
+    ) if is_edge}
+    data = _golden_arrays(lois, run_ids, with_exec=bool(edge))
+    channel_names = data["channel_names"]
+    groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
 
     channels: dict[str, dict[str, dict[str, Any]]] = {}
     replicates: dict[tuple[str, str], np.ndarray] = {}
     points: dict[tuple[str, str], float | None] = {}
-    channel_names = sorted(lois["channel"].unique().to_list(), key=lambda c: (c != TOTAL, c))
-    parts = {k[0]: v for k, v in gl.partition_by("channel", as_dict=True).items()}
-    for ch in channel_names:
-        part = parts.get(ch, gl.clear())
+    for ci, ch in enumerate(channel_names):
         channels[ch] = {}
-        for g in GROUPS:
-            if g == "first" and view.predecessor_count == 0:
-                continue
-            if g == "pred" and view.predecessor_count == 0:
-                continue
-            sel = part.filter(groups[g])
-            n_lois = sel.height
-            s, n = _per_run(sel.select("run", "power_mw"), golden_runs, "power_mw")
-            mean = float(s.sum() / n.sum()) if n.sum() > 0 else None
+        lo_c, hi_c = data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)]
+        for g in groups_wanted:
+            if g in edge:  # members by execution index, among all LOIs of the channel
+                sl = slice(lo_c, hi_c)
+                main = data["main"][sl]
+                idx = data["exec_index"][sl]
+                mask = main & (idx == (view.sse_index if g == "sse" else 0))
+                pos, power, toi = data["pos"][sl][mask], data["power"][sl][mask], data["toi"][sl][mask]
+            else:
+                k = ci * len(ROLES) + ROLES.index(g)
+                sl = slice(data["bounds"][k], data["bounds"][k + 1])
+                pos, power, toi = data["pos"][sl], data["power"][sl], data["toi"][sl]
+            s = np.bincount(pos, weights=power, minlength=n_runs).astype(np.float64)
+            n = np.bincount(pos, minlength=n_runs).astype(np.float64)
+            mean = float(power.mean()) if power.size else None
             rep = boot.ratio(s, n)
             lo, hi = boot.ci(rep) if mean is not None else (None, None)
             replicates[(ch, g)] = rep
@@ -186,9 +263,9 @@ def compute_profiles(
                 "mean_mw": _f(mean),
                 "ci_low_mw": _f(lo),
                 "ci_high_mw": _f(hi),
-                "lois": n_lois,
+                "lois": int(power.size),
                 "runs_with_lois": int((n > 0).sum()),
-                "fit_coeffs": poly_fit(sel["toi_frac"].to_numpy(), sel["power_mw"].to_numpy(), degree),
+                "fit_coeffs": poly_fit(toi, power, degree),
             }
 
     derived: dict[str, Any] = {}

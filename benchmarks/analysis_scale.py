@@ -1,0 +1,125 @@
+"""Scale benchmark of the analysis: bin + differentiate on synthetic raw data of ~1e6 executions and
+~1e7 power samples (target: < 10 s wall and < 4 GB peak RSS on 2 cores).
+
+The parent process generates the raw files (fingrav.analysis.synthetic) into a temporary folder, then
+runs the two stages (fingrav.analysis.stages.run_bin / run_differentiate, file I/O included) in a
+fresh child process limited to `--threads` threads, and reports the child's wall time per step and
+its peak resident memory (resource.getrusage(RUSAGE_CHILDREN).ru_maxrss), so generation does not
+count.
+
+    python benchmarks/analysis_scale.py                 # 5000 runs x 200 executions, ~1e7 samples
+    python benchmarks/analysis_scale.py --runs 500      # smaller
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+logger = logging.getLogger("analysis_scale")
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+
+def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, period_ns: int, seed: int) -> dict:
+    """Write synthetic raw files of one scenario (+ truth, calibration.json) under `out`."""
+    import numpy as np
+
+    from fingrav import rawio
+    from fingrav.analysis.synthetic import SynthSpec, generate
+
+    rng = np.random.default_rng(seed)
+    tail = max(1, execs_per_run // 4)
+    spec = SynthSpec(
+        runs=runs, exec_time_ns=exec_time_ns, warmups=3, ssp_index=execs_per_run - tail, tail=tail,
+        idle_ns=execs_per_run * exec_time_ns, max_delay_ns=period_ns, sample_period_ns=period_ns,
+        delay_ns=30_000, drift=5e-6, outlier_runs=tuple(int(r) for r in rng.choice(runs, runs // 30, replace=False)),
+        seed=seed,
+    )
+    d = generate(spec)
+    raw = out / "raw" / "scale"
+    for kind in ("executions", "runs", "samples", "clock"):
+        f = d[kind]
+        rawio.write_table(raw / f"{kind}.parquet", kind, {c: f[c].to_numpy() for c in f.columns},
+                          {"stage": "benchmark", **({"gaps": []} if kind == "samples" else {})})
+    rawio.write_json(raw / "plan.json", d["plan"])
+    t = d["truth"]
+    rawio.write_table(out / "truth.parquet", "truth", {c: t[c].to_numpy() for c in t.columns}, {})
+    rawio.write_json(out / "calibration.json", {"clock": d["clock_fit"], "sensor": d["sensor"]})
+    return {"executions": d["executions"].height, "samples": d["samples"].height, "runs": runs}
+
+
+def child(out: Path) -> None:
+    """Run the two stages on `out` and write timings to out/timings.json."""
+    from fingrav.analysis.stages import run_bin, run_differentiate
+
+    raw = out / "raw" / "scale"
+    t0 = time.perf_counter()
+    meta = run_bin(raw, raw / "plan.json", out / "binned.parquet")
+    t1 = time.perf_counter()
+    summary = run_differentiate(raw, out / "binned.parquet", out / "calibration.json", out / "truth.parquet",
+                                {"bootstrap_reps": 1000}, out / "profiles")
+    t2 = time.perf_counter()
+    (out / "timings.json").write_text(json.dumps({
+        "bin_s": t1 - t0, "differentiate_s": t2 - t1, "total_s": t2 - t0,
+        "runs_golden": meta["runs_golden"], "lois": summary["row"]["lois"],
+        "ssp_power_w": summary["row"]["ssp_power_w"], "ssp_error_pct": summary["row"]["ssp_error_pct"],
+    }))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5000)
+    ap.add_argument("--execs-per-run", type=int, default=200)
+    ap.add_argument("--exec-time-us", type=float, default=50.0)
+    ap.add_argument("--period-us", type=float, default=20.0, help="sample period (2 channels are written)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    if args.child is not None:
+        child(args.child)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="fingrav-scale-") as tmp:
+        out = Path(tmp)
+        tg = time.perf_counter()
+        sizes = generate_raw(out, args.runs, args.execs_per_run, int(args.exec_time_us * 1e3),
+                             int(args.period_us * 1e3), args.seed)
+        logger.info("generated %d executions, %d samples in %.1f s", sizes["executions"], sizes["samples"],
+                    time.perf_counter() - tg)
+        env = {**os.environ, "POLARS_MAX_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
+               "OPENBLAS_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
+               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        cmd = [sys.executable, __file__, "--child", str(out)]
+        if hasattr(os, "sched_setaffinity") and args.threads < (os.cpu_count() or 1):
+            cmd = ["taskset", "-c", f"0-{args.threads - 1}", *cmd]
+        tw = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - tw
+        maxrss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        timings = json.loads((out / "timings.json").read_text())
+        lois_mb = (out / "profiles" / "lois.parquet").stat().st_size / 2**20
+    result = {
+        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.node()} {platform.machine()} "
+        f"{os.cpu_count()} cpus", "python": platform.python_version(), "threads": args.threads, **sizes,
+        **{k: round(v, 3) if isinstance(v, float) else v for k, v in timings.items()},
+        "child_wall_s_with_imports": round(wall, 3), "peak_rss_mib": round(maxrss_kib / 1024, 1),
+        "lois_parquet_mib": round(lois_mb, 1),
+    }
+    logger.info("%s", json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -63,7 +63,7 @@ logger = logging.getLogger(__name__)
 HOST_EPOCH_NS = 1_700_000_000_000_000_000
 _EPOCH_STEP_NS = 64_000  # host epoch is a multiple of every stamp / timer resolution used
 _CUT = 20.0  # exponentials past this many time constants are taken as exactly settled
-_HOUSEKEEP_SEGMENTS = 400_000  # consolidate + prune once this many segments are pending
+_HOUSEKEEP_SEGMENTS = 50_000  # compute samples, consolidate + prune once this many segments are pending
 _PRUNE_MARGIN_NS = 1.0 * MS
 _MJ_PER_MWNS = 1e-9  # 1 mW * 1 ns = 1e-12 J = 1e-9 mJ
 

@@ -82,6 +82,9 @@ class PowerTimeline:
             self._x0 = np.concatenate([self._x0] + [c[3] for c in self._pending], axis=1)
             self._pending = []
             self._pending_segments = 0
+        self._activity()
+
+    def _activity(self) -> None:
         if self._act_dirty:
             self._act_start_arr = np.asarray(self._act_start)
             self._act_end_arr = np.asarray(self._act_end)
@@ -107,34 +110,45 @@ class PowerTimeline:
     @property
     def earliest_ns(self) -> float:
         """Oldest time (ns) still held: queries before it are not exact any more."""
-        self._consolidate()
         return float(self._t0[0])
+
+    def _source(self, t_min: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Segment arrays (t0, p0, slope, x0) covering every time >= t_min: the last appended chunk alone
+        when it does (no consolidation: recent queries stay O(chunk)), else everything held."""
+        if self._pending and t_min >= self._pending[-1][0][0]:
+            return self._pending[-1]
+        self._consolidate()
+        return self._t0, self._p0, self._slope, self._x0
 
     def excess_energy(self, t: np.ndarray, channels: list[int] | None = None) -> np.ndarray:
         """X(t): cumulative excess energy (mW*ns) at times `t` (ns, any shape), exact.
         Returns shape (C,) + t.shape for the channel indices `channels` (all by default)."""
-        self._consolidate()
         t = np.asarray(t, dtype=np.float64)
         chans = range(self.n_channels) if channels is None else channels
-        i = np.searchsorted(self._t0, t, side="right") - 1
-        np.maximum(i, 0, out=i)
-        dt = t - self._t0[i]
         out = np.empty((len(chans),) + t.shape)
+        if t.size == 0:
+            return out
+        t0, p0, slope, x0 = self._source(float(t.min()))
+        i = np.searchsorted(t0, t, side="right") - 1
+        np.maximum(i, 0, out=i)
+        dt = t - t0[i]
         for row, c in enumerate(chans):
-            out[row] = self._x0[c][i] + (self._p0[c][i] + 0.5 * self._slope[c][i] * dt) * dt
+            out[row] = x0[c][i] + (p0[c][i] + 0.5 * slope[c][i] * dt) * dt
         return out
 
     def excess_power(self, t: np.ndarray) -> np.ndarray:
         """x(t): excess power (mW) at times `t` (ns), right-continuous; shape (C,) + t.shape."""
-        self._consolidate()
         t = np.asarray(t, dtype=np.float64)
-        i = np.searchsorted(self._t0, t, side="right") - 1
+        if t.size == 0:
+            return np.empty((self.n_channels,) + t.shape)
+        t0, p0, slope, _ = self._source(float(t.min()))
+        i = np.searchsorted(t0, t, side="right") - 1
         np.maximum(i, 0, out=i)
-        return self._p0[:, i] + self._slope[:, i] * (t - self._t0[i])
+        return p0[:, i] + slope[:, i] * (t - t0[i])
 
     def active(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Whether [lo, hi] (ns) overlaps any appended chunk (non-idle stretch); bool array."""
-        self._consolidate()
+        self._activity()
         lo = np.asarray(lo, dtype=np.float64)
         hi = np.asarray(hi, dtype=np.float64)
         if self._act_start_arr.size == 0:

@@ -3,6 +3,7 @@ rule report:
         summaries=expand(f"{RESULTS}/profiles/{{scenario}}/summary.json", scenario=SCENARIOS),
         lois=expand(f"{RESULTS}/profiles/{{scenario}}/lois.parquet", scenario=SCENARIOS),
         calibration=f"{RESULTS}/calibration.json",
+        binned=expand(f"{RESULTS}/binned/{{scenario}}.parquet", scenario=SCENARIOS),
     output:
         csv=f"{RESULTS}/summary.csv",
         html=f"{RESULTS}/report/index.html",

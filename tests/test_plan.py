@@ -82,7 +82,7 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
     assert plan.margin == 0.05
     # 30 SSE LOIs at 4 % chance per run -> 750 runs
     assert plan.runs == 750
-    assert plan.executions_per_run == plan.ssp_index + plan.tail
+    assert plan.executions_per_run == plan.ssp_index + plan.tail + 1 and plan.trailing == 1
     assert plan.idle_ns >= SENSOR_FAST["settle_ns"]
 
 
@@ -106,4 +106,4 @@ def test_explicit_policy_overrides() -> None:
     pol = RunPolicy(mode="explicit", runs=50, executions_per_run=12, margin=0.1)
     plan = make_plan(100_000, 101_000, SENSOR_FAST, None, pol)
     assert (plan.runs, plan.executions_per_run, plan.margin) == (50, 12, 0.1)
-    assert plan.ssp_index == 11 and plan.tail == 1
+    assert plan.ssp_index == 10 and plan.tail == 1 and plan.trailing == 1

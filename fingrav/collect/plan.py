@@ -80,7 +80,7 @@ def analyze_probe(
     if len(pb) < 4:
         raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
     idle_level = float(np.median(before)) if len(before) else float(np.min(p))
-    tail = pb[int(len(pb) * 0.75):]
+    tail = pb[int(len(pb) * 0.75) :]
     level = float(np.median(tail))
     # tolerance: the configured fraction of the level, but never below the sensor's own scatter
     scatter = float(np.median(np.abs(tail - level))) * 1.4826 if len(tail) > 2 else 0.0
@@ -136,6 +136,7 @@ class CollectionPlan:
     sse_index: int
     ssp_index: int
     tail: int
+    trailing: int
     executions_per_run: int
     runs: int
     margin: float
@@ -198,18 +199,21 @@ def make_plan(
     if tail > max_tail:
         notes.append(f"SSP tail capped at {max_tail} executions (4 sensor periods)")
         tail = max_tail
-    executions_per_run = ssp_index + tail
+    # one trailing execution after the SSP tail, so that every SSP execution has a successor and its
+    # steady-state cycle (execution + launch gap) is complete; the trailing execution is never profiled
+    trailing = 1
     margin = g_margin
     mode = policy.mode
     if policy.runs is not None:
         runs = int(policy.runs)
     if policy.executions_per_run is not None:
-        executions_per_run = int(policy.executions_per_run)
-        ssp_index = min(ssp_index, executions_per_run - 1)
-        ssp_index = max(ssp_index, min(sse_index + 1, executions_per_run - 1))
-        tail = executions_per_run - ssp_index
+        epr = int(policy.executions_per_run)
+        trailing = 1 if epr >= sse_index + 3 else 0
+        ssp_index = max(min(ssp_index, epr - 1 - trailing), min(sse_index + 1, epr - 1))
+        tail = epr - trailing - ssp_index
         if ssp_index <= sse_index:
             notes.append("explicit executions_per_run leaves no execution after the SSE: SSP == last execution")
+    executions_per_run = ssp_index + tail + trailing
     if policy.margin is not None:
         margin = float(policy.margin)
     # idle before each run: the sensor and the device must be back at idle (probe recovery)
@@ -222,6 +226,7 @@ def make_plan(
         sse_index=sse_index,
         ssp_index=int(ssp_index),
         tail=int(tail),
+        trailing=int(trailing),
         executions_per_run=int(executions_per_run),
         runs=int(runs),
         margin=float(margin),

@@ -42,16 +42,19 @@ def sensor_for_planning(calibration: dict[str, Any]) -> dict[str, int]:
 class _Recorder:
     """Accumulates the raw tables of one scenario in memory (numpy parts, concatenated at the end)."""
 
-    def __init__(self, device: GPUDevice, seg_names: list[str]) -> None:
+    def __init__(self, device: GPUDevice) -> None:
         self.device = device
-        self.seg_names = np.array(seg_names, dtype=object)
         self.runs: list[tuple[int, str, int, int, int, float | None, float | None]] = []
-        self.execs: list[tuple[int, ExecRecords]] = []
+        self.execs: list[tuple[int, ExecRecords, np.ndarray]] = []
         self.clock: list[tuple[ClockReads, str, int]] = []
-        self.truth: list[tuple[int, ExecRecords, dict[str, dict[str, np.ndarray]]]] = []
+        self.truth: list[tuple[int, ExecRecords, np.ndarray, dict[str, dict[str, np.ndarray]]]] = []
         self.samples: list[PowerSamples] = []
 
-    def run(self, run_id: int, phase: str, segments: list, idle_ns: int, delay_ns: int) -> ExecRecords:
+    def run(
+        self, run_id: int, phase: str, segments: list, names: list[str], idle_ns: int, delay_ns: int
+    ) -> ExecRecords:
+        """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
+        ("pred" | "main")."""
         dev = self.device
         if idle_ns + delay_ns > 0:
             dev.sleep_ns(idle_ns + delay_ns)
@@ -61,11 +64,12 @@ class _Recorder:
         rec = dev.execute(segments)
         e1 = dev.energy_mj()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
-        self.execs.append((run_id, rec))
+        seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
+        self.execs.append((run_id, rec, seg_names))
         self.clock.append((reads, "run", run_id))
         truth = dev.ground_truth_of_last_execute()
         if truth is not None:
-            self.truth.append((run_id, rec, truth))
+            self.truth.append((run_id, rec, seg_names, truth))
         return rec
 
     def burst(self, n: int = CLOCK_BURST) -> None:
@@ -88,16 +92,16 @@ class _Recorder:
             },
             meta,
         )
-        run_col = np.concatenate([np.full(len(r), i, np.int32) for i, r in self.execs])
+        run_col = np.concatenate([np.full(len(r), i, np.int32) for i, r, _ in self.execs])
         rawio.write_table(
             raw_dir / "executions.parquet",
             "executions",
             {
                 "run": run_col,
-                "segment": self.seg_names[np.concatenate([r.segment for _, r in self.execs])].astype(str),
-                "exec_index": np.concatenate([r.exec_index for _, r in self.execs]).astype(np.int32),
-                "gpu_start_ns": np.concatenate([r.gpu_start_ns for _, r in self.execs]).astype(np.int64),
-                "gpu_end_ns": np.concatenate([r.gpu_end_ns for _, r in self.execs]).astype(np.int64),
+                "segment": np.concatenate([n for _, _, n in self.execs]),
+                "exec_index": np.concatenate([r.exec_index for _, r, _ in self.execs]).astype(np.int32),
+                "gpu_start_ns": np.concatenate([r.gpu_start_ns for _, r, _ in self.execs]).astype(np.int64),
+                "gpu_end_ns": np.concatenate([r.gpu_end_ns for _, r, _ in self.execs]).astype(np.int64),
             },
             meta,
         )
@@ -124,11 +128,11 @@ class _Recorder:
         )
         if truth_path is not None and self.truth:
             cols: dict[str, list[np.ndarray]] = {k: [] for k in rawio.SCHEMAS["truth"].names}
-            for run_id, rec, truth in self.truth:
+            for run_id, rec, seg_names, truth in self.truth:
                 for ch, d in truth.items():
                     n = len(rec)
                     cols["run"].append(np.full(n, run_id, np.int32))
-                    cols["segment"].append(self.seg_names[rec.segment].astype(str))
+                    cols["segment"].append(seg_names)
                     cols["exec_index"].append(rec.exec_index.astype(np.int32))
                     cols["channel"].append(np.full(n, ch, dtype=object).astype(str))
                     cols["power_mw"].append(np.asarray(d["power_mw"], np.float64))
@@ -158,8 +162,8 @@ def collect_scenario(
     noise_mw = float(calibration["sensor"]["total"].get("noise_mw", 0.0) or 0.0)
     main = device.prepare(scenario.kernel)
     pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
-    seg_names = ["pred", "main"] if pred is not None else ["main"]
-    rec = _Recorder(device, seg_names)
+    names = ["pred", "main"] if pred is not None else ["main"]
+    rec = _Recorder(device)
     wall0 = time.perf_counter()
 
     def segments(n_main: int) -> list:
@@ -168,18 +172,14 @@ def collect_scenario(
             segs.insert(0, (pred, scenario.predecessor.count))
         return segs
 
-    def main_part(r: ExecRecords) -> ExecRecords:
-        keep = r.segment == (len(seg_names) - 1)
-        return ExecRecords(r.segment[keep], r.exec_index[keep], r.gpu_start_ns[keep], r.gpu_end_ns[keep])
-
     device.start_sampling()
     rec.burst()
     settle = sensor["settle_ns"] + sensor["period_ns"]
     # 1. timing: the kernel alone, after idle
-    r = main_part(rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], settle, 0))
-    dur = r.duration_ns[policy.warmups:]
+    r = rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], ["main"], settle, 0)
+    dur = r.duration_ns[policy.warmups :]
     exec_time = int(np.median(dur))
-    starts = r.gpu_start_ns[policy.warmups:]
+    starts = r.gpu_start_ns[policy.warmups :]
     cycle = int(np.median(np.diff(starts))) if len(starts) > 1 else exec_time
     logger.info("%s: %s takes %.1f us (cycle %.1f us)", scenario.name, main.label, exec_time / 1e3, cycle / 1e3)
 
@@ -187,7 +187,7 @@ def collect_scenario(
     n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle, 1))))
     device.sleep_ns(settle)
     rec.samples.append(device.drain_samples())
-    probe_rec = rec.run(1, "probe", [(main, n_probe)], 0, 0)
+    probe_rec = rec.run(1, "probe", [(main, n_probe)], ["main"], 0, 0)
     device.sleep_ns(max(2 * settle, int(policy.probe_ms * 1e6)))
     rec.samples.append(device.drain_samples())
     probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle)
@@ -196,8 +196,15 @@ def collect_scenario(
     plan = make_plan(exec_time, cycle, sensor, probe, policy, scenario.predecessor.count if pred else 0)
     logger.info(
         "%s: plan %d runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, margin %.0f %%%s",
-        scenario.name, plan.runs, f"{plan.predecessor_count} pred + " if pred else "", plan.executions_per_run,
-        plan.sse_index + 1, plan.ssp_index + 1, plan.tail, plan.idle_ns / 1e6, plan.margin * 100,
+        scenario.name,
+        plan.runs,
+        f"{plan.predecessor_count} pred + " if pred else "",
+        plan.executions_per_run,
+        plan.sse_index + 1,
+        plan.ssp_index + 1,
+        plan.tail,
+        plan.idle_ns / 1e6,
+        plan.margin * 100,
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
 
@@ -205,7 +212,7 @@ def collect_scenario(
     last_log = time.perf_counter()
     for i in range(plan.runs):
         delay = int(rng.uniform(0, plan.delay_max_ns))
-        rec.run(2 + i, "measure", segments(plan.executions_per_run), plan.idle_ns, delay)
+        rec.run(2 + i, "measure", segments(plan.executions_per_run), names, plan.idle_ns, delay)
         if (i + 1) % 256 == 0:
             rec.samples.append(device.drain_samples())
         now = time.perf_counter()
@@ -220,8 +227,9 @@ def collect_scenario(
 
     meta = provenance(
         device.describe(),
-        config_hash=config_hash({"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"),
-                                 "seed": seed}),
+        config_hash=config_hash(
+            {"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"), "seed": seed}
+        ),
         scenario=scenario.model_dump(mode="json"),
         stage="collect",
     )

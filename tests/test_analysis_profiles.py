@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fingrav import rawio
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.profiles import ClusterBootstrap, compute_profiles, poly_fit
 from fingrav.analysis.summarize import differentiate
@@ -127,3 +128,49 @@ def test_profile_fit_in_summary_recovers_shape():
     lois = lois.with_columns(power_mw=pl.col("toi_frac").map_batches(lambda s: pl.Series(np.polyval(coeffs, s))))
     prof = compute_profiles(lois, hx, PLAN, ANALYSIS)
     assert prof.channels["total"]["ssp"]["fit_coeffs"] == pytest.approx(coeffs, rel=1e-6)
+
+
+def test_sse_is_first_ssp_execution_when_indices_coincide():
+    """ssp_index == sse_index: LOIs carry role "ssp", but the SSE statistics still come from execution
+    sse_index (here at the SSP level, so the SSE-vs-SSP error is 0)."""
+    lois, s, _ = run_synth(runs=20, warmups=3, ssp_index=3, tail=3)
+    assert set(lois["role"].unique()) == {"ssp", "warmup"}
+    assert s["channels"]["total"]["sse"]["mean_mw"] == pytest.approx(400_000.0)
+    assert s["channels"]["total"]["sse"]["lois"] == lois.filter(
+        (pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
+    assert s["row"]["sse_vs_ssp_error_pct"] == pytest.approx(0.0)
+
+
+def test_interleaved_first_execution_is_also_sse_without_warmups():
+    lois, s, _ = run_synth(runs=20, warmups=0, ssp_index=2, tail=2, predecessor_count=2)
+    # exec 0 has role "sse" (precedence) and level "sse"; the interleaved group is the same execution
+    assert s["channels"]["total"]["first"]["mean_mw"] == pytest.approx(350_000.0)
+    assert s["row"]["interleaved_power_w"] == pytest.approx(350.0)
+    assert s["row"]["sse_power_w"] == pytest.approx(350.0)
+
+
+def test_no_lois_gives_nulls_not_errors():
+    d = generate(SynthSpec(runs=5))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    _, s = differentiate(d["executions"], d["runs"], d["samples"].clear(), d["plan"], binned, d["clock_fit"],
+                         d["sensor"], ANALYSIS, None)
+    assert s["row"]["ssp_power_w"] is None and s["row"]["energy_per_exec_mj"] is None
+    assert s["row"]["lois"] == 0 and s["row"]["valid"] is False and "too_few_lois" in s["flags"]
+    assert "NaN" not in rawio.dumps(s)  # strict JSON
+    # every run incomplete: no golden runs at all
+    ex = d["executions"].filter(pl.col("exec_index") != d["plan"]["ssp_index"])
+    binned, meta = bin_runs(ex, d["runs"], d["plan"], None)
+    assert meta["runs_golden"] == 0 and meta["bin_low_ns"] is None
+    _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None)
+    assert s["row"]["runs_golden"] == 0 and s["row"]["exec_time_us"] is None
+    assert {"too_few_lois", "low_golden_fraction"} <= set(s["flags"])
+
+
+def test_large_fit_path_matches_polyfit():
+    from fingrav.analysis.profiles import SMALL_FIT_POINTS
+
+    rng = np.random.default_rng(9)
+    x = rng.uniform(0, 1, SMALL_FIT_POINTS + 5000)
+    y = np.polyval([3e4, -5e4, 1e4, 2e3, 3e5], x) + rng.normal(0, 5e3, x.size)
+    assert poly_fit(x, y, 4) == pytest.approx(list(np.polyfit(x, y, 4)), rel=1e-7, abs=1e-6)
+    assert len(poly_fit(np.full(SMALL_FIT_POINTS + 1, 0.25), np.ones(SMALL_FIT_POINTS + 1), 4)) == 1

@@ -1,0 +1,584 @@
+"""A vendor-neutral GPU device on PyTorch (CUDA and ROCm builds): kernels, GPU stamps, spin, clocks.
+
+GPU-side module: standard library + numpy at import; torch is imported when a device is created
+(`BackendUnavailableError` when it is missing or sees no GPU). The power side (channels, sampling,
+energy, identity) is left to vendor subclasses: `fingrav.device.nvidia.NVMLDevice` for NVIDIA, an amdsmi
+subclass for AMD.
+
+How executions are stamped
+--------------------------
+Every execution is bracketed, on one stream, by two launches of a *stamp kernel* that writes the GPU
+clock into a preallocated int64 device buffer at a device-side index (an int32 counter that the kernel
+increments, so no host sync and no host-side index are needed). ``execute`` enqueues all segments back
+to back, copies the stamps (and the counter, as a check) to pinned host memory, and synchronizes ONCE.
+
+Launch modes
+------------
+* ``"graph"`` (default on CUDA): each kernel's executions are replayed from CUDA graphs captured once
+  and cached per kernel: a chunk of ``chunk`` executions (a multiple of the number of input sets, ~256)
+  replayed as often as needed, then binary pieces (1, 2, 4, ...) for the rest, each captured for its
+  input-set offset. Because stamps land at the device counter, a graph is position-independent. Replays
+  cost the host ~10 us per graph instead of ~10-30 us per *execution*, so even a 3 us GEMV runs back to
+  back instead of waiting for the CPU; between two executions the GPU runs exactly what stream mode
+  would (two stamp kernels). Capture itself synchronizes, so graphs are captured *before* a call's work
+  is enqueued (the first call with a new count takes a few ms longer on the host, never on the GPU).
+* ``"stream"``: plain launches from Python. Used when capture fails (logged), and selectable.
+
+Input sets
+----------
+``prepare`` allocates random inputs (``torch.randn``, seeded; never zeros) in the kernel's dtype and a
+preallocated output (``torch.matmul(..., out=...)``). When one input set is smaller than
+``l2_rotation_factor`` x the L2 size (``get_device_properties().L2_cache_size``), several sets are
+allocated (enough to cover that footprint, within a quarter of free memory, at most 64) and executions
+rotate through them, so that no execution finds its inputs in L2 left by the previous one.
+
+Vendor hooks (override in a subclass; the AMD backend plugs ``s_memrealtime`` in here)
+-------------------------------------------------------------------------------------
+``_make_stamper`` and ``_make_spinner`` are called from ``TorchGPUDevice.__init__`` (torch is set up,
+``self.index`` / ``self.device`` / ``self.props`` exist): set whatever else they need before calling
+``super().__init__``.
+
+* ``_make_stamper() -> Stamper``: an object with ``name: str``, ``stamp(buf, counter)`` (enqueue on
+  torch's *current* stream one kernel that writes the raw GPU clock to ``buf[counter]`` (int64) and
+  increments ``counter`` (int32, one element) atomically, without host sync; it must be capturable in a
+  CUDA/HIP graph) and ``to_ns(raw: np.ndarray) -> np.ndarray`` (raw ticks -> ns, e.g. x10 for a 100 MHz
+  ``s_memrealtime``). Default: NVIDIA ``%globaltimer`` (`fingrav.device.gpu_timestamp`); on ROCm the
+  default raises BackendUnavailableError.
+* ``_make_spinner() -> Spinner``: ``name: str``, ``launch(t0, duration_ns)`` (enqueue a full-chip
+  constant load that runs until the GPU clock passes ``t0[0] + duration`` where ``t0[0]`` is a raw
+  stamp the stamper wrote just before on the same stream). Default: NVIDIA FMA spin.
+* ``host_time_ns()``: the host clock the power samples are stamped with (``time.time_ns()``).
+* the power side: ``channels``, ``describe`` (call ``super().describe()`` and add to it),
+  ``start_sampling`` / ``drain_samples`` / ``stop_sampling``, ``energy_mj``, ``close`` (call super).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, KernelHandle
+from fingrav.errors import BackendUnavailableError, DeviceError
+
+logger = logging.getLogger(__name__)
+
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+MAX_INPUT_SETS = 64
+GRAPH_CHUNK = 256  # target executions per chunk graph
+SLEEP_SPIN_NS = 200_000  # sleep_ns busy-waits the last 200 us for accuracy
+TORCH_HINT = ("install the PyTorch build for your GPU (CUDA or ROCm) following pytorch.org; fingrav does not pin "
+              "a GPU torch (an unpinned 'pip install torch' pulls a multi-GB CUDA build)")
+
+
+def import_torch() -> Any:
+    """Import torch; BackendUnavailableError (with the install hint) when it is missing."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"GPU backends need PyTorch, which is not installed ({exc}); {TORCH_HINT}"
+        ) from exc
+    return torch
+
+
+# --------------------------------------------------------------------------- pure helpers (tested without torch)
+def input_sets_needed(set_bytes: int, l2_bytes: int, factor: float = 2.0, max_sets: int = MAX_INPUT_SETS,
+                      budget_bytes: int | None = None) -> int:
+    """Input sets to rotate through so that their footprint covers `factor` x L2 (1 when one set does).
+
+    `budget_bytes`: memory the sets may take in all (the count is cut to fit, never below 1)."""
+    if set_bytes <= 0 or l2_bytes <= 0 or factor <= 0:
+        return 1
+    target = factor * l2_bytes
+    if set_bytes >= target:
+        return 1
+    n = min(int(math.ceil(target / set_bytes)), max_sets)
+    if budget_bytes is not None:
+        n = min(n, max(1, int(budget_bytes // set_bytes)))
+    return max(1, n)
+
+
+def chunk_size(n_sets: int, target: int = GRAPH_CHUNK) -> int:
+    """Executions per chunk graph: a multiple of `n_sets` near `target`, so rotation stays seamless."""
+    n_sets = max(1, n_sets)
+    return n_sets * max(1, int(math.ceil(target / n_sets)))
+
+
+def plan_pieces(count: int, chunk: int, n_sets: int) -> list[tuple[int, int]]:
+    """Split `count` executions into graph pieces (size, input-set offset): full chunks first, then the
+    binary decomposition of the rest, largest first. Execution j of the segment uses set j % n_sets."""
+    if count < 0 or chunk <= 0:
+        raise ValueError(f"count={count}, chunk={chunk}")
+    n_sets = max(1, n_sets)
+    q, r = divmod(count, chunk)
+    pieces = [(chunk, (i * chunk) % n_sets) for i in range(q)]
+    done = q * chunk
+    bit = 1 << max(r.bit_length() - 1, 0)
+    while r:
+        if r & bit:
+            pieces.append((bit, done % n_sets))
+            done += bit
+            r -= bit
+        bit >>= 1
+    return pieces
+
+
+def kernel_sizes(kernel: Any) -> dict[str, Any]:
+    """Shapes, bytes and flops of a `fingrav.config` GEMM/GEMV kernel model (duck-typed on `.kind`)."""
+    kind = getattr(kernel, "kind", None)
+    dtype = getattr(kernel, "dtype", "bf16")
+    if dtype not in ELEMENT_BYTES:
+        raise DeviceError(f"unsupported dtype {dtype!r} (one of {sorted(ELEMENT_BYTES)})")
+    e = ELEMENT_BYTES[dtype]
+    if kind == "gemm":
+        m, n, k = int(kernel.m), int(kernel.n), int(kernel.k)
+        return {"kind": kind, "dtype": dtype, "a": (m, k), "b": (k, n), "out": (m, n), "flops": 2 * m * n * k,
+                "set_bytes": (m * k + k * n) * e, "bytes": (m * k + k * n + m * n) * e}
+    if kind == "gemv":
+        m, k = int(kernel.m), int(kernel.k)
+        return {"kind": kind, "dtype": dtype, "a": (m, k), "b": (k,), "out": (m,), "flops": 2 * m * k,
+                "set_bytes": (m * k + k) * e, "bytes": (m * k + k + m) * e}
+    raise DeviceError(f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv)")
+
+
+# --------------------------------------------------------------------------- hooks' protocols
+class Stamper(Protocol):
+    name: str
+
+    def stamp(self, buf: Any, counter: Any) -> None: ...
+
+    def to_ns(self, raw: np.ndarray) -> np.ndarray: ...
+
+
+class Spinner(Protocol):
+    name: str
+
+    def launch(self, t0: Any, duration_ns: int) -> None: ...
+
+
+@dataclass(eq=False)
+class TorchKernel(KernelHandle):
+    """A prepared GEMM/GEMV: input sets on the GPU, the output, and its cached CUDA graphs."""
+
+    label: str
+    kernel: Any
+    sizes: dict[str, Any]
+    sets: list[tuple[Any, Any]]
+    out: Any
+    chunk: int
+    owner: int
+    matmul: Any
+    graphs: dict[tuple[int, int, bool, int], Any] = field(default_factory=dict)
+
+    @property
+    def n_sets(self) -> int:
+        return len(self.sets)
+
+    def launch(self, i: int) -> None:
+        """Enqueue execution `i` (input set i % n_sets) on the current stream."""
+        a, b = self.sets[i % len(self.sets)]
+        self.matmul(a, b, out=self.out)
+
+
+class TorchGPUDevice(GPUDevice):
+    """GPU work through PyTorch on one device (CUDA or ROCm); the power side is left to subclasses.
+
+    index: torch device index; launch_mode: "graph" or "stream" (module docstring); seed: of the random
+    inputs; l2_rotation_factor: input sets cover this x L2; timestamp_impl: "auto" | "triton" | "cupy"
+    for the NVIDIA kernels; stamp_capacity: initial size of the stamp buffer (grows as needed).
+
+    Hooks for vendor subclasses (see the module docstring for their contracts): `_make_stamper`,
+    `_make_spinner`, `host_time_ns`, and the power side (`channels`, `describe` via super,
+    `start_sampling`, `drain_samples`, `stop_sampling`, `energy_mj`, `close` via super).
+    """
+
+    backend = "torch"
+
+    def __init__(self, index: int = 0, *, launch_mode: Literal["graph", "stream"] = "graph", seed: int = 0,
+                 l2_rotation_factor: float = 2.0, timestamp_impl: str = "auto",
+                 stamp_capacity: int = 1 << 16) -> None:
+        if launch_mode not in ("graph", "stream"):
+            raise ValueError(f"launch_mode={launch_mode!r}: 'graph' or 'stream'")
+        torch = import_torch()
+        if not torch.cuda.is_available():
+            raise BackendUnavailableError(
+                f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False: a CPU-only build, no "
+                "driver, or CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides every GPU)"
+            )
+        count = torch.cuda.device_count()
+        if not 0 <= index < count:
+            raise BackendUnavailableError(f"GPU index {index} does not exist (torch sees {count} GPU(s))")
+        self._torch = torch
+        self.index = int(index)
+        self.device = torch.device("cuda", self.index)
+        self.props = torch.cuda.get_device_properties(self.index)
+        self.launch_mode = launch_mode
+        self.seed = int(seed)
+        self.l2_rotation_factor = float(l2_rotation_factor)
+        self.timestamp_impl = timestamp_impl
+        self._generation = 0
+        self._n_prepared = 0
+        self._closed = False
+        with torch.cuda.device(self.index):
+            self._stream = torch.cuda.Stream(device=self.device)
+            self._capacity = 0
+            self._ensure_capacity(int(stamp_capacity))
+            self._counter = torch.zeros(1, dtype=torch.int32, device=self.device)
+            self._host_counter = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+            self._stamper: Stamper = self._make_stamper()
+            self._spinner: Spinner = self._make_spinner()
+        self._graph_pool = None
+        self._series_graphs: dict[tuple[int, int], Any] = {}
+        logger.info("torch device %d: %s, %d SMs, L2 %.0f MB, stamps by %s, %s launches", self.index,
+                    self.props.name, self.props.multi_processor_count, self.l2_bytes / 2**20,
+                    self._stamper.name, self.launch_mode)
+
+    # -- hooks ------------------------------------------------------------------------------
+    @property
+    def is_rocm(self) -> bool:
+        return getattr(self._torch.version, "hip", None) is not None
+
+    def _make_stamper(self) -> Stamper:
+        """The GPU-timestamp kernel (hook). Default: NVIDIA %globaltimer via Triton or CuPy."""
+        if self.is_rocm:
+            raise BackendUnavailableError("TorchGPUDevice on ROCm needs a subclass that provides _make_stamper()")
+        from fingrav.device.gpu_timestamp import make_stamper
+
+        return make_stamper(self.index, self.timestamp_impl)
+
+    def _make_spinner(self) -> Spinner:
+        """The constant-load kernel (hook). Default: NVIDIA FMA spin on %globaltimer."""
+        if self.is_rocm:
+            raise BackendUnavailableError("TorchGPUDevice on ROCm needs a subclass that provides _make_spinner()")
+        from fingrav.device.gpu_timestamp import make_spinner
+
+        return make_spinner(self.index, self.props.multi_processor_count, self._stamper, self.timestamp_impl)
+
+    @property
+    def stamper(self) -> Stamper:
+        return self._stamper
+
+    @stamper.setter
+    def stamper(self, stamper: Stamper) -> None:
+        """Swap the stamp kernel (benchmarks compare implementations); cached graphs are dropped."""
+        self._stamper = stamper
+        self._invalidate_graphs()
+
+    @property
+    def spinner(self) -> Spinner:
+        return self._spinner
+
+    def host_time_ns(self) -> int:
+        """Host wall clock (time.time_ns), the clock NVML stamps power samples with."""
+        return time.time_ns()
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def l2_bytes(self) -> int:
+        return int(getattr(self.props, "L2_cache_size", 0) or 0)
+
+    def gpu_uuid(self) -> str | None:
+        """The device's UUID as torch reports it ('xxxxxxxx-xxxx-...'), or None."""
+        raw = getattr(self.props, "uuid", None)
+        if raw is None:
+            return None
+        data = getattr(raw, "bytes", None)
+        if data is not None and len(bytes(data)) == 16:
+            import uuid as _uuid
+
+            return str(_uuid.UUID(bytes=bytes(data)))
+        text = str(raw).strip()
+        return text or None
+
+    def describe(self) -> dict[str, Any]:
+        """Torch-side identity: versions, device properties, stamping and launch settings."""
+        torch = self._torch
+        p = self.props
+        return {
+            "torch_index": self.index,
+            "torch_name": p.name,
+            "torch_version": torch.__version__,
+            "torch_cuda": getattr(torch.version, "cuda", None),
+            "torch_hip": getattr(torch.version, "hip", None),
+            "compute_capability": f"{getattr(p, 'major', '?')}.{getattr(p, 'minor', '?')}",
+            "sm_count": int(p.multi_processor_count),
+            "l2_bytes": self.l2_bytes,
+            "total_memory_bytes": int(p.total_memory),
+            "gpu_uuid_torch": self.gpu_uuid(),
+            "stamp_kernel": self._stamper.name,
+            "spin_kernel": self._spinner.name,
+            "launch_mode": self.launch_mode,
+            "l2_rotation_factor": self.l2_rotation_factor,
+            "allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        }
+
+    # -- buffers and streams ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def _on_stream(self) -> Iterator[None]:
+        torch = self._torch
+        with torch.cuda.device(self.index), torch.cuda.stream(self._stream):
+            yield
+
+    def _ensure_capacity(self, slots: int) -> None:
+        """Make the stamp buffers hold `slots` stamps (power-of-two growth; drops cached graphs)."""
+        if slots <= self._capacity:
+            return
+        torch = self._torch
+        cap = 1 << max(10, int(slots - 1).bit_length())
+        self._stream.synchronize()
+        self._buf = torch.zeros(cap, dtype=torch.int64, device=self.device)
+        self._host_buf = torch.zeros(cap, dtype=torch.int64, pin_memory=True)
+        self._capacity = cap
+        self._invalidate_graphs()
+
+    def _invalidate_graphs(self) -> None:
+        self._generation += 1
+        if hasattr(self, "_series_graphs"):
+            self._series_graphs.clear()
+
+    def _fetch(self, n: int) -> np.ndarray:
+        """Enqueue the copy of `n` stamps and of the counter to pinned memory, synchronize once, check
+        that exactly `n` stamps were written, and return them in ns."""
+        with self._on_stream():
+            self._host_counter.copy_(self._counter, non_blocking=True)
+            if n:
+                self._host_buf[:n].copy_(self._buf[:n], non_blocking=True)
+        self._stream.synchronize()
+        written = int(self._host_counter[0])
+        if written != n:
+            raise DeviceError(f"GPU stamps: {written} written where {n} were expected")
+        return self._stamper.to_ns(self._host_buf[:n].numpy().copy())
+
+    # -- work -------------------------------------------------------------------------------
+    def prepare(self, kernel: Any) -> TorchKernel:
+        """Allocate a GEMM/GEMV (fingrav.config.GemmKernel / GemvKernel) in its dtype: random inputs,
+        rotated input sets when one set would sit in L2, a preallocated output; warm it up (cuBLAS
+        heuristics, workspaces) with one execution per set."""
+        torch = self._torch
+        sz = kernel_sizes(kernel)
+        dtype = getattr(torch, DTYPES[sz["dtype"]])
+        free, _total = torch.cuda.mem_get_info(self.index)
+        n_sets = input_sets_needed(sz["set_bytes"], self.l2_bytes, self.l2_rotation_factor,
+                                   budget_bytes=int(free * 0.25))
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
+        self._n_prepared += 1
+        with self._on_stream():
+            sets = []
+            for _ in range(n_sets):
+                a = torch.randn(sz["a"], generator=gen, device=self.device, dtype=torch.float32).to(dtype)
+                b = torch.randn(sz["b"], generator=gen, device=self.device, dtype=torch.float32).to(dtype)
+                sets.append((a, b))
+            out = torch.empty(sz["out"], device=self.device, dtype=dtype)
+        label = kernel.label() if callable(getattr(kernel, "label", None)) else str(sz["kind"])
+        handle = TorchKernel(label=label, kernel=kernel, sizes=sz, sets=sets, out=out, chunk=chunk_size(n_sets),
+                             owner=id(self), matmul=torch.matmul)
+        with self._on_stream():
+            for i in range(n_sets):
+                handle.launch(i)
+        self._stream.synchronize()
+        logger.info("prepared %s: %d input set(s) of %.1f MB (L2 %.0f MB), graph chunk %d", label, n_sets,
+                    sz["set_bytes"] / 2**20, self.l2_bytes / 2**20, handle.chunk)
+        return handle
+
+    def _check_handle(self, handle: Any) -> TorchKernel:
+        if not isinstance(handle, TorchKernel) or handle.owner != id(self):
+            raise DeviceError(f"{handle!r} was not prepared by this device")
+        return handle
+
+    def _enqueue(self, handle: TorchKernel, size: int, offset: int, stamped: bool) -> None:
+        """Launch `size` executions (input sets from `offset`) on the current stream."""
+        stamp = self._stamper.stamp
+        buf, counter = self._buf, self._counter
+        for j in range(size):
+            if stamped:
+                stamp(buf, counter)
+            handle.launch(offset + j)
+            if stamped:
+                stamp(buf, counter)
+
+    def _graph(self, handle: TorchKernel, size: int, offset: int, stamped: bool) -> Any | None:
+        """The cached graph of a piece, captured now if missing; None (and stream mode from now on)
+        when capture fails."""
+        key = (size, offset, stamped, self._generation)
+        g = handle.graphs.get(key)
+        if g is not None:
+            return g
+        for k in [k for k in handle.graphs if k[3] != self._generation]:
+            del handle.graphs[k]
+        torch = self._torch
+        try:
+            if self._graph_pool is None:
+                self._graph_pool = torch.cuda.graph_pool_handle()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.device(self.index), torch.cuda.graph(g, pool=self._graph_pool, stream=self._stream):
+                self._enqueue(handle, size, offset, stamped)
+        except Exception as exc:
+            logger.warning("CUDA graph capture failed (%s: %s): using stream launches from now on",
+                           type(exc).__name__, exc)
+            self.launch_mode = "stream"
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize(self.device)
+            return None
+        handle.graphs[key] = g
+        return g
+
+    def _work(self, segments: Sequence[tuple[KernelHandle, int]], stamped: bool) -> list[tuple[Any, ...]]:
+        """The launch plan: (handle, size, offset, graph or None) per piece; graphs captured here."""
+        plan = []
+        for h, count in segments:
+            handle = self._check_handle(h)
+            if int(count) < 0:
+                raise DeviceError(f"negative execution count {count}")
+            for size, offset in plan_pieces(int(count), handle.chunk, handle.n_sets):
+                plan.append([handle, size, offset, None])
+        if self.launch_mode == "graph":
+            for piece in plan:
+                piece[3] = self._graph(piece[0], piece[1], piece[2], stamped)
+                if self.launch_mode != "graph":
+                    for p in plan:
+                        p[3] = None
+                    break
+        return [tuple(p) for p in plan]
+
+    def _launch_plan(self, plan: list[tuple[Any, ...]], stamped: bool) -> None:
+        for handle, size, offset, graph in plan:
+            if graph is not None:
+                graph.replay()
+            else:
+                self._enqueue(handle, size, offset, stamped)
+
+    def execute(self, segments: Sequence[tuple[KernelHandle, int]]) -> ExecRecords:
+        """Run the segments back to back on one stream, every execution bracketed by two GPU stamps;
+        one synchronize and one copy at the end. Blocks until done."""
+        counts = [int(c) for _, c in segments]
+        total = sum(counts)
+        if total == 0:
+            z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
+            return ExecRecords(z32, z32.copy(), z64, z64.copy())
+        self._ensure_capacity(2 * total)
+        plan = self._work(segments, stamped=True)
+        with self._on_stream():
+            self._counter.zero_()
+            self._launch_plan(plan, stamped=True)
+        t = self._fetch(2 * total)
+        seg = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        idx = np.concatenate([np.arange(c, dtype=np.int32) for c in counts])
+        start, end = t[0::2].astype(np.int64), t[1::2].astype(np.int64)
+        if np.any(end < start):
+            raise DeviceError("GPU stamps: an execution ends before it starts (clock went backwards?)")
+        return ExecRecords(seg, idx, start, end)
+
+    def run_unstamped(self, handle: KernelHandle, count: int) -> ExecRecords:
+        """`count` back-to-back executions with NO per-execution stamps, bracketed by one stamp before
+        and one after: one record spanning them all (for measuring what stamping costs)."""
+        if count <= 0:
+            raise ValueError("count must be > 0")
+        self._ensure_capacity(2)
+        plan = self._work([(handle, count)], stamped=False)
+        with self._on_stream():
+            self._counter.zero_()
+            self._stamper.stamp(self._buf, self._counter)
+            self._launch_plan(plan, stamped=False)
+            self._stamper.stamp(self._buf, self._counter)
+        t = self._fetch(2)
+        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64),
+                           t[1:].astype(np.int64))
+
+    def stamp_series(self, n: int, use_graph: bool | None = None) -> np.ndarray:
+        """`n` stamps back to back (nothing between them), in ns: their spacing is the GPU cost of one
+        stamp. `use_graph`: replay a captured graph (default: the device's launch mode)."""
+        if n <= 0:
+            raise ValueError("n must be > 0")
+        self._ensure_capacity(n)
+        use_graph = self.launch_mode == "graph" if use_graph is None else use_graph
+        torch = self._torch
+        g = None
+        if use_graph:
+            key = (n, self._generation)
+            g = self._series_graphs.get(key)
+            if g is None:
+                if self._graph_pool is None:
+                    self._graph_pool = torch.cuda.graph_pool_handle()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.device(self.index), torch.cuda.graph(g, pool=self._graph_pool, stream=self._stream):
+                    for _ in range(n):
+                        self._stamper.stamp(self._buf, self._counter)
+                self._series_graphs[key] = g
+        with self._on_stream():
+            self._counter.zero_()
+            if g is not None:
+                g.replay()
+            else:
+                for _ in range(n):
+                    self._stamper.stamp(self._buf, self._counter)
+        return self._fetch(n)
+
+    def spin(self, duration_ns: int) -> ExecRecords:
+        """A full-chip FMA load for `duration_ns` of GPU time: stamp, spin until stamp + duration, stamp."""
+        duration_ns = int(duration_ns)
+        if duration_ns <= 0:
+            raise ValueError("duration_ns must be > 0")
+        self._ensure_capacity(2)
+        with self._on_stream():
+            self._counter.zero_()
+            self._stamper.stamp(self._buf, self._counter)
+            self._spinner.launch(self._buf, duration_ns)
+            self._stamper.stamp(self._buf, self._counter)
+        t = self._fetch(2)
+        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64),
+                           t[1:].astype(np.int64))
+
+    # -- time -------------------------------------------------------------------------------
+    def sleep_ns(self, duration_ns: int) -> None:
+        """Idle host and GPU for `duration_ns` (sleep, then busy-wait the last 200 us for accuracy)."""
+        duration_ns = int(duration_ns)
+        if duration_ns <= 0:
+            return
+        end = time.perf_counter_ns() + duration_ns
+        coarse = duration_ns - SLEEP_SPIN_NS
+        if coarse > 0:
+            time.sleep(coarse / 1e9)
+        while time.perf_counter_ns() < end:
+            pass
+
+    def read_gpu_clock(self, n: int) -> ClockReads:
+        """`n` reads: host clock, one stamp-kernel launch + stream synchronize, host clock; the stamps are
+        copied back once at the end."""
+        n = int(n)
+        if n <= 0:
+            raise ValueError("n must be > 0")
+        self._ensure_capacity(n)
+        before = np.empty(n, np.int64)
+        after = np.empty(n, np.int64)
+        clock = self.host_time_ns
+        stamp, buf, counter, stream = self._stamper.stamp, self._buf, self._counter, self._stream
+        with self._on_stream():
+            counter.zero_()
+            stream.synchronize()
+            for i in range(n):
+                before[i] = clock()
+                stamp(buf, counter)
+                stream.synchronize()
+                after[i] = clock()
+        gpu = self._fetch(n).astype(np.int64)
+        return ClockReads(before, gpu, after)
+
+    # -- teardown ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Drop graphs and buffers (torch frees the memory)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._stream.synchronize()
+        self._series_graphs.clear()
+        self._graph_pool = None

@@ -203,10 +203,16 @@ class NVMLDevice(TorchGPUDevice):
         if uuid is None and (os.environ.get("CUDA_VISIBLE_DEVICES") or "").strip():
             logger.warning("torch gives no GPU UUID and CUDA_VISIBLE_DEVICES is set: NVML index %d may not be "
                            "the GPU torch runs on", index)
+        options = {"sample_interval_ms": sample_interval_ms, "memory": memory_channel, "sampler_mode": sampler_mode}
         try:
-            self.power = NVMLPower(index=index if uuid is None else None, uuid=uuid,
-                                   sample_interval_ms=sample_interval_ms, memory=memory_channel,
-                                   sampler_mode=sampler_mode)
+            try:
+                self.power = NVMLPower(index=index if uuid is None else None, uuid=uuid, **options)
+            except BackendUnavailableError as exc:
+                if uuid is None or "UUID" not in str(exc):
+                    raise
+                # e.g. a MIG instance: CUDA shows the instance's UUID, NVML the parent GPU's
+                logger.warning("%s; falling back to NVML index %d", exc, index)
+                self.power = NVMLPower(index=index, **options)
         except BaseException:
             TorchGPUDevice.close(self)
             raise

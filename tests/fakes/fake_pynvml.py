@@ -250,10 +250,10 @@ class FakeGPU:
 
     # sample k is stamped at t0 + k * period (+ jitter); integer ns
     def sample_time_ns(self, k: int) -> int:
-        t = self.t0_ns + k * self.period_ms * 1e6
+        t = self.t0_ns + k * int(round(self.period_ms * 1e6))  # integers: epoch ns overflow float precision
         if self.jitter_ms:
-            t += random.Random(self.seed * 1_000_003 + k).uniform(-self.jitter_ms, self.jitter_ms) * 1e6
-        return int(t)
+            t += int(random.Random(self.seed * 1_000_003 + k).uniform(-self.jitter_ms, self.jitter_ms) * 1e6)
+        return t
 
     def latest_index(self, now_ns: int) -> int:
         """Index of the newest sample visible at `now_ns` (-1 if none)."""

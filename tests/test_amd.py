@@ -423,14 +423,65 @@ def test_module_imports_neither_amdsmi_nor_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def test_device_class_is_built_lazily():
-    try:
-        from fingrav.device.torch_device import TorchGPUDevice
-    except ImportError:
-        with pytest.raises(BackendUnavailableError, match="needs torch"):
-            _ = amd.AMDSMIDevice
-    else:
-        assert issubclass(amd.AMDSMIDevice, TorchGPUDevice) and amd.AMDSMIDevice.backend == "amdsmi"
+def test_same_gpu_check():
+    props = type("P", (), {"pci_bus_id": 0x22})()
+    assert amd.same_gpu_check("0000:22:00.0", props) == "same"
+    assert amd.same_gpu_check("0000:0c:00.0", props).startswith("different")
+    assert amd.same_gpu_check("N/A", props) == "unknown" and amd.same_gpu_check("0000:22:00.0", object()) == "unknown"
+
+
+def test_device_without_a_gpu_torch_releases_amdsmi():
+    from fingrav.device.torch_device import TorchGPUDevice
+
+    assert issubclass(amd.AMDSMIDevice, TorchGPUDevice) and amd.AMDSMIDevice.backend == "amdsmi"
+    with fake.installed(), pytest.raises(BackendUnavailableError):  # no torch here, or no GPU for it
+        amd.AMDSMIDevice(0)
+    assert not fake._STATE.initialized
+
+
+@pytest.fixture
+def stub_torch_device(monkeypatch):
+    """TorchGPUDevice's torch part replaced by a stub: what AMDSMIDevice adds can be tested without torch."""
+    from types import SimpleNamespace
+
+    from fingrav.device.torch_device import TorchGPUDevice
+
+    def init(self, index=0, **kwargs):
+        self.index = index
+        self.props = SimpleNamespace(multi_processor_count=304, pci_bus_id=0x0C, name="AMD Instinct MI300X")
+        self._torch = SimpleNamespace(version=SimpleNamespace(hip=kwargs.pop("hip", "6.4")))
+        self._stamper = SimpleNamespace(name="stub")
+
+    monkeypatch.setattr(TorchGPUDevice, "__init__", init)
+    monkeypatch.setattr(TorchGPUDevice, "describe", lambda self: {"torch_index": self.index, "stamp_kernel": "stub"})
+    monkeypatch.setattr(TorchGPUDevice, "close", lambda self: None)
+
+
+def test_amdsmi_device_delegates_the_power_side(stub_torch_device):
+    setup = ("tests.fakes.fake_amdsmi", "configure", {"power_w": 333.0})
+    fake.configure(**setup[2])
+    with fake.installed():
+        dev = amd.AMDSMIDevice(0, power_kwargs={"module_name": "tests.fakes.fake_amdsmi", "sampler_setup": setup})
+        d = dev.describe()
+        assert dev.channels == ("total",) and d["backend"] == "amdsmi" and d["torch_index"] == 0
+        assert d["same_gpu_check"] == "same" and d["component_channels_available"] is False
+        assert dev.energy_mj() > 0
+        dev.start_sampling()
+        time.sleep(0.1)
+        s = dev.stop_sampling()
+        dev.close()
+    assert len(s) > 30
+    np.testing.assert_allclose(s.power_mw, 333_000.0, atol=16)
+    assert not fake._STATE.initialized
+
+
+def test_amdsmi_device_clock_hooks_need_rocm(stub_torch_device):
+    with fake.installed():
+        dev = amd.AMDSMIDevice(0)
+        dev._torch.version.hip = None
+        with pytest.raises(BackendUnavailableError, match="ROCm build of torch"):
+            dev._make_stamper()
+        dev.close()
 
 
 # ----------------------------------------------------------------------------------------- the sweep config

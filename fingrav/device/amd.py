@@ -1,14 +1,14 @@
 """AMD Instinct GPUs (MI300X) through amdsmi: power from the metrics table, GPU time from s_memrealtime.
 
-GPU-side module. At module level it imports only the standard library, numpy and fingrav; amdsmi, torch
-and triton are imported lazily, so that ``import fingrav.device.amd`` works everywhere:
+GPU-side module. At module level it imports only the standard library, numpy and fingrav (torch_device
+imports torch when a device is created); amdsmi and triton are imported lazily, so that
+``import fingrav.device.amd`` works everywhere:
 
 * ``AMDSMIPower`` is the amdsmi half of the backend (no torch): opening the library with one clear
   message per way it can fail, identity for provenance, the sampler process, the energy counter.
-* ``AMDSMIDevice`` is the GPUDevice: a subclass of ``fingrav.device.torch_device.TorchGPUDevice`` (torch
-  kernels, execution stamps, spin load) whose power side is an ``AMDSMIPower`` and whose GPU timestamp
-  kernel reads ``s_memrealtime``. The class is built on first access (``from fingrav.device.amd import
-  AMDSMIDevice``), which is when torch and torch_device are imported.
+* ``AMDSMIDevice`` is the GPUDevice: a ``fingrav.device.torch_device.TorchGPUDevice`` (torch kernels,
+  execution stamps, clock reads, spin load) whose power side is an ``AMDSMIPower`` and whose GPU-clock
+  hooks (``_make_stamper`` / ``_make_spinner``) are Triton kernels reading ``s_memrealtime``.
 
 Import failures (``import_amdsmi``; each raises BackendUnavailableError with its own message):
 the package is missing; ``libamd_smi.so`` is missing (the PyPI wheel ships only the Python bindings:
@@ -49,6 +49,7 @@ from fingrav.device.amd_sampler import (
     init_amdsmi,
 )
 from fingrav.device.common import PowerSamples
+from fingrav.device.torch_device import TorchGPUDevice
 from fingrav.errors import BackendUnavailableError, DeviceError
 
 logger = logging.getLogger(__name__)
@@ -581,74 +582,94 @@ def make_memrealtime_spinner(
     return spinner
 
 
-def msg_needs_torch(detail: str) -> str:
-    return (
-        "amdsmi backend: collecting needs torch (a ROCm build) and fingrav.device.torch_device for the "
-        f"kernels and execution stamps ({detail}); install the ROCm torch wheel on the GPU machine "
-        "(pip install 'fingrav[torch]' pins the CPU build used in tests only)"
-    )
+# ----------------------------------------------------------------------------------------- the device
+def same_gpu_check(amdsmi_bdf: Any, torch_props: Any) -> str:
+    """Do amdsmi's GPU and torch's GPU sit on the same PCI bus? "same", "different: ..." or "unknown"."""
+    bus = bdf_bus(amdsmi_bdf) if isinstance(amdsmi_bdf, str) else None
+    torch_bus = getattr(torch_props, "pci_bus_id", None)
+    if bus is None or not isinstance(torch_bus, int):
+        return "unknown"
+    if bus == torch_bus:
+        return "same"
+    return f"different: amdsmi's GPU is on PCI bus {bus:#04x}, torch's on {torch_bus:#04x}"
 
 
-def _build_device_class() -> type:
-    """AMDSMIDevice(TorchGPUDevice): torch does the work and the execution stamps, AMDSMIPower the power."""
-    try:
-        from fingrav.device.torch_device import TorchGPUDevice
-    except ImportError as exc:
-        raise BackendUnavailableError(msg_needs_torch(f"{type(exc).__name__}: {exc}")) from exc
+class AMDSMIDevice(TorchGPUDevice):
+    """An AMD Instinct GPU: torch kernels and execution stamps (TorchGPUDevice), power and energy through
+    amdsmi (AMDSMIPower and its sampler process), GPU time from s_memrealtime (unverified on hardware).
 
-    class AMDSMIDevice(TorchGPUDevice):  # type: ignore[misc, valid-type]
-        """An AMD Instinct GPU: torch kernels (TorchGPUDevice), power and energy through amdsmi
-        (AMDSMIPower, a sampler process), GPU timestamps from s_memrealtime (unverified on hardware)."""
+    index: torch's device index; amdsmi_index: amdsmi's processor index of the same GPU (default: index;
+    they differ when HIP_VISIBLE_DEVICES hides GPUs from torch); power_kwargs: AMDSMIPower's options
+    (period_ns, source, reader, component_fields, firmware_period_ns, gap_factor); torch_kwargs:
+    TorchGPUDevice's (launch_mode, seed, l2_rotation_factor, stamp_capacity)."""
 
-        backend = "amdsmi"
+    backend = "amdsmi"
 
-        def __init__(self, index: int = 0, **power_kwargs: Any) -> None:
-            # amdsmi first: its failures have the clearer messages, and it needs no GPU context.
-            self._power = AMDSMIPower(index, **power_kwargs)
-            try:
-                super().__init__(index=index)
-            except Exception:
-                self._power.close()
-                raise
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        amdsmi_index: int | None = None,
+        power_kwargs: dict[str, Any] | None = None,
+        **torch_kwargs: Any,
+    ) -> None:
+        # amdsmi first: its failures have the clearer messages, and it needs no GPU context.
+        self._power = AMDSMIPower(index if amdsmi_index is None else amdsmi_index, **(power_kwargs or {}))
+        try:
+            super().__init__(index, **torch_kwargs)
+        except Exception:
+            self._power.close()
+            raise
+        self._same_gpu = same_gpu_check(self._power.describe().get("bdf"), self.props)
+        if self._same_gpu.startswith("different"):
+            logger.error(
+                "amdsmi GPU %d and torch GPU %d are not the same device (%s): power would be read from "
+                "another GPU than the one that runs the kernels; pass amdsmi_index",
+                self._power.index,
+                self.index,
+                self._same_gpu,
+            )
 
-        @property
-        def channels(self) -> tuple[str, ...]:
-            return self._power.channels
+    # -- GPU clock hooks (TorchGPUDevice) ---------------------------------------------------
+    def _make_stamper(self) -> Any:
+        if not self.is_rocm:
+            raise BackendUnavailableError(
+                "amdsmi backend: s_memrealtime needs a ROCm build of torch (torch.version.hip is None here)"
+            )
+        return make_memrealtime_stamper(self.index)
 
-        def describe(self) -> dict[str, Any]:
-            return {**super().describe(), **self._power.describe()}
+    def _make_spinner(self) -> Any:
+        return make_memrealtime_spinner(self.index, int(self.props.multi_processor_count), self._stamper)
 
-        def start_sampling(self) -> None:
-            self._power.start_sampling()
+    # -- power side -------------------------------------------------------------------------
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return self._power.channels
 
-        def drain_samples(self) -> PowerSamples:
-            return self._power.drain_samples()
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **self._power.describe(), "same_gpu_check": self._same_gpu}
 
-        def stop_sampling(self) -> PowerSamples:
-            return self._power.stop_sampling()
+    def start_sampling(self) -> None:
+        self._power.start_sampling()
 
-        def energy_mj(self) -> float | None:
-            return self._power.energy_mj()
+    def drain_samples(self) -> PowerSamples:
+        return self._power.drain_samples()
 
-        def close(self) -> None:
-            try:
-                self._power.close()
-            finally:
-                super().close()
+    def stop_sampling(self) -> PowerSamples:
+        return self._power.stop_sampling()
 
-    return AMDSMIDevice
+    def energy_mj(self) -> float | None:
+        return self._power.energy_mj()
 
-
-def __getattr__(name: str) -> Any:
-    """Build AMDSMIDevice on first access (PEP 562): only then are torch and torch_device imported."""
-    if name == "AMDSMIDevice":
-        cls = _build_device_class()
-        globals()["AMDSMIDevice"] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def close(self) -> None:
+        try:
+            self._power.close()
+        finally:
+            super().close()
 
 
 __all__ = [
+    "AMDSMIDevice",
     "AMDSMIPower",
     "amdsmi_error_text",
     "MemRealtimeSpinner",

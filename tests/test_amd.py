@@ -475,6 +475,25 @@ def test_amdsmi_device_delegates_the_power_side(stub_torch_device):
     assert not fake._STATE.initialized
 
 
+def test_amdsmi_device_finds_torchs_gpu_by_pci_bus(stub_torch_device, monkeypatch):
+    from fingrav.device.torch_device import TorchGPUDevice
+
+    stub_init = TorchGPUDevice.__init__
+
+    def init(self, index=0, **kwargs):  # torch's GPU 0 is amdsmi's GPU 1 (bus 0x22 in the fake)
+        stub_init(self, index, **kwargs)
+        self.props.pci_bus_id = 0x22
+
+    monkeypatch.setattr(TorchGPUDevice, "__init__", init)
+    fake.configure(num_gpus=2)
+    with fake.installed():
+        dev = amd.AMDSMIDevice(0)
+        d = dev.describe()
+        dev.close()
+    assert d["index"] == 1 and d["bdf"] == "0000:22:00.0" and d["same_gpu_check"] == "same"
+    assert d["torch_index"] == 0
+
+
 def test_amdsmi_device_clock_hooks_need_rocm(stub_torch_device):
     with fake.installed():
         dev = amd.AMDSMIDevice(0)

@@ -400,6 +400,19 @@ class AMDSMIPower:
         sampler, self._sampler = self._sampler, None
         return self._take(sampler.stop())
 
+    def index_of_pci_bus(self, bus: int) -> int | None:
+        """amdsmi's processor index of the GPU on PCI bus `bus`, or None."""
+        try:
+            handles = call_amdsmi(self.smi, "amdsmi_get_processor_handles")
+        except DeviceError as exc:
+            logger.debug("amdsmi_get_processor_handles: %s", exc)
+            return None
+        for i, h in enumerate(handles):
+            bdf = _optional(self.smi, "amdsmi_get_gpu_device_bdf", h)
+            if isinstance(bdf, str) and bdf_bus(bdf) == bus:
+                return i
+        return None
+
     def firmware_stamps(self) -> tuple[np.ndarray, np.ndarray]:
         """(host_ns, firmware_ns) of every firmware update sampled since start_sampling (int64 ns)."""
         b = SampleBatch.concat(self._stamps)
@@ -598,10 +611,10 @@ class AMDSMIDevice(TorchGPUDevice):
     """An AMD Instinct GPU: torch kernels and execution stamps (TorchGPUDevice), power and energy through
     amdsmi (AMDSMIPower and its sampler process), GPU time from s_memrealtime (unverified on hardware).
 
-    index: torch's device index; amdsmi_index: amdsmi's processor index of the same GPU (default: index;
-    they differ when HIP_VISIBLE_DEVICES hides GPUs from torch); power_kwargs: AMDSMIPower's options
-    (period_ns, source, reader, component_fields, firmware_period_ns, gap_factor); torch_kwargs:
-    TorchGPUDevice's (launch_mode, seed, l2_rotation_factor, stamp_capacity)."""
+    index: torch's device index; amdsmi_index: amdsmi's processor index of the same GPU (default: index,
+    or the amdsmi GPU on torch's PCI bus when the two differ, e.g. under HIP_VISIBLE_DEVICES);
+    power_kwargs: AMDSMIPower's options (period_ns, source, reader, component_fields, firmware_period_ns,
+    gap_factor); torch_kwargs: TorchGPUDevice's (launch_mode, seed, l2_rotation_factor, stamp_capacity)."""
 
     backend = "amdsmi"
 
@@ -621,6 +634,19 @@ class AMDSMIDevice(TorchGPUDevice):
             self._power.close()
             raise
         self._same_gpu = same_gpu_check(self._power.describe().get("bdf"), self.props)
+        torch_bus = getattr(self.props, "pci_bus_id", None)
+        if self._same_gpu.startswith("different") and amdsmi_index is None and isinstance(torch_bus, int):
+            # e.g. HIP_VISIBLE_DEVICES renumbered torch's GPUs: find torch's GPU among amdsmi's by PCI bus
+            found = self._power.index_of_pci_bus(torch_bus)
+            if found is not None:
+                logger.info("torch GPU %d is amdsmi GPU %d (PCI bus %#04x)", self.index, found, torch_bus)
+                self._power.close()
+                try:
+                    self._power = AMDSMIPower(found, **(power_kwargs or {}))
+                except Exception:
+                    super().close()
+                    raise
+                self._same_gpu = same_gpu_check(self._power.describe().get("bdf"), self.props)
         if self._same_gpu.startswith("different"):
             logger.error(
                 "amdsmi GPU %d and torch GPU %d are not the same device (%s): power would be read from "

@@ -3,9 +3,9 @@
 
 The parent process generates the raw files (fingrav.analysis.synthetic) into a temporary folder, then
 runs the two stages (fingrav.analysis.stages.run_bin / run_differentiate, file I/O included) in a
-fresh child process limited to `--threads` threads, and reports the child's wall time per step and
-its peak resident memory (resource.getrusage(RUSAGE_CHILDREN).ru_maxrss), so generation does not
-count.
+fresh child process per trial limited to `--threads` threads, and reports each child's wall time and
+peak resident memory (ru_maxrss from os.wait4), so generation does not count. A last child times each
+step of the pure functions separately (the breakdown).
 
     python benchmarks/analysis_scale.py                 # 5000 runs x 200 executions, ~1e7 samples
     python benchmarks/analysis_scale.py --runs 500      # smaller
@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -41,10 +40,10 @@ def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, pe
     rng = np.random.default_rng(seed)
     tail = max(1, execs_per_run // 4)
     spec = SynthSpec(
-        runs=runs, exec_time_ns=exec_time_ns, warmups=3, ssp_index=execs_per_run - tail, tail=tail,
+        runs=runs, exec_time_ns=exec_time_ns, warmups=3, ssp_index=execs_per_run - tail - 1, tail=tail,
         idle_ns=execs_per_run * exec_time_ns, max_delay_ns=period_ns, sample_period_ns=period_ns,
-        delay_ns=30_000, drift=5e-6, outlier_runs=tuple(int(r) for r in rng.choice(runs, runs // 30, replace=False)),
-        seed=seed,
+        trailing=1, launch_gap_ns=2_000, delay_ns=30_000, drift=5e-6, seed=seed,
+        outlier_runs=tuple(int(r) for r in rng.choice(runs, runs // 30, replace=False)),
     )
     d = generate(spec)
     raw = out / "raw" / "scale"
@@ -77,6 +76,50 @@ def child(out: Path) -> None:
     }))
 
 
+def child_breakdown(out: Path) -> None:
+    """Time each step of bin + differentiate in process (pure functions, no file writes) and write
+    out/breakdown.json."""
+    import polars as pl
+
+    from fingrav import rawio
+    from fingrav.analysis import binning, flags, loi, profiles, validation
+
+    raw = out / "raw" / "scale"
+    steps: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        steps[name] = round(now - t, 3)
+        t = now
+
+    ex = pl.read_parquet(raw / "executions.parquet")
+    runs = pl.read_parquet(raw / "runs.parquet")
+    smp = pl.read_parquet(raw / "samples.parquet")
+    truth = pl.read_parquet(out / "truth.parquet")
+    plan = rawio.read_json(raw / "plan.json")
+    cal = rawio.read_json(out / "calibration.json")
+    lap("read_parquet")
+    binned, _ = binning.bin_runs(ex, runs, plan)
+    lap("bin_runs")
+    hx = loi.host_executions(ex, runs, plan, cal["clock"], binned)
+    lap("host_executions")
+    lois = loi.assign_lois(smp, hx, int(cal["sensor"]["delay_ns"]))
+    lap("assign_lois (join_asof)")
+    prof = profiles.compute_profiles(lois, hx, plan, {"bootstrap_reps": 1000})
+    lap("compute_profiles (bootstrap 1000 + fits)")
+    flags.count_gaps(smp, hx, [], int(cal["sensor"]["delay_ns"]))
+    lap("count_gaps")
+    validation.validate(truth, binned, plan, prof.channels["total"]["ssp"]["mean_mw"], None, None)
+    lap("validate")
+    from fingrav.analysis.stages import LOIS_DICTIONARY_COLUMNS, write_frame
+
+    write_frame(out / "lois_breakdown.parquet", lois, {}, LOIS_DICTIONARY_COLUMNS)
+    lap("write lois.parquet")
+    (out / "breakdown.json").write_text(json.dumps({"steps_s": steps, "lois_rows": lois.height}))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5000)
@@ -85,11 +128,16 @@ def main() -> int:
     ap.add_argument("--period-us", type=float, default=20.0, help="sample period (2 channels are written)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="stage runs (each in a fresh process)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--child-breakdown", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     if args.child is not None:
         child(args.child)
+        return 0
+    if args.child_breakdown is not None:
+        child_breakdown(args.child_breakdown)
         return 0
     with tempfile.TemporaryDirectory(prefix="fingrav-scale-") as tmp:
         out = Path(tmp)
@@ -101,21 +149,36 @@ def main() -> int:
         env = {**os.environ, "POLARS_MAX_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
                "OPENBLAS_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        cmd = [sys.executable, __file__, "--child", str(out)]
+        prefix = []
         if hasattr(os, "sched_setaffinity") and args.threads < (os.cpu_count() or 1):
-            cmd = ["taskset", "-c", f"0-{args.threads - 1}", *cmd]
-        tw = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - tw
-        maxrss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        timings = json.loads((out / "timings.json").read_text())
+            prefix = ["taskset", "-c", f"0-{args.threads - 1}"]
+        trials = []
+        for _ in range(args.repeat):
+            # a fresh child per trial: ru_maxrss of RUSAGE_CHILDREN is the max over waited-for children
+            tw = time.perf_counter()
+            proc = subprocess.Popen([*prefix, sys.executable, __file__, "--child", str(out)], env=env,
+                                    stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                raise SystemExit(f"benchmark child failed with status {status}")
+            wall = time.perf_counter() - tw
+            timings = json.loads((out / "timings.json").read_text())
+            trials.append({**{k: round(v, 3) if isinstance(v, float) else v for k, v in timings.items()},
+                           "child_wall_s_with_imports": round(wall, 3),
+                           "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)})
+            logger.info("trial: %s", json.dumps(trials[-1]))
+        subprocess.run([*prefix, sys.executable, __file__, "--child-breakdown", str(out)], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        breakdown = json.loads((out / "breakdown.json").read_text())
         lois_mb = (out / "profiles" / "lois.parquet").stat().st_size / 2**20
+        load = os.getloadavg()
+    totals = sorted(t["total_s"] for t in trials)
     result = {
         "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.node()} {platform.machine()} "
         f"{os.cpu_count()} cpus", "python": platform.python_version(), "threads": args.threads, **sizes,
-        **{k: round(v, 3) if isinstance(v, float) else v for k, v in timings.items()},
-        "child_wall_s_with_imports": round(wall, 3), "peak_rss_mib": round(maxrss_kib / 1024, 1),
-        "lois_parquet_mib": round(lois_mb, 1),
+        "trials": trials, "total_s_min": totals[0], "total_s_median": totals[len(totals) // 2],
+        "peak_rss_mib_max": max(t["peak_rss_mib"] for t in trials), "lois_parquet_mib": round(lois_mb, 1),
+        "breakdown": breakdown, "loadavg_after": [round(x, 2) for x in load],
     }
     logger.info("%s", json.dumps(result, indent=1))
     return 0

@@ -113,7 +113,7 @@ def test_delay_correction_shifts_samples_back():
 
 
 def test_roles_with_predecessor_and_sse_equal_ssp():
-    plan = {**PLAN, "predecessor_count": 2, "sse_index": 0, "ssp_index": 0, "warmups": 0}
+    plan = {**PLAN, "predecessor_count": 2, "sse_index": 0, "ssp_index": 0, "warmups": 0, "tail": 3}
     ex, runs, binned = frames(plan, pred=2)
     hx = host_executions(ex, runs, plan, CLOCK, binned)
     assert hx["role"].cast(pl.String).to_list() == ["pred", "pred", "ssp", "ssp", "ssp"]
@@ -121,6 +121,9 @@ def test_roles_with_predecessor_and_sse_equal_ssp():
     hx = host_executions(ex, runs, plan, CLOCK, binned)
     assert hx["role"].cast(pl.String).to_list() == ["pred", "pred", "first", "sse", "ssp"]
     assert hx["segment"].cast(pl.String).to_list() == ["pred", "pred", "main", "main", "main"]
+    plan = {**PLAN, "sse_index": 0, "ssp_index": 1, "warmups": 0, "tail": 1, "trailing": 1}
+    hx = host_executions(ex, runs, plan, CLOCK, binned)
+    assert hx["role"].cast(pl.String).to_list() == ["pred", "pred", "sse", "ssp", "trail"]
 
 
 def test_runs_not_golden_are_marked():
@@ -137,3 +140,18 @@ def test_sensor_normalization():
     assert channel_delays({"total": {"delay_ms": 2.5}, "memory": {"delay_ns": 7}}) == (
         2_500_000, {"total": 2_500_000, "memory": 7})
     assert channel_delays({"delay_ns": 12}) == (12, {"total": 12})
+
+
+def test_launch_gap_belongs_to_the_execution_before_it():
+    """Executions 100 us long with 10 us launch gaps: a sample in a gap is a LOI of the execution before
+    it (toi_frac >= 1); after the run's last execution nothing is a LOI."""
+    ex, runs, binned = frames()
+    ex = ex.with_columns(  # shift exec i of each run by i * 10 us: gaps of 10 us between executions
+        (pl.col(c) + pl.col("exec_index").cast(pl.Int64) * 10_000).alias(c) for c in ("gpu_start_ns", "gpu_end_ns"))
+    hx = host_executions(ex, runs, PLAN, CLOCK, binned)
+    assert hx["has_next"].to_list() == [True, True, False]
+    assert hx["cycle_ns"].to_list() == [110_011, 110_011, 100_010]
+    end1 = hx["exec_end_ns"][1]
+    lois = assign_lois(samples_at([end1 + 5_000, hx["exec_end_ns"][2] + 1]), hx)
+    assert lois["exec_index"].to_list() == [1]
+    assert lois["toi_ns"].to_list() == [105_010] and lois["toi_frac"][0] == pytest.approx(105_010 / 100_010)

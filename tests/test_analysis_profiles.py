@@ -67,7 +67,7 @@ def _cluster_lois(n_runs: int, rng: np.random.Generator, mean: float = 300_000.0
                          "exec_index": np.int32(2), "channel": "total", "toi_frac": rng.uniform(0, 1, run.size),
                          "power_mw": p})
     hx = pl.DataFrame({"run": np.arange(n_runs, dtype=np.int32), "golden": True, "segment": "main",
-                       "exec_index": np.int32(2), "dur_ns": 100_000})
+                       "exec_index": np.int32(2), "dur_ns": 100_000, "cycle_ns": 100_000, "has_next": True})
     return lois, hx
 
 

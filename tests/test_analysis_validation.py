@@ -56,10 +56,31 @@ def test_differentiate_row_has_truth_columns():
     assert row["truth_ssp_power_w"] == pytest.approx(440.0)
     assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
     assert row["truth_interleaved_power_w"] == pytest.approx(495.0)
-    assert row["energy_error_pct"] == pytest.approx(0.0, abs=1e-9)  # energy truth unchanged
+    # energy truth = true cycle power x cycle time: 10 % high like the power
+    assert row["energy_error_pct"] == pytest.approx((400 / 440 - 1) * 100)
+    assert s["validation"]["energy_truth"] == "cycle"
     assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
     assert s["validation"]["sse_error_pct"] == pytest.approx((350 - 385) / 385 * 100)
     # without truth: no truth columns
     _, s2 = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"],
                           ANALYSIS, None)
     assert "truth_ssp_power_w" not in s2["row"] and s2["validation"] is None
+
+
+def test_cycle_power_with_launch_gaps_and_trailing_execution():
+    """Launch gaps at a lower power: SSP power is the cycle power (gaps included), matching the truth's
+    cycle-mean power within sampling error; energy = SSP power x cycle time; trailing not profiled."""
+    d = generate(SynthSpec(runs=60, launch_gap_ns=20_000, trailing=1, exec_jitter=0.0))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
+    lois, s = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"],
+                            d["sensor"], ANALYSIS, d["truth"])
+    row = s["row"]
+    cycle_w = (400 * 200 + 150 * 20) / 220
+    assert row["truth_ssp_power_w"] == pytest.approx(cycle_w)
+    assert row["ssp_power_ci_low_w"] <= cycle_w <= row["ssp_power_ci_high_w"]
+    assert abs(row["ssp_error_pct"]) < 2.0
+    assert row["exec_time_us"] == pytest.approx(200.0) and row["cycle_time_us"] == pytest.approx(220.0)
+    assert row["energy_per_exec_mj"] == pytest.approx(row["ssp_power_w"] * 220e-6 * 1e3)
+    assert row["truth_energy_per_exec_mj"] == pytest.approx(cycle_w * 220e-6 * 1e3)
+    assert "trail" in lois["role"].unique().to_list() and "trail" not in s["channels"]["total"]
+    assert lois.filter(pl.col("toi_frac") >= 1.0)["power_mw"].unique().sort().to_list() == [37_500.0, 150_000.0]

@@ -23,14 +23,17 @@ MAIN = "main"
 PRED = "pred"
 TOTAL = "total"
 # Role labels of executions (ARCHITECTURE.md "Runs and roles").
-ROLES = ("ssp", "sse", "first", "warmup", "pred")
+ROLES = ("ssp", "sse", "first", "warmup", "pred", "trail")
 ROLE_DTYPE = pl.Enum(list(ROLES))
 SEGMENT_DTYPE = pl.Enum([PRED, MAIN])
 
 
 @dataclass(frozen=True)
 class PlanView:
-    """The plan.json fields the analysis needs (indices are main-segment execution indices)."""
+    """The plan.json fields the analysis needs (indices are main-segment execution indices).
+
+    The SSP tail is main executions ssp_index .. trail_index - 1; executions from trail_index on are
+    trailing executions (role "trail", never profiled)."""
 
     ssp_index: int
     sse_index: int
@@ -38,6 +41,13 @@ class PlanView:
     predecessor_count: int
     exec_time_ns: float | None
     margin: float | None
+    tail: int = 0
+    trailing: int = 0
+
+    @property
+    def trail_index(self) -> int:
+        """First main-segment index after the SSP tail."""
+        return self.ssp_index + self.tail
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any]) -> PlanView:
@@ -59,18 +69,27 @@ class PlanView:
             raise DataError(f"plan.json ssp_index={ssp} outside [0, executions_per_run={epr})")
         if not 0 <= sse < epr:
             raise DataError(f"plan.json sse_index={sse} outside [0, executions_per_run={epr})")
+        # tail / trailing: plan.json has both since trailing executions exist; older plans had
+        # executions_per_run = ssp_index + tail (no trailing)
+        trailing = int(plan.get("trailing") or 0)
+        tail = int(plan["tail"]) if plan.get("tail") is not None else epr - ssp - trailing
+        if tail < 1 or ssp + tail > epr:
+            raise DataError(f"plan.json tail={tail} does not fit ssp_index={ssp}, executions_per_run={epr}")
+        trailing = epr - ssp - tail
         et = plan.get("exec_time_ns")
         margin = plan.get("margin")
         return cls(ssp, sse, epr, pred, float(et) if et is not None else None,
-                   float(margin) if margin is not None else None)
+                   float(margin) if margin is not None else None, tail, trailing)
 
 
 def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_index") -> pl.Expr:
-    """The role of an execution (ARCHITECTURE.md): pred | ssp | sse | first | warmup, as ROLE_DTYPE."""
+    """The role of an execution (ARCHITECTURE.md): pred | trail | ssp | sse | first | warmup, as
+    ROLE_DTYPE."""
     seg = pl.col(segment).cast(pl.String)
     i = pl.col(exec_index)
     return (
         pl.when(seg == PRED).then(pl.lit("pred"))
+        .when(i >= view.trail_index).then(pl.lit("trail"))
         .when(i >= view.ssp_index).then(pl.lit("ssp"))
         .when(i == view.sse_index).then(pl.lit("sse"))
         .when((i == 0) & pl.lit(view.predecessor_count > 0)).then(pl.lit("first"))

@@ -3,8 +3,11 @@
 Pure functions over polars frames. Executions of measure runs are mapped from the GPU clock to the
 host clock with a clock fit; sample times are shifted back by the sensor delay (when delay
 correction is on); each sample is assigned, with an as-of join, to the execution whose host-clock
-interval [exec_start_ns, exec_end_ns) contains it. Samples outside every measure execution are not
-LOIs and are dropped.
+*cycle* [exec_start_ns, cycle_end_ns) contains it, where cycle_end_ns is the start of the next
+execution of the same run (the launch gap belongs to the execution before it: SSP power is the
+steady-state cycle power, ARCHITECTURE.md) or, for a run's last execution, its end. Samples outside
+every measure execution cycle are not LOIs and are dropped. toi_frac = toi_ns / execution duration,
+so a LOI in the launch gap has toi_frac >= 1.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ def host_executions(
 
     Columns: run:int32, segment:Enum, exec_index:int32, role:Enum, golden:bool (false for runs not
     golden in `binned`; all false without `binned`), exec_start_ns, exec_end_ns:int64 (host clock),
-    dur_ns:int64 (host-clock duration)."""
+    dur_ns:int64 (host-clock duration), cycle_end_ns:int64 (next execution's start in the run, or
+    exec_end_ns for the run's last one), cycle_ns:int64 (cycle_end_ns - exec_start_ns),
+    has_next:bool (a later execution of the run exists, so the cycle is complete)."""
     view = PlanView.from_plan(plan)
     cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
     ex = executions.join(measure_runs(runs), on="run", how="semi") if runs is not None else executions
@@ -63,6 +68,14 @@ def host_executions(
             cp.host_expr("gpu_end_ns").alias("exec_end_ns"),
         )
         .with_columns(role=role_expr(view), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
+        .sort("run", "exec_start_ns")
+        .with_columns(next_start=pl.col("exec_start_ns").shift(-1).over("run"))
+        .with_columns(
+            has_next=pl.col("next_start").is_not_null(),
+            cycle_end_ns=pl.coalesce("next_start", "exec_end_ns"),
+        )
+        .with_columns(cycle_ns=pl.col("cycle_end_ns") - pl.col("exec_start_ns"))
+        .drop("next_start")
         .join(gold.lazy(), on="run", how="left")
         .with_columns(pl.col("golden").fill_null(False))
         .sort("exec_start_ns")
@@ -87,11 +100,11 @@ def assign_lois(
     output; delay_ns: sensor delay (ns) subtracted from every sample time (0 = no correction), or
     {channel: delay_ns} with `default_delay_ns` (default 0) for channels not in it.
     Returns the lois frame (LOIS_SCHEMA, ARCHITECTURE.md), sorted by t_ns:
-    t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns (>= 0);
-    toi_frac = toi_ns / (exec_end_ns - exec_start_ns) in [0, 1)."""
+    t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns, in [0, cycle_ns);
+    toi_frac = toi_ns / (exec_end_ns - exec_start_ns), >= 1 inside the launch gap."""
     right = host_execs.lazy().select(
-        "exec_start_ns", "exec_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index"
-    ).filter(pl.col("dur_ns") > 0).sort("exec_start_ns")
+        "exec_start_ns", "cycle_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index"
+    ).filter((pl.col("dur_ns") > 0) & (pl.col("cycle_end_ns") > pl.col("exec_start_ns"))).sort("exec_start_ns")
     if isinstance(delay_ns, Mapping):
         shift: pl.Expr = pl.col("channel").cast(pl.String).replace_strict(
             {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0),
@@ -110,7 +123,7 @@ def assign_lois(
     lois = (
         left.join_asof(right, left_on="t_ns", right_on="exec_start_ns", strategy="backward",
                        check_sortedness=False)
-        .filter(pl.col("t_ns") < pl.col("exec_end_ns"))
+        .filter(pl.col("t_ns") < pl.col("cycle_end_ns"))
         .with_columns(toi_ns=pl.col("t_ns") - pl.col("exec_start_ns"))
         .select(
             "run", "golden",

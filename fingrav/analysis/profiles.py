@@ -1,16 +1,20 @@
 """Profiles (METHOD.md step 9) with confidence intervals: per channel and role, the mean power of the
 LOIs of golden runs, a cluster bootstrap CI over runs, and a polynomial fit of power vs toi_frac;
-execution time, energy per execution, SSE-vs-SSP and interleaved-vs-SSP errors.
+execution time, cycle time, energy per execution, SSE-vs-SSP and interleaved-vs-SSP errors.
 
 The cluster bootstrap resamples golden runs with replacement. One matrix of counts C (reps x runs,
 C[b, r] = times run r is drawn in replicate b) is shared by every statistic, so derived quantities
 (errors, energy) are paired across replicates. A ratio mean over LOIs is then
 (C @ sum_power_per_run) / (C @ lois_per_run), one matrix product for all replicates.
 
-Statistic groups (in the summary's "channels"): ssp = main executions >= ssp_index (the SSP tail),
-sse = main execution sse_index, first = main execution 0 when a predecessor exists (interleaved),
-warmup = the other main executions, pred = predecessor executions. They are defined by execution
-index, so "sse" still exists when sse_index == ssp_index (its LOIs then carry role "ssp").
+Statistic groups (in the summary's "channels"): ssp = the SSP tail (main executions ssp_index ..
+ssp_index + tail - 1), sse = main execution sse_index, first = main execution 0 when a predecessor
+exists (interleaved), warmup = the other main executions before the tail, pred = predecessor
+executions; trailing executions are never profiled. They are defined by execution index, so "sse"
+still exists when sse_index == ssp_index (its LOIs then carry role "ssp").
+
+Energy per execution = SSP power x SSP cycle time (start of an SSP execution to the start of the
+next, ARCHITECTURE.md), from the SSP executions that have a successor in their run.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ def group_exprs(view: PlanView) -> dict[str, pl.Expr]:
     seg = pl.col("segment").cast(pl.String)
     i = pl.col("exec_index")
     main = seg == MAIN
-    ssp = main & (i >= view.ssp_index)
+    ssp = main & (i >= view.ssp_index) & (i < view.trail_index)
+    trail = main & (i >= view.trail_index)
     sse = main & (i == view.sse_index)
     first = main & (i == 0) & pl.lit(view.predecessor_count > 0)
-    return {"ssp": ssp, "sse": sse, "first": first, "warmup": main & ~ssp & ~sse & ~first, "pred": seg == PRED}
+    return {"ssp": ssp, "sse": sse, "first": first, "warmup": main & ~ssp & ~sse & ~first & ~trail,
+            "pred": seg == PRED}
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -200,6 +206,18 @@ def _golden_arrays(lois: pl.DataFrame, run_ids: np.ndarray, with_exec: bool) -> 
     return out
 
 
+def _median_stat(boot: ClusterBootstrap, sums: np.ndarray, counts: np.ndarray) -> dict[str, float | None]:
+    """Median over golden runs of per-run means (sums / counts) with a bootstrap CI; runs without
+    values count at the median (they are rare: incomplete runs are never golden)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_run = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
+    if not np.isfinite(per_run).any():
+        return {"value": None, "ci_low": None, "ci_high": None}
+    med = float(np.nanmedian(per_run))
+    lo, hi = boot.ci(boot.median(np.nan_to_num(per_run, nan=med)))
+    return {"value": _f(med), "ci_low": _f(lo), "ci_high": _f(hi)}
+
+
 def compute_profiles(
     lois: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -212,8 +230,9 @@ def compute_profiles(
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden);
     plan: plan.json; analysis: AnalysisConfig dict (bootstrap_reps, ci_level, fit_degree).
     channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, runs_with_lois, fit_coeffs};
-    derived = exec_time_ns {median, ci_low, ci_high}, exec_time_mean_ns, energy_per_exec_mj
-    {value, ci_low, ci_high}, sse_vs_ssp_error_pct / interleaved_vs_ssp_pct {value, ci_low, ci_high}.
+    derived = exec_time_ns / cycle_time_ns {value (median over runs), ci_low, ci_high},
+    exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
+    sse_vs_ssp_error_pct / interleaved_vs_ssp_pct {value, ci_low, ci_high}.
     """
     view = PlanView.from_plan(plan)
     reps = int(analysis.get("bootstrap_reps", 1000))
@@ -269,24 +288,26 @@ def compute_profiles(
             }
 
     derived: dict[str, Any] = {}
+    ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])
     # execution time: per golden run, mean host-clock duration of the SSP-tail executions
-    tail = host_execs.filter(pl.col("golden") & groups["ssp"]).select("run", "dur_ns")
-    tsum, tcnt = _per_run(tail, golden_runs, "dur_ns")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_run_t = np.where(tcnt > 0, tsum / np.where(tcnt > 0, tcnt, 1), np.nan)
-    have_t = bool(np.isfinite(per_run_t).any())
-    t_med = float(np.nanmedian(per_run_t)) if have_t else None
-    t_lo, t_hi = boot.ci(boot.median(np.nan_to_num(per_run_t, nan=np.nanmedian(per_run_t)))) if have_t \
-        else (None, None)
-    t_mean = float(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
-    derived["exec_time_ns"] = {"value": _f(t_med), "ci_low": _f(t_lo), "ci_high": _f(t_hi)}
-    derived["exec_time_mean_ns"] = _f(t_mean)
+    tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden_runs, "dur_ns")
+    derived["exec_time_ns"] = _median_stat(boot, tsum, tcnt)
+    derived["exec_time_mean_ns"] = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
+    # cycle time: SSP executions with a successor (start to the next start, launch gap included)
+    cyc = ssp_execs.filter(pl.col("has_next")).select("run", "cycle_ns")
+    if cyc.height == 0 and ssp_execs.height:
+        logger.warning("no SSP execution has a successor (no trailing execution): cycle time = execution time")
+        cyc = ssp_execs.select("run", pl.col("dur_ns").alias("cycle_ns"))
+    csum, ccnt = _per_run(cyc, golden_runs, "cycle_ns")
+    derived["cycle_time_ns"] = _median_stat(boot, csum, ccnt)
+    c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
+    derived["cycle_time_mean_ns"] = _f(c_mean)
 
     ssp_p = points.get((TOTAL, "ssp"))
-    if ssp_p is not None and t_mean is not None:
-        e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(tsum, tcnt) * 1e-9
+    if ssp_p is not None and c_mean is not None:
+        e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * 1e-9  # mW x ns -> mJ
         e_lo, e_hi = boot.ci(e_rep)
-        derived["energy_per_exec_mj"] = {"value": ssp_p * t_mean * 1e-9, "ci_low": e_lo, "ci_high": e_hi}
+        derived["energy_per_exec_mj"] = {"value": ssp_p * c_mean * 1e-9, "ci_low": e_lo, "ci_high": e_hi}
     else:
         derived["energy_per_exec_mj"] = {"value": None, "ci_low": None, "ci_high": None}
 

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 ROW_HEAD: tuple[str, ...] = (
     "scenario", "kernel", "backend", "predecessor",
     "exec_time_us", "exec_time_ci_low_us", "exec_time_ci_high_us",
+    "cycle_time_us", "cycle_time_ci_low_us", "cycle_time_ci_high_us",
     "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w",
     "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w",
     "sse_vs_ssp_error_pct",
@@ -177,6 +178,9 @@ def differentiate(
         "exec_time_us": _us(d["exec_time_ns"]["value"]),
         "exec_time_ci_low_us": _us(d["exec_time_ns"]["ci_low"]),
         "exec_time_ci_high_us": _us(d["exec_time_ns"]["ci_high"]),
+        "cycle_time_us": _us(d["cycle_time_ns"]["value"]),
+        "cycle_time_ci_low_us": _us(d["cycle_time_ns"]["ci_low"]),
+        "cycle_time_ci_high_us": _us(d["cycle_time_ns"]["ci_high"]),
         "ssp_power_w": _w(stat(TOTAL, "ssp", "mean_mw")),
         "ssp_power_ci_low_w": _w(stat(TOTAL, "ssp", "ci_low_mw")),
         "ssp_power_ci_high_w": _w(stat(TOTAL, "ssp", "ci_high_mw")),
@@ -204,6 +208,7 @@ def differentiate(
             ssp_power_mw=stat(TOTAL, "ssp", "mean_mw"), sse_power_mw=stat(TOTAL, "sse", "mean_mw"),
             energy_per_exec_mj=d["energy_per_exec_mj"]["value"],
             interleaved_power_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
+            host_execs=hx,
         )
         for key in ROW_TRUTH:
             row[key] = validation[key]
@@ -228,6 +233,8 @@ def differentiate(
         "gaps": gap_counts,
         "exec_time_ns": d["exec_time_ns"],
         "exec_time_mean_ns": d["exec_time_mean_ns"],
+        "cycle_time_ns": d["cycle_time_ns"],
+        "cycle_time_mean_ns": d["cycle_time_mean_ns"],
         "energy_per_exec_mj": d["energy_per_exec_mj"],
         "sse_vs_ssp_error_pct": d["sse_vs_ssp_error_pct"],
         "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"],

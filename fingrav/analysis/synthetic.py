@@ -30,6 +30,8 @@ class SynthSpec:
     warmups: int = 3
     ssp_index: int = 6
     tail: int = 4
+    trailing: int = 0  # executions after the SSP tail (role "trail", level of "ssp")
+    launch_gap_ns: int = 0  # idle gap after every execution but a run's last, at levels_mw["gap"]
     predecessor_count: int = 0
     pred_exec_time_ns: int = 100_000
     idle_ns: int = 2_000_000
@@ -41,7 +43,7 @@ class SynthSpec:
     drift: float = 0.0
     levels_mw: dict[str, float] = field(default_factory=lambda: {
         "idle": 100_000.0, "pred": 500_000.0, "first": 450_000.0, "warmup": 300_000.0, "sse": 350_000.0,
-        "ssp": 400_000.0})
+        "ssp": 400_000.0, "gap": 150_000.0})
     channel_scale: dict[str, float] = field(default_factory=lambda: {"total": 1.0, "memory": 0.25})
     margin: float = 0.05
     seed: int = 0
@@ -51,8 +53,10 @@ class SynthSpec:
 def _roles(spec: SynthSpec) -> np.ndarray:
     """Role names of the executions of one run (pred first, then main)."""
     main = []
-    for i in range(spec.ssp_index + spec.tail):
-        if i >= spec.ssp_index:
+    for i in range(spec.ssp_index + spec.tail + spec.trailing):
+        if i >= spec.ssp_index + spec.tail:
+            main.append("trail")
+        elif i >= spec.ssp_index:
             main.append("ssp")
         elif i == spec.warmups:
             main.append("sse")
@@ -66,9 +70,11 @@ def _roles(spec: SynthSpec) -> np.ndarray:
 def generate(spec: SynthSpec) -> dict[str, Any]:
     """Frames (executions, runs, samples, clock, truth), plan, clock fit dict and sensor dict.
 
-    Run 0.. are measure runs; every execution's true power is levels_mw[role] x channel scale."""
+    Run 0.. are measure runs; every execution's true power is levels_mw[role] x channel scale
+    ("trail" at the "ssp" level), levels_mw["gap"] in launch gaps. Truth power is the cycle mean
+    (start to the next start; start to end for a run's last execution), truth energy start to end."""
     rng = np.random.default_rng(spec.seed)
-    n_main = spec.ssp_index + spec.tail
+    n_main = spec.ssp_index + spec.tail + spec.trailing
     n_ex = spec.predecessor_count + n_main
     roles = _roles(spec)
     r = spec.runs
@@ -80,12 +86,15 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
     dur[:, : spec.predecessor_count] = spec.pred_exec_time_ns
     dur[:, spec.predecessor_count:] = np.rint(t_main)[:, None].astype(np.int64)
     delay = rng.integers(0, max(spec.max_delay_ns, 1), size=r)
-    busy = dur.sum(axis=1)
+    gap = np.full((r, n_ex), spec.launch_gap_ns, dtype=np.int64)
+    gap[:, -1] = 0
+    busy = (dur + gap).sum(axis=1)
     span = spec.idle_ns + delay + busy
     run_begin = spec.host_t0_ns + np.concatenate([[0], np.cumsum(span)[:-1]])
     host_start_run = run_begin + spec.idle_ns + delay
-    ends = host_start_run[:, None] + np.cumsum(dur, axis=1)
-    starts = ends - dur
+    cycle_ends = host_start_run[:, None] + np.cumsum(dur + gap, axis=1)
+    starts = cycle_ends - dur - gap
+    ends = starts + dur
     host_end = int(ends[-1, -1]) + spec.idle_ns
 
     def to_gpu(h: np.ndarray) -> np.ndarray:
@@ -112,13 +121,18 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
     # samples: reported at t, showing the power at t - delay_ns
     t_true = np.arange(spec.host_t0_ns, host_end, spec.sample_period_ns, dtype=np.int64)
     t_true = t_true + rng.integers(0, max(spec.sample_period_ns // 4, 1), size=t_true.size)
-    flat_s, flat_e = starts.ravel(), ends.ravel()
+    flat_s, flat_e, flat_c = starts.ravel(), ends.ravel(), cycle_ends.ravel()
     k = np.searchsorted(flat_s, t_true, side="right") - 1
-    inside = (k >= 0) & (t_true < flat_e[np.clip(k, 0, None)])
+    kc = np.clip(k, 0, None)
+    inside = (k >= 0) & (t_true < flat_e[kc])
+    in_gap = (k >= 0) & ~inside & (t_true < flat_c[kc])
     role_of_exec = np.tile(roles, r)
-    level_of_exec = np.array([spec.levels_mw[x] for x in role_of_exec])
+    level_of_exec = np.array([spec.levels_mw["ssp" if x == "trail" else x] for x in role_of_exec])
     p_true = np.full(t_true.size, spec.levels_mw["idle"])
     p_true[inside] = level_of_exec[k[inside]]
+    p_true[in_gap] = spec.levels_mw["gap"]
+    g_flat = gap.ravel()
+    cycle_mean = (level_of_exec * dur.ravel() + spec.levels_mw["gap"] * g_flat) / (dur.ravel() + g_flat)
     chans = list(spec.channel_scale)
     samples = pl.DataFrame({
         "t_ns": np.tile(t_true + spec.delay_ns, len(chans)),
@@ -131,7 +145,7 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         "segment": np.tile(executions["segment"].to_numpy(), len(chans)),
         "exec_index": np.tile(executions["exec_index"].to_numpy(), len(chans)),
         "channel": np.repeat(chans, executions.height),
-        "power_mw": np.concatenate([level_of_exec * spec.channel_scale[c] for c in chans]),
+        "power_mw": np.concatenate([cycle_mean * spec.channel_scale[c] for c in chans]),
         "energy_mj": np.concatenate([level_of_exec * spec.channel_scale[c] * dur.ravel() * 1e-9 for c in chans]),
     })
     g = to_gpu(np.linspace(spec.host_t0_ns, host_end, 50).astype(np.int64))
@@ -140,7 +154,8 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
                           "source": ["burst"] * g.size, "run": np.full(g.size, -1, np.int32)})
     plan = {
         "exec_time_ns": float(spec.exec_time_ns), "warmups": spec.warmups, "sse_index": spec.warmups,
-        "ssp_index": spec.ssp_index, "executions_per_run": n_main, "tail": spec.tail, "runs": r,
+        "ssp_index": spec.ssp_index, "executions_per_run": n_main, "tail": spec.tail,
+        "trailing": spec.trailing, "runs": r,
         "margin": spec.margin, "predecessor_count": spec.predecessor_count,
         "sensor": {"period_ns": spec.sample_period_ns, "delay_ns": spec.delay_ns, "window_ns": 1_000,
                    "lag_ns": 0, "settle_ns": 0},

@@ -41,8 +41,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    logger.info("%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios),
-                cfg.device.backend)
+    logger.info(
+        "%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios), cfg.device.backend
+    )
     return 0
 
 
@@ -57,8 +58,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out or f"results/{cfg.sweep}")
     cal, raw = _gpu_paths(cfg, out)
     with logging_to(out / "logs" / "calibrate.log"):
-        run_calibrate(cfg.device.model_dump(mode="json"), cfg.calibration.model_dump(mode="json"), cfg.seed,
-                      cal, raw / "calibration")
+        run_calibrate(
+            cfg.device.model_dump(mode="json"),
+            cfg.calibration.model_dump(mode="json"),
+            cfg.seed,
+            cal,
+            raw / "calibration",
+        )
     return 0
 
 
@@ -68,8 +74,15 @@ def _collect_one(cfg: SweepConfig, name: str, out: Path) -> None:
     cal, raw = _gpu_paths(cfg, out)
     truth = out / "truth" / f"{name}.parquet" if cfg.device.backend == "sim" else None
     with logging_to(out / "logs" / "collect" / f"{name}.log"):
-        run_collect(cfg.device.model_dump(mode="json"), cfg.scenario(name).model_dump(mode="json"),
-                    cfg.run_policy.model_dump(mode="json", exclude={"margin"}), cfg.seed, cal, raw / name, truth)
+        run_collect(
+            cfg.device.model_dump(mode="json"),
+            cfg.scenario(name).model_dump(mode="json"),
+            cfg.run_policy.model_dump(mode="json", exclude={"margin"}),
+            cfg.seed,
+            cal,
+            raw / name,
+            truth,
+        )
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -88,8 +101,9 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     for i, name in enumerate(names):
         logger.info("scenario %d/%d: %s", i + 1, len(names), name)
         _collect_one(cfg, name, out)
-    (out / "gpu-sweep.json").write_text(json.dumps(
-        {"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n")
+    (out / "gpu-sweep.json").write_text(
+        json.dumps({"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n"
+    )
     return 0
 
 

@@ -41,23 +41,46 @@ CALIBRATION_RAW_FILES = ("clock.parquet", "steps.parquet", "samples.parquet")
 
 SCHEMAS: dict[str, pa.Schema] = {
     "executions": pa.schema(
-        [("run", pa.int32()), ("segment", pa.string()), ("exec_index", pa.int32()),
-         ("gpu_start_ns", pa.int64()), ("gpu_end_ns", pa.int64())]
+        [
+            ("run", pa.int32()),
+            ("segment", pa.string()),
+            ("exec_index", pa.int32()),
+            ("gpu_start_ns", pa.int64()),
+            ("gpu_end_ns", pa.int64()),
+        ]
     ),
     "runs": pa.schema(
-        [("run", pa.int32()), ("phase", pa.string()), ("host_start_ns", pa.int64()), ("delay_ns", pa.int64()),
-         ("idle_ns", pa.int64()), ("energy_start_mj", pa.float64()), ("energy_end_mj", pa.float64())]
+        [
+            ("run", pa.int32()),
+            ("phase", pa.string()),
+            ("host_start_ns", pa.int64()),
+            ("delay_ns", pa.int64()),
+            ("idle_ns", pa.int64()),
+            ("energy_start_mj", pa.float64()),
+            ("energy_end_mj", pa.float64()),
+        ]
     ),
     "clock": pa.schema(
-        [("host_before_ns", pa.int64()), ("gpu_ns", pa.int64()), ("host_after_ns", pa.int64()),
-         ("source", pa.string()), ("run", pa.int32())]
+        [
+            ("host_before_ns", pa.int64()),
+            ("gpu_ns", pa.int64()),
+            ("host_after_ns", pa.int64()),
+            ("source", pa.string()),
+            ("run", pa.int32()),
+        ]
     ),
     "samples": pa.schema([("t_ns", pa.int64()), ("channel", pa.string()), ("power_mw", pa.float64())]),
     # calibration load steps: one row per spin (on) interval, GPU clock
     "steps": pa.schema([("step", pa.int32()), ("gpu_start_ns", pa.int64()), ("gpu_end_ns", pa.int64())]),
     "truth": pa.schema(
-        [("run", pa.int32()), ("segment", pa.string()), ("exec_index", pa.int32()), ("channel", pa.string()),
-         ("power_mw", pa.float64()), ("energy_mj", pa.float64())]
+        [
+            ("run", pa.int32()),
+            ("segment", pa.string()),
+            ("exec_index", pa.int32()),
+            ("channel", pa.string()),
+            ("power_mw", pa.float64()),
+            ("energy_mj", pa.float64()),
+        ]
     ),
 }
 

@@ -53,8 +53,13 @@ def _replay_source(device: DeviceConfig, *parts: str) -> Path:
     return src
 
 
-def run_calibrate(device_params: dict[str, Any], calibration_params: dict[str, Any], seed: int,
-                  out_json: str | Path, raw_dir: str | Path) -> dict[str, Any]:
+def run_calibrate(
+    device_params: dict[str, Any],
+    calibration_params: dict[str, Any],
+    seed: int,
+    out_json: str | Path,
+    raw_dir: str | Path,
+) -> dict[str, Any]:
     """Clock sync + sensor characterization; writes calibration.json and raw/calibration/*.parquet.
     With the replay backend, copies the recorded raw calibration data and re-analyzes it."""
     from fingrav.collect.calibrate import analyze_calibration, calibrate
@@ -77,9 +82,15 @@ def run_calibrate(device_params: dict[str, Any], calibration_params: dict[str, A
     return result
 
 
-def run_collect(device_params: dict[str, Any], scenario_params: dict[str, Any], policy_params: dict[str, Any],
-                seed: int, calibration_json: str | Path, raw_dir: str | Path,
-                truth_path: str | Path | None = None) -> None:
+def run_collect(
+    device_params: dict[str, Any],
+    scenario_params: dict[str, Any],
+    policy_params: dict[str, Any],
+    seed: int,
+    calibration_json: str | Path,
+    raw_dir: str | Path,
+    truth_path: str | Path | None = None,
+) -> None:
     """Collect one scenario's raw data (or copy it, with the replay backend)."""
     from fingrav.collect.runner import collect_scenario
 

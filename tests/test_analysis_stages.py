@@ -12,7 +12,7 @@ import pytest
 from fingrav import rawio
 from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.analysis.stages import run_bin, run_differentiate, scenario_sensor
-from fingrav.analysis.summarize import ROW_HEAD, ROW_TAIL, ROW_TRUTH, summary_table
+from fingrav.analysis.summarize import ROW_EXTRA, ROW_HEAD, ROW_TAIL, ROW_TRUTH, summary_table
 from fingrav.analysis.synthetic import SynthSpec, generate
 
 ANALYSIS = {"bootstrap_reps": 200, "ci_level": 0.95, "fit_degree": 4, "min_lois": 10, "delay_correction": True,
@@ -98,8 +98,8 @@ def test_summary_table_column_order_and_types():
                  "flags": "too_few_lois"}},
     ]
     t = summary_table(rows)
-    assert t.columns == [*ROW_HEAD, "ssp_memory_power_w", "ssp_xcd_power_w", *ROW_TAIL, *ROW_TRUTH]
+    assert t.columns == [*ROW_HEAD, "ssp_memory_power_w", "ssp_xcd_power_w", *ROW_TAIL, *ROW_TRUTH, *ROW_EXTRA]
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
-    assert summary_table(rows[:1]).columns == [*ROW_HEAD, "ssp_memory_power_w", *ROW_TAIL]
+    assert summary_table(rows[:1]).columns == [*ROW_HEAD, "ssp_memory_power_w", *ROW_TAIL, *ROW_EXTRA]

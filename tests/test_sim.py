@@ -66,6 +66,10 @@ def test_open_device_and_describe() -> None:
     assert h.host_time_ns() > 1.6e18
     with pytest.raises(DeviceError):
         h.prepare(object())
+    with pytest.raises(DeviceError):
+        h.execute([(dev.prepare(gemm(2048)), 3)])  # a handle of another preset
+    rec = h.execute([])
+    assert len(rec) == 0 and len(h.ground_truth_of_last_execute()["total"]["power_mw"]) == 0
 
 
 def test_overrides_are_applied() -> None:

@@ -230,8 +230,8 @@ class SimulatedGPU(GPUDevice):
         handles: list[SimKernel] = []
         counts: list[int] = []
         for h, c in segments:
-            if not isinstance(h, SimKernel):
-                raise DeviceError(f"execute: {h!r} was not prepared by this simulated GPU")
+            if not isinstance(h, SimKernel) or h.preset != p.name:
+                raise DeviceError(f"execute: {h!r} was not prepared by this simulated {p.name}")
             if int(c) < 0:
                 raise ValueError(f"execute: negative count {c}")
             handles.append(h)

@@ -38,6 +38,7 @@ class SimKernel(KernelHandle):
     """
 
     label: str
+    preset: str
     kind: str
     flops: float
     bytes: float
@@ -115,6 +116,7 @@ def build_kernel(preset: Preset, kernel: Any) -> SimKernel:
     label = kernel.label() if hasattr(kernel, "label") else f"{kind} {m}x{n}x{k} {dtype}"
     sk = SimKernel(
         label=label,
+        preset=preset.name,
         kind=kind,
         flops=flops,
         bytes=nbytes,

@@ -40,17 +40,31 @@ def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, pe
     rng = np.random.default_rng(seed)
     tail = max(1, execs_per_run // 4)
     spec = SynthSpec(
-        runs=runs, exec_time_ns=exec_time_ns, warmups=3, ssp_index=execs_per_run - tail - 1, tail=tail,
-        idle_ns=execs_per_run * exec_time_ns, max_delay_ns=period_ns, sample_period_ns=period_ns,
-        trailing=1, launch_gap_ns=2_000, delay_ns=30_000, drift=5e-6, seed=seed,
+        runs=runs,
+        exec_time_ns=exec_time_ns,
+        warmups=3,
+        ssp_index=execs_per_run - tail - 1,
+        tail=tail,
+        idle_ns=execs_per_run * exec_time_ns,
+        max_delay_ns=period_ns,
+        sample_period_ns=period_ns,
+        trailing=1,
+        launch_gap_ns=2_000,
+        delay_ns=30_000,
+        drift=5e-6,
+        seed=seed,
         outlier_runs=tuple(int(r) for r in rng.choice(runs, runs // 30, replace=False)),
     )
     d = generate(spec)
     raw = out / "raw" / "scale"
     for kind in ("executions", "runs", "samples", "clock"):
         f = d[kind]
-        rawio.write_table(raw / f"{kind}.parquet", kind, {c: f[c].to_numpy() for c in f.columns},
-                          {"stage": "benchmark", **({"gaps": []} if kind == "samples" else {})})
+        rawio.write_table(
+            raw / f"{kind}.parquet",
+            kind,
+            {c: f[c].to_numpy() for c in f.columns},
+            {"stage": "benchmark", **({"gaps": []} if kind == "samples" else {})},
+        )
     rawio.write_json(raw / "plan.json", d["plan"])
     t = d["truth"]
     rawio.write_table(out / "truth.parquet", "truth", {c: t[c].to_numpy() for c in t.columns}, {})
@@ -66,14 +80,28 @@ def child(out: Path) -> None:
     t0 = time.perf_counter()
     meta = run_bin(raw, raw / "plan.json", out / "binned.parquet")
     t1 = time.perf_counter()
-    summary = run_differentiate(raw, out / "binned.parquet", out / "calibration.json", out / "truth.parquet",
-                                {"bootstrap_reps": 1000}, out / "profiles")
+    summary = run_differentiate(
+        raw,
+        out / "binned.parquet",
+        out / "calibration.json",
+        out / "truth.parquet",
+        {"bootstrap_reps": 1000},
+        out / "profiles",
+    )
     t2 = time.perf_counter()
-    (out / "timings.json").write_text(json.dumps({
-        "bin_s": t1 - t0, "differentiate_s": t2 - t1, "total_s": t2 - t0,
-        "runs_golden": meta["runs_golden"], "lois": summary["row"]["lois"],
-        "ssp_power_w": summary["row"]["ssp_power_w"], "ssp_error_pct": summary["row"]["ssp_error_pct"],
-    }))
+    (out / "timings.json").write_text(
+        json.dumps(
+            {
+                "bin_s": t1 - t0,
+                "differentiate_s": t2 - t1,
+                "total_s": t2 - t0,
+                "runs_golden": meta["runs_golden"],
+                "lois": summary["row"]["lois"],
+                "ssp_power_w": summary["row"]["ssp_power_w"],
+                "ssp_error_pct": summary["row"]["ssp_error_pct"],
+            }
+        )
+    )
 
 
 def child_breakdown(out: Path) -> None:
@@ -142,13 +170,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fingrav-scale-") as tmp:
         out = Path(tmp)
         tg = time.perf_counter()
-        sizes = generate_raw(out, args.runs, args.execs_per_run, int(args.exec_time_us * 1e3),
-                             int(args.period_us * 1e3), args.seed)
-        logger.info("generated %d executions, %d samples in %.1f s", sizes["executions"], sizes["samples"],
-                    time.perf_counter() - tg)
-        env = {**os.environ, "POLARS_MAX_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
-               "OPENBLAS_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
-               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        sizes = generate_raw(
+            out, args.runs, args.execs_per_run, int(args.exec_time_us * 1e3), int(args.period_us * 1e3), args.seed
+        )
+        logger.info(
+            "generated %d executions, %d samples in %.1f s",
+            sizes["executions"],
+            sizes["samples"],
+            time.perf_counter() - tg,
+        )
+        env = {
+            **os.environ,
+            "POLARS_MAX_THREADS": str(args.threads),
+            "OMP_NUM_THREADS": str(args.threads),
+            "OPENBLAS_NUM_THREADS": str(args.threads),
+            "MKL_NUM_THREADS": str(args.threads),
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         prefix = []
         if hasattr(os, "sched_setaffinity") and args.threads < (os.cpu_count() or 1):
             prefix = ["taskset", "-c", f"0-{args.threads - 1}"]
@@ -156,29 +194,45 @@ def main() -> int:
         for _ in range(args.repeat):
             # a fresh child per trial: ru_maxrss of RUSAGE_CHILDREN is the max over waited-for children
             tw = time.perf_counter()
-            proc = subprocess.Popen([*prefix, sys.executable, __file__, "--child", str(out)], env=env,
-                                    stdout=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, __file__, "--child", str(out)], env=env, stdout=subprocess.DEVNULL
+            )
             _, status, usage = os.wait4(proc.pid, 0)
             if status != 0:
                 raise SystemExit(f"benchmark child failed with status {status}")
             wall = time.perf_counter() - tw
             timings = json.loads((out / "timings.json").read_text())
-            trials.append({**{k: round(v, 3) if isinstance(v, float) else v for k, v in timings.items()},
-                           "child_wall_s_with_imports": round(wall, 3),
-                           "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)})
+            trials.append(
+                {
+                    **{k: round(v, 3) if isinstance(v, float) else v for k, v in timings.items()},
+                    "child_wall_s_with_imports": round(wall, 3),
+                    "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+                }
+            )
             logger.info("trial: %s", json.dumps(trials[-1]))
-        subprocess.run([*prefix, sys.executable, __file__, "--child-breakdown", str(out)], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*prefix, sys.executable, __file__, "--child-breakdown", str(out)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         breakdown = json.loads((out / "breakdown.json").read_text())
         lois_mb = (out / "profiles" / "lois.parquet").stat().st_size / 2**20
         load = os.getloadavg()
     totals = sorted(t["total_s"] for t in trials)
     result = {
-        "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.node()} {platform.machine()} "
-        f"{os.cpu_count()} cpus", "python": platform.python_version(), "threads": args.threads, **sizes,
-        "trials": trials, "total_s_min": totals[0], "total_s_median": totals[len(totals) // 2],
-        "peak_rss_mib_max": max(t["peak_rss_mib"] for t in trials), "lois_parquet_mib": round(lois_mb, 1),
-        "breakdown": breakdown, "loadavg_after": [round(x, 2) for x in load],
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus",
+        "python": platform.python_version(),
+        "threads": args.threads,
+        **sizes,
+        "trials": trials,
+        "total_s_min": totals[0],
+        "total_s_median": totals[len(totals) // 2],
+        "peak_rss_mib_max": max(t["peak_rss_mib"] for t in trials),
+        "lois_parquet_mib": round(lois_mb, 1),
+        "breakdown": breakdown,
+        "loadavg_after": [round(x, 2) for x in load],
     }
     logger.info("%s", json.dumps(result, indent=1))
     return 0

@@ -9,12 +9,24 @@ import pytest
 from fingrav.analysis.binning import BINNED_SCHEMA, bin_runs, golden_window
 from fingrav.errors import DataError
 
-PLAN = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 4, "tail": 2, "margin": 0.05,
-        "predecessor_count": 0, "exec_time_ns": 100_000}
+PLAN = {
+    "ssp_index": 2,
+    "sse_index": 1,
+    "warmups": 1,
+    "executions_per_run": 4,
+    "tail": 2,
+    "margin": 0.05,
+    "predecessor_count": 0,
+    "exec_time_ns": 100_000,
+}
 
 
-def make_frames(ssp_times: dict[int, int], plan: dict = PLAN, drop: tuple[tuple[int, int], ...] = (),
-                extra_runs: tuple[tuple[int, str], ...] = ()) -> tuple[pl.DataFrame, pl.DataFrame]:
+def make_frames(
+    ssp_times: dict[int, int],
+    plan: dict = PLAN,
+    drop: tuple[tuple[int, int], ...] = (),
+    extra_runs: tuple[tuple[int, str], ...] = (),
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Runs with 4 main executions of 100 us each, except exec ssp_index which lasts ssp_times[run].
     drop: (run, exec_index) executions left out; extra_runs: (run, phase) without executions."""
     rows = []
@@ -25,11 +37,21 @@ def make_frames(ssp_times: dict[int, int], plan: dict = PLAN, drop: tuple[tuple[
             if (run, i) not in drop:
                 rows.append((run, "main", i, t, t + d))
             t += d
-    ex = pl.DataFrame(rows, schema={"run": pl.Int32, "segment": pl.String, "exec_index": pl.Int32,
-                                    "gpu_start_ns": pl.Int64, "gpu_end_ns": pl.Int64}, orient="row")
+    ex = pl.DataFrame(
+        rows,
+        schema={
+            "run": pl.Int32,
+            "segment": pl.String,
+            "exec_index": pl.Int32,
+            "gpu_start_ns": pl.Int64,
+            "gpu_end_ns": pl.Int64,
+        },
+        orient="row",
+    )
     run_rows = [(r, "measure") for r in ssp_times] + list(extra_runs)
     runs = pl.DataFrame(run_rows, schema={"run": pl.Int32, "phase": pl.String}, orient="row").with_columns(
-        host_start_ns=pl.lit(0, pl.Int64), delay_ns=pl.lit(0, pl.Int64), idle_ns=pl.lit(0, pl.Int64))
+        host_start_ns=pl.lit(0, pl.Int64), delay_ns=pl.lit(0, pl.Int64), idle_ns=pl.lit(0, pl.Int64)
+    )
     return ex, runs
 
 
@@ -86,8 +108,15 @@ def test_bin_runs_incomplete_and_non_measure_runs():
 def test_bin_runs_with_predecessor_needs_pred_executions():
     plan = {**PLAN, "predecessor_count": 2}
     ex, runs = make_frames({0: 200_000, 1: 200_000})
-    pred = pl.DataFrame({"run": [0, 0], "segment": ["pred", "pred"], "exec_index": [0, 1],
-                         "gpu_start_ns": [0, 10], "gpu_end_ns": [10, 20]}).cast(dict(ex.schema))
+    pred = pl.DataFrame(
+        {
+            "run": [0, 0],
+            "segment": ["pred", "pred"],
+            "exec_index": [0, 1],
+            "gpu_start_ns": [0, 10],
+            "gpu_end_ns": [10, 20],
+        }
+    ).cast(dict(ex.schema))
     binned, _ = bin_runs(pl.concat([ex, pred]), runs, plan, 0.02)
     assert binned["reason"].to_list() == [None, "incomplete"]
 

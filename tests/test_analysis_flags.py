@@ -17,9 +17,20 @@ ANALYSIS = {"bootstrap_reps": 200, "ci_level": 0.95, "fit_degree": 4, "min_lois"
 
 
 def base_inputs(**kw: object) -> FlagInputs:
-    args = dict(ssp_lois=100, sse_lois=100, exec_time_ns=200_000.0, sensor={"window_ns": 1000, "lag_ns": 0},
-                clock=ClockParams(0.0, 0, 0.0, 100.0), probe={"settled": True}, runs_total=100, runs_golden=90,
-                gaps_in_golden_runs=0, min_lois=10, max_drift_ppm=200.0, max_clock_residual_us=20.0)
+    args = dict(
+        ssp_lois=100,
+        sse_lois=100,
+        exec_time_ns=200_000.0,
+        sensor={"window_ns": 1000, "lag_ns": 0},
+        clock=ClockParams(0.0, 0, 0.0, 100.0),
+        probe={"settled": True},
+        runs_total=100,
+        runs_golden=90,
+        gaps_in_golden_runs=0,
+        min_lois=10,
+        max_drift_ppm=200.0,
+        max_clock_residual_us=20.0,
+    )
     args.update(kw)
     return FlagInputs(**args)  # type: ignore[arg-type]
 
@@ -45,10 +56,10 @@ def test_each_flag_fires():
         assert flag in flags, flag
         assert ok is valid, flag
     # kernel_shorter_than_window uses window + lag
-    assert "kernel_shorter_than_window" not in compute_flags(base_inputs(sensor={"window_ns": 150_000,
-                                                                                 "lag_ns": 0}))[0]
-    assert "kernel_shorter_than_window" in compute_flags(base_inputs(sensor={"window_ns": 150_000,
-                                                                             "lag_ns": 60_000}))[0]
+    assert "kernel_shorter_than_window" not in compute_flags(base_inputs(sensor={"window_ns": 150_000, "lag_ns": 0}))[0]
+    assert (
+        "kernel_shorter_than_window" in compute_flags(base_inputs(sensor={"window_ns": 150_000, "lag_ns": 60_000}))[0]
+    )
     assert compute_flags(base_inputs(clock=ClockParams(0.0, 0, 0.0, math.nan)))[1] is True  # unknown residual
 
 
@@ -64,8 +75,17 @@ def test_gap_detection_and_overlap():
 
 def _differentiate(d: dict, **kw: object) -> dict:
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    _, s = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"],
-                         d["sensor"], {**ANALYSIS, **kw.pop("analysis", {})}, **kw)  # type: ignore[arg-type]
+    _, s = differentiate(
+        d["executions"],
+        d["runs"],
+        d["samples"],
+        d["plan"],
+        binned,
+        d["clock_fit"],
+        d["sensor"],
+        {**ANALYSIS, **kw.pop("analysis", {})},
+        **kw,
+    )  # type: ignore[arg-type]
     return s
 
 
@@ -76,8 +96,15 @@ def test_flags_from_differentiate():
     d["plan"]["probe"] = {"settled": False}
     d["sensor"]["window_ns"] = 5_000_000
     s = _differentiate(d)
-    assert s["flags"] == ["too_few_lois", "too_few_lois_sse", "kernel_shorter_than_window", "below_method_minimum",
-                          "clock_drift", "unsettled", "low_golden_fraction"]
+    assert s["flags"] == [
+        "too_few_lois",
+        "too_few_lois_sse",
+        "kernel_shorter_than_window",
+        "below_method_minimum",
+        "clock_drift",
+        "unsettled",
+        "low_golden_fraction",
+    ]
     assert s["row"]["valid"] is False and s["row"]["flags"] == ";".join(s["flags"])
 
 

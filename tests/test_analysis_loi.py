@@ -12,10 +12,22 @@ OFFSET = 1_234_567
 DRIFT = 100e-6  # 100 ppm
 GPU_REF = 5_000_000_000
 CLOCK = {"offset_ns": OFFSET, "gpu_ref_ns": GPU_REF, "drift": DRIFT, "residual_ns": 50.0}
-PLAN = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 3, "tail": 1, "margin": 0.05,
-        "predecessor_count": 0}
-EX_SCHEMA = {"run": pl.Int32, "segment": pl.String, "exec_index": pl.Int32, "gpu_start_ns": pl.Int64,
-             "gpu_end_ns": pl.Int64}
+PLAN = {
+    "ssp_index": 2,
+    "sse_index": 1,
+    "warmups": 1,
+    "executions_per_run": 3,
+    "tail": 1,
+    "margin": 0.05,
+    "predecessor_count": 0,
+}
+EX_SCHEMA = {
+    "run": pl.Int32,
+    "segment": pl.String,
+    "exec_index": pl.Int32,
+    "gpu_start_ns": pl.Int64,
+    "gpu_end_ns": pl.Int64,
+}
 
 
 def to_host(g: int) -> int:
@@ -39,8 +51,10 @@ def frames(plan: dict = PLAN, pred: int = 0) -> tuple[pl.DataFrame, pl.DataFrame
 
 
 def samples_at(ts: list[int], power: float = 1000.0) -> pl.DataFrame:
-    return pl.DataFrame({"t_ns": ts, "channel": ["total"] * len(ts), "power_mw": [power] * len(ts)},
-                        schema={"t_ns": pl.Int64, "channel": pl.String, "power_mw": pl.Float64})
+    return pl.DataFrame(
+        {"t_ns": ts, "channel": ["total"] * len(ts), "power_mw": [power] * len(ts)},
+        schema={"t_ns": pl.Int64, "channel": pl.String, "power_mw": pl.Float64},
+    )
 
 
 def test_clock_mapping_exact():
@@ -77,11 +91,11 @@ def test_planted_samples_exact_toi():
     g0 = GPU_REF + 10_000_000
     s1 = to_host(g0 + 100_000)  # start of exec 1 (sse)
     planted = [
-        to_host(g0) + 0,          # exec 0 at its very start
-        s1 + 50_005,              # exec 1, half way (duration 100_010)
-        s1 + 100_010,             # = start of exec 2 -> exec 2, toi 0
-        to_host(g0) - 1,          # before the run: not a LOI
-        to_host(g0 + 300_000),    # end of the last exec: not a LOI
+        to_host(g0) + 0,  # exec 0 at its very start
+        s1 + 50_005,  # exec 1, half way (duration 100_010)
+        s1 + 100_010,  # = start of exec 2 -> exec 2, toi 0
+        to_host(g0) - 1,  # before the run: not a LOI
+        to_host(g0 + 300_000),  # end of the last exec: not a LOI
         to_host(GPU_REF + 50_000_000) + 10,  # inside the timing run: not a LOI
     ]
     lois = lois_frame(ex, runs, samples_at(planted), PLAN, binned, CLOCK)
@@ -138,7 +152,9 @@ def test_sensor_normalization():
     per = sensor_channels({"total": {"delay_ms": 2.5, "window_ms": 4.5}, "memory": {"delay_ns": 7}})
     assert per["total"]["delay_ns"] == 2_500_000 and per["total"]["window_ns"] == 4_500_000
     assert channel_delays({"total": {"delay_ms": 2.5}, "memory": {"delay_ns": 7}}) == (
-        2_500_000, {"total": 2_500_000, "memory": 7})
+        2_500_000,
+        {"total": 2_500_000, "memory": 7},
+    )
     assert channel_delays({"delay_ns": 12}) == (12, {"total": 12})
 
 
@@ -147,7 +163,8 @@ def test_launch_gap_belongs_to_the_execution_before_it():
     it (toi_frac >= 1); after the run's last execution nothing is a LOI."""
     ex, runs, binned = frames()
     ex = ex.with_columns(  # shift exec i of each run by i * 10 us: gaps of 10 us between executions
-        (pl.col(c) + pl.col("exec_index").cast(pl.Int64) * 10_000).alias(c) for c in ("gpu_start_ns", "gpu_end_ns"))
+        (pl.col(c) + pl.col("exec_index").cast(pl.Int64) * 10_000).alias(c) for c in ("gpu_start_ns", "gpu_end_ns")
+    )
     hx = host_executions(ex, runs, PLAN, CLOCK, binned)
     assert hx["has_next"].to_list() == [True, True, False]
     assert hx["cycle_ns"].to_list() == [110_011, 110_011, 100_010]

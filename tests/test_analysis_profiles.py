@@ -19,8 +19,9 @@ PLAN = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 4, "
 def run_synth(**kw: object) -> tuple[pl.DataFrame, dict, dict]:
     d = generate(SynthSpec(**kw))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    lois, summary = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"],
-                                  d["sensor"], ANALYSIS, d["truth"])
+    lois, summary = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, d["truth"]
+    )
     return lois, summary, d
 
 
@@ -56,18 +57,35 @@ def test_energy_and_exec_time():
     assert row["energy_per_exec_ci_low_mj"] <= row["energy_per_exec_mj"] <= row["energy_per_exec_ci_high_mj"]
 
 
-def _cluster_lois(n_runs: int, rng: np.random.Generator, mean: float = 300_000.0) -> tuple[pl.DataFrame,
-                                                                                            pl.DataFrame]:
+def _cluster_lois(n_runs: int, rng: np.random.Generator, mean: float = 300_000.0) -> tuple[pl.DataFrame, pl.DataFrame]:
     """SSP LOIs of golden runs: a run effect (sd 20 W) plus noise (sd 30 W), 5-15 LOIs per run."""
     run_eff = rng.normal(0, 20_000, n_runs)
     k = rng.integers(5, 16, n_runs)
     run = np.repeat(np.arange(n_runs), k)
     p = mean + run_eff[run] + rng.normal(0, 30_000, run.size)
-    lois = pl.DataFrame({"run": run.astype(np.int32), "golden": True, "role": "ssp", "segment": "main",
-                         "exec_index": np.int32(2), "channel": "total", "toi_frac": rng.uniform(0, 1, run.size),
-                         "power_mw": p})
-    hx = pl.DataFrame({"run": np.arange(n_runs, dtype=np.int32), "golden": True, "segment": "main",
-                       "exec_index": np.int32(2), "dur_ns": 100_000, "cycle_ns": 100_000, "has_next": True})
+    lois = pl.DataFrame(
+        {
+            "run": run.astype(np.int32),
+            "golden": True,
+            "role": "ssp",
+            "segment": "main",
+            "exec_index": np.int32(2),
+            "channel": "total",
+            "toi_frac": rng.uniform(0, 1, run.size),
+            "power_mw": p,
+        }
+    )
+    hx = pl.DataFrame(
+        {
+            "run": np.arange(n_runs, dtype=np.int32),
+            "golden": True,
+            "segment": "main",
+            "exec_index": np.int32(2),
+            "dur_ns": 100_000,
+            "cycle_ns": 100_000,
+            "has_next": True,
+        }
+    )
     return lois, hx
 
 
@@ -136,8 +154,10 @@ def test_sse_is_first_ssp_execution_when_indices_coincide():
     lois, s, _ = run_synth(runs=20, warmups=3, ssp_index=3, tail=3)
     assert set(lois["role"].unique()) == {"ssp", "warmup"}
     assert s["channels"]["total"]["sse"]["mean_mw"] == pytest.approx(400_000.0)
-    assert s["channels"]["total"]["sse"]["lois"] == lois.filter(
-        (pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
+    assert (
+        s["channels"]["total"]["sse"]["lois"]
+        == lois.filter((pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
+    )
     assert s["row"]["sse_vs_ssp_error_pct"] == pytest.approx(0.0)
 
 
@@ -152,8 +172,9 @@ def test_interleaved_first_execution_is_also_sse_without_warmups():
 def test_no_lois_gives_nulls_not_errors():
     d = generate(SynthSpec(runs=5))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    _, s = differentiate(d["executions"], d["runs"], d["samples"].clear(), d["plan"], binned, d["clock_fit"],
-                         d["sensor"], ANALYSIS, None)
+    _, s = differentiate(
+        d["executions"], d["runs"], d["samples"].clear(), d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
+    )
     assert s["row"]["ssp_power_w"] is None and s["row"]["energy_per_exec_mj"] is None
     assert s["row"]["lois"] == 0 and s["row"]["valid"] is False and "too_few_lois" in s["flags"]
     assert "NaN" not in rawio.dumps(s)  # strict JSON

@@ -15,16 +15,29 @@ from fingrav.analysis.stages import run_bin, run_differentiate, scenario_sensor
 from fingrav.analysis.summarize import ROW_EXTRA, ROW_HEAD, ROW_TAIL, ROW_TRUTH, summary_table
 from fingrav.analysis.synthetic import SynthSpec, generate
 
-ANALYSIS = {"bootstrap_reps": 200, "ci_level": 0.95, "fit_degree": 4, "min_lois": 10, "delay_correction": True,
-            "max_drift_ppm": 200.0, "max_clock_residual_us": 20.0}
+ANALYSIS = {
+    "bootstrap_reps": 200,
+    "ci_level": 0.95,
+    "fit_degree": 4,
+    "min_lois": 10,
+    "delay_correction": True,
+    "max_drift_ppm": 200.0,
+    "max_clock_residual_us": 20.0,
+}
 
 
 def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = True) -> tuple[Path, Path, dict]:
     d = generate(spec)
     raw = tmp / "raw" / name
-    prov = {"stage": "collect", "device": {"backend": "sim", "name": "synthetic"},
-            "scenario": {"name": name, "kernel": {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"},
-                         "predecessor": None}}
+    prov = {
+        "stage": "collect",
+        "device": {"backend": "sim", "name": "synthetic"},
+        "scenario": {
+            "name": name,
+            "kernel": {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"},
+            "predecessor": None,
+        },
+    }
     for kind in ("executions", "runs", "samples", "clock"):
         frame = d[kind] if (kind != "clock" or with_clock) else d[kind].clear()
         meta = {**prov, "gaps": []} if kind == "samples" else prov
@@ -34,29 +47,41 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
     truth = tmp / "truth" / f"{name}.parquet"
     rawio.write_table(truth, "truth", {c: d["truth"][c].to_numpy() for c in d["truth"].columns}, prov)
     s = d["sensor"]
-    cal = {"clock": {**d["clock_fit"], "offset_ns": d["clock_fit"]["offset_ns"] + 50_000.0},  # deliberately off
-           "sensor": {"total": {"period_ms": s["period_ns"] / 1e6, "delay_ms": s["delay_ns"] / 1e6,
-                                "window_ms": 0.001, "lag_ms": 0.0, "settle_ms": 0.0}}}
+    cal = {
+        "clock": {**d["clock_fit"], "offset_ns": d["clock_fit"]["offset_ns"] + 50_000.0},  # deliberately off
+        "sensor": {
+            "total": {
+                "period_ms": s["period_ns"] / 1e6,
+                "delay_ms": s["delay_ns"] / 1e6,
+                "window_ms": 0.001,
+                "lag_ms": 0.0,
+                "settle_ms": 0.0,
+            }
+        },
+    }
     rawio.write_json(tmp / "calibration.json", cal)
     return raw, truth, d
 
 
 def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
-    spec = SynthSpec(runs=30, outlier_runs=(3,), delay_ns=40_000, drift=20e-6, offset_ns=-2_000_000,
-                     idle_ns=10_000_000)  # reads span > 0.3 s: clocksync fits the drift
+    spec = SynthSpec(
+        runs=30, outlier_runs=(3,), delay_ns=40_000, drift=20e-6, offset_ns=-2_000_000, idle_ns=10_000_000
+    )  # reads span > 0.3 s: clocksync fits the drift
     raw, truth, d = write_scenario(tmp_path, "cb-2k", spec)
     binned_path = tmp_path / "binned" / "cb-2k.parquet"
     meta = run_bin(raw, raw / "plan.json", binned_path, None, {"stage": "bin"})
     assert meta["runs_golden"] == 29
     b = pl.read_parquet(binned_path)
-    assert b.schema == pl.Schema({"run": pl.Int32, "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean,
-                                  "reason": pl.String})
+    assert b.schema == pl.Schema(
+        {"run": pl.Int32, "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean, "reason": pl.String}
+    )
     bmeta = rawio.read_metadata(binned_path)
     assert {"margin", "bin_low_ns", "bin_high_ns", "provenance"} <= set(bmeta) and bmeta["margin"] == 0.05
 
     out = tmp_path / "profiles" / "cb-2k"
-    summary = run_differentiate(raw, binned_path, tmp_path / "calibration.json", truth, ANALYSIS, out,
-                                {"stage": "differentiate"})
+    summary = run_differentiate(
+        raw, binned_path, tmp_path / "calibration.json", truth, ANALYSIS, out, {"stage": "differentiate"}
+    )
     lois = pl.read_parquet(out / "lois.parquet")
     assert lois.schema == pl.Schema(LOIS_SCHEMA)
     assert rawio.read_metadata(out / "lois.parquet")["clock_source"] == "scenario"
@@ -77,16 +102,17 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
 def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
     raw, _, _ = write_scenario(tmp_path, "s", SynthSpec(runs=10), with_clock=False)
     run_bin(raw, raw / "plan.json", tmp_path / "b.parquet")
-    s = run_differentiate(raw, tmp_path / "b.parquet", tmp_path / "calibration.json", None, ANALYSIS,
-                          tmp_path / "out")
+    s = run_differentiate(raw, tmp_path / "b.parquet", tmp_path / "calibration.json", None, ANALYSIS, tmp_path / "out")
     assert s["provenance"]["clock_source"] == "calibration"
     assert s["clock"]["offset_ns"] == pytest.approx(163_000 + 50_000)  # the calibration's (50 us off)
     assert s["row"]["ssp_power_w"] is not None and "truth_ssp_power_w" not in s["row"]
 
 
 def test_scenario_sensor_merges_calibration_over_plan():
-    got = scenario_sensor({"sensor": {"total": {"delay_ms": 2.8}, "memory": {"delay_ms": 50.0}}},
-                          {"sensor": {"period_ns": 20_000_000, "delay_ns": 1, "window_ns": 4_500_000}})
+    got = scenario_sensor(
+        {"sensor": {"total": {"delay_ms": 2.8}, "memory": {"delay_ms": 50.0}}},
+        {"sensor": {"period_ns": 20_000_000, "delay_ns": 1, "window_ns": 4_500_000}},
+    )
     assert got["total"]["delay_ns"] == 2_800_000 and got["total"]["window_ns"] == 4_500_000
     assert got["memory"]["delay_ns"] == 50_000_000
 
@@ -94,8 +120,15 @@ def test_scenario_sensor_merges_calibration_over_plan():
 def test_summary_table_column_order_and_types():
     rows = [
         {"scenario": "a", "ssp_power_w": 1.0, "ssp_memory_power_w": 0.5, "runs_total": 3, "valid": True, "flags": ""},
-        {"row": {"scenario": "b", "ssp_xcd_power_w": 2.0, "truth_ssp_power_w": 2.1, "valid": False,
-                 "flags": "too_few_lois"}},
+        {
+            "row": {
+                "scenario": "b",
+                "ssp_xcd_power_w": 2.0,
+                "truth_ssp_power_w": 2.1,
+                "valid": False,
+                "flags": "too_few_lois",
+            }
+        },
     ]
     t = summary_table(rows)
     assert t.columns == [*ROW_HEAD, "ssp_memory_power_w", "ssp_xcd_power_w", *ROW_TAIL, *ROW_TRUTH, *ROW_EXTRA]

@@ -19,7 +19,8 @@ def test_truth_by_group_uses_golden_runs_and_tail():
     ssp = d["plan"]["ssp_index"]
     # the outlier (non-golden) run's truth is absurd; the SSP tail of run 0 differs by execution
     truth = d["truth"].with_columns(
-        power_mw=pl.when(pl.col("run") == 2).then(1e12)
+        power_mw=pl.when(pl.col("run") == 2)
+        .then(1e12)
         .when((pl.col("run") == 0) & (pl.col("exec_index") == ssp) & (pl.col("segment") == "main"))
         .then(pl.col("power_mw") + 40_000.0 * 4)  # +160 W on 1 of 4 tail executions: run 0 mean +40 W
         .otherwise(pl.col("power_mw"))
@@ -50,8 +51,9 @@ def test_differentiate_row_has_truth_columns():
     d = generate(SynthSpec(runs=20, predecessor_count=2))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
     truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 1.1)
-    _, s = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"],
-                         ANALYSIS, truth)
+    _, s = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, truth
+    )
     row = s["row"]
     assert row["truth_ssp_power_w"] == pytest.approx(440.0)
     assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
@@ -62,8 +64,9 @@ def test_differentiate_row_has_truth_columns():
     assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
     assert s["validation"]["sse_error_pct"] == pytest.approx((350 - 385) / 385 * 100)
     # without truth: no truth columns
-    _, s2 = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"],
-                          ANALYSIS, None)
+    _, s2 = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
+    )
     assert "truth_ssp_power_w" not in s2["row"] and s2["validation"] is None
 
 
@@ -72,8 +75,9 @@ def test_cycle_power_with_launch_gaps_and_trailing_execution():
     cycle-mean power within sampling error; energy = SSP power x cycle time; trailing not profiled."""
     d = generate(SynthSpec(runs=60, launch_gap_ns=20_000, trailing=1, exec_jitter=0.0))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    lois, s = differentiate(d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"],
-                            d["sensor"], ANALYSIS, d["truth"])
+    lois, s = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, d["truth"]
+    )
     row = s["row"]
     cycle_w = (400 * 200 + 150 * 20) / 220
     assert row["truth_ssp_power_w"] == pytest.approx(cycle_w)

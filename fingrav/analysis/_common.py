@@ -78,8 +78,16 @@ class PlanView:
         trailing = epr - ssp - tail
         et = plan.get("exec_time_ns")
         margin = plan.get("margin")
-        return cls(ssp, sse, epr, pred, float(et) if et is not None else None,
-                   float(margin) if margin is not None else None, tail, trailing)
+        return cls(
+            ssp,
+            sse,
+            epr,
+            pred,
+            float(et) if et is not None else None,
+            float(margin) if margin is not None else None,
+            tail,
+            trailing,
+        )
 
 
 def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_index") -> pl.Expr:
@@ -88,11 +96,16 @@ def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_
     seg = pl.col(segment).cast(pl.String)
     i = pl.col(exec_index)
     return (
-        pl.when(seg == PRED).then(pl.lit("pred"))
-        .when(i >= view.trail_index).then(pl.lit("trail"))
-        .when(i >= view.ssp_index).then(pl.lit("ssp"))
-        .when(i == view.sse_index).then(pl.lit("sse"))
-        .when((i == 0) & pl.lit(view.predecessor_count > 0)).then(pl.lit("first"))
+        pl.when(seg == PRED)
+        .then(pl.lit("pred"))
+        .when(i >= view.trail_index)
+        .then(pl.lit("trail"))
+        .when(i >= view.ssp_index)
+        .then(pl.lit("ssp"))
+        .when(i == view.sse_index)
+        .then(pl.lit("sse"))
+        .when((i == 0) & pl.lit(view.predecessor_count > 0))
+        .then(pl.lit("first"))
         .otherwise(pl.lit("warmup"))
         .cast(ROLE_DTYPE)
     )

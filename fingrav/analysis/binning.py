@@ -52,7 +52,9 @@ def ssp_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[s
     view = PlanView.from_plan(plan)
     mruns = measure_runs(runs)
     ex = executions.select(
-        pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), pl.col("exec_index").cast(pl.Int32),
+        pl.col("run").cast(pl.Int32),
+        pl.col("segment").cast(pl.String),
+        pl.col("exec_index").cast(pl.Int32),
         (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("dur_ns"),
     ).join(mruns, on="run", how="semi")
     per_run = ex.group_by("run").agg(
@@ -105,14 +107,23 @@ def bin_runs(
     usable = times.filter(pl.col("complete") & (pl.col("ssp_exec_time_ns") > 0))
     low, high, count = golden_window(usable["ssp_exec_time_ns"].to_numpy(), margin)
     t = pl.col("ssp_exec_time_ns")
-    binned = times.select(
-        "run",
-        "ssp_exec_time_ns",
-        reason=pl.when(~pl.col("complete")).then(pl.lit(INCOMPLETE))
-        .when(t <= 0).then(pl.lit(BAD_TIME))
-        .when((t < low) | (t > high)).then(pl.lit(OUTSIDE_BIN))
-        .otherwise(pl.lit(None, dtype=pl.String)),
-    ).with_columns(golden=pl.col("reason").is_null()).select(list(BINNED_SCHEMA)).cast(BINNED_SCHEMA).sort("run")
+    binned = (
+        times.select(
+            "run",
+            "ssp_exec_time_ns",
+            reason=pl.when(~pl.col("complete"))
+            .then(pl.lit(INCOMPLETE))
+            .when(t <= 0)
+            .then(pl.lit(BAD_TIME))
+            .when((t < low) | (t > high))
+            .then(pl.lit(OUTSIDE_BIN))
+            .otherwise(pl.lit(None, dtype=pl.String)),
+        )
+        .with_columns(golden=pl.col("reason").is_null())
+        .select(list(BINNED_SCHEMA))
+        .cast(BINNED_SCHEMA)
+        .sort("run")
+    )
 
     reasons = binned.filter(~pl.col("golden")).group_by("reason").len().sort("reason")
     meta: dict[str, Any] = {
@@ -125,7 +136,13 @@ def bin_runs(
     }
     if meta["runs_golden"] != count:  # pragma: no cover - internal consistency
         raise AssertionError(f"golden count {meta['runs_golden']} != window count {count}")
-    logger.info("binning: %d/%d runs golden in [%s, %s] ns (margin %.3g); dropped %s",
-                meta["runs_golden"], meta["runs_total"], meta["bin_low_ns"], meta["bin_high_ns"], margin,
-                meta["reasons"])
+    logger.info(
+        "binning: %d/%d runs golden in [%s, %s] ns (margin %.3g); dropped %s",
+        meta["runs_golden"],
+        meta["runs_total"],
+        meta["bin_low_ns"],
+        meta["bin_high_ns"],
+        margin,
+        meta["reasons"],
+    )
     return binned, meta

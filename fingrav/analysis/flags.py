@@ -37,8 +37,11 @@ MIN_GOLDEN_FRACTION = 0.5
 def run_spans(host_execs: pl.DataFrame, golden_only: bool = True) -> pl.DataFrame:
     """Host-clock span [start_ns, end_ns) of the executions of each (golden) run, sorted by start."""
     ex = host_execs.filter(pl.col("golden")) if golden_only else host_execs
-    return ex.group_by("run").agg(start_ns=pl.col("exec_start_ns").min(), end_ns=pl.col("exec_end_ns").max()).sort(
-        "start_ns")
+    return (
+        ex.group_by("run")
+        .agg(start_ns=pl.col("exec_start_ns").min(), end_ns=pl.col("exec_end_ns").max())
+        .sort("start_ns")
+    )
 
 
 def detect_gaps(samples: pl.DataFrame, channel: str = TOTAL, factor: float = GAP_FACTOR) -> np.ndarray:

@@ -83,8 +83,10 @@ def host_executions(
     )
     n_overlap = out.select((pl.col("exec_start_ns").shift(-1) < pl.col("exec_end_ns")).sum()).item()
     if n_overlap:
-        logger.warning("%d executions overlap the next one on the host clock; samples in an overlap go "
-                       "to the later execution", n_overlap)
+        logger.warning(
+            "%d executions overlap the next one on the host clock; samples in an overlap go to the later execution",
+            n_overlap,
+        )
     return out
 
 
@@ -102,13 +104,20 @@ def assign_lois(
     Returns the lois frame (LOIS_SCHEMA, ARCHITECTURE.md), sorted by t_ns:
     t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns, in [0, cycle_ns);
     toi_frac = toi_ns / (exec_end_ns - exec_start_ns), >= 1 inside the launch gap."""
-    right = host_execs.lazy().select(
-        "exec_start_ns", "cycle_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index"
-    ).filter((pl.col("dur_ns") > 0) & (pl.col("cycle_end_ns") > pl.col("exec_start_ns"))).sort("exec_start_ns")
+    right = (
+        host_execs.lazy()
+        .select("exec_start_ns", "cycle_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index")
+        .filter((pl.col("dur_ns") > 0) & (pl.col("cycle_end_ns") > pl.col("exec_start_ns")))
+        .sort("exec_start_ns")
+    )
     if isinstance(delay_ns, Mapping):
-        shift: pl.Expr = pl.col("channel").cast(pl.String).replace_strict(
-            {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0),
-            return_dtype=pl.Int64)
+        shift: pl.Expr = (
+            pl.col("channel")
+            .cast(pl.String)
+            .replace_strict(
+                {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0), return_dtype=pl.Int64
+            )
+        )
     else:
         shift = pl.lit(int(delay_ns), dtype=pl.Int64)
     left = (
@@ -121,21 +130,31 @@ def assign_lois(
         .sort("t_ns")
     )
     lois = (
-        left.join_asof(right, left_on="t_ns", right_on="exec_start_ns", strategy="backward",
-                       check_sortedness=False)
+        left.join_asof(right, left_on="t_ns", right_on="exec_start_ns", strategy="backward", check_sortedness=False)
         .filter(pl.col("t_ns") < pl.col("cycle_end_ns"))
         .with_columns(toi_ns=pl.col("t_ns") - pl.col("exec_start_ns"))
         .select(
-            "run", "golden",
-            pl.col("role").cast(pl.String), pl.col("segment").cast(pl.String),
-            "exec_index", "channel", "t_ns", "exec_start_ns", "toi_ns",
+            "run",
+            "golden",
+            pl.col("role").cast(pl.String),
+            pl.col("segment").cast(pl.String),
+            "exec_index",
+            "channel",
+            "t_ns",
+            "exec_start_ns",
+            "toi_ns",
             (pl.col("toi_ns").cast(pl.Float64) / pl.col("dur_ns").cast(pl.Float64)).alias("toi_frac"),
             "power_mw",
         )
         .collect()
     )
-    logger.info("LOIs: %d of %d samples fall inside %d measure executions (delay correction %s ns)",
-                lois.height, samples.height, host_execs.height, delay_ns)
+    logger.info(
+        "LOIs: %d of %d samples fall inside %d measure executions (delay correction %s ns)",
+        lois.height,
+        samples.height,
+        host_execs.height,
+        delay_ns,
+    )
     return lois.cast(LOIS_SCHEMA)  # type: ignore[arg-type]
 
 

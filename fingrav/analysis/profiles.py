@@ -46,8 +46,7 @@ def group_exprs(view: PlanView) -> dict[str, pl.Expr]:
     trail = main & (i >= view.trail_index)
     sse = main & (i == view.sse_index)
     first = main & (i == 0) & pl.lit(view.predecessor_count > 0)
-    return {"ssp": ssp, "sse": sse, "first": first, "warmup": main & ~ssp & ~sse & ~first & ~trail,
-            "pred": seg == PRED}
+    return {"ssp": ssp, "sse": sse, "first": first, "warmup": main & ~ssp & ~sse & ~first & ~trail, "pred": seg == PRED}
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -67,7 +66,8 @@ class ClusterBootstrap:
                 idx = rng.integers(0, self.n_runs, size=(b1 - b0, self.n_runs))
                 idx += (np.arange(b1 - b0) * self.n_runs)[:, None]
                 counts[b0:b1] = np.bincount(idx.ravel(), minlength=(b1 - b0) * self.n_runs).reshape(
-                    b1 - b0, self.n_runs)
+                    b1 - b0, self.n_runs
+                )
         self.counts = counts
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -134,9 +134,9 @@ def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
     gram = np.zeros((degree + 1, degree + 1))
     rhs = np.zeros(degree + 1)
     for i in range(0, x.size, FIT_CHUNK):
-        v = leg.legvander(2.0 * x[i: i + FIT_CHUNK] - 1.0, degree)
+        v = leg.legvander(2.0 * x[i : i + FIT_CHUNK] - 1.0, degree)
         gram += v.T @ v
-        rhs += v.T @ y[i: i + FIT_CHUNK]
+        rhs += v.T @ y[i : i + FIT_CHUNK]
     deg = degree
     while deg > 0 and np.linalg.cond(gram[: deg + 1, : deg + 1]) > MAX_GRAM_COND:
         deg -= 1
@@ -181,7 +181,9 @@ def _golden_arrays(lois: pl.DataFrame, run_ids: np.ndarray, with_exec: bool) -> 
         chan_code = pl.when(pl.col("channel") == ch).then(pl.lit(i, dtype=pl.Int32)).otherwise(chan_code)
     cols = [
         (chan_code * len(ROLES) + pl.col("role").cast(ROLE_DTYPE).to_physical().cast(pl.Int32)).alias("key"),
-        pl.col("run"), pl.col("toi_frac"), pl.col("power_mw"),
+        pl.col("run"),
+        pl.col("toi_frac"),
+        pl.col("power_mw"),
     ]
     if with_exec:
         cols += [(pl.col("segment") == MAIN).alias("main"), pl.col("exec_index")]
@@ -246,10 +248,14 @@ def compute_profiles(
     boot = ClusterBootstrap(n_runs, reps, level, seed=seed)
 
     # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
-    edge = {g for g, is_edge in (
-        ("sse", view.sse_index >= view.ssp_index),
-        ("first", view.predecessor_count > 0 and (view.ssp_index == 0 or view.sse_index == 0)),
-    ) if is_edge}
+    edge = {
+        g
+        for g, is_edge in (
+            ("sse", view.sse_index >= view.ssp_index),
+            ("first", view.predecessor_count > 0 and (view.ssp_index == 0 or view.sse_index == 0)),
+        )
+        if is_edge
+    }
     data = _golden_arrays(lois, run_ids, with_exec=bool(edge))
     channel_names = data["channel_names"]
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]

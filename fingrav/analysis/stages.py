@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 LOIS_DICTIONARY_COLUMNS = ("run", "golden", "role", "segment", "exec_index", "channel", "power_mw")
 
 
-def write_frame(path: str | Path, frame: pl.DataFrame, meta: Mapping[str, Any],
-                dictionary_columns: Sequence[str] | None = None) -> Path:
+def write_frame(
+    path: str | Path, frame: pl.DataFrame, meta: Mapping[str, Any], dictionary_columns: Sequence[str] | None = None
+) -> Path:
     """Write `frame` as zstd parquet with `meta` (JSON) under metadata key b"fingrav" (atomically,
     through a temporary file). dictionary_columns: columns to dictionary-encode (None: all)."""
     path = Path(path)
@@ -39,8 +40,9 @@ def write_frame(path: str | Path, frame: pl.DataFrame, meta: Mapping[str, Any],
     table = frame.to_arrow()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), rawio.META_KEY: rawio.dumps(dict(meta))})
     tmp = path.with_name(path.name + ".tmp")
-    use_dict: bool | list[str] = True if dictionary_columns is None else [
-        c for c in dictionary_columns if c in frame.columns]
+    use_dict: bool | list[str] = (
+        True if dictionary_columns is None else [c for c in dictionary_columns if c in frame.columns]
+    )
     pq.write_table(table, tmp, compression="zstd", use_dictionary=use_dict)
     tmp.replace(path)
     logger.debug("wrote %s (%d rows)", path, frame.height)
@@ -95,8 +97,7 @@ def scenario_clock(clock_reads: pl.DataFrame, calibration: Mapping[str, Any]) ->
             logger.warning("scenario clock fit failed (%s): using the calibration clock fit", err)
     clk = calibration.get("clock")
     if not isinstance(clk, Mapping):
-        raise DataError("no clock fit: the scenario's clock reads cannot be fitted and calibration.json has no "
-                        "'clock'")
+        raise DataError("no clock fit: the scenario's clock reads cannot be fitted and calibration.json has no 'clock'")
     return dict(clk), "calibration"
 
 
@@ -138,8 +139,11 @@ def run_differentiate(
     binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
     clock, clock_source = scenario_clock(_read(raw / "clock.parquet"), calibration)
     if max_clock_residual_us is None:
-        max_clock_residual_us = float(analysis_cfg.get("max_clock_residual_us")
-                                      or calibration.get("max_clock_residual_us") or DEFAULT_MAX_CLOCK_RESIDUAL_US)
+        max_clock_residual_us = float(
+            analysis_cfg.get("max_clock_residual_us")
+            or calibration.get("max_clock_residual_us")
+            or DEFAULT_MAX_CLOCK_RESIDUAL_US
+        )
     truth = _read(Path(truth_path)) if truth_path is not None else None
     raw_prov = rawio.read_metadata(raw / "executions.parquet")
     raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
@@ -148,15 +152,34 @@ def run_differentiate(
     backend = device.get("backend")
 
     lois, summary = differentiate(
-        _read(raw / "executions.parquet"), _read(raw / "runs.parquet"), samples, plan, binned, clock,
-        scenario_sensor(calibration, plan), analysis_cfg, truth,
-        scenario=raw.name, backend=str(backend) if backend is not None else None, gaps=samples_meta.get("gaps") or (),
-        max_clock_residual_us=max_clock_residual_us, binning=binning_meta, provenance=prov,
+        _read(raw / "executions.parquet"),
+        _read(raw / "runs.parquet"),
+        samples,
+        plan,
+        binned,
+        clock,
+        scenario_sensor(calibration, plan),
+        analysis_cfg,
+        truth,
+        scenario=raw.name,
+        backend=str(backend) if backend is not None else None,
+        gaps=samples_meta.get("gaps") or (),
+        max_clock_residual_us=max_clock_residual_us,
+        binning=binning_meta,
+        provenance=prov,
     )
-    write_frame(out / "lois.parquet", lois, {
-        "scenario": summary["scenario"], "clock": summary["clock"], "clock_source": clock_source,
-        "delay_correction_ns": summary["sensor"]["delay_correction_ns"], "provenance": dict(provenance or {}),
-    }, dictionary_columns=LOIS_DICTIONARY_COLUMNS)
+    write_frame(
+        out / "lois.parquet",
+        lois,
+        {
+            "scenario": summary["scenario"],
+            "clock": summary["clock"],
+            "clock_source": clock_source,
+            "delay_correction_ns": summary["sensor"]["delay_correction_ns"],
+            "provenance": dict(provenance or {}),
+        },
+        dictionary_columns=LOIS_DICTIONARY_COLUMNS,
+    )
     rawio.write_json(out / "summary.json", summary)
     logger.info("wrote %s and summary.json (%d LOIs)", out / "lois.parquet", lois.height)
     return summary

@@ -23,19 +23,36 @@ from fingrav.analysis.validation import validate
 logger = logging.getLogger(__name__)
 
 ROW_HEAD: tuple[str, ...] = (
-    "scenario", "kernel", "backend", "predecessor",
-    "exec_time_us", "exec_time_ci_low_us", "exec_time_ci_high_us",
-    "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w",
-    "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w",
+    "scenario",
+    "kernel",
+    "backend",
+    "predecessor",
+    "exec_time_us",
+    "exec_time_ci_low_us",
+    "exec_time_ci_high_us",
+    "ssp_power_w",
+    "ssp_power_ci_low_w",
+    "ssp_power_ci_high_w",
+    "sse_power_w",
+    "sse_power_ci_low_w",
+    "sse_power_ci_high_w",
     "sse_vs_ssp_error_pct",
-    "energy_per_exec_mj", "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj",
-    "interleaved_power_w", "interleaved_power_ci_low_w", "interleaved_power_ci_high_w",
+    "energy_per_exec_mj",
+    "energy_per_exec_ci_low_mj",
+    "energy_per_exec_ci_high_mj",
+    "interleaved_power_w",
+    "interleaved_power_ci_low_w",
+    "interleaved_power_ci_high_w",
     "interleaved_vs_ssp_pct",
 )  # then ssp_<channel>_power_w for every non-total channel (sorted)
 ROW_TAIL: tuple[str, ...] = ("runs_total", "runs_golden", "lois", "lois_sse", "valid", "flags")
 ROW_TRUTH: tuple[str, ...] = (
-    "truth_ssp_power_w", "ssp_error_pct", "truth_sse_power_w", "truth_energy_per_exec_mj",
-    "energy_error_pct", "truth_interleaved_power_w",
+    "truth_ssp_power_w",
+    "ssp_error_pct",
+    "truth_sse_power_w",
+    "truth_energy_per_exec_mj",
+    "energy_error_pct",
+    "truth_interleaved_power_w",
 )
 # beyond the ARCHITECTURE.md list: the SSP cycle time (start to the next start) behind the energy
 ROW_EXTRA: tuple[str, ...] = ("cycle_time_us", "cycle_time_ci_low_us", "cycle_time_ci_high_us")
@@ -88,8 +105,12 @@ def describe_plan(plan: Mapping[str, Any]) -> dict[str, str | None]:
     name = scen if isinstance(scen, str) else scen_d.get("name")
     device = prov.get("device") if isinstance(prov.get("device"), Mapping) else {}
     backend = plan.get("backend") or device.get("backend")
-    return {"scenario": name, "kernel": kernel, "predecessor": pred_s,
-            "backend": str(backend) if backend is not None else None}
+    return {
+        "scenario": name,
+        "kernel": kernel,
+        "predecessor": pred_s,
+        "backend": str(backend) if backend is not None else None,
+    }
 
 
 def _w(mw: float | None) -> float | None:
@@ -158,14 +179,22 @@ def differentiate(
     if exec_time_ns is None:
         exec_time_ns = view.exec_time_ns
     gap_counts = count_gaps(samples, hx, gaps, delay_ns)
-    flags, valid = compute_flags(FlagInputs(
-        ssp_lois=ssp_lois, sse_lois=sse_lois, exec_time_ns=exec_time_ns, sensor=tot_sensor, clock=cp,
-        probe=plan.get("probe") if isinstance(plan.get("probe"), Mapping) else None,
-        runs_total=runs_total, runs_golden=runs_golden,
-        gaps_in_golden_runs=gap_counts["known_in_golden_runs"] + gap_counts["detected_in_golden_runs"],
-        min_lois=int(analysis.get("min_lois", 10)), max_drift_ppm=float(analysis.get("max_drift_ppm", 200.0)),
-        max_clock_residual_us=float(max_clock_residual_us),
-    ))
+    flags, valid = compute_flags(
+        FlagInputs(
+            ssp_lois=ssp_lois,
+            sse_lois=sse_lois,
+            exec_time_ns=exec_time_ns,
+            sensor=tot_sensor,
+            clock=cp,
+            probe=plan.get("probe") if isinstance(plan.get("probe"), Mapping) else None,
+            runs_total=runs_total,
+            runs_golden=runs_golden,
+            gaps_in_golden_runs=gap_counts["known_in_golden_runs"] + gap_counts["detected_in_golden_runs"],
+            min_lois=int(analysis.get("min_lois", 10)),
+            max_drift_ppm=float(analysis.get("max_drift_ppm", 200.0)),
+            max_clock_residual_us=float(max_clock_residual_us),
+        )
+    )
 
     labels = describe_plan(plan)
     prov = dict(provenance or {})
@@ -199,14 +228,23 @@ def differentiate(
     }
     for ch in sorted(c for c in ch_stats if c != TOTAL):
         row[channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))
-    row.update(runs_total=runs_total, runs_golden=runs_golden, lois=ssp_lois, lois_sse=sse_lois, valid=valid,
-               flags=";".join(flags))
+    row.update(
+        runs_total=runs_total,
+        runs_golden=runs_golden,
+        lois=ssp_lois,
+        lois_sse=sse_lois,
+        valid=valid,
+        flags=";".join(flags),
+    )
 
     validation = None
     if truth is not None:
         validation = validate(
-            truth, binned, plan,
-            ssp_power_mw=stat(TOTAL, "ssp", "mean_mw"), sse_power_mw=stat(TOTAL, "sse", "mean_mw"),
+            truth,
+            binned,
+            plan,
+            ssp_power_mw=stat(TOTAL, "ssp", "mean_mw"),
+            sse_power_mw=stat(TOTAL, "sse", "mean_mw"),
             energy_per_exec_mj=d["energy_per_exec_mj"]["value"],
             interleaved_power_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
             host_execs=hx,
@@ -227,9 +265,12 @@ def differentiate(
         "valid": valid,
         "plan": dict(plan),
         "provenance": prov,
-        "sensor": {**tot_sensor, "delay_correction_ns": delay_ns,
-                   "delay_correction_by_channel_ns": delays or {ch: 0 for ch in sensor_channels(sensor)},
-                   "channels": sensor_channels(sensor)},
+        "sensor": {
+            **tot_sensor,
+            "delay_correction_ns": delay_ns,
+            "delay_correction_by_channel_ns": delays or {ch: 0 for ch in sensor_channels(sensor)},
+            "channels": sensor_channels(sensor),
+        },
         "binning": dict(binning) if binning is not None else None,
         "gaps": gap_counts,
         "exec_time_ns": d["exec_time_ns"],
@@ -241,9 +282,15 @@ def differentiate(
         "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"],
         "validation": validation,
     }
-    logger.info("differentiate %s: SSP %.4g W (%d LOIs), SSE %.4g W (%d LOIs), valid=%s",
-                row["scenario"], row["ssp_power_w"] or math.nan, ssp_lois, row["sse_power_w"] or math.nan,
-                sse_lois, valid)
+    logger.info(
+        "differentiate %s: SSP %.4g W (%d LOIs), SSE %.4g W (%d LOIs), valid=%s",
+        row["scenario"],
+        row["ssp_power_w"] or math.nan,
+        ssp_lois,
+        row["sse_power_w"] or math.nan,
+        sse_lois,
+        valid,
+    )
     return lois, summary
 
 

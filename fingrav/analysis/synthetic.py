@@ -41,9 +41,17 @@ class SynthSpec:
     offset_ns: int = 163_000
     gpu_ref_ns: int = 10_000_000_000
     drift: float = 0.0
-    levels_mw: dict[str, float] = field(default_factory=lambda: {
-        "idle": 100_000.0, "pred": 500_000.0, "first": 450_000.0, "warmup": 300_000.0, "sse": 350_000.0,
-        "ssp": 400_000.0, "gap": 150_000.0})
+    levels_mw: dict[str, float] = field(
+        default_factory=lambda: {
+            "idle": 100_000.0,
+            "pred": 500_000.0,
+            "first": 450_000.0,
+            "warmup": 300_000.0,
+            "sse": 350_000.0,
+            "ssp": 400_000.0,
+            "gap": 150_000.0,
+        }
+    )
     channel_scale: dict[str, float] = field(default_factory=lambda: {"total": 1.0, "memory": 0.25})
     margin: float = 0.05
     seed: int = 0
@@ -84,7 +92,7 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         t_main[list(spec.outlier_runs)] *= spec.outlier_factor
     dur = np.empty((r, n_ex), dtype=np.int64)
     dur[:, : spec.predecessor_count] = spec.pred_exec_time_ns
-    dur[:, spec.predecessor_count:] = np.rint(t_main)[:, None].astype(np.int64)
+    dur[:, spec.predecessor_count :] = np.rint(t_main)[:, None].astype(np.int64)
     delay = rng.integers(0, max(spec.max_delay_ns, 1), size=r)
     gap = np.full((r, n_ex), spec.launch_gap_ns, dtype=np.int64)
     gap[:, -1] = 0
@@ -104,19 +112,35 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
 
     seg = np.where(np.arange(n_ex) < spec.predecessor_count, "pred", "main")
     idx = np.concatenate([np.arange(spec.predecessor_count), np.arange(n_main)]).astype(np.int32)
-    executions = pl.DataFrame({
-        "run": np.repeat(np.arange(r, dtype=np.int32), n_ex),
-        "segment": np.tile(seg, r),
-        "exec_index": np.tile(idx, r),
-        "gpu_start_ns": to_gpu(starts.ravel()),
-        "gpu_end_ns": to_gpu(ends.ravel()),
-    })
-    runs = pl.DataFrame({
-        "run": np.arange(r, dtype=np.int32), "phase": ["measure"] * r, "host_start_ns": host_start_run,
-        "delay_ns": delay.astype(np.int64), "idle_ns": np.full(r, spec.idle_ns, np.int64),
-        "energy_start_mj": np.full(r, None), "energy_end_mj": np.full(r, None),
-    }, schema={"run": pl.Int32, "phase": pl.String, "host_start_ns": pl.Int64, "delay_ns": pl.Int64,
-               "idle_ns": pl.Int64, "energy_start_mj": pl.Float64, "energy_end_mj": pl.Float64})
+    executions = pl.DataFrame(
+        {
+            "run": np.repeat(np.arange(r, dtype=np.int32), n_ex),
+            "segment": np.tile(seg, r),
+            "exec_index": np.tile(idx, r),
+            "gpu_start_ns": to_gpu(starts.ravel()),
+            "gpu_end_ns": to_gpu(ends.ravel()),
+        }
+    )
+    runs = pl.DataFrame(
+        {
+            "run": np.arange(r, dtype=np.int32),
+            "phase": ["measure"] * r,
+            "host_start_ns": host_start_run,
+            "delay_ns": delay.astype(np.int64),
+            "idle_ns": np.full(r, spec.idle_ns, np.int64),
+            "energy_start_mj": np.full(r, None),
+            "energy_end_mj": np.full(r, None),
+        },
+        schema={
+            "run": pl.Int32,
+            "phase": pl.String,
+            "host_start_ns": pl.Int64,
+            "delay_ns": pl.Int64,
+            "idle_ns": pl.Int64,
+            "energy_start_mj": pl.Float64,
+            "energy_end_mj": pl.Float64,
+        },
+    )
 
     # samples: reported at t, showing the power at t - delay_ns
     t_true = np.arange(spec.host_t0_ns, host_end, spec.sample_period_ns, dtype=np.int64)
@@ -134,38 +158,70 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
     g_flat = gap.ravel()
     cycle_mean = (level_of_exec * dur.ravel() + spec.levels_mw["gap"] * g_flat) / (dur.ravel() + g_flat)
     chans = list(spec.channel_scale)
-    samples = pl.DataFrame({
-        "t_ns": np.tile(t_true + spec.delay_ns, len(chans)),
-        "channel": np.repeat(chans, t_true.size),
-        "power_mw": np.concatenate([p_true * spec.channel_scale[c] for c in chans]),
-    }).sort("t_ns", maintain_order=True)
+    samples = pl.DataFrame(
+        {
+            "t_ns": np.tile(t_true + spec.delay_ns, len(chans)),
+            "channel": np.repeat(chans, t_true.size),
+            "power_mw": np.concatenate([p_true * spec.channel_scale[c] for c in chans]),
+        }
+    ).sort("t_ns", maintain_order=True)
 
-    truth = pl.DataFrame({
-        "run": np.tile(executions["run"].to_numpy(), len(chans)),
-        "segment": np.tile(executions["segment"].to_numpy(), len(chans)),
-        "exec_index": np.tile(executions["exec_index"].to_numpy(), len(chans)),
-        "channel": np.repeat(chans, executions.height),
-        "power_mw": np.concatenate([cycle_mean * spec.channel_scale[c] for c in chans]),
-        "energy_mj": np.concatenate([level_of_exec * spec.channel_scale[c] * dur.ravel() * 1e-9 for c in chans]),
-    })
+    truth = pl.DataFrame(
+        {
+            "run": np.tile(executions["run"].to_numpy(), len(chans)),
+            "segment": np.tile(executions["segment"].to_numpy(), len(chans)),
+            "exec_index": np.tile(executions["exec_index"].to_numpy(), len(chans)),
+            "channel": np.repeat(chans, executions.height),
+            "power_mw": np.concatenate([cycle_mean * spec.channel_scale[c] for c in chans]),
+            "energy_mj": np.concatenate([level_of_exec * spec.channel_scale[c] * dur.ravel() * 1e-9 for c in chans]),
+        }
+    )
     g = to_gpu(np.linspace(spec.host_t0_ns, host_end, 50).astype(np.int64))
     h = spec.offset_ns + g + np.rint(spec.drift * (g - spec.gpu_ref_ns)).astype(np.int64)
-    clock = pl.DataFrame({"host_before_ns": h - 5_000, "gpu_ns": g, "host_after_ns": h + 5_000,
-                          "source": ["burst"] * g.size, "run": np.full(g.size, -1, np.int32)})
+    clock = pl.DataFrame(
+        {
+            "host_before_ns": h - 5_000,
+            "gpu_ns": g,
+            "host_after_ns": h + 5_000,
+            "source": ["burst"] * g.size,
+            "run": np.full(g.size, -1, np.int32),
+        }
+    )
     plan = {
-        "exec_time_ns": float(spec.exec_time_ns), "warmups": spec.warmups, "sse_index": spec.warmups,
-        "ssp_index": spec.ssp_index, "executions_per_run": n_main, "tail": spec.tail,
-        "trailing": spec.trailing, "runs": r,
-        "margin": spec.margin, "predecessor_count": spec.predecessor_count,
-        "sensor": {"period_ns": spec.sample_period_ns, "delay_ns": spec.delay_ns, "window_ns": 1_000,
-                   "lag_ns": 0, "settle_ns": 0},
-        "probe": {"settled": True}, "lois_wanted": 30,
-        "kernel": {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"}, "backend": "synthetic",
+        "exec_time_ns": float(spec.exec_time_ns),
+        "warmups": spec.warmups,
+        "sse_index": spec.warmups,
+        "ssp_index": spec.ssp_index,
+        "executions_per_run": n_main,
+        "tail": spec.tail,
+        "trailing": spec.trailing,
+        "runs": r,
+        "margin": spec.margin,
+        "predecessor_count": spec.predecessor_count,
+        "sensor": {
+            "period_ns": spec.sample_period_ns,
+            "delay_ns": spec.delay_ns,
+            "window_ns": 1_000,
+            "lag_ns": 0,
+            "settle_ns": 0,
+        },
+        "probe": {"settled": True},
+        "lois_wanted": 30,
+        "kernel": {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"},
+        "backend": "synthetic",
     }
     return {
-        "executions": executions, "runs": runs, "samples": samples, "clock": clock, "truth": truth,
+        "executions": executions,
+        "runs": runs,
+        "samples": samples,
+        "clock": clock,
+        "truth": truth,
         "plan": plan,
-        "clock_fit": {"offset_ns": spec.offset_ns, "gpu_ref_ns": spec.gpu_ref_ns, "drift": spec.drift,
-                      "residual_ns": 100.0},
+        "clock_fit": {
+            "offset_ns": spec.offset_ns,
+            "gpu_ref_ns": spec.gpu_ref_ns,
+            "drift": spec.drift,
+            "residual_ns": 100.0,
+        },
         "sensor": dict(plan["sensor"]),
     }

@@ -31,13 +31,20 @@ def truth_by_group(
     mean over golden runs of per-run means."""
     view = PlanView.from_plan(plan)
     golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32))
-    t = truth.lazy().with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32)).join(
-        golden.lazy(), on="run", how="semi")
+    t = (
+        truth.lazy()
+        .with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32))
+        .join(golden.lazy(), on="run", how="semi")
+    )
     if host_execs is not None:
-        cyc = host_execs.lazy().filter(pl.col("has_next")).select(
-            pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), "exec_index", "cycle_ns")
+        cyc = (
+            host_execs.lazy()
+            .filter(pl.col("has_next"))
+            .select(pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), "exec_index", "cycle_ns")
+        )
         t = t.join(cyc, on=["run", "segment", "exec_index"], how="left").with_columns(
-            cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * 1e-9)  # mW x ns -> mJ
+            cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * 1e-9
+        )  # mW x ns -> mJ
     else:
         t = t.with_columns(cycle_energy_mj=pl.lit(None, dtype=pl.Float64))
     groups = group_exprs(view)
@@ -114,6 +121,10 @@ def validate(
         "interleaved_error_pct": _err(interleaved_power_mw, t_first),
         "energy_error_pct": _err(energy_per_exec_mj, t_energy),
     }
-    logger.info("validation: ssp error %s %%, sse error %s %%, energy error %s %%",
-                out["ssp_error_pct"], out["sse_error_pct"], out["energy_error_pct"])
+    logger.info(
+        "validation: ssp error %s %%, sse error %s %%, energy error %s %%",
+        out["ssp_error_pct"],
+        out["sse_error_pct"],
+        out["energy_error_pct"],
+    )
     return out

@@ -235,7 +235,6 @@ class TorchGPUDevice(GPUDevice):
             self._host_counter = torch.zeros(1, dtype=torch.int32, pin_memory=True)
             self._stamper: Stamper = self._make_stamper()
             self._spinner: Spinner = self._make_spinner()
-        self._graph_pool = None
         self._series_graphs: dict[tuple[int, int], Any] = {}
         logger.info("torch device %d: %s, %d SMs, L2 %.0f MB, stamps by %s, %s launches", self.index,
                     self.props.name, self.props.multi_processor_count, self.l2_bytes / 2**20,
@@ -416,10 +415,10 @@ class TorchGPUDevice(GPUDevice):
             del handle.graphs[k]
         torch = self._torch
         try:
-            if self._graph_pool is None:
-                self._graph_pool = torch.cuda.graph_pool_handle()
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.device(self.index), torch.cuda.graph(g, pool=self._graph_pool, stream=self._stream):
+            # each graph gets its own (empty) private pool: nothing is allocated inside, and graphs that
+            # share no pool may be replayed in any order
+            with torch.cuda.device(self.index), torch.cuda.graph(g, stream=self._stream):
                 self._enqueue(handle, size, offset, stamped)
         except Exception as exc:
             logger.warning("CUDA graph capture failed (%s: %s): using stream launches from now on",
@@ -506,10 +505,8 @@ class TorchGPUDevice(GPUDevice):
             key = (n, self._generation)
             g = self._series_graphs.get(key)
             if g is None:
-                if self._graph_pool is None:
-                    self._graph_pool = torch.cuda.graph_pool_handle()
                 g = torch.cuda.CUDAGraph()
-                with torch.cuda.device(self.index), torch.cuda.graph(g, pool=self._graph_pool, stream=self._stream):
+                with torch.cuda.device(self.index), torch.cuda.graph(g, stream=self._stream):
                     for _ in range(n):
                         self._stamper.stamp(self._buf, self._counter)
                 self._series_graphs[key] = g
@@ -581,4 +578,3 @@ class TorchGPUDevice(GPUDevice):
         with contextlib.suppress(Exception):
             self._stream.synchronize()
         self._series_graphs.clear()
-        self._graph_pool = None

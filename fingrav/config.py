@@ -137,7 +137,10 @@ class RunPolicy(_Model):
     measured sensor. Explicit values override the automatic choice field by field."""
 
     mode: Literal["auto", "explicit"] = "auto"
-    runs: PositiveInt | None = None
+    runs: PositiveInt | None = Field(None, description="SSP runs (default: the guidance table)")
+    sse_runs: PositiveInt | None = Field(
+        None, description="SSE runs (default: enough for min_lois SSE LOIs, at least the guidance table, <= max_runs)"
+    )
     margin: Annotated[float, Field(gt=0, le=0.5)] | None = Field(
         None, description="binning margin as a fraction (0.02 = 2 %); an analysis parameter"
     )
@@ -147,6 +150,9 @@ class RunPolicy(_Model):
     min_lois: PositiveInt = Field(30, description="LOIs wanted per profile (SSE and SSP)")
     max_runs: PositiveInt = Field(4000, description="upper bound on runs when more are needed for LOIs")
     probe_ms: PositiveFloat = Field(400.0, description="length of the stability probe (back-to-back executions)")
+    reference_ms: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="length of a back-to-back reference run (settled power, energy-counter cross-check); 0: none"
+    )
     stability_tol_pct: PositiveFloat = Field(1.0, description="power is stable once within this of its final level")
 
     @model_validator(mode="after")

@@ -80,8 +80,9 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
     # SSP after the sensor settled (1.3 ms / 42 us = 31 executions) and strictly after the SSE
     assert plan.ssp_index == 30
     assert plan.margin == 0.05
-    # 30 SSE LOIs at 4 % chance per run -> 750 runs
-    assert plan.runs == 750
+    # 30 SSE LOIs at 4 % chance per run -> 750 SSE runs; SSP runs from the guidance table
+    assert plan.sse_runs == 750 and plan.runs == 400
+    assert plan.sse_executions_per_run == 4
     assert plan.executions_per_run == plan.ssp_index + plan.tail + 1 and plan.trailing == 1
     assert plan.idle_ns >= SENSOR_FAST["settle_ns"]
 
@@ -89,12 +90,13 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
 def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
     plan = make_plan(1_500_000, 1_505_000, SENSOR_FAST, None, RunPolicy())
     assert plan.ssp_index == 4 and plan.sse_index == 3
-    assert plan.runs == 200 and plan.margin == 0.02
+    assert plan.runs == 200 and plan.sse_runs == 200 and plan.margin == 0.02
+    assert plan.reference_executions == 0
 
 
 def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
     plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300))
-    assert plan.runs == 300
+    assert plan.sse_runs == 300 and plan.runs == 200
     assert any("capped" in n for n in plan.notes)
     # SSP only after ~63 ms of back-to-back executions
     assert plan.ssp_index + 1 >= 63 * MS / 172_000
@@ -107,3 +109,17 @@ def test_explicit_policy_overrides() -> None:
     plan = make_plan(100_000, 101_000, SENSOR_FAST, None, pol)
     assert (plan.runs, plan.executions_per_run, plan.margin) == (50, 12, 0.1)
     assert plan.ssp_index == 10 and plan.tail == 1 and plan.trailing == 1
+
+
+def test_reference_run_length() -> None:
+    plan = make_plan(100_000, 125_000, SENSOR_FAST, None, RunPolicy(reference_ms=2000))
+    assert plan.reference_executions == 16_000 and plan.reference_ms == 2000
+
+
+def test_probe_smooths_over_execution_cycles() -> None:
+    """A 1 ms sensor sees the shape inside 1.5 ms executions: a repeating 684/684/723 W pattern is stable."""
+    t = np.arange(0, 400) * MS
+    p = np.tile([684.0, 684.0, 723.0], 134)[:400] * 1000
+    p[:20] = np.linspace(150_000, 690_000, 20)
+    res = analyze_probe(t, p, 0, 399 * MS, 266, tol_pct=1.0, cycle_ns=1_500_000)
+    assert res.settled and res.t_stable_ns <= 25 * MS

@@ -97,8 +97,13 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
     extra_ns = rng.uniform(0.0, EXTRA_OFF_FRACTION * off_ns, cfg.steps).astype(np.int64)
     logger.info(
         "calibration on %s: %d steps of %.1f ms on / %.1f ms off, %d clock bursts of %d reads (~%.1f s)",
-        device.backend, cfg.steps, cfg.step_on_ms, cfg.step_off_ms, cfg.clock_bursts,
-        cfg.clock_reads_per_burst, (cfg.steps * (on_ns + off_ns) + 2 * off_ns + int(extra_ns.sum())) / 1e9,
+        device.backend,
+        cfg.steps,
+        cfg.step_on_ms,
+        cfg.step_off_ms,
+        cfg.clock_bursts,
+        cfg.clock_reads_per_burst,
+        (cfg.steps * (on_ns + off_ns) + 2 * off_ns + int(extra_ns.sum())) / 1e9,
     )
     sess = _Session(device, cfg)
     starts = np.zeros(cfg.steps, np.int64)
@@ -136,31 +141,57 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
     order = np.lexsort((samples.channel.astype(str), samples.t_ns))
     channels = list(device.channels)
     meta = provenance(
-        device.describe(), config_hash=config_hash(cfg), stage="calibrate", seed=seed,
+        device.describe(),
+        config_hash=config_hash(cfg),
+        stage="calibrate",
+        seed=seed,
         calibration=cfg.model_dump(mode="json"),
     )
     rawio.write_table(
-        raw_dir / "clock.parquet", "clock",
-        {"host_before_ns": reads.host_before_ns, "gpu_ns": reads.gpu_ns, "host_after_ns": reads.host_after_ns,
-         "source": np.full(len(reads), "burst"), "run": np.full(len(reads), -1, np.int32)},
+        raw_dir / "clock.parquet",
+        "clock",
+        {
+            "host_before_ns": reads.host_before_ns,
+            "gpu_ns": reads.gpu_ns,
+            "host_after_ns": reads.host_after_ns,
+            "source": np.full(len(reads), "burst"),
+            "run": np.full(len(reads), -1, np.int32),
+        },
         meta,
     )
     rawio.write_table(
-        raw_dir / "steps.parquet", "steps",
-        {"step": np.arange(cfg.steps, dtype=np.int32), "gpu_start_ns": starts, "gpu_end_ns": ends}, meta,
+        raw_dir / "steps.parquet",
+        "steps",
+        {"step": np.arange(cfg.steps, dtype=np.int32), "gpu_start_ns": starts, "gpu_end_ns": ends},
+        meta,
     )
     gaps = [[int(a), int(b)] for a, b in samples.gaps]
     rawio.write_table(
-        raw_dir / "samples.parquet", "samples",
-        {"t_ns": samples.t_ns[order], "channel": samples.channel[order].astype(str),
-         "power_mw": samples.power_mw[order]},
+        raw_dir / "samples.parquet",
+        "samples",
+        {
+            "t_ns": samples.t_ns[order],
+            "channel": samples.channel[order].astype(str),
+            "power_mw": samples.power_mw[order],
+        },
         {**meta, "gaps": gaps, "channels": channels},
     )
-    logger.info("calibration: wrote %d clock reads, %d steps, %d samples to %s", len(reads), cfg.steps,
-                len(samples), raw_dir)
+    logger.info(
+        "calibration: wrote %d clock reads, %d steps, %d samples to %s", len(reads), cfg.steps, len(samples), raw_dir
+    )
 
-    result = _analyze(reads, starts, ends, samples.t_ns[order], samples.channel[order].astype(str),
-                      samples.power_mw[order], channels, gaps, cfg, meta)
+    result = _analyze(
+        reads,
+        starts,
+        ends,
+        samples.t_ns[order],
+        samples.channel[order].astype(str),
+        samples.power_mw[order],
+        channels,
+        gaps,
+        cfg,
+        meta,
+    )
     _check_brackets(ClockFit.from_dict(result["clock"]), starts, ends, brackets)
     return result
 
@@ -174,8 +205,12 @@ def _check_brackets(clock: ClockFit, starts: np.ndarray, ends: np.ndarray, brack
     bad = (hs < brackets[:, 0] - slack) | (he > brackets[:, 1] + slack)
     if bad.any():
         worst = float(np.max(np.maximum(brackets[:, 0] - hs, he - brackets[:, 1])))
-        logger.warning("calibration: %d of %d mapped spins fall outside their host brackets (by up to %.1f us)",
-                       int(bad.sum()), len(bad), worst / 1e3)
+        logger.warning(
+            "calibration: %d of %d mapped spins fall outside their host brackets (by up to %.1f us)",
+            int(bad.sum()),
+            len(bad),
+            worst / 1e3,
+        )
 
 
 def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> dict[str, Any]:
@@ -202,14 +237,30 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> dict[str
     ch = np.asarray(smp.column("channel").to_pylist(), dtype=object).astype(str)
     channels = list(meta.get("channels") or dict.fromkeys(ch.tolist()))
     raw_meta = {k: v for k, v in meta.items() if k not in ("gaps", "channels")}
-    return _analyze(reads, starts, ends, smp.column("t_ns").to_numpy().astype(np.int64), ch,
-                    smp.column("power_mw").to_numpy().astype(np.float64), channels,
-                    [list(g) for g in meta.get("gaps", [])], cfg, raw_meta)
+    return _analyze(
+        reads,
+        starts,
+        ends,
+        smp.column("t_ns").to_numpy().astype(np.int64),
+        ch,
+        smp.column("power_mw").to_numpy().astype(np.float64),
+        channels,
+        [list(g) for g in meta.get("gaps", [])],
+        cfg,
+        raw_meta,
+    )
 
 
 def _analyze(
-    reads: ClockReads, gpu_start_ns: np.ndarray, gpu_end_ns: np.ndarray, t_ns: np.ndarray, channel: np.ndarray,
-    power_mw: np.ndarray, channels: list[str], gaps: list[list[int]], cfg: CalibrationConfig,
+    reads: ClockReads,
+    gpu_start_ns: np.ndarray,
+    gpu_end_ns: np.ndarray,
+    t_ns: np.ndarray,
+    channel: np.ndarray,
+    power_mw: np.ndarray,
+    channels: list[str],
+    gaps: list[list[int]],
+    cfg: CalibrationConfig,
     raw_meta: dict[str, Any],
 ) -> dict[str, Any]:
     """The calibration dict from in-memory raw data (shared by `calibrate` and `analyze_calibration`)."""
@@ -218,8 +269,9 @@ def _analyze(
     clock_valid = clock.residual_ns <= cfg.max_clock_residual_us * 1e3
     if not clock_valid:
         flags.append("clock_residual")
-        logger.warning("calibration: clock residual %.1f us exceeds %.1f us", clock.residual_ns / 1e3,
-                       cfg.max_clock_residual_us)
+        logger.warning(
+            "calibration: clock residual %.1f us exceeds %.1f us", clock.residual_ns / 1e3, cfg.max_clock_residual_us
+        )
     if gaps:
         flags.append("sample_gaps")
         logger.warning("calibration: the backend reported %d sample gaps", len(gaps))
@@ -241,8 +293,10 @@ def _analyze(
             flags.append(f"{name}:fit_failed")
             continue
         if name == "total" and not char.responds:
-            raise DataError("calibration: the 'total' power channel does not respond to the load steps "
-                            f"(period {char.period_ms:.2f} ms, {char.n_samples} samples)")
+            raise DataError(
+                "calibration: the 'total' power channel does not respond to the load steps "
+                f"(period {char.period_ms:.2f} ms, {char.n_samples} samples)"
+            )
         sensor[name] = char.to_dict()
         flags.extend(f"{name}:{f}" for f in char.flags)
 
@@ -252,12 +306,17 @@ def _analyze(
         "clock": {**clock.to_dict(), "valid": bool(clock_valid), "max_residual_us": cfg.max_clock_residual_us},
         "sensor": sensor,
         "channels": channels,
-        "steps": {"count": len(gpu_start_ns), "on_ms": float(np.median(on)),
-                  "off_ms": float(np.median(off)) if len(off) else None},
+        "steps": {
+            "count": len(gpu_start_ns),
+            "on_ms": float(np.median(on)),
+            "off_ms": float(np.median(off)) if len(off) else None,
+        },
         "flags": flags,
         "valid": bool(clock_valid),
         "provenance": provenance(
-            raw_meta.get("device"), config_hash=config_hash(cfg), stage="calibrate",
+            raw_meta.get("device"),
+            config_hash=config_hash(cfg),
+            stage="calibrate",
             raw={k: v for k, v in raw_meta.items() if k != "device"},
         ),
     }
@@ -265,7 +324,15 @@ def _analyze(
     logger.info(
         "calibration: clock offset %.3f us, drift %+.2f ppm, residual %.2f us (%s); total sensor: period "
         "%.2f ms, delay %.2f ms, window %.2f ms, lag %.2f ms, settle %.1f ms; flags %s",
-        clock.offset_ns / 1e3, clock.drift_ppm, clock.residual_ns / 1e3, "valid" if clock_valid else "INVALID",
-        t["period_ms"], t["delay_ms"], t["window_ms"], t["lag_ms"], t["settle_ms"], flags or "none",
+        clock.offset_ns / 1e3,
+        clock.drift_ppm,
+        clock.residual_ns / 1e3,
+        "valid" if clock_valid else "INVALID",
+        t["period_ms"],
+        t["delay_ms"],
+        t["window_ms"],
+        t["lag_ms"],
+        t["settle_ms"],
+        flags or "none",
     )
     return result

@@ -66,9 +66,13 @@ def analyze_probe(
     executions: int,
     tol_pct: float,
     noise_mw: float = 0.0,
+    cycle_ns: int = 0,
 ) -> ProbeResult:
     """Find when the sensor output of a long back-to-back run stops changing, and how long it takes to
-    return to idle after the run (METHOD.md step 4: the execution count after which power is stable)."""
+    return to idle after the run (METHOD.md step 4: the execution count after which power is stable).
+
+    A fast sensor resolves the power shape inside each execution; the output is therefore smoothed with
+    a moving mean over at least two execution cycles (and >= 3 samples) before judging stability."""
     t = np.asarray(t_ns, dtype=np.int64)
     p = np.asarray(power_mw, dtype=np.float64)
     order = np.argsort(t)
@@ -80,12 +84,15 @@ def analyze_probe(
     if len(pb) < 4:
         raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
     idle_level = float(np.median(before)) if len(before) else float(np.min(p))
-    tail = pb[int(len(pb) * 0.75) :]
+    period = float(np.median(np.diff(t))) if len(t) > 2 else 1.0
+    k = max(3, int(np.ceil(2 * cycle_ns / max(period, 1.0))))
+    k = min(k, max(3, len(pb) // 4))
+    smooth = _moving_mean(pb, k)
+    tail = smooth[int(len(pb) * 0.75) :]
     level = float(np.median(tail))
     # tolerance: the configured fraction of the level, but never below the sensor's own scatter
     scatter = float(np.median(np.abs(tail - level))) * 1.4826 if len(tail) > 2 else 0.0
     tol = max(level * tol_pct / 100.0, 3.0 * noise_mw, 3.0 * scatter)
-    smooth = _rolling_median(pb, 3)
     outside = np.abs(smooth - level) > tol
     if outside.any():
         last_out = int(np.nonzero(outside)[0][-1])
@@ -97,7 +104,7 @@ def analyze_probe(
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):
         idle_tol = max(abs(level - idle_level) * tol_pct / 100.0, 3.0 * noise_mw, 3.0 * scatter)
-        away = np.abs(_rolling_median(pa, 3) - idle_level) > idle_tol
+        away = np.abs(_moving_mean(pa, k) - idle_level) > idle_tol
         if away.any():
             last = int(np.nonzero(away)[0][-1])
             t_recover = int(ta[min(last + 1, len(ta) - 1)])
@@ -117,13 +124,14 @@ def analyze_probe(
     )
 
 
-def _rolling_median(x: np.ndarray, k: int) -> np.ndarray:
-    if len(x) < k:
-        return x.copy()
-    pad = k // 2
-    xp = np.pad(x, pad, mode="edge")
-    win = np.lib.stride_tricks.sliding_window_view(xp, k)
-    return np.median(win, axis=1)
+def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
+    """Centered moving mean over k samples (edges padded with the edge value)."""
+    if len(x) < k or k <= 1:
+        return x.astype(np.float64, copy=True)
+    left, right = (k - 1) // 2, k // 2
+    xp = np.pad(x.astype(np.float64), (left, right), mode="edge")
+    c = np.concatenate(([0.0], np.cumsum(xp)))
+    return (c[k:] - c[:-k]) / k
 
 
 @dataclass
@@ -139,6 +147,10 @@ class CollectionPlan:
     trailing: int
     executions_per_run: int
     runs: int
+    sse_runs: int
+    sse_executions_per_run: int
+    reference_executions: int
+    reference_ms: float
     margin: float
     predecessor_count: int
     idle_ns: int
@@ -184,15 +196,20 @@ def make_plan(
     ssp_count = max(math.ceil(need_ns / max(cycle_ns, 1)), warmups + 2)
     ssp_index = ssp_count - 1
 
-    # runs: the guidance table, more when the SSE profile would get too few LOIs (METHOD.md step 8)
+    # SSP runs: the guidance table. SSE runs (warm-ups + 1 executions each, METHOD.md step 3): as many as
+    # the SSE profile needs for min_lois LOIs (METHOD.md step 8), at least the guidance table
+    runs = g_runs
     lois_per_run_sse = min(1.0, exec_time_ns / period)
-    runs_for_sse = math.ceil(policy.min_lois / max(lois_per_run_sse, 1e-9))
-    runs = max(g_runs, runs_for_sse)
-    if runs > policy.max_runs:
+    sse_runs = max(g_runs, math.ceil(policy.min_lois / max(lois_per_run_sse, 1e-9)))
+    if sse_runs > policy.max_runs:
         notes.append(
-            f"{runs} runs wanted for {policy.min_lois} SSE LOIs; capped at run_policy.max_runs={policy.max_runs}"
+            f"{sse_runs} SSE runs wanted for {policy.min_lois} SSE LOIs; "
+            f"capped at run_policy.max_runs={policy.max_runs}"
         )
-        runs = int(policy.max_runs)
+        sse_runs = int(policy.max_runs)
+    runs = min(runs, int(policy.max_runs))
+    if policy.sse_runs is not None:
+        sse_runs = int(policy.sse_runs)
     # SSP tail: enough steady-state executions per run to collect lois_wanted SSP LOIs over all runs
     tail = max(1, math.ceil(lois_wanted * period / (runs * max(exec_time_ns, 1))))
     max_tail = max(1, math.ceil(4 * period / max(cycle_ns, 1)))
@@ -229,6 +246,10 @@ def make_plan(
         trailing=int(trailing),
         executions_per_run=int(executions_per_run),
         runs=int(runs),
+        sse_runs=int(sse_runs),
+        sse_executions_per_run=sse_index + 1,
+        reference_executions=math.ceil(policy.reference_ms * 1e6 / max(cycle_ns, 1)) if policy.reference_ms else 0,
+        reference_ms=float(policy.reference_ms),
         margin=float(margin),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 CLOCK_BURST = 50
 PROGRESS_EVERY_S = 10.0
+
+
+def _subset(rec: ExecRecords, mask: np.ndarray) -> ExecRecords:
+    return ExecRecords(rec.segment[mask], rec.exec_index[mask], rec.gpu_start_ns[mask], rec.gpu_end_ns[mask])
 
 
 def sensor_for_planning(calibration: dict[str, Any]) -> dict[str, int]:
@@ -51,10 +56,19 @@ class _Recorder:
         self.samples: list[PowerSamples] = []
 
     def run(
-        self, run_id: int, phase: str, segments: list, names: list[str], idle_ns: int, delay_ns: int
+        self,
+        run_id: int,
+        phase: str,
+        segments: list,
+        names: list[str],
+        idle_ns: int,
+        delay_ns: int,
+        store: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
+        truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
     ) -> ExecRecords:
         """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
-        ("pred" | "main")."""
+        ("pred" | "main"). `store` / `truth_rows` select (boolean mask over the records, given the records and
+        their segment names) the executions whose stamps / ground truth are kept (default: all)."""
         dev = self.device
         if idle_ns + delay_ns > 0:
             dev.sleep_ns(idle_ns + delay_ns)
@@ -65,11 +79,15 @@ class _Recorder:
         e1 = dev.energy_mj()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
-        self.execs.append((run_id, rec, seg_names))
+        kept = rec if store is None else _subset(rec, store(rec, seg_names))
+        kept_names = seg_names if store is None else seg_names[store(rec, seg_names)]
+        self.execs.append((run_id, kept, kept_names))
         self.clock.append((reads, "run", run_id))
         truth = dev.ground_truth_of_last_execute()
-        if truth is not None:
-            self.truth.append((run_id, rec, seg_names, truth))
+        if truth is not None and truth_rows is not None:
+            m = truth_rows(rec, seg_names)
+            truth = {ch: {k: np.asarray(v)[m] for k, v in d.items()} for ch, d in truth.items()}
+            self.truth.append((run_id, _subset(rec, m), seg_names[m], truth))
         return rec
 
     def burst(self, n: int = CLOCK_BURST) -> None:
@@ -154,7 +172,9 @@ def collect_scenario(
     1. time the kernel (warm-ups + timing_reps executions after idle);
     2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing;
     3. plan runs / executions per run / idle from the guidance table, calibration and probe;
-    4. runs: idle + random delay in [0, sensor period), a GPU-clock read, [predecessor x count] + kernel x N.
+    4. optionally a reference run (back to back for reference_ms);
+    5. SSE and SSP runs, shuffled: idle + random delay in [0, sensor period), a GPU-clock read,
+       [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs).
     """
     raw_dir = Path(raw_dir)
     rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
@@ -190,13 +210,15 @@ def collect_scenario(
     probe_rec = rec.run(1, "probe", [(main, n_probe)], ["main"], 0, 0)
     device.sleep_ns(max(2 * settle, int(policy.probe_ms * 1e6)))
     rec.samples.append(device.drain_samples())
-    probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle)
+    probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle, cycle)
 
     # 3. plan
     plan = make_plan(exec_time, cycle, sensor, probe, policy, scenario.predecessor.count if pred else 0)
     logger.info(
-        "%s: plan %d runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, margin %.0f %%%s",
+        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, "
+        "margin %.0f %%%s",
         scenario.name,
+        plan.sse_runs,
         plan.runs,
         f"{plan.predecessor_count} pred + " if pred else "",
         plan.executions_per_run,
@@ -208,18 +230,45 @@ def collect_scenario(
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
 
-    # 4. runs
+    # 4. reference: back to back for reference_ms; only the first and last stamps are stored
+    run_id = 2
+    if plan.reference_executions:
+        n_ref = plan.reference_executions
+        rec.run(
+            run_id,
+            "reference",
+            [(main, n_ref)],
+            ["main"],
+            plan.idle_ns,
+            0,
+            store=lambda r, _n: (r.exec_index == 0) | (r.exec_index == n_ref - 1),
+        )
+        run_id += 1
+        rec.samples.append(device.drain_samples())
+        logger.info("%s: reference run of %d executions (%.0f ms)", scenario.name, n_ref, plan.reference_ms)
+
+    # 5. SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order
+    kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
+    kinds = kinds[rng.permutation(len(kinds))]
+    first = 0 if pred is not None else plan.sse_index  # with a predecessor, exec 0 is the interleaved one
+    tail_end = plan.ssp_index + plan.tail
+
+    def truth_rows(r: ExecRecords, seg: np.ndarray) -> np.ndarray:
+        i = r.exec_index
+        return (seg == "main") & ((i == plan.sse_index) | (i == first) | ((i >= plan.ssp_index) & (i < tail_end)))
+
     last_log = time.perf_counter()
-    for i in range(plan.runs):
+    for i, kind in enumerate(kinds):
         delay = int(rng.uniform(0, plan.delay_max_ns))
-        rec.run(2 + i, "measure", segments(plan.executions_per_run), names, plan.idle_ns, delay)
+        n_main = plan.sse_executions_per_run if kind == "sse" else plan.executions_per_run
+        rec.run(run_id + i, str(kind), segments(n_main), names, plan.idle_ns, delay, truth_rows=truth_rows)
         if (i + 1) % 256 == 0:
             rec.samples.append(device.drain_samples())
         now = time.perf_counter()
-        if now - last_log >= PROGRESS_EVERY_S or i + 1 == plan.runs:
+        if now - last_log >= PROGRESS_EVERY_S or i + 1 == len(kinds):
             el = now - wall0
-            eta = el / (i + 1) * (plan.runs - i - 1)
-            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", scenario.name, i + 1, plan.runs, el, eta)
+            eta = el / (i + 1) * (len(kinds) - i - 1)
+            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", scenario.name, i + 1, len(kinds), el, eta)
             last_log = now
     device.sleep_ns(settle)
     rec.burst()
@@ -235,12 +284,18 @@ def collect_scenario(
     )
     rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
     rawio.write_json(raw_dir / "plan.json", {**plan.to_dict(), "provenance": meta})
-    logger.info("%s: collected %d runs in %.1f s wall", scenario.name, plan.runs, time.perf_counter() - wall0)
+    logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 
 
 def _probe(
-    rec: _Recorder, probe_rec: ExecRecords, n: int, policy: RunPolicy, noise_mw: float, idle_before_ns: int
+    rec: _Recorder,
+    probe_rec: ExecRecords,
+    n: int,
+    policy: RunPolicy,
+    noise_mw: float,
+    idle_before_ns: int,
+    cycle_ns: int,
 ) -> ProbeResult:
     """Analyze the probe run's "total" samples. Busy interval on the host clock: from the run's last
     clock read (just before launch) for the GPU-measured busy length; idle level from the
@@ -250,5 +305,5 @@ def _probe(
     smp = PowerSamples.concat(rec.samples)
     tot = (smp.channel == "total") & (smp.t_ns >= host_start - idle_before_ns // 2)
     return analyze_probe(
-        smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw
+        smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw, cycle_ns
     )

@@ -119,7 +119,16 @@ def write_table(path: str | Path, kind: str, columns: Mapping[str, Any], meta: M
     table = pa.Table.from_arrays(arrays, schema=schema.with_metadata({META_KEY: dumps(dict(meta)).encode()}))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
+    # integer columns (sorted timestamps, run and execution indices) shrink 2-3x with delta encoding
+    ints = [f.name for f in schema if pa.types.is_integer(f.type)]
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
+    pq.write_table(
+        table,
+        path,
+        compression="zstd",
+        use_dictionary=strings,
+        column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"),
+    )
     logger.debug("wrote %s (%d rows)", path, table.num_rows)
     return path
 

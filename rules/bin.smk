@@ -8,14 +8,4 @@ rule bin:
     log:
         f"{RESULTS}/logs/bin/{{scenario}}.log",
     run:
-        from fingrav.analysis.stages import run_bin
-        from fingrav.provenance import provenance
-
-        with logging_to(log[0]):
-            run_bin(
-                f"{RESULTS}/raw/{wildcards.scenario}",
-                f"{RESULTS}/raw/{wildcards.scenario}/plan.json",
-                output[0],
-                params.margin,
-                provenance(stage="bin", config_hash=config_hash({"margin": params.margin})),
-            )
+        bin_job(output, params, wildcards, log)

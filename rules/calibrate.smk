@@ -9,9 +9,4 @@ rule calibrate:
     log:
         f"{RESULTS}/logs/calibrate.log",
     run:
-        from fingrav.stages import run_calibrate
-
-        with logging_to(log[0]):
-            run_calibrate(
-                params.device, params.calibration, params.seed, output.json, f"{RESULTS}/raw/calibration"
-            )
+        calibrate_job(output, params, log)

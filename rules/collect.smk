@@ -19,15 +19,4 @@ rule collect:
     log:
         f"{RESULTS}/logs/collect/{{scenario}}.log",
     run:
-        from fingrav.stages import run_collect
-
-        with logging_to(log[0]):
-            run_collect(
-                params.device,
-                params.scenario,
-                params.policy,
-                params.seed,
-                input.calibration,
-                f"{RESULTS}/raw/{wildcards.scenario}",
-                output.truth[0] if output.truth else None,
-            )
+        collect_job(input, output, params, wildcards, log)

@@ -12,16 +12,4 @@ rule differentiate:
     log:
         f"{RESULTS}/logs/differentiate/{{scenario}}.log",
     run:
-        from fingrav.analysis.stages import run_differentiate
-        from fingrav.provenance import provenance
-
-        with logging_to(log[0]):
-            run_differentiate(
-                f"{RESULTS}/raw/{wildcards.scenario}",
-                input.binned,
-                input.calibration,
-                input.truth[0] if input.truth else None,
-                params.analysis,
-                f"{RESULTS}/profiles/{wildcards.scenario}",
-                provenance(stage="differentiate", config_hash=config_hash(params.analysis)),
-            )
+        differentiate_job(input, params, wildcards, log)

@@ -13,15 +13,4 @@ rule report:
     log:
         f"{RESULTS}/logs/report.log",
     run:
-        from pathlib import Path
-
-        from fingrav.provenance import provenance
-        from fingrav.report import build_report
-
-        with logging_to(log[0]):
-            build_report(
-                Path(RESULTS),
-                params.scenarios,
-                {**params.meta, "provenance": provenance(stage="report", config_hash=params.meta["config_hash"])},
-                Path(RESULTS) / "report",
-            )
+        report_job(params, log)

@@ -1,0 +1,134 @@
+"""The whole Snakemake pipeline on a tiny simulated sweep: outputs, accuracy against ground truth,
+caching (an analysis parameter never re-measures), config errors before any job, replay, dry runs."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, tiny_config
+
+SNAKEFILE = ROOT / "Snakefile"
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def write_config(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def read_summary(path: Path) -> list[dict[str, str]]:
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("tiny")
+    cfg = write_config(work / "tiny.yaml", tiny_config())
+    snakemake(work, "--configfile", str(cfg), "--cores", "2")
+    return work
+
+
+def test_pipeline_writes_every_stage_output(tiny_run: Path) -> None:
+    res = tiny_run / "results" / "tiny"
+    assert (res / "calibration.json").is_file()
+    for name in ("cb-2k", "cb-8k", "cb-2k-after-mb-4k"):
+        for f in ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json"):
+            assert (res / "raw" / name / f).is_file()
+        assert (res / "truth" / f"{name}.parquet").is_file()
+        assert (res / "binned" / f"{name}.parquet").is_file()
+        assert (res / "profiles" / name / "summary.json").is_file()
+        assert (res / "logs" / "collect" / f"{name}.log").stat().st_size > 0
+    html = (res / "report" / "index.html").read_text()
+    assert "cb-2k-after-mb-4k" in html
+    assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']https?://""", html)
+    assert len(list((res / "report").glob("*.png"))) >= 5
+
+
+def test_ssp_matches_ground_truth_and_sse_differs(tiny_run: Path) -> None:
+    rows = {r["scenario"]: r for r in read_summary(tiny_run / "results" / "tiny" / "summary.csv")}
+    for name, row in rows.items():
+        assert row["valid"] == "true", (name, row["flags"])
+        assert abs(float(row["ssp_error_pct"])) <= 2.0, (name, row["ssp_error_pct"])
+        lo, hi = float(row["ssp_power_ci_low_w"]), float(row["ssp_power_ci_high_w"])
+        assert lo <= float(row["ssp_power_w"]) <= hi
+    # the paper's pattern: the 2K GEMM's SSE is far below its SSP, the 8K GEMM's is close
+    assert abs(float(rows["cb-2k"]["sse_vs_ssp_error_pct"])) > 30
+    assert abs(float(rows["cb-8k"]["sse_vs_ssp_error_pct"])) < 10
+
+
+def test_margin_change_reruns_only_analysis(tiny_run: Path) -> None:
+    data = tiny_config(margin=0.03)
+    cfg = write_config(tiny_run / "margin.yaml", data)
+    proc = snakemake(tiny_run, "--configfile", str(cfg), "--cores", "1", "-n", "--quiet", "rules")
+    out = proc.stdout + proc.stderr
+    assert "bin" in out and "differentiate" in out and "report" in out
+    assert "collect" not in out and "calibrate" not in out
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d.update(bogus=1), "bogus: unknown key"),
+        (lambda d: d["scenarios"][0]["kernel"].update(m=-8), "scenarios.0.kernel.m = -8"),
+        (lambda d: d["scenarios"][1].update(name="cb-2k"), "duplicate scenario name 'cb-2k'"),
+        (lambda d: d["device"].update(backend="cuda"), "device.backend = 'cuda'"),
+        (lambda d: d["run_policy"].update(margin=0.9), "run_policy.margin = 0.9"),
+    ],
+)
+def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, expected: str) -> None:
+    data = tiny_config()
+    mutate(data)
+    cfg = write_config(tmp_path / "bad.yaml", data)
+    proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", check=False)
+    assert proc.returncode != 0
+    assert expected in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_replay_reproduces_summary(tiny_run: Path, tmp_path: Path) -> None:
+    """The replay backend re-analyzes recorded raw data on a machine without a GPU and gets the same numbers."""
+    src = tiny_run / "results" / "tiny"
+    rec = tmp_path / "recorded"
+    shutil.copytree(src / "raw", rec / "raw")
+    data = tiny_config()
+    data["device"] = {"backend": "replay", "replay_dir": str(rec)}
+    cfg = write_config(tmp_path / "replay.yaml", data)
+    snakemake(tmp_path, "--configfile", str(cfg), "--cores", "2")
+    orig = {r["scenario"]: r for r in read_summary(src / "summary.csv")}
+    again = {r["scenario"]: r for r in read_summary(tmp_path / "results" / "tiny" / "summary.csv")}
+    assert orig.keys() == again.keys()
+    for name in orig:
+        for col in ("ssp_power_w", "sse_power_w", "energy_per_exec_mj", "exec_time_us"):
+            a, b = float(orig[name][col]), float(again[name][col])
+            assert b == pytest.approx(a, rel=1e-3), (name, col)
+
+
+@pytest.mark.parametrize("config", ["config/config.yaml", "config/sim-h200.yaml", "config/h200.yaml",
+                                    "config/mi300x.yaml", "config/h200-replay.yaml"])
+def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
+    """Every shipped sweep plans on a machine without GPU libraries (amdsmi, pynvml, torch are not needed)."""
+    proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
+    n = len(yaml.safe_load((ROOT / config).read_text())["scenarios"])
+    counts = dict(re.findall(r"^(calibrate|collect|bin|differentiate|report)\s+(\d+)$", proc.stdout, re.M))
+    assert counts == {"calibrate": "1", "collect": str(n), "bin": str(n), "differentiate": str(n), "report": "1"}
+
+
+def test_lint_has_no_errors() -> None:
+    proc = snakemake(ROOT, "--lint", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out

@@ -1,4 +1,5 @@
-"""Execution-time binning: golden window, planted outliers, incomplete runs."""
+"""Execution-time binning: golden window, planted outliers, incomplete runs, SSE and SSP runs binned
+separately."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import polars as pl
 import pytest
 
 from fingrav.analysis.binning import BINNED_SCHEMA, bin_runs, golden_window
+from fingrav.analysis.synthetic import SynthSpec, generate
 from fingrav.errors import DataError
 
 PLAN = {
@@ -18,6 +20,7 @@ PLAN = {
     "margin": 0.05,
     "predecessor_count": 0,
     "exec_time_ns": 100_000,
+    "sse_executions_per_run": 2,
 }
 
 
@@ -26,14 +29,20 @@ def make_frames(
     plan: dict = PLAN,
     drop: tuple[tuple[int, int], ...] = (),
     extra_runs: tuple[tuple[int, str], ...] = (),
+    phase: str = "measure",
+    sse_times: dict[int, int] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Runs with 4 main executions of 100 us each, except exec ssp_index which lasts ssp_times[run].
-    drop: (run, exec_index) executions left out; extra_runs: (run, phase) without executions."""
+    """SSP runs (phase `phase`; "measure" is the legacy name) with 4 main executions of 100 us each,
+    except exec ssp_index which lasts ssp_times[run]; SSE runs (phase "sse") with 2 main executions,
+    exec sse_index lasting sse_times[run]. drop: (run, exec_index) executions left out; extra_runs:
+    (run, phase) without executions."""
     rows = []
-    for run, t_ssp in ssp_times.items():
+    layouts = [(run, t, plan["executions_per_run"], plan["ssp_index"]) for run, t in ssp_times.items()]
+    layouts += [(run, t, plan["sse_executions_per_run"], plan["sse_index"]) for run, t in (sse_times or {}).items()]
+    for run, t_bin, n, bin_index in layouts:
         t = 1_000_000_000 * (run + 1)
-        for i in range(plan["executions_per_run"]):
-            d = t_ssp if i == plan["ssp_index"] else 100_000
+        for i in range(n):
+            d = t_bin if i == bin_index else 100_000
             if (run, i) not in drop:
                 rows.append((run, "main", i, t, t + d))
             t += d
@@ -48,7 +57,7 @@ def make_frames(
         },
         orient="row",
     )
-    run_rows = [(r, "measure") for r in ssp_times] + list(extra_runs)
+    run_rows = [(r, phase) for r in ssp_times] + [(r, "sse") for r in sse_times or {}] + list(extra_runs)
     runs = pl.DataFrame(run_rows, schema={"run": pl.Int32, "phase": pl.String}, orient="row").with_columns(
         host_start_ns=pl.lit(0, pl.Int64), delay_ns=pl.lit(0, pl.Int64), idle_ns=pl.lit(0, pl.Int64)
     )
@@ -84,6 +93,8 @@ def test_bin_runs_planted_outliers_exact_golden_set():
     binned, meta = bin_runs(ex, runs, PLAN, margin=0.05)
     assert binned.schema == pl.Schema(BINNED_SCHEMA)
     assert binned["run"].to_list() == sorted(times)
+    assert binned["phase"].unique().to_list() == ["ssp"]  # legacy "measure" runs are SSP runs
+    assert binned["bin_exec_time_ns"].to_list() == binned["ssp_exec_time_ns"].to_list()
     assert set(binned.filter(~pl.col("golden"))["run"].to_list()) == set(outliers)
     assert binned.filter(~pl.col("golden"))["reason"].unique().to_list() == ["outside_bin"]
     assert binned.filter(pl.col("golden"))["reason"].null_count() == 36
@@ -125,3 +136,53 @@ def test_bin_runs_needs_a_margin():
     ex, runs = make_frames({0: 1})
     with pytest.raises(DataError):
         bin_runs(ex, runs, {k: v for k, v in PLAN.items() if k != "margin"}, None)
+
+
+def test_sse_and_ssp_runs_binned_separately():
+    """SSE runs (SSE execution 150 us) and SSP runs (SSP execution 200 us): each kind has its own
+    most-populated window; together they would drop one kind. Completeness per kind."""
+    rng = np.random.default_rng(2)
+    ssp = {r: int(200_000 + rng.integers(-3000, 3000)) for r in range(30)}
+    sse = {r: int(150_000 + rng.integers(-2000, 2000)) for r in range(30, 75)}
+    ssp[7], sse[40], sse[41] = 300_000, 100_000, 180_000  # planted outliers
+    ex, runs = make_frames(ssp, phase="ssp", sse_times=sse, drop=((50, 0),), extra_runs=((80, "reference"),))
+    binned, meta = bin_runs(ex, runs, PLAN, 0.05)
+    assert binned.schema == pl.Schema(BINNED_SCHEMA)
+    reason = dict(zip(binned["run"], binned["reason"], strict=True))
+    assert 80 not in reason  # the reference run is not binned
+    assert {r for r, x in reason.items() if x} == {7, 40, 41, 50}
+    assert reason[50] == "incomplete" and reason[40] == reason[41] == reason[7] == "outside_bin"
+    b_sse = binned.filter(pl.col("phase") == "sse")
+    assert b_sse.height == 45 and b_sse["ssp_exec_time_ns"].null_count() == 45
+    assert dict(zip(b_sse["run"], b_sse["bin_exec_time_ns"], strict=True)) == sse
+    assert meta["bins"]["sse"]["runs_golden"] == 42 and meta["bins"]["sse"]["runs_total"] == 45
+    assert meta["bins"]["sse"]["bin_low_ns"] == min(v for k, v in sse.items() if k not in (40, 41, 50))
+    assert meta["bins"]["ssp"]["runs_golden"] == 29 and meta["bins"]["ssp"]["reasons"] == {"outside_bin": 1}
+    # the SSP kind's numbers stay at the top level (as before SSE runs existed)
+    top = (meta["runs_total"], meta["runs_golden"], meta["bin_low_ns"])
+    assert top == (30, 29, meta["bins"]["ssp"]["bin_low_ns"])
+    # one window over both kinds would have dropped every SSP run
+    assert golden_window(np.array([*ssp.values(), *sse.values()]), 0.05)[1] < min(ssp.values())
+
+
+def test_sse_run_completeness_uses_its_own_length():
+    """An SSE run with the SSP runs' length (4 main executions) is incomplete; SSP runs need 4."""
+    ex, runs = make_frames({0: 200_000}, phase="ssp", sse_times={1: 150_000, 2: 150_000})
+    extra = pl.DataFrame(
+        {"run": [2, 2], "segment": ["main", "main"], "exec_index": [2, 3], "gpu_start_ns": [0, 1], "gpu_end_ns": [1, 2]}
+    ).cast(dict(ex.schema))
+    binned, meta = bin_runs(pl.concat([ex, extra]), runs, PLAN, 0.05)
+    assert binned["reason"].to_list() == [None, None, "incomplete"]
+    assert meta["bins"]["sse"]["reasons"] == {"incomplete": 1}
+
+
+def test_synthetic_planted_outliers_of_both_kinds():
+    d = generate(SynthSpec(runs=40, sse_runs=50, outlier_runs=(3, 17), sse_outlier_runs=(0, 9, 33)))
+    binned, meta = bin_runs(d["executions"], d["runs"], d["plan"])
+    dropped = binned.filter(~pl.col("golden"))
+    assert dropped.filter(pl.col("phase") == "ssp")["run"].to_list() == [3, 17]
+    assert dropped.filter(pl.col("phase") == "sse")["run"].to_list() == [40 + 0, 40 + 9, 40 + 33]
+    assert meta["bins"]["sse"]["runs_golden"] == 47 and meta["runs_golden"] == 38
+    # SSE runs are binned on their SSE execution: its duration, null ssp_exec_time_ns
+    sse = binned.filter(pl.col("phase") == "sse")
+    assert sse["ssp_exec_time_ns"].is_null().all() and (sse["bin_exec_time_ns"] > 0).all()

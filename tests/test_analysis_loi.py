@@ -172,3 +172,33 @@ def test_launch_gap_belongs_to_the_execution_before_it():
     lois = assign_lois(samples_at([end1 + 5_000, hx["exec_end_ns"][2] + 1]), hx)
     assert lois["exec_index"].to_list() == [1]
     assert lois["toi_ns"].to_list() == [105_010] and lois["toi_frac"][0] == pytest.approx(105_010 / 100_010)
+
+
+def test_sse_run_roles_and_phase():
+    """An SSE run (phase "sse", warm-ups + 1 executions after the predecessor): the last is the SSE, the
+    first main one is "first"; the reference run is not a measure run."""
+    plan = {
+        **PLAN,
+        "predecessor_count": 2,
+        "sse_index": 2,
+        "warmups": 2,
+        "ssp_index": 3,
+        "executions_per_run": 5,
+        "tail": 2,
+        "sse_executions_per_run": 3,
+    }
+    ex, runs, _ = frames(plan, pred=2)
+    ex = ex.filter(~((pl.col("run") == 0) & (pl.col("segment") == "main") & (pl.col("exec_index") > 2)))
+    runs = pl.DataFrame({"run": [0, 1], "phase": ["sse", "reference"]}, schema={"run": pl.Int32, "phase": pl.String})
+    binned = pl.DataFrame({"run": [0], "golden": [True]}, schema={"run": pl.Int32, "golden": pl.Boolean})
+    hx = host_executions(ex, runs, plan, CLOCK, binned)
+    assert hx["run"].unique().to_list() == [0]
+    assert hx["phase"].cast(pl.String).unique().to_list() == ["sse"]
+    assert hx["role"].cast(pl.String).to_list() == ["pred", "pred", "first", "warmup", "sse"]
+    # the same executions in an SSP run: exec 2 is still the SSE, later ones the SSP tail
+    runs_ssp = runs.with_columns(phase=pl.when(pl.col("run") == 0).then(pl.lit("ssp")).otherwise("phase"))
+    ex_full, _, _ = frames(plan, pred=2)
+    hx = host_executions(ex_full, runs_ssp, plan, CLOCK, binned)
+    assert hx["role"].cast(pl.String).to_list() == ["pred", "pred", "first", "warmup", "sse", "ssp", "ssp"]
+    lois = assign_lois(samples_at([hx["exec_start_ns"][4] + 10]), hx)
+    assert lois["phase"].to_list() == ["ssp"] and lois["role"].to_list() == ["sse"]

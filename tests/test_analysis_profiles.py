@@ -150,8 +150,9 @@ def test_profile_fit_in_summary_recovers_shape():
 
 def test_sse_is_first_ssp_execution_when_indices_coincide():
     """ssp_index == sse_index: LOIs carry role "ssp", but the SSE statistics still come from execution
-    sse_index (here at the SSP level, so the SSE-vs-SSP error is 0)."""
-    lois, s, _ = run_synth(runs=20, warmups=3, ssp_index=3, tail=3)
+    sse_index (here at the SSP level, so the SSE-vs-SSP error is 0). No SSE runs: the synthetic SSE runs
+    would put their SSE execution at the "sse" level."""
+    lois, s, _ = run_synth(runs=20, sse_runs=0, warmups=3, ssp_index=3, tail=3)
     assert set(lois["role"].unique()) == {"ssp", "warmup"}
     assert s["channels"]["total"]["sse"]["mean_mw"] == pytest.approx(400_000.0)
     assert (
@@ -195,3 +196,65 @@ def test_large_fit_path_matches_polyfit():
     y = np.polyval([3e4, -5e4, 1e4, 2e3, 3e5], x) + rng.normal(0, 5e3, x.size)
     assert poly_fit(x, y, 4) == pytest.approx(list(np.polyfit(x, y, 4)), rel=1e-7, abs=1e-6)
     assert len(poly_fit(np.full(SMALL_FIT_POINTS + 1, 0.25), np.ones(SMALL_FIT_POINTS + 1), 4)) == 1
+
+
+def test_sse_lois_from_golden_runs_of_both_kinds():
+    """SSE statistics pool the SSE executions of golden SSE and SSP runs; SSP statistics use SSP runs
+    only; outlier runs of either kind are left out."""
+    lois, s, d = run_synth(runs=30, sse_runs=40, outlier_runs=(2,), sse_outlier_runs=(5,), predecessor_count=2)
+    tot = lois.filter((pl.col("channel") == "total") & pl.col("golden"))
+    sse = s["channels"]["total"]["sse"]
+    n_sse_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "sse")).height
+    n_ssp_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "ssp")).height
+    assert n_sse_runs > 0 and n_ssp_runs > 0
+    assert sse["lois"] == n_sse_runs + n_ssp_runs == s["row"]["lois_sse"]
+    assert sse["lois_by_phase"] == {"sse": n_sse_runs, "ssp": n_ssp_runs}
+    assert sse["mean_mw"] == pytest.approx(350_000.0)
+    assert s["channels"]["total"]["first"]["lois_by_phase"]["sse"] > 0
+    assert s["channels"]["total"]["ssp"]["lois_by_phase"]["sse"] == 0
+    assert set(lois.filter(pl.col("role") == "ssp")["phase"].unique()) == {"ssp"}
+    assert lois.filter(pl.col("run").is_in([2, 35]))["golden"].unique().to_list() == [False]
+    row = s["row"]
+    assert (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["sse_runs_golden"]) == (30, 29, 40, 39)
+    assert row["ssp_power_w"] == pytest.approx(400.0) and row["interleaved_power_w"] == pytest.approx(450.0)
+
+
+def test_legacy_measure_runs_are_ssp_runs():
+    _, s_new, _ = run_synth(runs=20, sse_runs=0)
+    _, s_old, d = run_synth(runs=20, sse_runs=0, legacy_measure_phase=True)
+    assert d["runs"]["phase"].unique().to_list() == ["measure"]
+    for key in ("ssp_power_w", "sse_power_w", "lois", "lois_sse", "runs_golden", "exec_time_us"):
+        assert s_old["row"][key] == s_new["row"][key], key
+    assert s_old["row"]["sse_runs_total"] == 0
+
+
+def test_stratified_bootstrap_keeps_run_counts_per_kind():
+    strata = np.array([0] * 30 + [1] * 12)
+    b = ClusterBootstrap(42, 300, 0.95, seed=3, strata=strata)
+    assert (b.counts[:, :30].sum(axis=1) == 30).all() and (b.counts[:, 30:].sum(axis=1) == 12).all()
+    # one stratum: the same draws as without strata
+    assert np.array_equal(
+        ClusterBootstrap(9, 50, 0.9, seed=4).counts,
+        ClusterBootstrap(9, 50, 0.9, seed=4, strata=np.zeros(9, int)).counts,
+    )
+    # a median over the members only (the SSE runs' huge values do not count)
+    vals = np.concatenate([np.arange(30, dtype=float), np.full(12, 1e9)])
+    med = b.median(vals, np.flatnonzero(strata == 0))
+    assert np.isfinite(med).all() and med.max() < 30
+    with pytest.raises(ValueError):
+        ClusterBootstrap(3, 10, 0.9, strata=np.zeros(4, int))
+
+
+def test_exec_time_from_ssp_runs_only():
+    """The SSE runs' executions (3x slower here) do not enter the execution or cycle time."""
+    d = generate(SynthSpec(runs=20, sse_runs=20, exec_jitter=0.0))
+    ex = d["executions"].with_columns(
+        gpu_end_ns=pl.when(pl.col("run") >= 20)
+        .then(pl.col("gpu_start_ns") + (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")) * 3)
+        .otherwise("gpu_end_ns")
+    )
+    binned, _ = bin_runs(ex, d["runs"], d["plan"], None)
+    assert binned.filter(pl.col("phase") == "sse")["golden"].all()
+    _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS)
+    assert s["row"]["exec_time_us"] == pytest.approx(200.0)
+    assert s["row"]["exec_time_ci_high_us"] == pytest.approx(200.0)

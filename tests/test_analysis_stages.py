@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 from fingrav import rawio
+from fingrav.analysis.binning import BINNED_SCHEMA
 from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.analysis.stages import run_bin, run_differentiate, scenario_sensor
-from fingrav.analysis.summarize import ROW_EXTRA, ROW_HEAD, ROW_TAIL, ROW_TRUTH, summary_table
+from fingrav.analysis.summarize import ROW_EXTRA, ROW_HEAD, ROW_TAIL, ROW_TRUTH, ROW_TRUTH_EXTRA, summary_table
 from fingrav.analysis.synthetic import SynthSpec, generate
 
 ANALYSIS = {
@@ -65,18 +66,27 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
 
 def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     spec = SynthSpec(
-        runs=30, outlier_runs=(3,), delay_ns=40_000, drift=20e-6, offset_ns=-2_000_000, idle_ns=10_000_000
+        runs=30,
+        sse_runs=20,
+        outlier_runs=(3,),
+        sse_outlier_runs=(4,),
+        delay_ns=40_000,
+        drift=20e-6,
+        offset_ns=-2_000_000,
+        idle_ns=10_000_000,
+        reference_executions=1000,
+        reference_transient_ns=20_000_000,
     )  # reads span > 0.3 s: clocksync fits the drift
     raw, truth, d = write_scenario(tmp_path, "cb-2k", spec)
     binned_path = tmp_path / "binned" / "cb-2k.parquet"
     meta = run_bin(raw, raw / "plan.json", binned_path, None, {"stage": "bin"})
-    assert meta["runs_golden"] == 29
+    assert meta["runs_golden"] == 29 and meta["bins"]["sse"]["runs_golden"] == 19
     b = pl.read_parquet(binned_path)
-    assert b.schema == pl.Schema(
-        {"run": pl.Int32, "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean, "reason": pl.String}
-    )
+    assert b.schema == pl.Schema(BINNED_SCHEMA)
+    assert list(BINNED_SCHEMA) == ["run", "phase", "bin_exec_time_ns", "ssp_exec_time_ns", "golden", "reason"]
     bmeta = rawio.read_metadata(binned_path)
-    assert {"margin", "bin_low_ns", "bin_high_ns", "provenance"} <= set(bmeta) and bmeta["margin"] == 0.05
+    assert {"margin", "bin_low_ns", "bin_high_ns", "bins", "provenance"} <= set(bmeta) and bmeta["margin"] == 0.05
+    assert set(bmeta["bins"]) == {"ssp", "sse"}
 
     out = tmp_path / "profiles" / "cb-2k"
     summary = run_differentiate(
@@ -94,6 +104,11 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert row["kernel"] == "gemm 2048x2048x2048 bf16" and row["backend"] == "sim" and row["predecessor"] is None
     assert row["ssp_power_w"] == pytest.approx(400.0) and row["sse_power_w"] == pytest.approx(350.0)
     assert row["ssp_error_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
+    assert (row["sse_runs_total"], row["sse_runs_golden"]) == (20, 19)
+    assert row["reference_power_w"] == pytest.approx(400.0) and row["ssp_vs_reference_pct"] == pytest.approx(0.0)
+    assert row["reference_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert on_disk["reference"]["executions"] == 1000 and on_disk["reference"]["t_stable_source"] == "probe"
+    assert set(lois["phase"].unique()) == {"sse", "ssp"}
     assert summary["sensor"]["delay_correction_ns"] == 40_000
     ch = on_disk["channels"]["total"]["ssp"]
     assert set(ch) >= {"mean_mw", "ci_low_mw", "ci_high_mw", "lois", "fit_coeffs", "truth_mw"}
@@ -106,6 +121,7 @@ def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
     assert s["provenance"]["clock_source"] == "calibration"
     assert s["clock"]["offset_ns"] == pytest.approx(163_000 + 50_000)  # the calibration's (50 us off)
     assert s["row"]["ssp_power_w"] is not None and "truth_ssp_power_w" not in s["row"]
+    assert s["row"]["reference_power_w"] is None and s["reference"] is None
 
 
 def test_scenario_sensor_merges_calibration_over_plan():
@@ -131,7 +147,26 @@ def test_summary_table_column_order_and_types():
         },
     ]
     t = summary_table(rows)
-    assert t.columns == [*ROW_HEAD, "ssp_memory_power_w", "ssp_xcd_power_w", *ROW_TAIL, *ROW_TRUTH, *ROW_EXTRA]
+    assert t.columns == [
+        *ROW_HEAD,
+        "ssp_memory_power_w",
+        "ssp_xcd_power_w",
+        *ROW_TAIL,
+        *ROW_TRUTH,
+        *ROW_EXTRA,
+        *ROW_TRUTH_EXTRA,
+    ]
+    assert ROW_EXTRA[3:] == (
+        "sse_runs_total",
+        "sse_runs_golden",
+        "reference_power_w",
+        "reference_power_ci_low_w",
+        "reference_power_ci_high_w",
+        "ssp_vs_reference_pct",
+        "reference_energy_power_w",
+        "reference_counter_vs_samples_pct",
+    )
+    assert t.schema["sse_runs_total"] == pl.Int64
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]

@@ -14,7 +14,7 @@ ANALYSIS = {"bootstrap_reps": 200}
 
 
 def test_truth_by_group_uses_golden_runs_and_tail():
-    d = generate(SynthSpec(runs=8, outlier_runs=(2,), predecessor_count=2))
+    d = generate(SynthSpec(runs=8, sse_runs=0, outlier_runs=(2,), predecessor_count=2, truth_rows="all"))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
     ssp = d["plan"]["ssp_index"]
     # the outlier (non-golden) run's truth is absurd; the SSP tail of run 0 differs by execution
@@ -88,3 +88,31 @@ def test_cycle_power_with_launch_gaps_and_trailing_execution():
     assert row["truth_energy_per_exec_mj"] == pytest.approx(cycle_w * 220e-6 * 1e3)
     assert "trail" in lois["role"].unique().to_list() and "trail" not in s["channels"]["total"]
     assert lois.filter(pl.col("toi_frac") >= 1.0)["power_mw"].unique().sort().to_list() == [37_500.0, 150_000.0]
+
+
+def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
+    """The truth file holds only SSE, first and SSP-tail rows; SSE truth = the SSE executions of golden
+    runs of both kinds (mean over runs of per-run means), SSP truth = SSP runs only."""
+    d = generate(SynthSpec(runs=10, sse_runs=30, predecessor_count=2, outlier_runs=(1,), sse_outlier_runs=(4,)))
+    plan = d["plan"]
+    rows = d["truth"].filter(pl.col("channel") == "total")
+    assert rows["segment"].unique().to_list() == ["main"]
+    assert set(rows["exec_index"].unique().to_list()) == {0, 3, 6, 7, 8, 9}  # first, SSE, SSP tail
+    assert rows.filter(pl.col("run") >= 10).height == 30 * 2  # SSE runs: first + SSE
+    binned, _ = bin_runs(d["executions"], d["runs"], plan, None)
+    # SSE executions: 300 W in SSE runs, 360 W in SSP runs -> mean over the 9 + 29 golden runs
+    truth = d["truth"].with_columns(
+        power_mw=pl.when(pl.col("exec_index") == 3)
+        .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(360_000.0))
+        .otherwise(pl.col("power_mw"))
+    )
+    tot = {
+        r["group"]: r["power_mw"]
+        for r in truth_by_group(truth, binned, plan).filter(pl.col("channel") == "total").iter_rows(named=True)
+    }
+    assert set(tot) == {"ssp", "sse", "first"}  # no warm-up or predecessor rows: no truth for them
+    assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38)
+    assert tot["ssp"] == pytest.approx(400_000.0) and tot["first"] == pytest.approx(450_000.0)
+    v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
+    assert v["reference_error_pct"] == pytest.approx(1.0)
+    assert validate(truth, binned, plan, 400_000.0, None, None)["reference_error_pct"] is None

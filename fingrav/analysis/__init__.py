@@ -3,6 +3,7 @@ validation). Pure functions over frames; `stages` reads and writes the files."""
 
 from fingrav.analysis.binning import bin_runs, golden_window
 from fingrav.analysis.loi import LOIS_SCHEMA, assign_lois, host_executions, lois_frame
+from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.stages import run_bin, run_differentiate
 from fingrav.analysis.summarize import differentiate, summary_table
 
@@ -14,6 +15,7 @@ __all__ = [
     "golden_window",
     "host_executions",
     "lois_frame",
+    "reference_stats",
     "run_bin",
     "run_differentiate",
     "summary_table",

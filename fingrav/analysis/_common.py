@@ -18,7 +18,15 @@ from fingrav.errors import DataError
 
 logger = logging.getLogger(__name__)
 
-MEASURE_PHASE = "measure"
+# runs.parquet phases (ARCHITECTURE.md "Runs and roles"): measure runs are "sse" (warm-ups + 1
+# executions, METHOD.md step 3) and "ssp" (up to the SSP tail, step 4); "measure" is the legacy name of
+# "ssp" (before SSE runs existed) and is read as "ssp"
+SSE_PHASE = "sse"
+SSP_PHASE = "ssp"
+LEGACY_MEASURE_PHASE = "measure"
+MEASURE_PHASES = (SSE_PHASE, SSP_PHASE)
+REFERENCE_PHASE = "reference"
+PHASE_DTYPE = pl.Enum(list(MEASURE_PHASES))
 MAIN = "main"
 PRED = "pred"
 TOTAL = "total"
@@ -32,8 +40,11 @@ SEGMENT_DTYPE = pl.Enum([PRED, MAIN])
 class PlanView:
     """The plan.json fields the analysis needs (indices are main-segment execution indices).
 
-    The SSP tail is main executions ssp_index .. trail_index - 1; executions from trail_index on are
-    trailing executions (role "trail", never profiled)."""
+    SSP runs: main executions 0 .. executions_per_run - 1; the SSP tail is ssp_index .. trail_index - 1;
+    executions from trail_index on are trailing executions (role "trail", never profiled).
+    SSE runs: main executions 0 .. sse_executions_per_run - 1, the SSE execution is sse_index (the
+    last one). Both kinds start with predecessor_count predecessor executions ("pred" segment).
+    The reference run: reference_executions back-to-back main executions (0 = no reference run)."""
 
     ssp_index: int
     sse_index: int
@@ -43,15 +54,31 @@ class PlanView:
     margin: float | None
     tail: int = 0
     trailing: int = 0
+    sse_executions_per_run: int = 0
+    sse_runs: int = 0
+    runs: int | None = None
+    reference_executions: int = 0
 
     @property
     def trail_index(self) -> int:
-        """First main-segment index after the SSP tail."""
+        """First main-segment index after the SSP tail (SSP runs)."""
         return self.ssp_index + self.tail
+
+    def executions_of(self, phase: str) -> int:
+        """Main-segment executions per run of a measure-run kind ("sse" | "ssp")."""
+        return self.sse_executions_per_run if phase == SSE_PHASE else self.executions_per_run
+
+    def bin_index(self, phase: str) -> int:
+        """Main-segment index of the execution whose duration bins runs of this kind: sse_index for SSE
+        runs, ssp_index for SSP runs."""
+        return self.sse_index if phase == SSE_PHASE else self.ssp_index
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any]) -> PlanView:
-        """Read the fields from a plan.json mapping; DataError names a missing or bad field."""
+        """Read the fields from a plan.json mapping; DataError names a missing or bad field.
+
+        Plans from before SSE runs existed lack sse_runs / sse_executions_per_run: they read as
+        0 SSE runs of sse_index + 1 executions."""
 
         def need_int(key: str) -> int:
             if key not in plan or plan[key] is None:
@@ -60,6 +87,9 @@ class PlanView:
                 return int(plan[key])
             except (TypeError, ValueError):
                 raise DataError(f"plan.json {key}={plan[key]!r} is not an integer") from None
+
+        def opt_int(key: str, default: int) -> int:
+            return need_int(key) if plan.get(key) is not None else default
 
         ssp = need_int("ssp_index")
         sse = int(plan["sse_index"]) if plan.get("sse_index") is not None else need_int("warmups")
@@ -76,31 +106,47 @@ class PlanView:
         if tail < 1 or ssp + tail > epr:
             raise DataError(f"plan.json tail={tail} does not fit ssp_index={ssp}, executions_per_run={epr}")
         trailing = epr - ssp - tail
+        sse_epr = opt_int("sse_executions_per_run", sse + 1)
+        if not 0 <= sse < sse_epr:
+            raise DataError(f"plan.json sse_index={sse} outside [0, sse_executions_per_run={sse_epr})")
+        sse_runs = opt_int("sse_runs", 0)
+        runs = opt_int("runs", -1)
+        ref = opt_int("reference_executions", 0)
         et = plan.get("exec_time_ns")
         margin = plan.get("margin")
         return cls(
-            ssp,
-            sse,
-            epr,
-            pred,
-            float(et) if et is not None else None,
-            float(margin) if margin is not None else None,
-            tail,
-            trailing,
+            ssp_index=ssp,
+            sse_index=sse,
+            executions_per_run=epr,
+            predecessor_count=pred,
+            exec_time_ns=float(et) if et is not None else None,
+            margin=float(margin) if margin is not None else None,
+            tail=tail,
+            trailing=trailing,
+            sse_executions_per_run=sse_epr,
+            sse_runs=max(sse_runs, 0),
+            runs=runs if runs >= 0 else None,
+            reference_executions=max(ref, 0),
         )
 
 
-def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_index") -> pl.Expr:
-    """The role of an execution (ARCHITECTURE.md): pred | trail | ssp | sse | first | warmup, as
-    ROLE_DTYPE."""
+def role_expr(
+    view: PlanView, segment: str = "segment", exec_index: str = "exec_index", phase: str | None = "phase"
+) -> pl.Expr:
+    """The role of an execution (ARCHITECTURE.md), as ROLE_DTYPE.
+
+    SSP runs: pred | trail | ssp | sse | first | warmup (that precedence). SSE runs: pred | sse (main
+    sse_index) | first (main 0 with a predecessor) | warmup. `phase`: the column holding the run kind
+    ("sse" | "ssp"); None: every execution is of an SSP run."""
     seg = pl.col(segment).cast(pl.String)
     i = pl.col(exec_index)
+    is_sse_run = pl.col(phase).cast(pl.String) == SSE_PHASE if phase is not None else pl.lit(False)
     return (
         pl.when(seg == PRED)
         .then(pl.lit("pred"))
-        .when(i >= view.trail_index)
+        .when(~is_sse_run & (i >= view.trail_index))
         .then(pl.lit("trail"))
-        .when(i >= view.ssp_index)
+        .when(~is_sse_run & (i >= view.ssp_index))
         .then(pl.lit("ssp"))
         .when(i == view.sse_index)
         .then(pl.lit("sse"))
@@ -109,6 +155,12 @@ def role_expr(view: PlanView, segment: str = "segment", exec_index: str = "exec_
         .otherwise(pl.lit("warmup"))
         .cast(ROLE_DTYPE)
     )
+
+
+def normalize_phase(col: str = "phase") -> pl.Expr:
+    """The runs.parquet phase with the legacy "measure" read as "ssp" (String)."""
+    p = pl.col(col).cast(pl.String)
+    return pl.when(p == LEGACY_MEASURE_PHASE).then(pl.lit(SSP_PHASE)).otherwise(p).alias(col)
 
 
 @dataclass(frozen=True)
@@ -164,8 +216,16 @@ class ClockParams:
 
 
 def measure_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """The measure runs (run:int32) of a runs frame, sorted by run."""
-    return runs.filter(pl.col("phase") == MEASURE_PHASE).select(pl.col("run").cast(pl.Int32)).unique().sort("run")
+    """The measure runs of a runs frame: run:int32, phase:str ("sse" | "ssp"; a legacy "measure" run
+    is "ssp"), sorted by run."""
+    return (
+        runs.lazy()
+        .select(pl.col("run").cast(pl.Int32), normalize_phase())
+        .filter(pl.col("phase").is_in(list(MEASURE_PHASES)))
+        .unique("run", keep="first")
+        .sort("run")
+        .collect()
+    )
 
 
 def _to_ns(d: Mapping[str, Any]) -> dict[str, Any]:

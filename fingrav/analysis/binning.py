@@ -1,8 +1,11 @@
-"""Execution-time binning (METHOD.md step 6): keep the golden runs.
+"""Execution-time binning (METHOD.md step 6): keep the golden runs, per kind of measure run.
 
-Per measure run, `ssp_exec_time_ns` is the GPU-clock duration of main-segment execution `ssp_index`.
-The golden bin is the most populated window [x, x * (1 + margin)] over those times (x one of the
-times; ties go to the smallest x), found with a sliding window over the sorted times (O(n log n)).
+SSP runs are binned on `bin_exec_time_ns` = the GPU-clock duration of main-segment execution
+`ssp_index` (also given as `ssp_exec_time_ns`); SSE runs separately on the duration of main execution
+`sse_index`, with the same margin. The golden bin of each kind is the most populated window
+[x, x * (1 + margin)] over its times (x one of the times; ties go to the smallest x), found with a
+sliding window over the sorted times (O(n log n)). Completeness is checked per kind against its own
+executions per run (plan executions_per_run / sse_executions_per_run, plus predecessor_count).
 """
 
 from __future__ import annotations
@@ -14,17 +17,24 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, PRED, PlanView, measure_runs
+from fingrav.analysis._common import MAIN, MEASURE_PHASES, PRED, SSE_PHASE, SSP_PHASE, PlanView, measure_runs
 from fingrav.errors import DataError
 
 logger = logging.getLogger(__name__)
 
-BINNED_SCHEMA = {"run": pl.Int32, "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean, "reason": pl.String}
+BINNED_SCHEMA = {
+    "run": pl.Int32,
+    "phase": pl.String,
+    "bin_exec_time_ns": pl.Int64,
+    "ssp_exec_time_ns": pl.Int64,
+    "golden": pl.Boolean,
+    "reason": pl.String,
+}
 
 # reasons a run is not golden
 OUTSIDE_BIN = "outside_bin"
 INCOMPLETE = "incomplete"  # the run lacks executions (main or predecessor segment)
-BAD_TIME = "bad_time"  # the SSP execution's duration is not positive (broken stamps)
+BAD_TIME = "bad_time"  # the binned execution's duration is not positive (broken stamps)
 
 
 def golden_window(times_ns: np.ndarray, margin: float) -> tuple[int, int, int]:
@@ -44,73 +54,106 @@ def golden_window(times_ns: np.ndarray, margin: float) -> tuple[int, int, int]:
     return int(t[best]), int(high[best]), int(counts[best])
 
 
-def ssp_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[str, Any]) -> pl.DataFrame:
-    """Per measure run: run:int32, ssp_exec_time_ns:int64 (null when missing), complete:bool.
+def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[str, Any]) -> pl.DataFrame:
+    """Per measure run: run:int32, phase:str ("sse" | "ssp"), bin_exec_time_ns:int64 (duration of main
+    execution sse_index of an SSE run / ssp_index of an SSP run; null when missing), complete:bool.
 
-    A run is complete when it has main executions 0..executions_per_run-1 and predecessor
-    executions 0..predecessor_count-1 (each exactly once)."""
+    A run is complete when it has main executions 0 .. n-1, n the executions per run of its kind, and
+    predecessor executions 0..predecessor_count-1 (each exactly once)."""
     view = PlanView.from_plan(plan)
     mruns = measure_runs(runs)
-    ex = executions.select(
-        pl.col("run").cast(pl.Int32),
-        pl.col("segment").cast(pl.String),
-        pl.col("exec_index").cast(pl.Int32),
-        (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("dur_ns"),
-    ).join(mruns, on="run", how="semi")
+    is_sse = pl.col("phase") == SSE_PHASE
+    n_main = pl.when(is_sse).then(view.sse_executions_per_run).otherwise(view.executions_per_run)
+    bin_index = pl.when(is_sse).then(view.sse_index).otherwise(view.ssp_index)
+    ex = (
+        executions.lazy()
+        .select(
+            pl.col("run").cast(pl.Int32),
+            pl.col("segment").cast(pl.String),
+            pl.col("exec_index").cast(pl.Int32),
+            (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")).alias("dur_ns"),
+        )
+        .join(mruns.lazy(), on="run", how="inner")
+        .with_columns(n_main=n_main, bin_index=bin_index)
+    )
+    main = pl.col("segment") == MAIN
     per_run = ex.group_by("run").agg(
-        n_main=((pl.col("segment") == MAIN) & pl.col("exec_index").is_between(0, view.executions_per_run - 1)).sum(),
-        n_main_unique=pl.col("exec_index").filter(pl.col("segment") == MAIN).n_unique(),
+        n_main=(main & pl.col("exec_index").is_between(0, pl.col("n_main") - 1)).sum(),
+        n_main_unique=pl.col("exec_index").filter(main).n_unique(),
         n_pred=((pl.col("segment") == PRED) & pl.col("exec_index").is_between(0, view.predecessor_count - 1)).sum(),
         n_pred_unique=pl.col("exec_index").filter(pl.col("segment") == PRED).n_unique(),
         n_all=pl.len(),
-        ssp_exec_time_ns=pl.col("dur_ns")
-        .filter((pl.col("segment") == MAIN) & (pl.col("exec_index") == view.ssp_index))
-        .first(),
+        bin_exec_time_ns=pl.col("dur_ns").filter(main & (pl.col("exec_index") == pl.col("bin_index"))).first(),
     )
-    expected = view.executions_per_run + view.predecessor_count
-    out = mruns.join(per_run, on="run", how="left").select(
-        "run",
-        pl.col("ssp_exec_time_ns").cast(pl.Int64),
-        complete=(
-            (pl.col("n_main") == view.executions_per_run)
-            & (pl.col("n_main_unique") == view.executions_per_run)
-            & (pl.col("n_pred") == view.predecessor_count)
-            & (pl.col("n_pred_unique").fill_null(0) == view.predecessor_count)
-            & (pl.col("n_all") == expected)
-        ).fill_null(False),
+    want = n_main.cast(pl.Int64)
+    return (
+        mruns.lazy()
+        .join(per_run, on="run", how="left")
+        .select(
+            "run",
+            "phase",
+            pl.col("bin_exec_time_ns").cast(pl.Int64),
+            complete=(
+                (pl.col("n_main") == want)
+                & (pl.col("n_main_unique") == want)
+                & (pl.col("n_pred") == view.predecessor_count)
+                & (pl.col("n_pred_unique").fill_null(0) == view.predecessor_count)
+                & (pl.col("n_all") == want + view.predecessor_count)
+            ).fill_null(False),
+        )
+        .sort("run")
+        .collect()
     )
-    return out
+
+
+def _phase_meta(binned: pl.DataFrame, low: int, high: int, count: int) -> dict[str, Any]:
+    """Bin bounds and counts of one kind of run."""
+    reasons = binned.filter(~pl.col("golden")).group_by("reason").len().sort("reason")
+    return {
+        "bin_low_ns": low if count else None,
+        "bin_high_ns": high if count else None,
+        "runs_total": binned.height,
+        "runs_golden": int(binned["golden"].sum()),
+        "reasons": dict(zip(reasons["reason"].to_list(), reasons["len"].to_list(), strict=True)),
+    }
 
 
 def bin_runs(
     executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[str, Any], margin: float | None = None
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Execution-time binning of the measure runs.
+    """Execution-time binning of the measure runs, each kind (SSE, SSP) on its own.
 
     executions / runs: raw frames (rawio schemas); plan: plan.json; margin: fraction (0.02 = 2 %),
     None -> plan["margin"].
-    Returns (binned, meta): binned has one row per measure run, sorted by run: run:int32,
-    ssp_exec_time_ns:int64 (null when the run lacks that execution), golden:bool, reason:str (null
-    when golden, else "outside_bin" | "incomplete" | "bad_time"); meta = {margin, bin_low_ns,
-    bin_high_ns (inclusive bounds, ns), runs_total, runs_golden, reasons: {reason: count}}.
+    Returns (binned, meta): binned (BINNED_SCHEMA) has one row per measure run, sorted by run: run,
+    phase ("sse" | "ssp"), bin_exec_time_ns (ns, the binned duration; null when the run lacks that
+    execution), ssp_exec_time_ns (= bin_exec_time_ns for SSP runs, null for SSE runs), golden,
+    reason (null when golden, else "outside_bin" | "incomplete" | "bad_time");
+    meta = {margin, bins: {"ssp": {bin_low_ns, bin_high_ns (inclusive bounds, ns), runs_total,
+    runs_golden, reasons: {reason: count}}, "sse": {...}}, and the SSP kind's bin_low_ns, bin_high_ns,
+    runs_total, runs_golden, reasons at the top level (as before SSE runs existed)}.
     """
-    view = PlanView.from_plan(plan)
     if margin is None:
-        margin = view.margin
+        margin = PlanView.from_plan(plan).margin
     if margin is None:
         raise DataError("no binning margin: neither given nor in plan.json")
     margin = float(margin)
     if not 0 <= margin <= 1:
         raise DataError(f"binning margin {margin} outside [0, 1]")
 
-    times = ssp_exec_times(executions, runs, plan)
-    usable = times.filter(pl.col("complete") & (pl.col("ssp_exec_time_ns") > 0))
-    low, high, count = golden_window(usable["ssp_exec_time_ns"].to_numpy(), margin)
-    t = pl.col("ssp_exec_time_ns")
-    binned = (
-        times.select(
+    times = bin_exec_times(executions, runs, plan)
+    parts: list[pl.DataFrame] = []
+    bins: dict[str, dict[str, Any]] = {}
+    for phase in (SSP_PHASE, SSE_PHASE):
+        sub = times.filter(pl.col("phase") == phase)
+        usable = sub.filter(pl.col("complete") & (pl.col("bin_exec_time_ns") > 0))
+        low, high, count = golden_window(usable["bin_exec_time_ns"].to_numpy(), margin)
+        t = pl.col("bin_exec_time_ns")
+        b = sub.select(
             "run",
-            "ssp_exec_time_ns",
+            "phase",
+            "bin_exec_time_ns",
+            ssp_exec_time_ns=t if phase == SSP_PHASE else pl.lit(None, dtype=pl.Int64),
             reason=pl.when(~pl.col("complete"))
             .then(pl.lit(INCOMPLETE))
             .when(t <= 0)
@@ -118,31 +161,25 @@ def bin_runs(
             .when((t < low) | (t > high))
             .then(pl.lit(OUTSIDE_BIN))
             .otherwise(pl.lit(None, dtype=pl.String)),
-        )
-        .with_columns(golden=pl.col("reason").is_null())
-        .select(list(BINNED_SCHEMA))
-        .cast(BINNED_SCHEMA)
-        .sort("run")
-    )
+        ).with_columns(golden=pl.col("reason").is_null())
+        bins[phase] = _phase_meta(b, low, high, count)
+        if bins[phase]["runs_golden"] != count:  # pragma: no cover - internal consistency
+            raise AssertionError(f"{phase}: golden count {bins[phase]['runs_golden']} != window count {count}")
+        parts.append(b.select(list(BINNED_SCHEMA)).cast(BINNED_SCHEMA))
+    binned = pl.concat(parts).sort("run")
 
-    reasons = binned.filter(~pl.col("golden")).group_by("reason").len().sort("reason")
-    meta: dict[str, Any] = {
-        "margin": margin,
-        "bin_low_ns": low if count else None,
-        "bin_high_ns": high if count else None,
-        "runs_total": binned.height,
-        "runs_golden": int(binned["golden"].sum()),
-        "reasons": dict(zip(reasons["reason"].to_list(), reasons["len"].to_list(), strict=True)),
-    }
-    if meta["runs_golden"] != count:  # pragma: no cover - internal consistency
-        raise AssertionError(f"golden count {meta['runs_golden']} != window count {count}")
-    logger.info(
-        "binning: %d/%d runs golden in [%s, %s] ns (margin %.3g); dropped %s",
-        meta["runs_golden"],
-        meta["runs_total"],
-        meta["bin_low_ns"],
-        meta["bin_high_ns"],
-        margin,
-        meta["reasons"],
-    )
+    meta: dict[str, Any] = {"margin": margin, **bins[SSP_PHASE], "bins": bins}
+    for phase in MEASURE_PHASES:
+        m = bins[phase]
+        if m["runs_total"]:
+            logger.info(
+                "binning %s runs: %d/%d golden in [%s, %s] ns (margin %.3g); dropped %s",
+                phase,
+                m["runs_golden"],
+                m["runs_total"],
+                m["bin_low_ns"],
+                m["bin_high_ns"],
+                margin,
+                m["reasons"],
+            )
     return binned, meta

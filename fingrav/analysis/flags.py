@@ -1,6 +1,8 @@
 """Quality flags of a profile (ARCHITECTURE.md "Flags") and the row's `valid`.
 
 Flags that make a row invalid: too_few_lois, sample_gaps, clock_residual, unsettled.
+low_golden_fraction fires when either kind of measure run (SSP, SSE) keeps < 50 % of its runs;
+reference_unsettled when the reference run has < 10 samples after settling (its power then has no CI).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ FLAG_ORDER = (
     "clock_residual",
     "unsettled",
     "low_golden_fraction",
+    "reference_unsettled",
 )
 INVALIDATING = frozenset({"too_few_lois", "sample_gaps", "clock_residual", "unsettled"})
 METHOD_MINIMUM_NS = 25_000  # METHOD.md: the method covers kernels of 25 us and longer
@@ -76,7 +79,9 @@ def gaps_in_spans(gaps: np.ndarray, spans: pl.DataFrame) -> int:
 
 @dataclass(frozen=True)
 class FlagInputs:
-    """What the flags look at. Times in ns; `sensor` keys window_ns, lag_ns (ns)."""
+    """What the flags look at. Times in ns; `sensor` keys window_ns, lag_ns (ns). runs_total /
+    runs_golden: SSP runs; sse_runs_total / sse_runs_golden: SSE runs (0: none);
+    reference_unsettled: the reference run has too few samples after settling."""
 
     ssp_lois: int
     sse_lois: int
@@ -90,6 +95,9 @@ class FlagInputs:
     min_lois: int
     max_drift_ppm: float
     max_clock_residual_us: float
+    sse_runs_total: int = 0
+    sse_runs_golden: int = 0
+    reference_unsettled: bool = False
 
 
 def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
@@ -115,6 +123,10 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("unsettled")
     if inp.runs_total == 0 or inp.runs_golden / inp.runs_total < MIN_GOLDEN_FRACTION:
         fired.add("low_golden_fraction")
+    if inp.sse_runs_total and inp.sse_runs_golden / inp.sse_runs_total < MIN_GOLDEN_FRACTION:
+        fired.add("low_golden_fraction")
+    if inp.reference_unsettled:
+        fired.add("reference_unsettled")
     flags = [f for f in FLAG_ORDER if f in fired]
     valid = not (fired & INVALIDATING)
     if flags:

@@ -1,13 +1,15 @@
 """LOIs and TOIs (METHOD.md step 7): map executions to the host clock and assign power samples.
 
-Pure functions over polars frames. Executions of measure runs are mapped from the GPU clock to the
-host clock with a clock fit; sample times are shifted back by the sensor delay (when delay
-correction is on); each sample is assigned, with an as-of join, to the execution whose host-clock
-*cycle* [exec_start_ns, cycle_end_ns) contains it, where cycle_end_ns is the start of the next
+Pure functions over polars frames. Executions of measure runs (both kinds: SSE runs and SSP runs)
+are mapped from the GPU clock to the host clock with a clock fit; sample times are shifted back by
+the sensor delay (when delay correction is on); each sample is assigned, with an as-of join, to the
+execution whose host-clock *cycle* [exec_start_ns, cycle_end_ns) contains it, where cycle_end_ns is
+the start of the next
 execution of the same run (the launch gap belongs to the execution before it: SSP power is the
 steady-state cycle power, ARCHITECTURE.md) or, for a run's last execution, its end. Samples outside
-every measure execution cycle are not LOIs and are dropped. toi_frac = toi_ns / execution duration,
-so a LOI in the launch gap has toi_frac >= 1.
+every measure execution cycle are not LOIs and are dropped (timing, probe and reference runs are
+not measure runs). toi_frac = toi_ns / execution duration, so a LOI in the launch gap has
+toi_frac >= 1.
 """
 
 from __future__ import annotations
@@ -18,12 +20,21 @@ from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import SEGMENT_DTYPE, ClockParams, PlanView, measure_runs, role_expr
+from fingrav.analysis._common import (
+    PHASE_DTYPE,
+    SEGMENT_DTYPE,
+    SSP_PHASE,
+    ClockParams,
+    PlanView,
+    measure_runs,
+    role_expr,
+)
 
 logger = logging.getLogger(__name__)
 
 LOIS_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.Int32(),
+    "phase": pl.String(),
     "golden": pl.Boolean(),
     "role": pl.String(),
     "segment": pl.String(),
@@ -44,24 +55,28 @@ def host_executions(
     clock: Mapping[str, Any] | ClockParams | Any,
     binned: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Executions of measure runs on the host clock, sorted by exec_start_ns.
+    """Executions of measure runs (SSE and SSP runs) on the host clock, sorted by exec_start_ns.
 
-    Columns: run:int32, segment:Enum, exec_index:int32, role:Enum, golden:bool (false for runs not
-    golden in `binned`; all false without `binned`), exec_start_ns, exec_end_ns:int64 (host clock),
+    Columns: run:int32, phase:Enum ("sse" | "ssp"), segment:Enum, exec_index:int32, role:Enum (by
+    the run's kind, ARCHITECTURE.md), golden:bool (false for runs not golden in `binned`; all false
+    without `binned`), exec_start_ns, exec_end_ns:int64 (host clock),
     dur_ns:int64 (host-clock duration), cycle_end_ns:int64 (next execution's start in the run, or
     exec_end_ns for the run's last one), cycle_ns:int64 (cycle_end_ns - exec_start_ns),
     has_next:bool (a later execution of the run exists, so the cycle is complete)."""
     view = PlanView.from_plan(plan)
     cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
-    ex = executions.join(measure_runs(runs), on="run", how="semi") if runs is not None else executions
+    if runs is not None:
+        ex = executions.lazy().join(measure_runs(runs).lazy(), on="run", how="inner")
+    else:  # every execution is of an SSP run
+        ex = executions.lazy().with_columns(phase=pl.lit(SSP_PHASE))
     if binned is not None:
         gold = binned.select(pl.col("run").cast(pl.Int32), pl.col("golden").cast(pl.Boolean))
     else:
         gold = pl.DataFrame(schema={"run": pl.Int32, "golden": pl.Boolean})
     out = (
-        ex.lazy()
-        .select(
+        ex.select(
             pl.col("run").cast(pl.Int32),
+            pl.col("phase").cast(pl.String).cast(PHASE_DTYPE),
             pl.col("segment").cast(pl.String).cast(SEGMENT_DTYPE),
             pl.col("exec_index").cast(pl.Int32),
             cp.host_expr("gpu_start_ns").alias("exec_start_ns"),
@@ -104,9 +119,11 @@ def assign_lois(
     Returns the lois frame (LOIS_SCHEMA, ARCHITECTURE.md), sorted by t_ns:
     t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns, in [0, cycle_ns);
     toi_frac = toi_ns / (exec_end_ns - exec_start_ns), >= 1 inside the launch gap."""
+    if "phase" not in host_execs.columns:  # frames from before SSE runs existed: SSP runs only
+        host_execs = host_execs.with_columns(phase=pl.lit(SSP_PHASE))
     right = (
         host_execs.lazy()
-        .select("exec_start_ns", "cycle_end_ns", "dur_ns", "run", "golden", "role", "segment", "exec_index")
+        .select("exec_start_ns", "cycle_end_ns", "dur_ns", "run", "phase", "golden", "role", "segment", "exec_index")
         .filter((pl.col("dur_ns") > 0) & (pl.col("cycle_end_ns") > pl.col("exec_start_ns")))
         .sort("exec_start_ns")
     )
@@ -135,6 +152,7 @@ def assign_lois(
         .with_columns(toi_ns=pl.col("t_ns") - pl.col("exec_start_ns"))
         .select(
             "run",
+            pl.col("phase").cast(pl.String),
             "golden",
             pl.col("role").cast(pl.String),
             pl.col("segment").cast(pl.String),

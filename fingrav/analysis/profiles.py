@@ -2,16 +2,20 @@
 LOIs of golden runs, a cluster bootstrap CI over runs, and a polynomial fit of power vs toi_frac;
 execution time, cycle time, energy per execution, SSE-vs-SSP and interleaved-vs-SSP errors.
 
-The cluster bootstrap resamples golden runs with replacement. One matrix of counts C (reps x runs,
-C[b, r] = times run r is drawn in replicate b) is shared by every statistic, so derived quantities
-(errors, energy) are paired across replicates. A ratio mean over LOIs is then
-(C @ sum_power_per_run) / (C @ lois_per_run), one matrix product for all replicates.
+The cluster bootstrap resamples golden runs with replacement, stratified by run kind: SSP runs are
+drawn among the golden SSP runs and SSE runs among the golden SSE runs, so every replicate has as many
+runs of each kind as the data. One matrix of counts C (reps x runs, C[b, r] = times run r is drawn in
+replicate b) is shared by every statistic, so derived quantities (errors, energy) are paired across
+replicates. A ratio mean over LOIs is then (C @ sum_power_per_run) / (C @ lois_per_run), one matrix
+product for all replicates.
 
-Statistic groups (in the summary's "channels"): ssp = the SSP tail (main executions ssp_index ..
-ssp_index + tail - 1), sse = main execution sse_index, first = main execution 0 when a predecessor
-exists (interleaved), warmup = the other main executions before the tail, pred = predecessor
-executions; trailing executions are never profiled. They are defined by execution index, so "sse"
-still exists when sse_index == ssp_index (its LOIs then carry role "ssp").
+Statistic groups (in the summary's "channels"): ssp = the SSP tail of SSP runs (main executions
+ssp_index .. ssp_index + tail - 1), sse = main execution sse_index of runs of BOTH kinds (the sensor is
+causal: the SSE execution of an SSP run has the same history as in an SSE run), first = main
+execution 0 when a predecessor exists (interleaved; both kinds), warmup = the other main executions
+before the tail (both kinds), pred = predecessor executions (both kinds); trailing executions are
+never profiled. They are defined by execution index, so "sse" still exists when sse_index ==
+ssp_index (its LOIs in SSP runs then carry role "ssp").
 
 Energy per execution = SSP power x SSP cycle time (start of an SSP execution to the start of the
 next, ARCHITECTURE.md), from the SSP executions that have a successor in their run.
@@ -29,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, PRED, ROLE_DTYPE, ROLES, TOTAL, PlanView
+from fingrav.analysis._common import MAIN, PRED, ROLE_DTYPE, ROLES, SSE_PHASE, TOTAL, PlanView
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +41,15 @@ GROUPS = ("ssp", "sse", "first", "warmup", "pred")
 MAX_BOOT_CELLS_PER_CHUNK = 4_000_000
 
 
-def group_exprs(view: PlanView) -> dict[str, pl.Expr]:
-    """Membership of an execution (columns segment, exec_index) in each statistic group."""
+def group_exprs(view: PlanView, phase: str | None = "phase") -> dict[str, pl.Expr]:
+    """Membership of an execution (columns segment, exec_index and `phase`, the run kind "sse" |
+    "ssp") in each statistic group. phase None: every execution is of an SSP run."""
     seg = pl.col("segment").cast(pl.String)
     i = pl.col("exec_index")
     main = seg == MAIN
-    ssp = main & (i >= view.ssp_index) & (i < view.trail_index)
-    trail = main & (i >= view.trail_index)
+    ssp_run = pl.col(phase).cast(pl.String) != SSE_PHASE if phase is not None else pl.lit(True)
+    ssp = main & ssp_run & (i >= view.ssp_index) & (i < view.trail_index)
+    trail = main & ssp_run & (i >= view.trail_index)
     sse = main & (i == view.sse_index)
     first = main & (i == 0) & pl.lit(view.predecessor_count > 0)
     return {"ssp": ssp, "sse": sse, "first": first, "warmup": main & ~ssp & ~sse & ~first & ~trail, "pred": seg == PRED}
@@ -51,23 +57,30 @@ def group_exprs(view: PlanView) -> dict[str, pl.Expr]:
 
 # --------------------------------------------------------------------------- bootstrap
 class ClusterBootstrap:
-    """Resampling of `n_runs` clusters (runs): counts (reps x n_runs, float64)."""
+    """Resampling of `n_runs` clusters (runs): counts (reps x n_runs, float64).
 
-    def __init__(self, n_runs: int, reps: int, level: float, seed: int = 0) -> None:
+    strata: optional stratum label per run (e.g. 0 = SSP run, 1 = SSE run); each replicate draws, with
+    replacement, as many runs of each stratum as there are, among that stratum's runs. None: one
+    stratum."""
+
+    def __init__(self, n_runs: int, reps: int, level: float, seed: int = 0, strata: np.ndarray | None = None) -> None:
         self.n_runs = int(n_runs)
         self.reps = int(reps)
         self.level = float(level)
         rng = np.random.default_rng(seed)
+        strata = np.zeros(self.n_runs, dtype=np.int64) if strata is None else np.asarray(strata)
+        if strata.shape != (self.n_runs,):
+            raise ValueError(f"strata has shape {strata.shape}, expected ({self.n_runs},)")
         counts = np.zeros((self.reps, self.n_runs), dtype=np.float64)
-        if self.n_runs:
-            rows = max(1, MAX_BOOT_CELLS_PER_CHUNK // self.n_runs)
+        for label in np.unique(strata):  # sorted: deterministic for a seed
+            members = np.flatnonzero(strata == label)
+            m = members.size
+            rows = max(1, MAX_BOOT_CELLS_PER_CHUNK // m)
             for b0 in range(0, self.reps, rows):
                 b1 = min(self.reps, b0 + rows)
-                idx = rng.integers(0, self.n_runs, size=(b1 - b0, self.n_runs))
-                idx += (np.arange(b1 - b0) * self.n_runs)[:, None]
-                counts[b0:b1] = np.bincount(idx.ravel(), minlength=(b1 - b0) * self.n_runs).reshape(
-                    b1 - b0, self.n_runs
-                )
+                idx = rng.integers(0, m, size=(b1 - b0, m))
+                idx += (np.arange(b1 - b0) * m)[:, None]
+                counts[b0:b1, members] = np.bincount(idx.ravel(), minlength=(b1 - b0) * m).reshape(b1 - b0, m)
         self.counts = counts
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -77,19 +90,24 @@ class ClusterBootstrap:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(d > 0, n / np.where(d > 0, d, 1.0), np.nan)
 
-    def median(self, values: np.ndarray) -> np.ndarray:
-        """Replicates of the median of per-run `values` (weighted by the resampling counts)."""
+    def median(self, values: np.ndarray, members: np.ndarray | None = None) -> np.ndarray:
+        """Replicates of the median of per-run `values` (weighted by the resampling counts), over the
+        runs `members` (indices; None: all runs). nan in replicates that draw none of them."""
         values = np.asarray(values, dtype=np.float64)
+        counts = self.counts
+        if members is not None:
+            members = np.asarray(members, dtype=np.int64)
+            values, counts = values[members], counts[:, members]
         if values.size == 0:
             return np.full(self.reps, np.nan)
         order = np.argsort(values, kind="stable")
         v = values[order]
-        cum = np.cumsum(self.counts[:, order], axis=1)
-        n = self.n_runs
+        cum = np.cumsum(counts[:, order], axis=1)
+        n = cum[:, -1]
         k1, k2 = (n + 1) // 2, n // 2 + 1  # 1-based ranks of the two middle elements
-        i1 = np.argmax(cum >= k1, axis=1)
-        i2 = np.argmax(cum >= k2, axis=1)
-        return 0.5 * (v[i1] + v[i2])
+        i1 = np.argmax(cum >= k1[:, None], axis=1)
+        i2 = np.argmax(cum >= k2[:, None], axis=1)
+        return np.where(n > 0, 0.5 * (v[i1] + v[i2]), np.nan)
 
     def ci(self, replicates: np.ndarray) -> tuple[float | None, float | None]:
         """Percentile interval at `level` (None when no finite replicate)."""
@@ -208,15 +226,19 @@ def _golden_arrays(lois: pl.DataFrame, run_ids: np.ndarray, with_exec: bool) -> 
     return out
 
 
-def _median_stat(boot: ClusterBootstrap, sums: np.ndarray, counts: np.ndarray) -> dict[str, float | None]:
-    """Median over golden runs of per-run means (sums / counts) with a bootstrap CI; runs without
-    values count at the median (they are rare: incomplete runs are never golden)."""
+def _median_stat(
+    boot: ClusterBootstrap, sums: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None
+) -> dict[str, float | None]:
+    """Median over golden runs (`members`, indices; None: all) of per-run means (sums / counts) with a
+    bootstrap CI; member runs without values count at the median (they are rare: incomplete runs are
+    never golden)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         per_run = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
-    if not np.isfinite(per_run).any():
+    sel = per_run if members is None else per_run[members]
+    if not np.isfinite(sel).any():
         return {"value": None, "ci_low": None, "ci_high": None}
-    med = float(np.nanmedian(per_run))
-    lo, hi = boot.ci(boot.median(np.nan_to_num(per_run, nan=med)))
+    med = float(np.nanmedian(sel))
+    lo, hi = boot.ci(boot.median(np.nan_to_num(per_run, nan=med), members))
     return {"value": _f(med), "ci_low": _f(lo), "ci_high": _f(hi)}
 
 
@@ -229,10 +251,12 @@ def compute_profiles(
 ) -> ProfileResult:
     """Profiles of the golden runs.
 
-    lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden);
-    plan: plan.json; analysis: AnalysisConfig dict (bootstrap_reps, ci_level, fit_degree).
-    channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, runs_with_lois, fit_coeffs};
-    derived = exec_time_ns / cycle_time_ns {value (median over runs), ci_low, ci_high},
+    lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
+    phase; without phase every run is an SSP run); plan: plan.json; analysis: AnalysisConfig dict
+    (bootstrap_reps, ci_level, fit_degree).
+    channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, lois_by_phase {"sse", "ssp"},
+    runs_with_lois, fit_coeffs};
+    derived = exec_time_ns / cycle_time_ns {value (median over golden SSP runs), ci_low, ci_high},
     exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
     sse_vs_ssp_error_pct / interleaved_vs_ssp_pct {value, ci_low, ci_high}.
     """
@@ -240,12 +264,22 @@ def compute_profiles(
     reps = int(analysis.get("bootstrap_reps", 1000))
     level = float(analysis.get("ci_level", 0.95))
     degree = int(analysis.get("fit_degree", 4))
-    groups = group_exprs(view)
+    has_phase = "phase" in host_execs.columns
+    groups = group_exprs(view, "phase" if has_phase else None)
 
-    golden_runs = host_execs.filter(pl.col("golden")).select("run").unique().sort("run")
+    phase_col = pl.col("phase").cast(pl.String) if has_phase else pl.lit("ssp")
+    golden_runs = (
+        host_execs.filter(pl.col("golden"))
+        .select("run", (phase_col == SSE_PHASE).alias("is_sse"))
+        .unique("run", keep="first")
+        .sort("run")
+    )
     run_ids = golden_runs["run"].to_numpy()
     n_runs = run_ids.size
-    boot = ClusterBootstrap(n_runs, reps, level, seed=seed)
+    strata = golden_runs["is_sse"].to_numpy().astype(np.int64)
+    ssp_members = np.flatnonzero(strata == 0)
+    boot = ClusterBootstrap(n_runs, reps, level, seed=seed, strata=strata)
+    golden_runs = golden_runs.select("run")
 
     # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
     edge = {
@@ -284,11 +318,13 @@ def compute_profiles(
             lo, hi = boot.ci(rep) if mean is not None else (None, None)
             replicates[(ch, g)] = rep
             points[(ch, g)] = mean
+            n_sse = int(strata[pos].sum()) if pos.size else 0
             channels[ch][g] = {
                 "mean_mw": _f(mean),
                 "ci_low_mw": _f(lo),
                 "ci_high_mw": _f(hi),
                 "lois": int(power.size),
+                "lois_by_phase": {"sse": n_sse, "ssp": int(power.size) - n_sse},
                 "runs_with_lois": int((n > 0).sum()),
                 "fit_coeffs": poly_fit(toi, power, degree),
             }
@@ -297,7 +333,7 @@ def compute_profiles(
     ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])
     # execution time: per golden run, mean host-clock duration of the SSP-tail executions
     tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden_runs, "dur_ns")
-    derived["exec_time_ns"] = _median_stat(boot, tsum, tcnt)
+    derived["exec_time_ns"] = _median_stat(boot, tsum, tcnt, ssp_members)
     derived["exec_time_mean_ns"] = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
     # cycle time: SSP executions with a successor (start to the next start, launch gap included)
     cyc = ssp_execs.filter(pl.col("has_next")).select("run", "cycle_ns")
@@ -305,7 +341,7 @@ def compute_profiles(
         logger.warning("no SSP execution has a successor (no trailing execution): cycle time = execution time")
         cyc = ssp_execs.select("run", pl.col("dur_ns").alias("cycle_ns"))
     csum, ccnt = _per_run(cyc, golden_runs, "cycle_ns")
-    derived["cycle_time_ns"] = _median_stat(boot, csum, ccnt)
+    derived["cycle_time_ns"] = _median_stat(boot, csum, ccnt, ssp_members)
     c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
     derived["cycle_time_mean_ns"] = _f(c_mean)
 

@@ -63,8 +63,10 @@ def run_bin(
     provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Bin stage: read `raw_dir`/{executions,runs}.parquet and plan.json, write the binned parquet
-    (run, ssp_exec_time_ns, golden, reason; metadata margin, bin_low_ns, bin_high_ns, runs_total,
-    runs_golden, reasons, provenance). margin None -> plan["margin"]. Returns the metadata."""
+    (binning.BINNED_SCHEMA: run, phase, bin_exec_time_ns, ssp_exec_time_ns, golden, reason; metadata
+    margin, bins {"ssp": {...}, "sse": {...}}, the SSP runs' bin_low_ns, bin_high_ns, runs_total,
+    runs_golden, reasons at the top level, provenance). margin None -> plan["margin"]. Returns the
+    metadata."""
     raw = Path(raw_dir)
     plan = rawio.read_json(plan_path)
     binned, meta = bin_runs(_read(raw / "executions.parquet"), _read(raw / "runs.parquet"), plan, margin)

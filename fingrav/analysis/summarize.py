@@ -14,10 +14,19 @@ from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import TOTAL, ClockParams, PlanView, channel_delays, sensor_channels, total_sensor
+from fingrav.analysis._common import (
+    SSE_PHASE,
+    TOTAL,
+    ClockParams,
+    PlanView,
+    channel_delays,
+    sensor_channels,
+    total_sensor,
+)
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
+from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.validation import validate
 
 logger = logging.getLogger(__name__)
@@ -54,10 +63,25 @@ ROW_TRUTH: tuple[str, ...] = (
     "energy_error_pct",
     "truth_interleaved_power_w",
 )
-# beyond the ARCHITECTURE.md list: the SSP cycle time (start to the next start) behind the energy
-ROW_EXTRA: tuple[str, ...] = ("cycle_time_us", "cycle_time_ci_low_us", "cycle_time_ci_high_us")
+# after the contract's columns (ARCHITECTURE.md "summary.csv"): the SSP cycle time (start to the next
+# start) behind the energy, the SSE runs (runs_total / runs_golden count SSP runs), the reference run
+ROW_EXTRA: tuple[str, ...] = (
+    "cycle_time_us",
+    "cycle_time_ci_low_us",
+    "cycle_time_ci_high_us",
+    "sse_runs_total",
+    "sse_runs_golden",
+    "reference_power_w",
+    "reference_power_ci_low_w",
+    "reference_power_ci_high_w",
+    "ssp_vs_reference_pct",
+    "reference_energy_power_w",
+    "reference_counter_vs_samples_pct",
+)
+# simulator only, after ROW_EXTRA: the reference power's error against the SSP truth
+ROW_TRUTH_EXTRA: tuple[str, ...] = ("reference_error_pct",)
 STRING_COLUMNS = frozenset({"scenario", "kernel", "backend", "predecessor", "flags"})
-INT_COLUMNS = frozenset({"runs_total", "runs_golden", "lois", "lois_sse"})
+INT_COLUMNS = frozenset({"runs_total", "runs_golden", "lois", "lois_sse", "sse_runs_total", "sse_runs_golden"})
 BOOL_COLUMNS = frozenset({"valid"})
 _CHANNEL_COL = re.compile(r"^ssp_(.+)_power_w$")
 DEFAULT_MAX_CLOCK_RESIDUAL_US = 20.0
@@ -121,6 +145,26 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e3
 
 
+def _pct(value: float | None, ref: float | None) -> float | None:
+    """(value - ref) / ref x 100, None when either is missing or ref is 0."""
+    if value is None or ref is None or ref == 0:
+        return None
+    return (value - ref) / ref * 100.0
+
+
+def run_counts(binned: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """{"ssp": {"total", "golden"}, "sse": {...}}: measure runs per kind in the binned frame (no phase
+    column: every run is an SSP run)."""
+    is_sse = pl.col("phase").cast(pl.String) == SSE_PHASE if "phase" in binned.columns else pl.lit(False)
+    c = binned.select(
+        ssp_total=(~is_sse).sum(),
+        ssp_golden=(~is_sse & pl.col("golden")).sum(),
+        sse_total=is_sse.sum(),
+        sse_golden=(is_sse & pl.col("golden")).sum(),
+    ).row(0, named=True)
+    return {k: {"total": int(c[f"{k}_total"] or 0), "golden": int(c[f"{k}_golden"] or 0)} for k in ("ssp", "sse")}
+
+
 def differentiate(
     executions: pl.DataFrame,
     runs: pl.DataFrame,
@@ -151,6 +195,8 @@ def differentiate(
     gaps: known sample gaps [[from_ns, to_ns], ...] (raw sample clock); max_clock_residual_us:
     clock_residual limit (µs; None -> analysis["max_clock_residual_us"] or 20); binning: bin-stage
     metadata, copied into the summary.
+    The reference run (phase "reference"), when there is one, gives the reference_* columns
+    (reference.reference_stats); without one they are null.
     Returns (lois frame per loi.LOIS_SCHEMA, summary.json dict per ARCHITECTURE.md)."""
     view = PlanView.from_plan(plan)
     cp = ClockParams.from_any(clock)
@@ -171,8 +217,10 @@ def differentiate(
     def stat(ch: str, g: str, key: str) -> Any:
         return ch_stats.get(ch, {}).get(g, {}).get(key)
 
-    runs_total = binned.height
-    runs_golden = int(binned["golden"].sum()) if runs_total else 0
+    counts = run_counts(binned)
+    runs_total, runs_golden = counts["ssp"]["total"], counts["ssp"]["golden"]
+    ref = reference_stats(executions, runs, samples, plan, cp, delay_ns, float(analysis.get("ci_level", 0.95)))
+    ref_mw = ref["power_mw"] if ref is not None else None
     ssp_lois = int(stat(TOTAL, "ssp", "lois") or 0)
     sse_lois = int(stat(TOTAL, "sse", "lois") or 0)
     exec_time_ns = d["exec_time_ns"]["value"]
@@ -193,6 +241,9 @@ def differentiate(
             min_lois=int(analysis.get("min_lois", 10)),
             max_drift_ppm=float(analysis.get("max_drift_ppm", 200.0)),
             max_clock_residual_us=float(max_clock_residual_us),
+            sse_runs_total=counts["sse"]["total"],
+            sse_runs_golden=counts["sse"]["golden"],
+            reference_unsettled=bool(ref is not None and ref["unsettled"]),
         )
     )
 
@@ -236,6 +287,18 @@ def differentiate(
         valid=valid,
         flags=";".join(flags),
     )
+    ssp_mw = stat(TOTAL, "ssp", "mean_mw")
+    ref_energy_mw = ref["energy_power_mw"] if ref is not None else None
+    row.update(
+        sse_runs_total=counts["sse"]["total"],
+        sse_runs_golden=counts["sse"]["golden"],
+        reference_power_w=_w(ref_mw),
+        reference_power_ci_low_w=_w(ref["ci_low_mw"]) if ref is not None else None,
+        reference_power_ci_high_w=_w(ref["ci_high_mw"]) if ref is not None else None,
+        ssp_vs_reference_pct=_pct(ssp_mw, ref_mw),
+        reference_energy_power_w=_w(ref_energy_mw),
+        reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
+    )
 
     validation = None
     if truth is not None:
@@ -248,8 +311,9 @@ def differentiate(
             energy_per_exec_mj=d["energy_per_exec_mj"]["value"],
             interleaved_power_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
             host_execs=hx,
+            reference_power_mw=ref_mw,
         )
-        for key in ROW_TRUTH:
+        for key in (*ROW_TRUTH, *ROW_TRUTH_EXTRA):
             row[key] = validation[key]
         for ch, per_group in validation["groups"].items():
             for g, v in per_group.items():
@@ -272,6 +336,8 @@ def differentiate(
             "channels": sensor_channels(sensor),
         },
         "binning": dict(binning) if binning is not None else None,
+        "runs": counts,
+        "reference": ref,
         "gaps": gap_counts,
         "exec_time_ns": d["exec_time_ns"],
         "exec_time_mean_ns": d["exec_time_mean_ns"],
@@ -283,12 +349,13 @@ def differentiate(
         "validation": validation,
     }
     logger.info(
-        "differentiate %s: SSP %.4g W (%d LOIs), SSE %.4g W (%d LOIs), valid=%s",
+        "differentiate %s: SSP %.4g W (%d LOIs), SSE %.4g W (%d LOIs), reference %.4g W, valid=%s",
         row["scenario"],
         row["ssp_power_w"] or math.nan,
         ssp_lois,
         row["sse_power_w"] or math.nan,
         sse_lois,
+        row["reference_power_w"] or math.nan,
         valid,
     )
     return lois, summary
@@ -306,13 +373,16 @@ def _dtype(col: str) -> pl.DataType:
 
 def summary_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The summary.csv column order for these rows: ROW_HEAD, ssp_<channel>_power_w (sorted union),
-    ROW_TAIL, ROW_TRUTH when any row has truth, then ROW_EXTRA."""
-    known = set(ROW_HEAD) | set(ROW_TAIL) | set(ROW_TRUTH) | set(ROW_EXTRA)
+    ROW_TAIL, ROW_TRUTH when any row has truth, ROW_EXTRA, then ROW_TRUTH_EXTRA when any row has
+    truth."""
+    known = set(ROW_HEAD) | set(ROW_TAIL) | set(ROW_TRUTH) | set(ROW_EXTRA) | set(ROW_TRUTH_EXTRA)
     chans = sorted({k for r in rows for k in r if k not in known and _CHANNEL_COL.match(k)})
     cols = [*ROW_HEAD, *chans, *ROW_TAIL]
-    if any(k in r for r in rows for k in ROW_TRUTH):
+    truth = any(k in r for r in rows for k in ROW_TRUTH)
+    if truth:
         cols += ROW_TRUTH
-    return [*cols, *ROW_EXTRA]
+    cols += ROW_EXTRA
+    return [*cols, *ROW_TRUTH_EXTRA] if truth else cols
 
 
 def summary_table(summaries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

@@ -1,12 +1,16 @@
 """Validation against the simulator's ground truth (truth parquet, rawio.SCHEMAS["truth"]).
 
 Truth of a group = mean over golden runs of the per-run mean true power of the executions of that
-group (groups as in profiles.group_exprs: SSP truth = the SSP-tail executions); the truth power is
-the simulator's cycle-mean power (start of an execution to the start of the next). The energy truth
+group (groups as in profiles.group_exprs: SSP truth = the SSP-tail executions of golden SSP runs, SSE
+truth = the SSE executions of golden runs of both kinds, like the measured numbers); the truth power
+is the simulator's cycle-mean power (start of an execution to the start of the next in the same run;
+start to end for a run's last). The truth file need not hold every execution (the collector writes
+only those that matter: SSE, first, SSP tail); a group without truth rows has no truth. The energy truth
 matches the measured energy per execution (SSP cycle power x SSP cycle time): the true cycle-mean
 power x the cycle time of each SSP execution with a successor, when the host-clock executions are
 given; otherwise the truth file's energy_mj (start to end of the execution). Errors are signed, in %
-of truth: (measured - truth) / truth * 100.
+of truth: (measured - truth) / truth * 100. The reference run's settled power is validated against
+the SSP truth (both are the steady-state back-to-back cycle power).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import TOTAL, PlanView
+from fingrav.analysis._common import SSP_PHASE, TOTAL, PlanView
 from fingrav.analysis.profiles import GROUPS, group_exprs
 
 logger = logging.getLogger(__name__)
@@ -28,13 +32,16 @@ def truth_by_group(
 ) -> pl.DataFrame:
     """channel, group, power_mw, energy_mj (execution, start to end), cycle_energy_mj (true cycle
     power x host-clock cycle_ns of executions with a successor; null without host_execs): each the
-    mean over golden runs of per-run means."""
+    mean over golden runs of per-run means, over the truth rows present.
+
+    binned: bin-stage output (run, golden and phase; without phase every run is an SSP run)."""
     view = PlanView.from_plan(plan)
-    golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32))
+    phase = pl.col("phase").cast(pl.String) if "phase" in binned.columns else pl.lit(SSP_PHASE)
+    golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32), phase.alias("phase"))
     t = (
         truth.lazy()
         .with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32))
-        .join(golden.lazy(), on="run", how="semi")
+        .join(golden.lazy(), on="run", how="inner")
     )
     if host_execs is not None:
         cyc = (
@@ -47,7 +54,7 @@ def truth_by_group(
         )  # mW x ns -> mJ
     else:
         t = t.with_columns(cycle_energy_mj=pl.lit(None, dtype=pl.Float64))
-    groups = group_exprs(view)
+    groups = group_exprs(view, "phase")
     label = pl.lit(None, dtype=pl.String)
     for g in reversed(GROUPS):  # first matching group in GROUPS order
         label = pl.when(groups[g]).then(pl.lit(g)).otherwise(label)
@@ -83,15 +90,17 @@ def validate(
     energy_per_exec_mj: float | None,
     interleaved_power_mw: float | None = None,
     host_execs: pl.DataFrame | None = None,
+    reference_power_mw: float | None = None,
 ) -> dict[str, Any]:
-    """Truth numbers and signed errors (% of truth).
+    """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
+    reference_power_mw: the reference run's settled power, compared with the SSP truth.
     Returns {"groups": {channel: {group: truth_mw}}, truth_ssp_power_w, truth_sse_power_w,
     truth_interleaved_power_w, truth_energy_per_exec_mj, truth_exec_energy_mj, energy_truth
-    ("cycle" | "execution"), ssp_error_pct, sse_error_pct, interleaved_error_pct, energy_error_pct}
-    (None where not available)."""
+    ("cycle" | "execution"), ssp_error_pct, sse_error_pct, interleaved_error_pct, energy_error_pct,
+    reference_error_pct} (None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
     groups: dict[str, dict[str, float]] = {}
     for row in tb.iter_rows(named=True):
@@ -120,6 +129,7 @@ def validate(
         "sse_error_pct": _err(sse_power_mw, t_sse),
         "interleaved_error_pct": _err(interleaved_power_mw, t_first),
         "energy_error_pct": _err(energy_per_exec_mj, t_energy),
+        "reference_error_pct": _err(reference_power_mw, t_ssp),
     }
     logger.info(
         "validation: ssp error %s %%, sse error %s %%, energy error %s %%",

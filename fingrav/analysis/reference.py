@@ -1,0 +1,269 @@
+"""The reference run: the main kernel alone, back to back for >= 2 s (phase "reference").
+
+Its settled steady-state power is an independent check of the SSP power (the SSP tail of the measure
+runs is short; the reference run is long), and its energy-counter reading cross-checks the power
+samples.
+
+- Busy start / end: the first execution's start / the last execution's end, mapped to the host clock.
+  executions.parquet stores only the first and the last execution of the reference run (exec_index 0
+  and reference_executions - 1), which is all this needs.
+- reference power = mean of the delay-corrected "total" samples in [busy start + t_stable, busy end],
+  t_stable = plan["probe"]["t_stable_ns"] (the stability probe's settling time), else the planned
+  sensor's settle_ns. The samples are autocorrelated (the sensor averages over a window and lags), so
+  the CI is not an independent bootstrap of samples but a batch-means t-interval: the settled samples
+  split into BATCHES contiguous batches, mean ± t(level, BATCHES - 1) x sd(batch means) / sqrt(BATCHES).
+  Fewer than MIN_SETTLED_SAMPLES settled samples: flag `reference_unsettled`, no CI.
+- energy power = (energy_end_mj - energy_start_mj) / host duration of the whole run, the run from its
+  host_start_ns (clock read right before the launch; the counter is read just before it) to busy end.
+  It includes the initial transient (power ramping up, boost, throttling), so it may differ from the
+  settled power; it is a cross-check, not the reference value.
+- counter vs samples = (counter energy - trapezoid integral of the delay-corrected samples over the same
+  whole-run span) / samples integral x 100.
+
+Units: ns, mW, mJ in frames and in the returned dict (`*_ns`, `*_mw`, `*_mj`), % for `*_pct`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fingrav.analysis._common import MAIN, REFERENCE_PHASE, TOTAL, ClockParams, normalize_phase
+
+logger = logging.getLogger(__name__)
+
+BATCHES = 10  # contiguous batches of the batch-means CI
+MIN_SETTLED_SAMPLES = 10  # fewer settled samples: reference_unsettled
+SAMPLE_MARGIN_NS = 1_000_000_000  # samples read around the run (for interpolation at its ends)
+
+
+def t_two_sided_prob(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with integer `df` >= 1 degrees of freedom (closed form, Abramowitz
+    & Stegun 26.7.3-4)."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if t <= 0:
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    if df % 2 == 1:
+        if df == 1:
+            return 2.0 * theta / math.pi
+        term, acc = math.cos(theta), math.cos(theta)
+        for k in range(3, df - 1, 2):  # terms cos^3 .. cos^(df-2), coefficients 2/3, 2*4/(3*5), ...
+            term *= c2 * (k - 1) / k
+            acc += term
+        return 2.0 / math.pi * (theta + math.sin(theta) * acc)
+    term, acc = 1.0, 1.0
+    for k in range(2, df, 2):  # terms cos^2 .. cos^(df-2), coefficients 1/2, 1*3/(2*4), ...
+        term *= c2 * (k - 1) / k
+        acc += term
+    return math.sin(theta) * acc
+
+
+def t_critical(level: float, df: int) -> float:
+    """The two-sided critical value of Student's t: P(|T| <= t) = level (e.g. 2.262 for 0.95, df 9)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    lo, hi = 0.0, 1.0
+    while t_two_sided_prob(hi, df) < level:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_two_sided_prob(mid, df) < level:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def batch_means_ci(
+    values: np.ndarray, level: float = 0.95, batches: int = BATCHES
+) -> tuple[float | None, float | None, float | None]:
+    """(mean, ci_low, ci_high) of autocorrelated `values` in time order: the mean of all values and a
+    t-interval from the means of `batches` contiguous, near-equal batches (df = batches - 1).
+    Fewer values than batches: (mean, None, None); no values: (None, None, None)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return None, None, None
+    mean = float(v.mean())
+    if v.size < batches or batches < 2:
+        return mean, None, None
+    means = np.array([b.mean() for b in np.array_split(v, batches)])
+    half = t_critical(level, batches - 1) * float(means.std(ddof=1)) / math.sqrt(batches)
+    return mean, mean - half, mean + half
+
+
+def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int) -> float | None:
+    """Trapezoid integral (mJ) of the power samples (sorted t_ns) over [start_ns, end_ns], the power
+    at both ends interpolated linearly; None without samples on both sides of the span."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    p = np.asarray(power_mw, dtype=np.float64)
+    if end_ns <= start_ns or t.size < 2 or t[0] > start_ns or t[-1] < end_ns:
+        return None
+    i0 = int(np.searchsorted(t, start_ns, side="right"))
+    i1 = int(np.searchsorted(t, end_ns, side="left"))
+    tt = np.concatenate([[start_ns], t[i0:i1], [end_ns]]).astype(np.float64)
+    tt -= float(start_ns)  # relative times keep float64 precision with epoch-sized stamps
+    pp = np.concatenate([[np.interp(start_ns, t, p)], p[i0:i1], [np.interp(end_ns, t, p)]])
+    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * 1e-9  # mW x ns -> mJ
+
+
+def _finite(v: Any) -> float | None:
+    """A float, or None for None / NaN / inf."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def settle_time_ns(plan: Mapping[str, Any]) -> tuple[int, str]:
+    """(t_stable_ns, source): the probe's t_stable_ns ("probe"), else the planned sensor's settle_ns
+    ("sensor_settle"), else 0 ("none")."""
+    probe = plan.get("probe")
+    if isinstance(probe, Mapping) and probe.get("t_stable_ns") is not None:
+        return int(probe["t_stable_ns"]), "probe"
+    sensor = plan.get("sensor")
+    if isinstance(sensor, Mapping):
+        total = sensor.get(TOTAL) if isinstance(sensor.get(TOTAL), Mapping) else sensor
+        if total.get("settle_ns") is not None:
+            return int(total["settle_ns"]), "sensor_settle"
+        if total.get("settle_ms") is not None:
+            return int(round(float(total["settle_ms"]) * 1e6)), "sensor_settle"
+    return 0, "none"
+
+
+def reference_stats(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    samples: pl.DataFrame,
+    plan: Mapping[str, Any],
+    clock: Mapping[str, Any] | ClockParams | Any,
+    delay_ns: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any] | None:
+    """Statistics of the reference run (module docstring); None when there is no reference run (or it
+    has no executions).
+
+    delay_ns: the total channel's delay correction (subtracted from sample times).
+    Returns {run, executions, executions_planned, busy_start_ns, busy_end_ns, busy_ns, t_stable_ns,
+    t_stable_source, settled_samples, power_mw, ci_low_mw, ci_high_mw, ci_method, unsettled,
+    span_start_ns, span_end_ns, span_ns, energy_counter_mj, energy_power_mw, samples_energy_mj,
+    counter_vs_samples_pct, note} (None where not available)."""
+
+    def col(name: str, dtype: pl.DataType) -> pl.Expr:
+        return pl.col(name).cast(dtype) if name in runs.columns else pl.lit(None, dtype=dtype).alias(name)
+
+    ref_runs = (
+        runs.select(
+            pl.col("run").cast(pl.Int32),
+            normalize_phase(),
+            col("host_start_ns", pl.Int64()),
+            col("energy_start_mj", pl.Float64()),
+            col("energy_end_mj", pl.Float64()),
+        )
+        .filter(pl.col("phase") == REFERENCE_PHASE)
+        .sort("run")
+    )
+    if ref_runs.height == 0:
+        return None
+    if ref_runs.height > 1:
+        logger.warning("%d reference runs; using the first (run %d)", ref_runs.height, ref_runs["run"][0])
+    rrow = ref_runs.row(0, named=True)
+    run = int(rrow["run"])
+    cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
+    ex = (
+        executions.lazy()
+        .filter((pl.col("run").cast(pl.Int32) == run) & (pl.col("segment").cast(pl.String) == MAIN))
+        .select(
+            pl.col("exec_index").cast(pl.Int64),
+            cp.host_expr("gpu_start_ns").alias("start_ns"),
+            cp.host_expr("gpu_end_ns").alias("end_ns"),
+        )
+        .sort("exec_index")
+        .collect()
+    )
+    if ex.height == 0:
+        logger.warning("reference run %d has no executions: no reference power", run)
+        return None
+    busy_start, busy_end = int(ex["start_ns"][0]), int(ex["end_ns"][-1])
+    n_exec = int(ex["exec_index"][-1]) + 1
+    planned = plan.get("reference_executions")
+    if planned and int(planned) != n_exec:
+        logger.warning("reference run %d: last exec_index %d, plan has %s executions", run, n_exec - 1, planned)
+    t_stable, t_source = settle_time_ns(plan)
+    host_start = rrow["host_start_ns"]
+    span_start = int(host_start) if host_start is not None and host_start <= busy_start else busy_start
+    lo_ns = min(span_start, busy_start + t_stable) - SAMPLE_MARGIN_NS
+    hi_ns = busy_end + SAMPLE_MARGIN_NS
+    smp = (
+        samples.lazy()
+        .filter(pl.col("channel").cast(pl.String) == TOTAL)
+        .select((pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"), pl.col("power_mw").cast(pl.Float64))
+        .filter(pl.col("t_ns").is_between(lo_ns, hi_ns))
+        .sort("t_ns")
+        .collect()
+    )
+    t = smp["t_ns"].to_numpy()
+    p = smp["power_mw"].to_numpy()
+    settled = p[(t >= busy_start + t_stable) & (t <= busy_end)]
+    mean, ci_lo, ci_hi = batch_means_ci(settled, level)
+    unsettled = settled.size < MIN_SETTLED_SAMPLES
+    if unsettled:
+        ci_lo = ci_hi = None
+        logger.warning(
+            "reference run %d: %d samples after settling (busy %.3g s, t_stable %.3g s): reference_unsettled",
+            run,
+            settled.size,
+            (busy_end - busy_start) / 1e9,
+            t_stable / 1e9,
+        )
+
+    e0, e1 = _finite(rrow["energy_start_mj"]), _finite(rrow["energy_end_mj"])
+    counter = e1 - e0 if e0 is not None and e1 is not None else None
+    span = busy_end - span_start
+    energy_power = counter / span * 1e9 if counter is not None and span > 0 else None  # mJ / ns -> mW
+    samples_mj = trapezoid_energy_mj(t, p, span_start, busy_end)
+    cross = (counter - samples_mj) / samples_mj * 100.0 if counter is not None and samples_mj else None
+    out = {
+        "run": run,
+        "executions": n_exec,
+        "executions_planned": int(planned) if planned is not None else None,
+        "busy_start_ns": busy_start,
+        "busy_end_ns": busy_end,
+        "busy_ns": busy_end - busy_start,
+        "t_stable_ns": t_stable,
+        "t_stable_source": t_source,
+        "settled_samples": int(settled.size),
+        "power_mw": mean,
+        "ci_low_mw": ci_lo,
+        "ci_high_mw": ci_hi,
+        "ci_method": f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
+        "unsettled": bool(unsettled),
+        "span_start_ns": span_start,
+        "span_end_ns": busy_end,
+        "span_ns": span,
+        "energy_counter_mj": counter,
+        "energy_power_mw": energy_power,
+        "samples_energy_mj": samples_mj,
+        "counter_vs_samples_pct": cross,
+        "note": "energy_power_mw: the energy counter over the whole run (initial transient included) / its "
+        "host duration; power_mw: the settled samples only",
+    }
+    logger.info(
+        "reference run %d: %d executions, %.4g W settled (%d samples), counter %.4g W, counter vs samples %s %%",
+        run,
+        n_exec,
+        (mean or math.nan) / 1e3,
+        settled.size,
+        (energy_power or math.nan) / 1e3,
+        f"{cross:+.3g}" if cross is not None else "n/a",
+    )
+    return out

@@ -9,6 +9,7 @@ lag sampled every millisecond, so the figures look like the real thing.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import re
 import struct
@@ -25,7 +26,7 @@ import pytest
 
 from fingrav import rawio
 from fingrav.report import build_report, build_summary_table
-from fingrav.report.figures import sse_error_data
+from fingrav.report.figures import binning_chart, pick_run, reference_data, sse_error_data, validation_data
 from fingrav.report.load import ScenarioData, exec_roles, fair_quotas, subsample
 from fingrav.report.table import HEAD_COLUMNS, TAIL_COLUMNS, TRUTH_COLUMNS, column_order
 
@@ -51,6 +52,8 @@ class Spec:
     channels: dict[str, float] = field(default_factory=lambda: {"total": 1.0})
     pred: tuple[str, int, int, float] | None = None  # (label, count, exec_ns, power_mw)
     runs: int = 36
+    sse_runs: int = 24
+    reference_ms: float = 0.0  # back-to-back reference run length (0: none)
     flags: tuple[str, ...] = ()
     valid: bool = True
 
@@ -76,8 +79,20 @@ def _write_parquet_with_meta(df: pl.DataFrame, path: Path, meta: dict[str, Any])
     pq.write_table(table, path)
 
 
+def _lag(level: np.ndarray, dt: int) -> np.ndarray:
+    """A first-order lag (time constant LAG_NS) on a level sampled every dt ns."""
+    filt = np.empty_like(level)
+    acc = level[0]
+    a = dt / LAG_NS
+    for j, x in enumerate(level):
+        acc += (x - acc) * a
+        filt[j] = acc
+    return filt
+
+
 def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: int) -> None:
-    """Write every file of one scenario."""
+    """Write every file of one scenario: SSP runs (ids 0..runs-1), SSE runs (next ids), the reference run
+    (last id, when spec.reference_ms), in that time order."""
     rng = np.random.default_rng(seed)
     warmups, ssp_index, tail = 3, 8, 4
     n_main = ssp_index + tail
@@ -85,52 +100,75 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
     pred_ns = spec.pred[2] if spec.pred else 0
     idle_ns, spacing_ns = 15_000_000, 40_000_000
     dt = 10_000  # 10 µs simulation grid
+    t_stable_ns = 8_000_000
+    n_ref = int(spec.reference_ms * 1e6 // spec.exec_ns) if spec.reference_ms else 0
 
     ex_rows: dict[str, list[Any]] = {k: [] for k in ("run", "segment", "exec_index", "gpu_start_ns", "gpu_end_ns")}
-    run_rows: dict[str, list[Any]] = {k: [] for k in ("run", "phase", "host_start_ns", "delay_ns", "idle_ns")}
+    run_rows: dict[str, list[Any]] = {
+        k: [] for k in ("run", "phase", "host_start_ns", "delay_ns", "idle_ns", "energy_start_mj", "energy_end_mj")
+    }
     s_t: list[np.ndarray] = []
     s_p: list[np.ndarray] = []
-    host_execs = []  # (run, segment, index, role, start, end)
+    host_execs = []  # (run, phase, segment, index, role, start, end)
     truth_rows = []  # (run, segment, index, power_mw, duration_ns)
-    ssp_time = {}
-    for r in range(spec.runs):
-        begin = T0_NS + r * spacing_ns
-        delay = int(rng.integers(0, PERIOD_NS))
+    bin_time = {}
+    kinds = [(r, "ssp") for r in range(spec.runs)] + [(spec.runs + k, "sse") for k in range(spec.sse_runs)]
+    if n_ref:
+        kinds.append((spec.runs + spec.sse_runs, "reference"))
+    begin = T0_NS
+    energy = 0.0
+    ref_info: dict[str, Any] = {}
+
+    def gpu(h: int) -> int:
+        return int(round((h - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
+
+    for r, kind in kinds:
+        delay = int(rng.integers(0, PERIOD_NS)) if kind != "reference" else 0
         start = begin + idle_ns + delay
-        slow = 1.25 if r in (5, 17) else 1.0
-        main_ns = int(spec.exec_ns * slow * (1 + 0.003 * rng.standard_normal()))
-        durs = [("pred", i, pred_ns) for i in range(pred_count)] + [("main", i, main_ns) for i in range(n_main)]
-        t = start
-        grid = np.arange(begin, begin + spacing_ns, dt, dtype=np.int64)
+        span_ns = spacing_ns if kind != "reference" else idle_ns + n_ref * spec.exec_ns + 25_000_000
+        grid = np.arange(begin, begin + span_ns, dt, dtype=np.int64)
         level = np.full(grid.size, 80_000.0)
-        for seg, i, d in durs:
-            if seg == "pred":
-                role, p = "pred", spec.pred[3] if spec.pred else 0.0
-            else:
-                role = "ssp" if i >= ssp_index else "sse" if i == warmups else "first" if (i == 0 and pred_count) \
-                    else "warmup"
-                p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
-            level[(grid >= t) & (grid < t + d)] = p
-            host_execs.append((r, seg, i, role, t, t + d))
-            truth_rows.append((r, seg, i, p, d))
-            g0 = int(round((t - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
-            g1 = int(round((t + d - OFFSET_NS - GPU_REF_NS) / (1 + DRIFT))) + GPU_REF_NS
-            for k, v in zip(ex_rows, (r, seg, i, g0, g1), strict=True):
-                ex_rows[k].append(v)
-            t += d
-        ssp_time[r] = main_ns
-        filt = np.empty_like(level)
-        acc = level[0]
-        a = dt / LAG_NS
-        for j, x in enumerate(level):
-            acc += (x - acc) * a
-            filt[j] = acc
-        ts = np.arange(begin + int(rng.integers(0, PERIOD_NS)), begin + spacing_ns, PERIOD_NS, dtype=np.int64)
+        if kind == "reference":
+            end = start + n_ref * spec.exec_ns
+            level[(grid >= start) & (grid < end)] = spec.ssp_mw
+            level[(grid >= start) & (grid < start + 5_000_000)] = spec.ssp_mw * 1.3  # initial transient
+            for i, (t0, t1) in ((0, (start, start + spec.exec_ns)), (n_ref - 1, (end - spec.exec_ns, end))):
+                for k, v in zip(ex_rows, (r, "main", i, gpu(t0), gpu(t1)), strict=True):
+                    ex_rows[k].append(v)
+            inside = (grid >= start) & (grid < end)
+            e0 = energy + float(level[grid < start].sum()) * dt * 1e-9
+            e1 = e0 + float(level[inside].sum()) * dt * 1e-9
+            ref_info = {"run": r, "start": start, "end": end, "e0": e0, "e1": e1}
+        else:
+            slow = 1.25 if r in (5, 17) else 1.0
+            main_ns = int(spec.exec_ns * slow * (1 + 0.003 * rng.standard_normal()))
+            n = n_main if kind == "ssp" else warmups + 1
+            durs = [("pred", i, pred_ns) for i in range(pred_count)] + [("main", i, main_ns) for i in range(n)]
+            t = start
+            for seg, i, d in durs:
+                if seg == "pred":
+                    role, p = "pred", spec.pred[3] if spec.pred else 0.0
+                else:
+                    role = ("ssp" if (i >= ssp_index and kind == "ssp") else "sse" if i == warmups
+                            else "first" if (i == 0 and pred_count) else "warmup")
+                    p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
+                level[(grid >= t) & (grid < t + d)] = p
+                host_execs.append((r, kind, seg, i, role, t, t + d))
+                truth_rows.append((r, seg, i, p, d))
+                for k, v in zip(ex_rows, (r, seg, i, gpu(t), gpu(t + d)), strict=True):
+                    ex_rows[k].append(v)
+                t += d
+            bin_time[r] = (kind, main_ns)
+            e0 = e1 = float("nan")
+        energy += float(level.sum()) * dt * 1e-9
+        filt = _lag(level, dt)
+        ts = np.arange(begin + int(rng.integers(0, PERIOD_NS)), begin + span_ns, PERIOD_NS, dtype=np.int64)
         src = np.clip(((ts - DELAY_NS) - begin) // dt, 0, grid.size - 1)
         s_t.append(ts)
         s_p.append(filt[src] + rng.normal(0, 1500.0, ts.size))
-        for k, v in zip(run_rows, (r, "measure", start, delay, idle_ns), strict=True):
+        for k, v in zip(run_rows, (r, kind, start, delay, idle_ns, e0, e1), strict=True):
             run_rows[k].append(v)
+        begin += span_ns
 
     raw = sweep / "raw" / spec.name
     prov = {"stage": "collect", "git_commit": "abc123", "device": {"backend": backend, "name": "synthetic"}}
@@ -142,14 +180,17 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
         "t_ns": np.tile(t_all, len(chans)), "channel": np.repeat(np.array(chans, dtype=object), t_all.size),
         "power_mw": np.concatenate([p_all * spec.channels[c] for c in chans]),
     }, {**prov, "gaps": []})
-    g = np.linspace(T0_NS - OFFSET_NS, T0_NS + spec.runs * spacing_ns, 20).astype(np.int64)
+    g = np.linspace(T0_NS - OFFSET_NS, begin, 20).astype(np.int64)
     h = g + OFFSET_NS + np.rint(DRIFT * (g - GPU_REF_NS)).astype(np.int64)
     rawio.write_table(raw / "clock.parquet", "clock", {
         "host_before_ns": h - 4000, "gpu_ns": g, "host_after_ns": h + 4000,
         "source": np.array(["burst"] * g.size, dtype=object), "run": np.full(g.size, -1, np.int32)}, prov)
     if truth:
-        tr = list(zip(*truth_rows, strict=True))
-        n_t = len(truth_rows)
+        # only the executions that matter, like the collector: SSE, first and the SSP tail
+        rel = [x for x in truth_rows if x[1] == "main" and (x[2] == warmups or (x[2] == 0 and pred_count)
+                                                          or (x[2] >= ssp_index and x[0] < spec.runs))]
+        tr = list(zip(*rel, strict=True))
+        n_t = len(rel)
         rawio.write_table(sweep / "truth" / f"{spec.name}.parquet", "truth", {
             "run": np.tile(np.asarray(tr[0], np.int32), len(chans)),
             "segment": np.tile(np.asarray(tr[1], dtype=object), len(chans)),
@@ -160,26 +201,36 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
                                          for c in chans]),
         }, prov)
     plan = {"exec_time_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups, "ssp_index": ssp_index,
-            "executions_per_run": n_main, "tail": tail, "runs": spec.runs, "margin": 0.05,
-            "predecessor_count": pred_count,
+            "executions_per_run": n_main, "tail": tail, "runs": spec.runs, "sse_runs": spec.sse_runs,
+            "sse_executions_per_run": warmups + 1, "reference_executions": n_ref,
+            "reference_ms": float(spec.reference_ms), "margin": 0.05, "predecessor_count": pred_count,
             "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
                        "settle_ns": 10_000_000},
-            "probe": {"t_stable_ns": 8_000_000, "settled": True}, "lois_wanted": 30, "kernel": spec.kernel,
+            "probe": {"t_stable_ns": t_stable_ns, "settled": True}, "lois_wanted": 30, "kernel": spec.kernel,
             "predecessor": {"kernel": spec.pred[0], "count": spec.pred[1]} if spec.pred else None}
     rawio.write_json(raw / "plan.json", plan)
 
-    # binning
-    times = np.array([ssp_time[r] for r in range(spec.runs)])
-    low = float(np.median(times)) * 0.98
-    golden = (times >= low) & (times <= low * 1.05)
-    _write_parquet_with_meta(pl.DataFrame({
-        "run": np.arange(spec.runs, dtype=np.int32), "ssp_exec_time_ns": times.astype(np.int64), "golden": golden,
-        "reason": [None if x else "outside_bin" for x in golden]}, schema_overrides={"reason": pl.String}),
-        sweep / "binned" / f"{spec.name}.parquet", {"margin": 0.05, "bin_low_ns": low, "bin_high_ns": low * 1.05})
+    # binning, each kind on its own
+    binned_rows, bins = [], {}
+    for kind in ("ssp", "sse"):
+        runs_k = [r for r, (k, _) in bin_time.items() if k == kind]
+        times = np.array([bin_time[r][1] for r in runs_k], dtype=np.int64)
+        low = float(np.median(times)) * 0.98 if times.size else 0.0
+        gold = (times >= low) & (times <= low * 1.05)
+        bins[kind] = {"bin_low_ns": low, "bin_high_ns": low * 1.05, "runs_total": len(runs_k),
+                      "runs_golden": int(gold.sum())}
+        binned_rows += [(r, kind, int(t), int(t) if kind == "ssp" else None, bool(gd), None if gd else "outside_bin")
+                        for r, t, gd in zip(runs_k, times, gold, strict=True)]
+    binned = pl.DataFrame(binned_rows, schema={"run": pl.Int32, "phase": pl.String, "bin_exec_time_ns": pl.Int64,
+                                               "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean,
+                                               "reason": pl.String}, orient="row").sort("run")
+    _write_parquet_with_meta(binned, sweep / "binned" / f"{spec.name}.parquet",
+                             {"margin": 0.05, **{k: v for k, v in bins["ssp"].items()}, "bins": bins})
+    golden_runs = binned.filter(pl.col("golden"))["run"].to_list()
 
-    # LOIs: delay-corrected samples inside an execution
-    hx = pl.DataFrame(host_execs, schema=["run", "segment", "exec_index", "role", "exec_start_ns", "exec_end_ns"],
-                      orient="row").sort("exec_start_ns")
+    # LOIs: delay-corrected samples inside an execution of a measure run
+    hx = pl.DataFrame(host_execs, schema=["run", "phase", "segment", "exec_index", "role", "exec_start_ns",
+                                          "exec_end_ns"], orient="row").sort("exec_start_ns")
     samples = pl.DataFrame({"t_ns": t_all - DELAY_NS, "p": p_all}).sort("t_ns")
     j = samples.join_asof(hx, left_on="t_ns", right_on="exec_start_ns").filter(pl.col("t_ns") < pl.col("exec_end_ns"))
     j = j.with_columns(
@@ -187,10 +238,10 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
         ((pl.col("t_ns") - pl.col("exec_start_ns")) / (pl.col("exec_end_ns") - pl.col("exec_start_ns")))
         .alias("toi_frac"),
         pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32),
-        pl.col("run").is_in(np.flatnonzero(golden).tolist()).alias("golden"),
+        pl.col("run").is_in(golden_runs).alias("golden"),
     )
     lois = pl.concat([
-        j.select("run", "golden", "role", "segment", "exec_index", pl.lit(c).alias("channel"), "t_ns",
+        j.select("run", "phase", "golden", "role", "segment", "exec_index", pl.lit(c).alias("channel"), "t_ns",
                  "exec_start_ns", "toi_ns", "toi_frac", (pl.col("p") * s).alias("power_mw"))
         for c, s in spec.channels.items()
     ])
@@ -215,7 +266,8 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
         v = stats.get(c, {}).get(role, {}).get(key)
         return None if v is None else v / 1000.0
 
-    ex_us = float(np.median(times[golden])) / 1000.0
+    ssp_times = np.array([t for k, t in bin_time.values() if k == "ssp"])
+    ex_us = float(np.median(ssp_times)) / 1000.0
     ssp = w("total", "ssp", "mean_mw")
     sse = w("total", "sse", "mean_mw")
     row: dict[str, Any] = {
@@ -237,7 +289,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
     }
     for c in sorted(x for x in chans if x != "total"):
         row[f"ssp_{c}_power_w"] = w(c, "ssp", "mean_mw")
-    row.update(runs_total=spec.runs, runs_golden=int(golden.sum()),
+    row.update(runs_total=bins["ssp"]["runs_total"], runs_golden=bins["ssp"]["runs_golden"],
                lois=stats["total"].get("ssp", {}).get("lois", 0), lois_sse=stats["total"].get("sse", {}).get("lois", 0),
                valid=spec.valid, flags=";".join(spec.flags))
     if truth:
@@ -245,20 +297,37 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
         row.update(truth_ssp_power_w=t_ssp, ssp_error_pct=(ssp - t_ssp) / t_ssp * 100, truth_sse_power_w=t_ssp,
                    truth_energy_per_exec_mj=t_ssp * ex_us * 1e-3, energy_error_pct=(ssp - t_ssp) / t_ssp * 100,
                    truth_interleaved_power_w=t_ssp if spec.pred else None)
+    row.update(sse_runs_total=bins["sse"]["runs_total"], sse_runs_golden=bins["sse"]["runs_golden"],
+               reference_power_w=None, reference_power_ci_low_w=None, reference_power_ci_high_w=None,
+               ssp_vs_reference_pct=None, reference_energy_power_w=None, reference_counter_vs_samples_pct=None)
+    reference = None
+    if ref_info:
+        settled = p_all[(t_all - DELAY_NS >= ref_info["start"] + t_stable_ns) & (t_all - DELAY_NS <= ref_info["end"])]
+        ref_w = float(settled.mean()) / 1000.0
+        counter_w = (ref_info["e1"] - ref_info["e0"]) / (ref_info["end"] - ref_info["start"]) * 1e6
+        row.update(reference_power_w=ref_w, reference_power_ci_low_w=ref_w * 0.997,
+                   reference_power_ci_high_w=ref_w * 1.003, ssp_vs_reference_pct=(ssp - ref_w) / ref_w * 100,
+                   reference_energy_power_w=counter_w, reference_counter_vs_samples_pct=0.12)
+        if truth:
+            row["reference_error_pct"] = (ref_w - spec.ssp_mw / 1000.0) / (spec.ssp_mw / 1000.0) * 100
+        reference = {"run": ref_info["run"], "settled_samples": int(settled.size), "t_stable_ns": t_stable_ns}
     summary = {"scenario": spec.name, "row": row, "channels": stats,
                "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift_ppm": DRIFT * 1e6,
                          "residual_ns": 800.0},
-               "flags": list(spec.flags), "plan": plan, "provenance": {"stage": "differentiate"}}
+               "flags": list(spec.flags), "plan": plan, "provenance": {"stage": "differentiate"},
+               "reference": reference}
     rawio.write_json(prof / "summary.json", summary)
 
 
 def default_specs() -> list[Spec]:
     return [
-        Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0, flags=("kernel_shorter_than_window",)),
+        Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0, flags=("kernel_shorter_than_window",),
+             reference_ms=120.0),
         Spec("gemm2k_after_gemv", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0,
              pred=("gemv 4096x4096 bf16", 40, 30_000, 250_000.0), flags=("kernel_shorter_than_window",)),
         Spec("gemv4k", "gemv 4096x4096 bf16", 450_000, 300_000.0,
-             channels={"total": 1.0, "memory": 0.35, "compute": 0.5}, flags=("too_few_lois",), valid=False),
+             channels={"total": 1.0, "memory": 0.35, "compute": 0.5}, flags=("too_few_lois", "too_few_lois_sse"),
+             valid=False),
     ]
 
 
@@ -352,8 +421,13 @@ def test_summary_csv(sim_report: dict[str, Any]) -> None:
     assert cols[tail_at: tail_at + len(TAIL_COLUMNS)] == list(TAIL_COLUMNS)
     assert all(c in cols for c in TRUTH_COLUMNS)
     assert df["valid"].to_list() == [True, True, False]
-    assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois"
+    assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois;too_few_lois_sse"
     assert df["ssp_power_w"].is_not_null().all()
+    # reference-run and SSE-run columns after the contract's columns
+    for c in ("sse_runs_total", "sse_runs_golden", "reference_power_w", "ssp_vs_reference_pct",
+              "reference_energy_power_w", "reference_counter_vs_samples_pct", "reference_error_pct"):
+        assert cols.index(c) > cols.index("flags"), c
+    assert df["reference_power_w"].is_not_null().to_list() == [True, False, False]
 
 
 def test_html_self_contained(sim_report: dict[str, Any]) -> None:
@@ -380,7 +454,7 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
     names = {p.name for p in out.glob("*.png")}
     expected = {f"profile_{s.name}.png" for s in sim_report["specs"]} | {
         "timeline_sync_gemm2k.png", "timeline_binning_gemm2k.png", "components_ssp.png",
-        "interleaved_vs_isolated.png", "sse_vs_ssp_error.png", "validation_truth.png",
+        "interleaved_vs_isolated.png", "sse_vs_ssp_error.png", "validation_truth.png", "ssp_vs_reference.png",
     }
     assert names == expected
     for name in names:
@@ -418,7 +492,7 @@ def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
 
 
 def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
-    specs = default_specs()[:1]
+    specs = [Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0)]
     sweep = make_sweep(tmp_path, specs, truth=False, backend="nvml")
     out = tmp_path / "report"
     (out).mkdir()
@@ -428,6 +502,7 @@ def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
     assert not (out / "profile_gone.png").exists()
     assert (out / "keep_me.png").exists()
     assert not (out / "interleaved_vs_isolated.png").exists()  # no predecessor in this sweep
+    assert not (out / "ssp_vs_reference.png").exists()  # nor a reference run
 
 
 def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
@@ -469,8 +544,11 @@ def test_column_order_is_stable() -> None:
 
 def test_exec_roles() -> None:
     ex = pl.DataFrame({"segment": ["pred", "pred"] + ["main"] * 6, "exec_index": [0, 1, 0, 1, 2, 3, 4, 5]})
-    roles = exec_roles(ex, {"warmups": 3, "sse_index": 3, "ssp_index": 4, "predecessor_count": 2})
+    plan = {"warmups": 3, "sse_index": 3, "ssp_index": 4, "predecessor_count": 2}
+    roles = exec_roles(ex, plan)
     assert roles["role"].to_list() == ["pred", "pred", "first", "warmup", "warmup", "sse", "ssp", "ssp"]
+    sse_run = exec_roles(ex.head(6), {**plan, "ssp_index": 3}, phase="sse")
+    assert sse_run["role"].to_list() == ["pred", "pred", "first", "warmup", "warmup", "sse"]
 
 
 def test_paper_values_match_scenarios_by_name() -> None:
@@ -506,7 +584,20 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     df = pl.read_csv(sweep / "summary.csv")
     assert df["scenario"].to_list() == [s.name for s in specs]
     assert df["truth_ssp_power_w"].is_not_null().all()
+    assert df["sse_runs_total"].to_list() == [24, 24, 24] and df["runs_total"].to_list() == [36, 36, 36]
+    # the reference run (gemm2k only): its settled power is the SSP power (the lagged sensor has settled)
+    ref = df.filter(pl.col("scenario") == "gemm2k").row(0, named=True)
+    assert ref["reference_power_w"] == pytest.approx(400.0, rel=0.01)
+    assert ref["reference_power_ci_low_w"] <= ref["reference_power_w"] <= ref["reference_power_ci_high_w"]
+    # the fixture's warm-ups run at 90 % right up to the SSP tail, so its lagged SSP reading is still a few %
+    # low: the reference run shows it
+    ssp_vs_ref = (ref["ssp_power_w"] - ref["reference_power_w"]) / ref["reference_power_w"] * 100
+    assert ref["ssp_vs_reference_pct"] == pytest.approx(ssp_vs_ref) and -6 < ssp_vs_ref < 0
+    assert abs(ref["reference_counter_vs_samples_pct"]) < 1.0
+    assert ref["reference_energy_power_w"] > ref["reference_power_w"]  # the 130 % transient is in the counter
+    assert df.filter(pl.col("scenario") != "gemm2k")["reference_power_w"].is_null().all()
     assert (out / "validation_truth.png").exists() and (out / "interleaved_vs_isolated.png").exists()
+    assert (out / "ssp_vs_reference.png").exists()
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'class="validation"' in html and "could not be drawn" not in html
 
@@ -540,3 +631,53 @@ def test_profile_chart_caps_points() -> None:
     spec = chart.to_dict()
     points = sum(len(v) for v in spec.get("datasets", {}).values() if v and "role" in v[0] and "toi_us" in v[0])
     assert 0 < points <= 3000
+
+
+def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None:
+    """gemv4k has too few SSE LOIs: no SSE number on the page, "not measurable" with its flag instead."""
+    html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
+    summary_part = html[html.index('id="summary"'): html.index('id="how"')]
+    row = next(r for r in summary_part.split("<tr") if "<b>gemv4k</b>" in r)
+    assert row.count("not measurable") == 2 and "too_few_lois_sse" in row
+    scns = [ScenarioData(s.name, json.loads((sim_report["sweep"] / "profiles" / s.name / "summary.json").read_text()),
+                         sim_report["sweep"]) for s in sim_report["specs"]]
+    df = sse_error_data(scns, {"cb-2k": 80.0}, "this sweep")
+    gemv = df.filter(pl.col("group") == "gemv4k").row(0, named=True)
+    assert gemv["pct"] is None and gemv["label"] == "not measurable (too_few_lois_sse)"
+    assert df.filter(pl.col("group") == "gemm2k")["pct"].item() > 0
+    assert "SSE power (W)" not in validation_data(scns).filter(pl.col("scenario") == "gemv4k")["quantity"].to_list()
+
+
+def test_reference_section_and_figure_data(sim_report: dict[str, Any]) -> None:
+    html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
+    assert 'id="reference"' in html and "reference power (W)" in html and "SSP vs reference (%)" in html
+    assert "initial transient" in html
+    scns = [ScenarioData(s.name, json.loads((sim_report["sweep"] / "profiles" / s.name / "summary.json").read_text()),
+                         sim_report["sweep"]) for s in sim_report["specs"]]
+    df = reference_data(scns)
+    assert df["scenario"].unique().to_list() == ["gemm2k"]
+    assert df["measure"].to_list() == ["SSP (FinGraV)", "reference run (settled)", "SSE (naive)"]
+    assert df.filter(pl.col("measure") == "reference run (settled)")["label"].item().startswith("SSP ")
+    assert validation_data(scns).filter(pl.col("quantity").str.starts_with("reference"))["scenario"].to_list() == [
+        "gemm2k"
+    ]
+
+
+def test_binning_chart_uses_ssp_runs() -> None:
+    """The binned frame holds SSE and SSP runs: the histogram counts only the SSP runs."""
+    binned = pl.DataFrame({
+        "run": [0, 1, 2, 3, 4], "phase": ["ssp", "ssp", "sse", "sse", "sse"],
+        "bin_exec_time_ns": [100_000, 101_000, 60_000, 61_000, 62_000],
+        "ssp_exec_time_ns": [100_000, 101_000, None, None, None], "golden": [True] * 5, "reason": [None] * 5,
+    }, schema_overrides={"reason": pl.String})
+    meta = {"margin": 0.05, "bin_low_ns": 100_000, "bin_high_ns": 105_000,
+            "bins": {"ssp": {"bin_low_ns": 100_000, "bin_high_ns": 105_000, "runs_total": 2, "runs_golden": 2},
+                     "sse": {"bin_low_ns": 60_000, "bin_high_ns": 63_000, "runs_total": 3, "runs_golden": 3}}}
+    chart = binning_chart(ScenarioData("s", {"row": {}}, Path(".")), None, binned, meta)
+    spec = chart.to_dict()
+    hist = [v for v in spec["datasets"].values() if v and "y1" in v[0]]
+    assert sum(r["y1"] - r["y0"] for r in hist[0]) == 2
+    assert "SSE runs binned separately: 3 of 3 golden" in json.dumps(spec)
+    raw = {"runs": pl.DataFrame({"run": [2, 0, 1], "phase": ["sse", "ssp", "ssp"]}),
+           "executions": pl.DataFrame({"run": [0, 1, 2]})}
+    assert pick_run(raw, binned) == 0

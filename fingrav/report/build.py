@@ -32,8 +32,10 @@ PNG_SCALE = 1.5
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
-    r"|validation_truth)\.png$"
+    r"|ssp_vs_reference|validation_truth)\.png$"
 )
+# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when sweep_meta does not give them
+PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
 
 
 def save_png(chart: alt.TopLevelMixin, path: Path, scale: float = PNG_SCALE) -> bytes:
@@ -102,10 +104,18 @@ def _timeline_caption(sensor: Mapping[str, Any]) -> str:
 
 
 BINNING_CAPTION = (
-    "<b>Left</b>: the SSP execution time of every run; runs inside the golden bin (between the red lines, the "
-    "most populated window of width = margin) are kept. <b>Middle</b>: the SSP LOIs of all runs at their TOI in "
-    "µs, outlier runs in orange; <b>right</b>: golden runs only. Look for: outlier runs that would stretch or "
-    "smear the profile, and how many runs binning drops."
+    "<b>Left</b>: the SSP execution time of every SSP run; runs inside the golden bin (between the red lines, the "
+    "most populated window of width = margin) are kept. <b>Middle</b>: the SSP LOIs of all SSP runs at their TOI "
+    "in µs, outlier runs in orange; <b>right</b>: golden runs only. SSE runs are binned the same way on their SSE "
+    "execution, separately. Look for: outlier runs that would stretch or smear the profile, and how many runs "
+    "binning drops."
+)
+REFERENCE_CAPTION = (
+    "Per scenario with a reference run (the kernel alone, back to back for seconds): the SSP power (blue, "
+    "{ci} CI by cluster bootstrap over runs), the reference run's settled power (purple, {ci} CI from 10 "
+    "contiguous batch means: the samples are autocorrelated) and the naive SSE power (red, when measurable). "
+    "Label: SSP vs reference. Look for: SSP and reference agreeing within their CIs, and the SSE below both for "
+    "kernels shorter than the sensor's window."
 )
 COMPONENTS_CAPTION = (
     "SSP power per channel and scenario (paper Fig. 7), black bars: {ci} CI. Look for: compute-bound GEMMs' total "
@@ -131,8 +141,9 @@ def _sse_caption(paper: Mapping[str, Any] | None) -> str:
         ref = f" Grey: the paper's MI300X values ({vals})."
     return (
         "How far the SSE reading (what one measures naively) is from the steady-state power, per scenario (red)."
-        f"{ref} Look for: large errors for kernels much shorter than the sensor's averaging window, shrinking as "
-        "the kernel gets longer. The sign is in the summary table."
+        f"{ref} <i>not measurable</i>: too few SSE LOIs (flag too_few_lois_sse), no number is shown. Look for: "
+        "large errors for kernels much shorter than the sensor's averaging window, shrinking as the kernel gets "
+        "longer. The sign is in the summary table."
     )
 
 
@@ -192,7 +203,8 @@ def build_report(
     """Write `sweep_dir/summary.csv`, one PNG per figure in `out_dir` and `out_dir/index.html`.
 
     sweep_meta: {"sweep", "backend", "config_hash", "provenance", "paper_sse_vs_ssp_pct" (optional dict
-    name -> % error, matched to scenarios by name), "timeline_scenario" (optional)}. `max_points` caps the
+    name -> % error, matched to scenarios by name; default PAPER_SSE_VS_SSP_PCT, None or {} for none),
+    "timeline_scenario" (optional)}. `max_points` caps the
     points drawn per chart (deterministic subsampling). A figure that fails is logged and reported in the
     page; with `strict=True` it raises instead.
     """
@@ -253,13 +265,16 @@ def build_report(
     # 3-5. across scenarios
     backend = str(sweep_meta.get("backend") or "")
     source = f"this sweep ({backend})" if backend else "this sweep"
-    paper = sweep_meta.get("paper_sse_vs_ssp_pct")
+    paper = sweep_meta.get("paper_sse_vs_ssp_pct", PAPER_SSE_VS_SSP_PCT)
     add("components_ssp", "across", "SSP power per channel", COMPONENTS_CAPTION.format(ci=ci),
         lambda: F.components_chart(scns))
     add("interleaved_vs_isolated", "across", "Interleaved vs isolated power", INTERLEAVED_CAPTION,
         lambda: F.interleaved_chart(scns))
     add("sse_vs_ssp_error", "across", "SSE-vs-SSP error", _sse_caption(paper),
         lambda: F.sse_error_chart(scns, paper, source))
+    if F.has_reference(scns):
+        add("ssp_vs_reference", "across", "SSP vs reference run", REFERENCE_CAPTION.format(ci=ci),
+            lambda: F.reference_chart(scns))
 
     # 6. simulator truth
     validation: pl.DataFrame | None = None

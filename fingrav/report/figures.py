@@ -15,7 +15,7 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from fingrav.report.load import ScenarioData, exec_roles, gpu_to_host_ms_expr, subsample
+from fingrav.report.load import SSP_PHASES, ScenarioData, exec_roles, gpu_to_host_ms_expr, subsample
 
 logger = logging.getLogger(__name__)
 
@@ -243,10 +243,11 @@ def _duration(ms: float) -> str:
 
 
 def pick_run(raw: Mapping[str, pl.DataFrame], binned: pl.DataFrame | None) -> int | None:
-    """The run shown in the timeline: the first golden measure run, else the first measure run."""
+    """The run shown in the timeline: the first golden SSP run, else the first SSP run (phase "ssp", or
+    the legacy "measure")."""
     runs = raw["runs"]
     if "phase" in runs.columns:
-        runs = runs.filter(pl.col("phase") == "measure")
+        runs = runs.filter(pl.col("phase").is_in(list(SSP_PHASES)))
     ids = set(runs["run"].to_list())
     have_exec = set(raw["executions"]["run"].unique().to_list())
     ids &= have_exec
@@ -404,11 +405,23 @@ def binning_chart(
     binned_meta: Mapping[str, Any] | None,
     max_points: int = 5000,
 ) -> Chart | None:
-    """Paper Fig. 5(b): SSP execution times with the golden bin, and the SSP LOIs of all runs vs the
-    golden runs only (TOI in absolute µs, so that execution-time spread shows)."""
+    """Paper Fig. 5(b): SSP execution times of the SSP runs with their golden bin, and the SSP LOIs of
+    all SSP runs vs the golden ones only (TOI in absolute µs, so that execution-time spread shows). SSE
+    runs are binned on their own (bin_exec_time_ns, metadata "bins"["sse"]); only their counts are
+    quoted here."""
     panels: list[Any] = []
+    meta_all = dict(binned_meta or {})
+    bins = meta_all.get("bins") if isinstance(meta_all.get("bins"), Mapping) else {}
+    ssp_meta = bins.get("ssp") if isinstance(bins.get("ssp"), Mapping) else meta_all
+    sse_meta = bins.get("sse") if isinstance(bins.get("sse"), Mapping) else None
+    sse_note = ""
+    if sse_meta and sse_meta.get("runs_total"):
+        sse_note = f"; SSE runs binned separately: {sse_meta.get('runs_golden')} of {sse_meta.get('runs_total')} golden"
     if binned is not None and binned.height and "ssp_exec_time_ns" in binned.columns:
-        b = binned.filter(pl.col("ssp_exec_time_ns").is_not_null())
+        b = binned
+        if "phase" in b.columns:
+            b = b.filter(pl.col("phase").is_in(list(SSP_PHASES)))
+        b = b.filter(pl.col("ssp_exec_time_ns").is_not_null())
         hist_df = _histogram(
             (b["ssp_exec_time_ns"].cast(pl.Float64) / 1000.0).to_numpy(), b["golden"].fill_null(False).to_numpy()
         )
@@ -421,14 +434,15 @@ def binning_chart(
             x2="x1:Q", y=alt.Y("y0:Q", title="runs"), y2="y1:Q", color=kind_color,
         )
         layers = [hist]
-        meta = binned_meta or {}
-        edges = [meta.get("bin_low_ns"), meta.get("bin_high_ns")]
+        edges = [ssp_meta.get("bin_low_ns"), ssp_meta.get("bin_high_ns")]
         edges_df = pl.DataFrame({"edge_us": [float(e) / 1000.0 for e in edges if _finite(e)]})
         if edges_df.height:
             layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
-        margin = meta.get("margin")
+        margin = meta_all.get("margin")
         sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if _finite(margin) else "golden bin"
-        panels.append(alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning", sub)))
+        panels.append(alt.layer(*layers).properties(
+            width=230, height=190, title=_title("execution-time binning (SSP runs)", sub)
+        ))
     if lois_all is not None and lois_all.height:
         ssp = lois_all.filter((pl.col("role") == "ssp") & (pl.col("channel") == "total"))
         ssp = ssp.with_columns(
@@ -454,9 +468,9 @@ def binning_chart(
             panels.append(alt.hconcat(a, g).resolve_scale(y="shared", x="shared"))
     if not panels:
         return None
-    chart = alt.hconcat(*panels, title=_title(f"{scn.name}: binning by SSP execution time")).resolve_scale(
-        color="independent"
-    )
+    chart = alt.hconcat(
+        *panels, title=_title(f"{scn.name}: binning by SSP execution time", f"SSP runs{sse_note}")
+    ).resolve_scale(color="independent")
     return configure(chart)
 
 
@@ -601,37 +615,48 @@ def _norm(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+NOT_MEASURABLE = "not measurable"
+PAPER_SOURCE = "paper (MI300X)"
+
+
 def sse_error_data(
     scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
 ) -> pl.DataFrame:
     """|SSE-vs-SSP error| per scenario, plus the paper's values (matched to a scenario by name, ignoring
-    case and punctuation; unmatched ones become their own category)."""
+    case and punctuation; unmatched ones become their own category). A scenario whose SSE has too few
+    LOIs (flag too_few_lois_sse) or no value gets pct null and the label "not measurable"."""
     rows = []
     by_norm = {_norm(s.name): s.name for s in scns}
     for s in scns:
         v = s.row.get("sse_vs_ssp_error_pct")
-        if _finite(v):
+        if s.sse_measurable and _finite(v):
             rows.append({"group": s.name, "source": source_label, "pct": abs(float(v)), "signed": float(v),
-                         "valid": s.valid})
+                         "label": f"{abs(float(v)):.0f}", "valid": s.valid})
+        elif not s.sse_measurable or _finite(s.row.get("ssp_power_w")):
+            flag = " (too_few_lois_sse)" if "too_few_lois_sse" in s.flags else ""
+            rows.append({"group": s.name, "source": source_label, "pct": None, "signed": None,
+                         "label": NOT_MEASURABLE + flag, "valid": s.valid})
     for key, val in (paper or {}).items():
         v = val.get("pct") if isinstance(val, Mapping) else val
         if not _finite(v):
             continue
         group = by_norm.get(_norm(str(key)), f"{key} (paper)")
-        rows.append({"group": group, "source": "paper (MI300X)", "pct": abs(float(v)), "signed": float(v),
-                     "valid": True})
-    schema = {"group": pl.String, "source": pl.String, "pct": pl.Float64, "signed": pl.Float64, "valid": pl.Boolean}
+        rows.append({"group": group, "source": PAPER_SOURCE, "pct": abs(float(v)), "signed": float(v),
+                     "label": f"{abs(float(v)):.0f}", "valid": True})
+    schema = {"group": pl.String, "source": pl.String, "pct": pl.Float64, "signed": pl.Float64, "label": pl.String,
+              "valid": pl.Boolean}
     return pl.DataFrame(rows, schema=schema)
 
 
 def sse_error_chart(
     scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
 ) -> Chart | None:
-    """SSE-vs-SSP error per scenario, next to the paper's MI300X values when given."""
+    """SSE-vs-SSP error per scenario, next to the paper's MI300X values when given; "not measurable" (no
+    bar) where the SSE has too few LOIs."""
     df = sse_error_data(scns, paper, source_label)
     if df.filter(pl.col("source") == source_label).height == 0:
         return None
-    sources = [source_label, "paper (MI300X)"]
+    sources = [source_label, PAPER_SOURCE]
     order = list(dict.fromkeys(df["group"].to_list()))
     paired = df.group_by("group").agg(pl.col("source").n_unique().alias("n"))["n"].max() or 0
     enc: dict[str, Any] = {
@@ -639,17 +664,96 @@ def sse_error_chart(
     }
     if paired > 1:
         enc["xOffset"] = alt.XOffset("source:N", sort=sources)
-    base = alt.Chart(df).encode(**enc)
+    measured = df.filter(pl.col("pct").is_not_null())
+    missing = df.filter(pl.col("pct").is_null()).with_columns(pl.lit(0.0).alias("y0"))
     color = alt.Color("source:N", title="", scale=alt.Scale(domain=sources, range=["#d62728", "#7f7f7f"]))
-    bars = base.mark_bar().encode(
-        y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"), color=color,
-        opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
-    )
-    text = base.mark_text(dy=-7, fontSize=10).encode(y="pct:Q", text=alt.Text("pct:Q", format=".0f"))
+    layers: list[alt.Chart] = []
+    if measured.height:
+        base = alt.Chart(measured).encode(**enc)
+        layers.append(base.mark_bar().encode(
+            y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"), color=color,
+            opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
+        ))
+        layers.append(base.mark_text(dy=-7, fontSize=10).encode(y="pct:Q", text="label:N"))
+    if missing.height:
+        layers.append(alt.Chart(missing).mark_text(
+            angle=270, align="left", baseline="middle", dx=4, fontSize=10, color="#b00000",
+        ).encode(**enc, y=alt.Y("y0:Q", title="|SSE − SSP| / SSP (%)"), text="label:N"))
     width = max(300, 55 * len(order))
-    chart = alt.layer(bars, text).properties(width=min(width, 900), height=240, title=_title(
-        "error of reading the SSE execution instead of the SSP",
-        "how far the naively measured (SSE) power is from the steady-state (SSP) power; faded: invalid",
+    sub = "how far the naively measured (SSE) power is from the steady-state (SSP) power; faded: invalid"
+    if missing.height:
+        sub += "; not measurable: too few SSE LOIs"
+    chart = alt.layer(*layers).properties(width=min(width, 900), height=240, title=_title(
+        "error of reading the SSE execution instead of the SSP", sub,
+    ))
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- 5b. SSP vs reference run
+REF_MEASURES: tuple[str, ...] = ("SSP (FinGraV)", "reference run (settled)", "SSE (naive)")
+REF_COLORS: tuple[str, ...] = ("#1f77b4", "#9467bd", "#d62728")
+
+
+def has_reference(scns: Sequence[ScenarioData]) -> bool:
+    """Whether any scenario has a reference-run power."""
+    return any(s.has_reference for s in scns)
+
+
+def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """Per scenario with a reference run: SSP, reference and (when measurable) SSE power with CIs (W);
+    label = SSP vs reference (%) on the reference row."""
+    rows = []
+    for s in scns:
+        if not s.has_reference:
+            continue
+        r = s.row
+        pct = r.get("ssp_vs_reference_pct")
+        entries = [
+            (REF_MEASURES[0], "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", ""),
+            (REF_MEASURES[1], "reference_power_w", "reference_power_ci_low_w", "reference_power_ci_high_w",
+             f"SSP {float(pct):+.1f} %" if _finite(pct) else ""),
+        ]
+        if s.sse_measurable:
+            entries.append((REF_MEASURES[2], "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", ""))
+        for measure, v, lo, hi, label in entries:
+            if not _finite(r.get(v)):
+                continue
+            rows.append({
+                "scenario": s.name, "measure": measure, "power_w": float(r[v]),
+                "lo_w": float(r[lo]) if _finite(r.get(lo)) else None,
+                "hi_w": float(r[hi]) if _finite(r.get(hi)) else None, "label": label, "valid": s.valid,
+            })
+    schema = {"scenario": pl.String, "measure": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
+              "hi_w": pl.Float64, "label": pl.String, "valid": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
+    """SSP power with CI, the reference run's settled power with its batch-means CI and the naive SSE
+    power with CI, per scenario with a reference run."""
+    df = reference_data(scns)
+    if df.height == 0:
+        return None
+    order = list(dict.fromkeys(df["scenario"].to_list()))
+    measures = [m for m in REF_MEASURES if m in set(df["measure"].to_list())]
+    color = alt.Color("measure:N", title="", sort=measures, scale=alt.Scale(
+        domain=list(REF_MEASURES), range=list(REF_COLORS)))
+    base = alt.Chart(df).encode(x=_scenario_x(order), xOffset=alt.XOffset("measure:N", sort=list(REF_MEASURES)))
+    y = alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False))
+    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(size=2).encode(
+        y=alt.Y("lo_w:Q", title="power (W)"), y2="hi_w:Q", color=color,
+    )
+    pts = base.mark_point(filled=True, size=70).encode(
+        y=y, color=color, opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.4)),
+    )
+    text = base.transform_filter("datum.label != ''").mark_text(dx=8, align="left", fontSize=10).encode(
+        y="power_w:Q", text="label:N",
+    )
+    width = max(300, 90 * len(order))
+    chart = alt.layer(err, pts, text).properties(width=min(width, 900), height=260, title=_title(
+        "SSP power vs the reference run",
+        "points: mean; bars: CI (SSP and SSE: bootstrap over runs; reference: batch means); "
+        "label: SSP vs reference",
     ))
     return configure(chart)
 
@@ -664,6 +768,8 @@ TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
      "truth_interleaved_power_w", None),
     ("energy per execution (mJ)", "energy_per_exec_mj", "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj",
      "truth_energy_per_exec_mj", "energy_error_pct"),
+    ("reference power vs SSP truth (W)", "reference_power_w", "reference_power_ci_low_w",
+     "reference_power_ci_high_w", "truth_ssp_power_w", "reference_error_pct"),
 )
 TRUTH_TOLERANCE_PCT = 2.0
 
@@ -675,10 +781,13 @@ def has_truth(scns: Sequence[ScenarioData]) -> bool:
 
 def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     """Measured vs truth per scenario and quantity: value, CI, truth, error % (of truth) and its CI,
-    whether the CI covers the truth and whether the error is within ±2 %."""
+    whether the CI covers the truth and whether the error is within ±2 %. The SSE of a scenario whose
+    SSE is not measurable (too few LOIs) is left out."""
     rows = []
     for s in scns:
         for label, m, lo, hi, t, err_col in TRUTH_QUANTITIES:
+            if m == "sse_power_w" and not s.sse_measurable:
+                continue
             mv, tv = s.row.get(m), s.row.get(t)
             if not (_finite(mv) and _finite(tv)) or tv == 0:
                 continue

@@ -34,8 +34,13 @@ FLAG_HELP: dict[str, tuple[bool, str]] = {
     "clock_residual": (True, "the clock fit's residual exceeds calibration.max_clock_residual_us: LOIs may be "
                              "assigned to the wrong TOI or execution"),
     "unsettled": (True, "the stability probe never reached stable power: the 'SSP' may not be steady state"),
-    "low_golden_fraction": (False, "fewer than 50 % of the runs fell in the golden execution-time bin"),
+    "low_golden_fraction": (False, "fewer than 50 % of the SSP runs or of the SSE runs fell in their golden "
+                                   "execution-time bin"),
+    "reference_unsettled": (False, "the reference run has fewer than 10 power samples after the settling time: "
+                                   "its settled power is missing or has no CI"),
 }
+NOT_MEASURABLE_HTML = '<span class="nm" title="too few SSE LOIs (too_few_lois_sse)">not measurable</span>'
+
 
 CSS = """
 *{box-sizing:border-box}
@@ -62,6 +67,7 @@ tr.invalid td:first-child{border-left:4px solid #c62828}
 .flag{display:inline-block;border-radius:10px;padding:0 7px;margin:1px 2px;font-size:11.5px;white-space:nowrap;
  background:#fff4e0;color:#8a5300;border:1px solid #f0d3a0}
 .flag.inv{background:#fdecea;color:#b71c1c;border-color:#f2b8b5}
+.nm{color:#8a5300;font-style:italic;white-space:nowrap}
 figure{margin:18px 0 28px;padding:12px;border:1px solid #e6e6e6;border-radius:6px;background:#fff}
 figure img{max-width:100%;height:auto;display:block}
 figcaption{font-size:13.5px;color:#333;margin-top:8px}
@@ -261,15 +267,20 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
 
 
 def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
-    """The summary table: every number with its CI, validity marker and flags."""
+    """The summary table: every number with its CI, validity marker and flags. SSE numbers of a scenario
+    with too few SSE LOIs read "not measurable"; reference-run columns appear when any scenario has one."""
     channels: list[str] = []
     for s in scns:
         for col in s.row:
             ch = channel_of_column(col)
             if ch and ch not in channels:
                 channels.append(ch)
+    with_ref = any(s.has_reference for s in scns)
     heads = ["", "scenario", "kernel", "predecessor", "exec time (µs)", "SSP power (W)", "SSE power (W)",
-             "SSE vs SSP (%)", "energy / exec (mJ)", "interleaved power (W)", "interleaved vs SSP (%)"]
+             "SSE vs SSP (%)"]
+    if with_ref:
+        heads += ["reference power (W)", "SSP vs reference (%)"]
+    heads += ["energy / exec (mJ)", "interleaved power (W)", "interleaved vs SSP (%)"]
     heads += [f"SSP {ch} (W)" for ch in channels]
     heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
     body = []
@@ -279,12 +290,24 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         marker = (
             '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
         )
+        if s.sse_measurable:
+            sse_cells = [fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
+                         fmt(r.get("sse_vs_ssp_error_pct"), 1)]
+        else:
+            sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
         cells = [
             marker, f"<b>{esc(s.name)}</b>", esc(r.get("kernel")), esc(r.get("predecessor") or "–"),
             fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
             fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
-            fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
-            fmt(r.get("sse_vs_ssp_error_pct"), 1),
+            *sse_cells,
+        ]
+        if with_ref:
+            cells += [
+                fmt_ci(r.get("reference_power_w"), r.get("reference_power_ci_low_w"),
+                       r.get("reference_power_ci_high_w"), 1),
+                fmt(r.get("ssp_vs_reference_pct"), 1),
+            ]
+        cells += [
             fmt_ci(r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"),
                    r.get("energy_per_exec_ci_high_mj")),
             fmt_ci(r.get("interleaved_power_w"), r.get("interleaved_power_ci_low_w"),
@@ -296,8 +319,12 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             lo, hi = st.get("ci_low_mw"), st.get("ci_high_mw")
             cells.append(fmt_ci(r.get(f"ssp_{ch}_power_w"), lo / 1000.0 if _finite(lo) else None,
                                 hi / 1000.0 if _finite(hi) else None, 1))
+        runs = f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}"
+        if r.get("sse_runs_total"):
+            runs = (f"SSP {runs}<span class=\"ci\">SSE {fmt(r.get('sse_runs_golden'), 0)} / "
+                    f"{fmt(r.get('sse_runs_total'), 0)}</span>")
         cells += [
-            f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}",
+            runs,
             f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
             flag_chips(flag_list(r.get("flags"))),
         ]
@@ -311,11 +338,55 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         f'<p class="warn">{n_invalid} of {len(scns)} scenarios are <b>invalid</b> (red rows): see their flags '
         "before using their numbers.</p>" if n_invalid else ""
     )
+    ref_note = (
+        " Reference power: the settled power of a long back-to-back reference run, with a batch-means CI."
+        if with_ref else ""
+    )
     return (
         '<h2 id="summary">Summary</h2>'
         f'<p class="sub">Every number is a mean over the golden runs with its {ci_pct} confidence interval below it '
-        "(cluster bootstrap over runs). The same table is in <code>summary.csv</code>.</p>"
+        f"(cluster bootstrap over runs). The same table is in <code>summary.csv</code>.{ref_note}</p>"
         f'{note}<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+    )
+
+
+def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
+    """The reference runs: settled power, SSP vs reference and the energy-counter cross-check (empty when
+    no scenario has a reference run)."""
+    rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_energy_power_w"))]
+    if not rows:
+        return ""
+    head = "".join(f"<th>{esc(h)}</th>" for h in (
+        "scenario", "settled power (W) [CI]", "SSP power (W) [CI]", "SSP vs reference (%)",
+        "counter power, whole run (W)", "counter vs samples (%)", "settled samples", "settling time (ms)",
+    ))
+    body = []
+    for s in rows:
+        r = s.row
+        ref = s.summary.get("reference") if isinstance(s.summary.get("reference"), dict) else {}
+        t_stable = ref.get("t_stable_ns")
+        cls = "" if s.valid else ' class="invalid"'
+        cells = [
+            fmt_ci(r.get("reference_power_w"), r.get("reference_power_ci_low_w"),
+                   r.get("reference_power_ci_high_w"), 1),
+            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
+            fmt(r.get("ssp_vs_reference_pct"), 2),
+            fmt(r.get("reference_energy_power_w"), 1),
+            fmt(r.get("reference_counter_vs_samples_pct"), 2),
+            fmt(ref.get("settled_samples")),
+            fmt(t_stable / 1e6 if _finite(t_stable) else None),
+        ]
+        tds = "".join(f'<td class="num">{c}</td>' for c in cells)
+        body.append(f"<tr{cls}><td>{esc(s.name)}</td>{tds}</tr>")
+    return (
+        '<h2 id="reference">Reference run</h2>'
+        '<p class="sub">The kernel alone, back to back for seconds. <b>Settled power</b>: mean of the power samples '
+        "after the stability probe's settling time, with a "
+        f"{ci_pct} CI from the means of 10 contiguous batches (the samples are autocorrelated). <b>Counter "
+        "power</b>: the device's energy counter over the <i>whole</i> run divided by its duration; it includes the "
+        "initial transient, so it can differ from the settled power. <b>Counter vs samples</b>: the counter's "
+        "energy against the integral of the power samples over the same span.</p>"
+        f'<div class="wide"><table class="reference"><tr>{head}</tr>{"".join(body)}</table></div>'
     )
 
 
@@ -344,7 +415,8 @@ def validation_section(val: pl.DataFrame | None) -> str:
     return (
         '<h2 id="validation">Validation against the simulator\'s truth</h2>'
         f'<p class="sub">{n_ok} of {val.height} quantities within ±2 % of the truth; the CI covers the truth for '
-        f"{n_cov}. Truth = mean over golden runs of the executions' true cycle-mean power.</p>"
+        f"{n_cov}. Truth = mean over golden runs of the executions' true cycle-mean power; the reference run's "
+        "settled power is compared with the SSP truth.</p>"
         f'<div class="wide"><table class="validation"><tr>{head}</tr>{"".join(body)}</table></div>'
     )
 
@@ -363,7 +435,12 @@ shorter than that window the SSE reading still contains idle and warm-up time an
 power (the paper saw up to 80 %): use the SSP numbers. <b>Interleaved</b> power is the kernel's first
 execution right after many executions of another kernel (its predecessor): a short kernel's reading is pulled
 towards what ran before it.</p>
-<p>All powers are in W (the sensor's mW / 1000); energy per execution = SSP power × SSP execution time.
+<p>SSE numbers come from <b>SSE runs</b> (warm-ups + 1 executions) and from the same execution of the longer
+<b>SSP runs</b> (the sensor is causal: it has the same history there); SSP numbers from the SSP runs only. Each
+kind of run is binned on its own. A scenario whose SSE has too few LOIs shows <i>not measurable</i>. The
+optional <b>reference run</b> (the kernel alone, back to back for seconds) gives an independent steady-state
+power and an energy-counter cross-check.</p>
+<p>All powers are in W (the sensor's mW / 1000); energy per execution = SSP power × SSP cycle time.
 Flags (hover over one in the table for its meaning):</p>
 <ul>{flags}</ul>
 </div>
@@ -428,6 +505,9 @@ def render_html(
             fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
         fig_parts += [figure_html(f) for f in figs]
     val_html = validation_section(validation)
+    ref_html = reference_section(scns, ci_pct)
+    if ref_html:
+        nav.append(("reference", "Reference run"))
     if val_html:
         nav.append(("validation", "Validation"))
     created = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -452,6 +532,7 @@ def render_html(
         meta_section(sweep_meta, calibration, scns),
         calibration_section(calibration),
         *fig_parts,
+        ref_html,
         val_html,
         f"<footer>FinGraV method: Singhania, Aga, Ibrahim, arXiv 2412.12426 (ISPASS 2025). "
         f"Report rendered by fingrav{timing}; {len([f for f in figures if f.png])} figures, also saved as PNG "

@@ -90,6 +90,27 @@ class ScenarioData:
             return True
         return int(self.plan.get("predecessor_count") or 0) > 0
 
+    @property
+    def flags(self) -> list[str]:
+        """The row's flags as a list."""
+        flags = self.row.get("flags", self.summary.get("flags"))
+        if flags is None:
+            return []
+        if isinstance(flags, str):
+            return [f for f in flags.split(";") if f]
+        return [str(f) for f in flags]
+
+    @property
+    def sse_measurable(self) -> bool:
+        """Whether the SSE numbers can be shown: enough SSE LOIs (no too_few_lois_sse flag)."""
+        return "too_few_lois_sse" not in self.flags
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether the scenario has a reference-run power."""
+        v = self.row.get("reference_power_w")
+        return isinstance(v, int | float) and not isinstance(v, bool) and v == v
+
     def role_stats(self, channel: str, role: str) -> dict[str, Any] | None:
         """summary.json channels[channel][role] ({mean_mw, ci_low_mw, ci_high_mw, lois, fit_coeffs, ...})."""
         stats = (self.summary.get("channels") or {}).get(channel, {}).get(role)
@@ -196,16 +217,22 @@ def load_raw(raw_dir: Path) -> dict[str, pl.DataFrame] | None:
     return out
 
 
-def exec_roles(executions: pl.DataFrame, plan: dict[str, Any]) -> pl.DataFrame:
-    """Add a `role` column to raw executions, as docs/ARCHITECTURE.md defines it from the plan."""
+SSP_PHASES: tuple[str, ...] = ("ssp", "measure")  # "measure": SSP runs of raw data from before SSE runs existed
+
+
+def exec_roles(executions: pl.DataFrame, plan: dict[str, Any], phase: str = "ssp") -> pl.DataFrame:
+    """Add a `role` column to raw executions of one kind of run ("ssp" | "sse"), as
+    docs/ARCHITECTURE.md defines it from the plan. SSE runs: pred, sse (main sse_index), first (main 0
+    after a predecessor), warmup; SSP runs also ssp (main ssp_index and later)."""
     warmups = int(plan.get("warmups", 3) or 0)
     sse_index = int(plan.get("sse_index", warmups))
     ssp_index = int(plan.get("ssp_index", sse_index + 1))
     has_pred = int(plan.get("predecessor_count") or 0) > 0 or (executions["segment"] == "pred").any()
+    is_sse_run = phase == "sse"
     i = pl.col("exec_index")
     role = (
         pl.when(pl.col("segment") == "pred").then(pl.lit("pred"))
-        .when(i >= ssp_index).then(pl.lit("ssp"))
+        .when((i >= ssp_index) & pl.lit(not is_sse_run)).then(pl.lit("ssp"))
         .when(i == sse_index).then(pl.lit("sse"))
         .when((i == 0) & pl.lit(bool(has_pred))).then(pl.lit("first"))
         .otherwise(pl.lit("warmup"))

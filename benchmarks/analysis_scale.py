@@ -7,7 +7,8 @@ fresh child process per trial limited to `--threads` threads, and reports each c
 peak resident memory (ru_maxrss from os.wait4), so generation does not count. A last child times each
 step of the pure functions separately (the breakdown).
 
-    python benchmarks/analysis_scale.py                 # 5000 runs x 200 executions, ~1e7 samples
+    python benchmarks/analysis_scale.py                 # 5000 SSP runs x 200 executions + 1000 SSE runs
+                                                        # + a 2 s reference run, ~1.1e7 samples
     python benchmarks/analysis_scale.py --runs 500      # smaller
 """
 
@@ -30,8 +31,18 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 
-def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, period_ns: int, seed: int) -> dict:
-    """Write synthetic raw files of one scenario (+ truth, calibration.json) under `out`."""
+def generate_raw(
+    out: Path,
+    runs: int,
+    execs_per_run: int,
+    exec_time_ns: int,
+    period_ns: int,
+    seed: int,
+    sse_runs: int = 0,
+    reference_ms: float = 0.0,
+) -> dict:
+    """Write synthetic raw files of one scenario (+ truth, calibration.json) under `out`: `runs` SSP runs,
+    `sse_runs` SSE runs and, when reference_ms > 0, a reference run of that length (ms)."""
     import numpy as np
 
     from fingrav import rawio
@@ -54,6 +65,10 @@ def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, pe
         drift=5e-6,
         seed=seed,
         outlier_runs=tuple(int(r) for r in rng.choice(runs, runs // 30, replace=False)),
+        sse_runs=sse_runs,
+        sse_outlier_runs=tuple(int(r) for r in rng.choice(sse_runs, sse_runs // 30, replace=False)),
+        reference_executions=int(reference_ms * 1e6 // (exec_time_ns + 2_000)),
+        reference_transient_ns=int(reference_ms * 1e6 / 10),
     )
     d = generate(spec)
     raw = out / "raw" / "scale"
@@ -69,7 +84,13 @@ def generate_raw(out: Path, runs: int, execs_per_run: int, exec_time_ns: int, pe
     t = d["truth"]
     rawio.write_table(out / "truth.parquet", "truth", {c: t[c].to_numpy() for c in t.columns}, {})
     rawio.write_json(out / "calibration.json", {"clock": d["clock_fit"], "sensor": d["sensor"]})
-    return {"executions": d["executions"].height, "samples": d["samples"].height, "runs": runs}
+    return {
+        "executions": d["executions"].height,
+        "samples": d["samples"].height,
+        "runs": runs,
+        "sse_runs": sse_runs,
+        "reference_executions": spec.reference_executions,
+    }
 
 
 def child(out: Path) -> None:
@@ -99,6 +120,9 @@ def child(out: Path) -> None:
                 "lois": summary["row"]["lois"],
                 "ssp_power_w": summary["row"]["ssp_power_w"],
                 "ssp_error_pct": summary["row"]["ssp_error_pct"],
+                "lois_sse": summary["row"]["lois_sse"],
+                "reference_power_w": summary["row"]["reference_power_w"],
+                "reference_error_pct": summary["row"]["reference_error_pct"],
             }
         )
     )
@@ -110,7 +134,7 @@ def child_breakdown(out: Path) -> None:
     import polars as pl
 
     from fingrav import rawio
-    from fingrav.analysis import binning, flags, loi, profiles, validation
+    from fingrav.analysis import binning, flags, loi, profiles, reference, validation
 
     raw = out / "raw" / "scale"
     steps: dict[str, float] = {}
@@ -139,6 +163,8 @@ def child_breakdown(out: Path) -> None:
     lap("compute_profiles (bootstrap 1000 + fits)")
     flags.count_gaps(smp, hx, [], int(cal["sensor"]["delay_ns"]))
     lap("count_gaps")
+    reference.reference_stats(ex, runs, smp, plan, cal["clock"], int(cal["sensor"]["delay_ns"]))
+    lap("reference_stats")
     validation.validate(truth, binned, plan, prof.channels["total"]["ssp"]["mean_mw"], None, None)
     lap("validate")
     from fingrav.analysis.stages import LOIS_DICTIONARY_COLUMNS, write_frame
@@ -150,7 +176,9 @@ def child_breakdown(out: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5000)
+    ap.add_argument("--runs", type=int, default=5000, help="SSP runs")
+    ap.add_argument("--sse-runs", type=int, default=1000, help="SSE runs (warm-ups + 1 executions each)")
+    ap.add_argument("--reference-ms", type=float, default=2000.0, help="reference run length (0: none)")
     ap.add_argument("--execs-per-run", type=int, default=200)
     ap.add_argument("--exec-time-us", type=float, default=50.0)
     ap.add_argument("--period-us", type=float, default=20.0, help="sample period (2 channels are written)")
@@ -171,7 +199,14 @@ def main() -> int:
         out = Path(tmp)
         tg = time.perf_counter()
         sizes = generate_raw(
-            out, args.runs, args.execs_per_run, int(args.exec_time_us * 1e3), int(args.period_us * 1e3), args.seed
+            out,
+            args.runs,
+            args.execs_per_run,
+            int(args.exec_time_us * 1e3),
+            int(args.period_us * 1e3),
+            args.seed,
+            args.sse_runs,
+            args.reference_ms,
         )
         logger.info(
             "generated %d executions, %d samples in %.1f s",

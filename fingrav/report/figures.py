@@ -123,7 +123,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     for ch in channels:
         for role in PROFILE_ROLES:
             stats = scn.role_stats(ch, role)
-            if not stats:
+            if not stats or (role == "sse" and not scn.sse_measurable):  # too few SSE LOIs: no fit, no mean
                 continue
             label = ROLE_LABELS[role]
             coeffs = stats.get("fit_coeffs")
@@ -192,6 +192,8 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         + (f"lines: degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
         + "band: mean ± CI; dashed: mean",
     ]
+    if not scn.sse_measurable:
+        subtitle.append("SSE: not measurable (too_few_lois_sse): its few LOIs are drawn, without fit or mean")
     if not scn.valid:
         subtitle.append("INVALID: " + ", ".join(_flags(scn)))
     title = _title(f"{scn.name}: TOI-power profile", subtitle)

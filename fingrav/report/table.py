@@ -2,8 +2,9 @@
 
 The column order follows docs/ARCHITECTURE.md ("summary.csv"): the fixed columns, then one
 `ssp_<channel>_power_w` per non-total channel (in the order the channels first appear), then the
-run/LOI counts, validity and flags, then the simulator's truth columns when any row has them, then
-any further columns the analysis added (in the order they first appear).
+run/LOI counts (SSP runs), validity and flags, then the simulator's truth columns when any row has them,
+then any further columns the analysis added (in the order they first appear: cycle time, SSE runs, reference
+run, reference_error_pct).
 
 When the analysis provides `fingrav.analysis.summarize.summary_table`, that function is used and this
 module's `build_summary_table` is only the fallback.
@@ -37,7 +38,7 @@ TRUTH_COLUMNS: tuple[str, ...] = (
     "truth_energy_per_exec_mj", "energy_error_pct", "truth_interleaved_power_w",
 )
 _STRING_COLUMNS = frozenset({"scenario", "kernel", "backend", "predecessor", "flags"})
-_INT_COLUMNS = frozenset({"runs_total", "runs_golden", "lois", "lois_sse"})
+_INT_COLUMNS = frozenset({"runs_total", "runs_golden", "lois", "lois_sse", "sse_runs_total", "sse_runs_golden"})
 _CHANNEL_RE = re.compile(r"^ssp_(?!power_)(?P<channel>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)_power_w$")
 
 

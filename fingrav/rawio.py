@@ -7,7 +7,7 @@ Files of one scenario, in `results/<sweep>/raw/<scenario>/` (see `SCENARIO_FILES
 
 * `executions.parquet` - run:int32, segment:str ("pred" | "main"), exec_index:int32 (within its segment),
   gpu_start_ns:int64, gpu_end_ns:int64 (GPU clock)
-* `runs.parquet` - run:int32, phase:str ("timing" | "probe" | "measure"), host_start_ns:int64 (host clock
+* `runs.parquet` - run:int32, phase:str ("timing" | "probe" | "reference" | "sse" | "ssp"), host_start_ns:int64 (host clock
   just before the executions were launched), delay_ns:int64 (random delay slept before it),
   idle_ns:int64 (settling idle slept before the delay), energy_start_mj / energy_end_mj: float64 (null when
   the device has no energy counter)

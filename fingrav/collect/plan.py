@@ -94,12 +94,16 @@ def analyze_probe(
     scatter = float(np.median(np.abs(tail - level))) * 1.4826 if len(tail) > 2 else 0.0
     tol = max(level * tol_pct / 100.0, 3.0 * noise_mw, 3.0 * scatter)
     outside = np.abs(smooth - level) > tol
-    if outside.any():
-        last_out = int(np.nonzero(outside)[0][-1])
-        settled = last_out < len(pb) - max(2, len(pb) // 4)
-        t_stable = int(tb[last_out + 1]) if last_out + 1 < len(tb) else int(busy_end_ns - busy_start_ns)
-    else:
-        settled, t_stable = True, int(tb[0])
+    # stable from the first sample after which at most 5 % of the (smoothed) samples stray outside the
+    # tolerance, so that one noisy sample near the end does not void a settled run
+    frac_after = np.cumsum(outside[::-1])[::-1] / np.arange(len(outside), 0, -1)
+    ok = (frac_after <= 0.05) & ~outside
+    first_ok = int(np.argmax(ok)) if ok.any() else len(pb) - 1
+    t_stable = int(tb[first_ok])
+    # settled: the level was reached before the last quarter and does not drift over the second half
+    q = len(pb) // 4
+    drift = abs(float(np.mean(smooth[-q:])) - float(np.mean(smooth[-2 * q : -q]))) if q >= 1 else 0.0
+    settled = ok.any() and first_ok < len(pb) - max(2, q) and drift <= tol
     ta, pa = t[after] - busy_end_ns, p[after]
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):

@@ -177,3 +177,32 @@ def test_settle_time_falls_back_to_the_sensor():
     assert settle_time_ns({"probe": {"settled": True}, "sensor": {"settle_ns": 9}}) == (9, "sensor_settle")
     assert settle_time_ns({"sensor": {"total": {"settle_ms": 1.5}}}) == (1_500_000, "sensor_settle")
     assert settle_time_ns({}) == (0, "none")
+
+
+def test_block_spread_sees_power_limit_cycling() -> None:
+    """~715 W with a 200 ms dip to ~615 W every second (an H200 GEMM near its 700 W cap) vs flat power."""
+    import numpy as np
+
+    from fingrav.analysis.reference import block_spread_pct
+
+    t = np.arange(0, 2_000_000_000, 20_000_000)
+    cycling = np.where((t % 1_000_000_000) >= 800_000_000, 615_000.0, 715_000.0)
+    assert block_spread_pct(t, cycling) > 10
+    assert block_spread_pct(t, np.full(t.size, 560_000.0)) < 0.01
+    assert block_spread_pct(t[:5], cycling[:5]) is None
+
+
+def test_flags_for_limiter_and_reference_mismatch() -> None:
+    from fingrav.analysis._common import ClockParams
+    from fingrav.analysis.flags import FlagInputs, compute_flags
+
+    base = dict(ssp_lois=50, sse_lois=50, exec_time_ns=1e6, sensor={"window_ns": 1e5, "lag_ns": 0}, probe=None,
+                clock=ClockParams(offset_ns=0.0, gpu_ref_ns=0, drift=0.0, residual_ns=100.0),
+                runs_total=10, runs_golden=10, gaps_in_golden_runs=0, min_lois=10, max_drift_ppm=200,
+                max_clock_residual_us=20)
+    flags, valid = compute_flags(FlagInputs(**base, reference_block_spread_pct=14.0, ssp_vs_reference_pct=4.2,
+                                            ssp_ci_mw=(712e3, 720e3), reference_ci_mw=(680e3, 700e3)))
+    assert "power_limit_cycling" in flags and "ssp_reference_mismatch" in flags and valid
+    flags, _ = compute_flags(FlagInputs(**base, reference_block_spread_pct=1.0, ssp_vs_reference_pct=2.5,
+                                        ssp_ci_mw=(700e3, 720e3), reference_ci_mw=(690e3, 705e3)))
+    assert "power_limit_cycling" not in flags and "ssp_reference_mismatch" not in flags

@@ -2,7 +2,11 @@
 
 Flags that make a row invalid: too_few_lois, sample_gaps, clock_residual, unsettled.
 low_golden_fraction fires when either kind of measure run (SSP, SSE) keeps < 50 % of its runs;
-reference_unsettled when the reference run has < 10 samples after settling (its power then has no CI).
+reference_unsettled when the reference run has < 10 samples after settling (its power then has no CI);
+power_limit_cycling when the reference run's settled 200 ms block means still spread by more than 5 % (a
+power limiter clamping sustained load in cycles: short runs after idle, the SSP, then draw more than the
+sustained average); ssp_reference_mismatch when the SSP and the reference differ by more than 2 % and their
+CIs do not overlap. None of these three makes a row invalid: they say which question each number answers.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ FLAG_ORDER = (
     "unsettled",
     "low_golden_fraction",
     "reference_unsettled",
+    "power_limit_cycling",
+    "ssp_reference_mismatch",
 )
 INVALIDATING = frozenset({"too_few_lois", "sample_gaps", "clock_residual", "unsettled"})
 METHOD_MINIMUM_NS = 25_000  # METHOD.md: the method covers kernels of 25 us and longer
 GAP_FACTOR = 3.0  # a detected gap: consecutive samples further apart than this x the median interval
 MIN_GOLDEN_FRACTION = 0.5
+MAX_BLOCK_SPREAD_PCT = 5.0
+MAX_SSP_VS_REFERENCE_PCT = 2.0
 
 
 def run_spans(host_execs: pl.DataFrame, golden_only: bool = True) -> pl.DataFrame:
@@ -98,6 +106,16 @@ class FlagInputs:
     sse_runs_total: int = 0
     sse_runs_golden: int = 0
     reference_unsettled: bool = False
+    reference_block_spread_pct: float | None = None
+    ssp_ci_mw: tuple[float | None, float | None] = (None, None)
+    reference_ci_mw: tuple[float | None, float | None] = (None, None)
+    ssp_vs_reference_pct: float | None = None
+
+
+def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
+    if None in a or None in b:
+        return True
+    return a[1] < b[0] or b[1] < a[0]
 
 
 def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
@@ -127,6 +145,14 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("low_golden_fraction")
     if inp.reference_unsettled:
         fired.add("reference_unsettled")
+    if inp.reference_block_spread_pct is not None and inp.reference_block_spread_pct > MAX_BLOCK_SPREAD_PCT:
+        fired.add("power_limit_cycling")
+    if (
+        inp.ssp_vs_reference_pct is not None
+        and abs(inp.ssp_vs_reference_pct) > MAX_SSP_VS_REFERENCE_PCT
+        and _disjoint(inp.ssp_ci_mw, inp.reference_ci_mw)
+    ):
+        fired.add("ssp_reference_mismatch")
     flags = [f for f in FLAG_ORDER if f in fired]
     valid = not (fired & INVALIDATING)
     if flags:

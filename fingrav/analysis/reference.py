@@ -101,6 +101,23 @@ def batch_means_ci(
     return mean, mean - half, mean + half
 
 
+BLOCK_NS = 200_000_000  # 200 ms blocks: shorter than a power limiter's ~1 s averaging, longer than the sensor
+
+
+def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLOCK_NS) -> float | None:
+    """(max - min) / mean of the block means of settled power, in %: how much sustained power still moves
+    after settling. A power limiter that clamps the card in ~1 s cycles (H200 GEMMs near the cap) shows as
+    a large spread; None with fewer than 3 blocks of >= 3 samples."""
+    if t_ns.size < 9:
+        return None
+    blk = (t_ns - t_ns[0]) // block_ns
+    means = [float(power_mw[blk == b].mean()) for b in np.unique(blk) if np.count_nonzero(blk == b) >= 3]
+    if len(means) < 3:
+        return None
+    m = float(np.mean(means))
+    return (max(means) - min(means)) / m * 100.0 if m else None
+
+
 def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int) -> float | None:
     """Trapezoid integral (mJ) of the power samples (sorted t_ns) over [start_ns, end_ns], the power
     at both ends interpolated linearly; None without samples on both sides of the span."""
@@ -215,6 +232,7 @@ def reference_stats(
     p = smp["power_mw"].to_numpy()
     settled = p[(t >= busy_start + t_stable) & (t <= busy_end)]
     mean, ci_lo, ci_hi = batch_means_ci(settled, level)
+    spread = block_spread_pct(t[(t >= busy_start + t_stable) & (t <= busy_end)], settled)
     unsettled = settled.size < MIN_SETTLED_SAMPLES
     if unsettled:
         ci_lo = ci_hi = None
@@ -247,6 +265,8 @@ def reference_stats(
         "ci_high_mw": ci_hi,
         "ci_method": f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
         "unsettled": bool(unsettled),
+        "block_ms": BLOCK_NS / 1e6,
+        "block_spread_pct": spread,
         "span_start_ns": span_start,
         "span_end_ns": busy_end,
         "span_ns": span,

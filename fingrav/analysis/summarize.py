@@ -244,6 +244,10 @@ def differentiate(
             sse_runs_total=counts["sse"]["total"],
             sse_runs_golden=counts["sse"]["golden"],
             reference_unsettled=bool(ref is not None and ref["unsettled"]),
+            reference_block_spread_pct=ref.get("block_spread_pct") if ref is not None else None,
+            ssp_ci_mw=(stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw")),
+            reference_ci_mw=(ref["ci_low_mw"], ref["ci_high_mw"]) if ref is not None else (None, None),
+            ssp_vs_reference_pct=_pct(stat(TOTAL, "ssp", "mean_mw"), ref["power_mw"] if ref is not None else None),
         )
     )
 

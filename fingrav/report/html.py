@@ -38,6 +38,12 @@ FLAG_HELP: dict[str, tuple[bool, str]] = {
                                    "execution-time bin"),
     "reference_unsettled": (False, "the reference run has fewer than 10 power samples after the settling time: "
                                    "its settled power is missing or has no CI"),
+    "power_limit_cycling": (False, "sustained back-to-back power still swings by > 5 % between 200 ms blocks after "
+                                   "settling: a power limiter clamps the card in cycles, so short runs after idle "
+                                   "(the SSP) and sustained load (the reference) draw different averages"),
+    "ssp_reference_mismatch": (False, "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not "
+                                      "overlap: read the SSP as the kernel's power in short bursts after idle and "
+                                      "the reference as its sustained power"),
 }
 NOT_MEASURABLE_HTML = '<span class="nm" title="too few SSE LOIs (too_few_lois_sse)">not measurable</span>'
 

@@ -76,8 +76,8 @@ def _collect_one(cfg: SweepConfig, name: str, out: Path) -> None:
     with logging_to(out / "logs" / "collect" / f"{name}.log"):
         run_collect(
             cfg.device.model_dump(mode="json"),
-            cfg.scenario(name).model_dump(mode="json"),
-            cfg.run_policy.model_dump(mode="json", exclude={"margin"}),
+            cfg.scenario(name).model_dump(mode="json", exclude={"run_policy"}),
+            cfg.policy_for(name).model_dump(mode="json", exclude={"margin"}),
             cfg.seed,
             cal,
             raw / name,

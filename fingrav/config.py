@@ -64,8 +64,64 @@ class GemvKernel(_Model):
         return f"gemv {self.m}x{self.k} {self.dtype}"
 
 
-# Room for collectives / attention / user callables: add a model with its own `kind`.
-Kernel = Annotated[GemmKernel | GemvKernel, Field(discriminator="kind")]
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def size_label(size_bytes: int) -> str:
+    """A buffer size as text in binary units: 65536 -> "64KiB", 2**30 -> "1GiB", 1000 -> "1000B"."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return f"{size_bytes // scale}{unit}"
+    return f"{size_bytes}B"
+
+
+class AllReduceKernel(_Model):
+    """All-reduce (sum) of a `size_bytes` buffer across the `device.world_size` GPUs of the sweep, one
+    process per GPU (torch.distributed: NCCL on NVIDIA, RCCL on AMD, gloo on the simulator).
+    Latency-bound for small buffers (64 KiB, 128 KiB), bandwidth-bound for large ones (512 MiB, 1 GiB)."""
+
+    kind: Literal["allreduce"] = "allreduce"
+    size_bytes: PositiveInt = Field(description="bytes of the buffer reduced on every GPU")
+    dtype: Dtype = "bf16"
+
+    @model_validator(mode="after")
+    def _whole_elements(self) -> AllReduceKernel:
+        if self.size_bytes % DTYPE_BYTES[self.dtype]:
+            raise ValueError(f"size_bytes={self.size_bytes} is not a whole number of {self.dtype} elements")
+        return self
+
+    def label(self) -> str:
+        return f"allreduce {size_label(self.size_bytes)} {self.dtype}"
+
+
+class AllGatherKernel(_Model):
+    """All-gather into a `size_bytes` output buffer on every GPU: each of the `device.world_size` GPUs
+    contributes size_bytes / world_size bytes (the convention of nccl-tests)."""
+
+    kind: Literal["allgather"] = "allgather"
+    size_bytes: PositiveInt = Field(description="bytes of the gathered output on every GPU (all ranks' inputs)")
+    dtype: Dtype = "bf16"
+
+    @model_validator(mode="after")
+    def _whole_elements(self) -> AllGatherKernel:
+        if self.size_bytes % DTYPE_BYTES[self.dtype]:
+            raise ValueError(f"size_bytes={self.size_bytes} is not a whole number of {self.dtype} elements")
+        return self
+
+    def label(self) -> str:
+        return f"allgather {size_label(self.size_bytes)} {self.dtype}"
+
+
+# Room for attention / user callables: add a model with its own `kind`.
+Kernel = Annotated[GemmKernel | GemvKernel | AllReduceKernel | AllGatherKernel, Field(discriminator="kind")]
+KERNEL_KINDS = ("gemm", "gemv", "allreduce", "allgather")
+COLLECTIVE_KINDS = ("allreduce", "allgather")
+
+
+def is_collective(kernel: Any) -> bool:
+    """Whether a kernel model (or its dict) is a collective across GPUs."""
+    kind = kernel.get("kind") if isinstance(kernel, dict) else getattr(kernel, "kind", None)
+    return kind in COLLECTIVE_KINDS
 
 
 class Predecessor(_Model):
@@ -79,6 +135,14 @@ class Scenario(_Model):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)]
     kernel: Kernel
     predecessor: Predecessor | None = None
+    run_policy: RunPolicy | None = Field(
+        None, description="per-scenario run policy: the fields given here override the sweep's run_policy"
+    )
+
+    @property
+    def has_collective(self) -> bool:
+        """Whether the kernel or its predecessor is a collective (needs device.world_size >= 2)."""
+        return is_collective(self.kernel) or (self.predecessor is not None and is_collective(self.predecessor.kernel))
 
 
 # --------------------------------------------------------------------------- device
@@ -106,7 +170,14 @@ class SimConfig(_Model):
 
 class DeviceConfig(_Model):
     backend: Literal["sim", "nvml", "amdsmi", "replay"] = "sim"
-    index: Annotated[int, Field(ge=0)] = 0
+    index: Annotated[int, Field(ge=0)] = Field(0, description="device index of rank 0; rank k uses index + k")
+    world_size: Annotated[int, Field(ge=1, le=64)] = Field(
+        1, description="GPUs (one process each) every scenario runs on in lockstep; collectives need >= 2"
+    )
+    dist_backend: Literal["nccl", "gloo"] | None = Field(
+        None,
+        description="torch.distributed backend when world_size > 1 (None: nccl on GPUs - RCCL on ROCm -, gloo on sim)",
+    )
     sim: SimConfig = SimConfig()
     replay_dir: str | None = Field(
         default=None, description="replay backend: folder holding raw/ and calibration raw data to replay"
@@ -166,6 +237,9 @@ class RunPolicy(_Model):
         return self
 
 
+Scenario.model_rebuild()
+
+
 class AnalysisConfig(_Model):
     bootstrap_reps: Annotated[int, Field(ge=100, le=100_000)] = 1000
     ci_level: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
@@ -196,6 +270,35 @@ class SweepConfig(_Model):
             seen.add(s.name)
         return scenarios
 
+    @model_validator(mode="after")
+    def _collectives_need_gpus(self) -> SweepConfig:
+        n = self.device.world_size
+        for i, s in enumerate(self.scenarios):
+            if s.has_collective and n < 2:
+                raise ValueError(
+                    f"scenario {s.name!r} (scenarios.{i}) runs a collective: device.world_size must be >= 2 "
+                    f"(it is {n})"
+                )
+            for part, k in (("kernel", s.kernel), ("predecessor", s.predecessor.kernel if s.predecessor else None)):
+                if k is not None and k.kind == "allgather" and k.size_bytes % (n * DTYPE_BYTES[k.dtype]):
+                    raise ValueError(
+                        f"scenarios.{i}.{part}: allgather size_bytes={k.size_bytes} must split into "
+                        f"device.world_size={n} whole {k.dtype} parts"
+                    )
+        if self.device.dist_backend == "gloo" and self.device.backend in ("nvml", "amdsmi"):
+            raise ValueError("device.dist_backend 'gloo' cannot run collectives on GPUs: use 'nccl' (or leave it out)")
+        if self.device.dist_backend == "nccl" and self.device.backend == "sim":
+            raise ValueError("device.dist_backend 'nccl' needs GPUs: the simulator runs its ranks over 'gloo'")
+        return self
+
+    def policy_for(self, name: str) -> RunPolicy:
+        """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top."""
+        own = self.scenario(name).run_policy
+        if own is None:
+            return self.run_policy
+        merged = {**self.run_policy.model_dump(), **own.model_dump(include=own.model_fields_set)}
+        return RunPolicy.model_validate(merged)
+
     def scenario(self, name: str) -> Scenario:
         for s in self.scenarios:
             if s.name == name:
@@ -222,10 +325,12 @@ def format_validation_error(err: ValidationError, data: Any) -> str:
     """One line per problem: `field = value: message`, naming the config path."""
     lines = []
     for e in err.errors():
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in ("gemm", "gemv")))
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in KERNEL_KINDS))
         value = e.get("input") if e["type"] != "missing" else None
         if e["type"] == "extra_forbidden":
             lines.append(f"{_loc(loc)}: unknown key (value {value!r})")
+        elif not loc:  # a model-level check: its message names the fields itself
+            lines.append(e["msg"].removeprefix("Value error, "))
         elif e["type"] == "missing":
             lines.append(f"{_loc(loc)}: required field is missing")
         else:

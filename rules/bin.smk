@@ -4,7 +4,7 @@ rule bin:
     output:
         f"{RESULTS}/binned/{{scenario}}.parquet",
     params:
-        margin=CFG.run_policy.margin,
+        margin=margin_param,
     log:
         f"{RESULTS}/logs/bin/{{scenario}}.log",
     run:

@@ -14,7 +14,7 @@ rule collect:
     params:
         device=device_params(),
         scenario=scenario_params,
-        policy=collect_policy_params(),
+        policy=collect_policy_params,
         seed=CFG.seed,
     log:
         f"{RESULTS}/logs/collect/{{scenario}}.log",

@@ -37,12 +37,17 @@ def device_params():
 
 
 def scenario_params(wildcards):
-    return CFG.scenario(wildcards.scenario).model_dump(mode="json")
+    # the run policy travels separately (merged with the sweep's): keep it out of the scenario's params
+    return CFG.scenario(wildcards.scenario).model_dump(mode="json", exclude={"run_policy"})
 
 
-def collect_policy_params():
+def collect_policy_params(wildcards):
     # the margin is an analysis parameter: changing it must not re-measure anything
-    return CFG.run_policy.model_dump(mode="json", exclude={"margin"})
+    return CFG.policy_for(wildcards.scenario).model_dump(mode="json", exclude={"margin"})
+
+
+def margin_param(wildcards):
+    return CFG.policy_for(wildcards.scenario).margin
 
 
 def raw_files(scenario):

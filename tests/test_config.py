@@ -64,3 +64,14 @@ def test_margin_is_not_a_collect_parameter() -> None:
     cfg = parse_config(tiny_config(margin=0.03))
     assert "margin" not in cfg.run_policy.model_dump(exclude={"margin"})
     assert cfg.run_policy.margin == 0.03
+
+
+def test_scenario_run_policy_overrides_only_its_fields() -> None:
+    data = tiny_config(margin=0.03)
+    data["scenarios"][0]["run_policy"] = {"sse_runs": 2000}
+    cfg = parse_config(data)
+    own = cfg.policy_for("cb-2k")
+    assert own.sse_runs == 2000 and own.margin == 0.03 and own.max_runs == 600
+    assert cfg.policy_for("cb-8k") == cfg.run_policy
+    data["scenarios"][0]["run_policy"] = {"margin": 0.8}
+    assert "scenarios.0.run_policy.margin = 0.8" in _bad(lambda d: d.update(data))

@@ -198,7 +198,9 @@ def open_device(device_cfg: Any, seed: int = 0) -> GPUDevice:
     if backend == "sim":
         from fingrav.device.sim import SimulatedGPU
 
-        return SimulatedGPU(device_cfg.sim, index=device_cfg.index, seed=seed)
+        return SimulatedGPU(
+            device_cfg.sim, index=device_cfg.index, seed=seed, world_size=getattr(device_cfg, "world_size", 1)
+        )
     if backend == "nvml":
         from fingrav.device.nvidia import NVMLDevice
 

@@ -82,15 +82,18 @@ class SimulatedGPU(GPUDevice):
         sim_cfg: preset name and overrides (`fingrav.config.SimConfig`).
         index: device index (only recorded and mixed into the random streams).
         seed: random seed; the same seed and the same sequence of calls give identical results.
+        world_size: GPUs of the group this one belongs to (collectives need >= 2; each rank runs its own
+            SimulatedGPU in its own process, see `fingrav.collect.distributed`).
     """
 
     backend = "sim"
 
-    def __init__(self, sim_cfg: SimConfig | None = None, index: int = 0, seed: int = 0) -> None:
+    def __init__(self, sim_cfg: SimConfig | None = None, index: int = 0, seed: int = 0, world_size: int = 1) -> None:
         self.sim_cfg = sim_cfg if sim_cfg is not None else SimConfig()
         self.preset: Preset = resolve_preset(self.sim_cfg)
         self.index = int(index)
         self.seed = int(seed)
+        self.world_size = int(world_size)
         p = self.preset
         preset_code = sum(ord(ch) for ch in p.name)
         ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
@@ -154,6 +157,7 @@ class SimulatedGPU(GPUDevice):
             "preset": self.preset.name,
             "index": self.index,
             "seed": self.seed,
+            "world_size": self.world_size,
             "channels": list(self._channels),
             "host_epoch_ns": self._host0,
             "overrides": self.sim_cfg.overrides.model_dump(exclude_none=True),
@@ -207,8 +211,9 @@ class SimulatedGPU(GPUDevice):
 
     # ------------------------------------------------------------------ work
     def prepare(self, kernel: Any) -> SimKernel:
-        """Model a `fingrav.config` GemmKernel / GemvKernel (no memory is allocated)."""
-        k = build_kernel(self.preset, kernel)
+        """Model a `fingrav.config` GemmKernel / GemvKernel / AllReduceKernel / AllGatherKernel (no memory
+        is allocated; a collective is modelled over `world_size` GPUs)."""
+        k = build_kernel(self.preset, kernel, self.world_size)
         self._kernels[k.label] = k
         return k
 

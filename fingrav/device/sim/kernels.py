@@ -9,6 +9,11 @@ Power: per component, plateau excess over idle (mW) = floor + compute * u_c ** g
 gamma_c = 0.3 makes compute power strongly sublinear in utilization (no power proportionality).
 A kernel whose steady cycle-mean total power would exceed the preset's cap target is "heavy": the
 limiter pulls it down to `limiter_level` (fraction L of its clock-sensitive excess) after a while.
+
+Collectives (all-reduce, all-gather over `world_size` GPUs): latency + bandwidth time model and
+traffic-driven power (`presets.CollectiveSpec`); u_compute = 0, u_memory = the bus utilization. Each
+simulated GPU models its own side of the collective from that model alone: the ranks' virtual clocks are
+independent (nothing makes one rank wait for another).
 """
 
 from __future__ import annotations
@@ -54,6 +59,49 @@ class SimKernel(KernelHandle):
         return f"SimKernel({self.label!r}, {self.base_ns / US:.1f} us)"
 
 
+def collective_time_ns(preset: Preset, kind: str, size_bytes: float, world_size: int) -> tuple[float, float]:
+    """(nominal time ns, bus-transfer time ns) of a ring collective of `size_bytes` over `world_size` GPUs:
+    latency + step latency x steps + factor x size / bus bandwidth (`presets.CollectiveSpec`)."""
+    n = int(world_size)
+    if n < 2:
+        raise DeviceError(f"a {kind} needs at least 2 GPUs (world_size={n})")
+    spec = preset.collective
+    if kind == "allreduce":
+        factor, steps = 2.0 * (n - 1) / n, 2 * (n - 1)
+    elif kind == "allgather":
+        factor, steps = (n - 1) / n, n - 1
+    else:
+        raise DeviceError(f"not a collective: {kind!r}")
+    transfer = factor * float(size_bytes) / spec.bus_bw_bytes_s(n) * 1e9
+    return spec.latency_ns + spec.step_latency_ns * steps + transfer, transfer
+
+
+def _build_collective(preset: Preset, kernel: Any, world_size: int) -> SimKernel:
+    kind, size, dtype = str(kernel.kind), int(kernel.size_bytes), str(kernel.dtype)
+    if dtype not in DTYPE_BYTES:
+        raise DeviceError(f"the simulated {preset.name} has no dtype {dtype!r}")
+    base_ns, transfer_ns = collective_time_ns(preset, kind, size, world_size)
+    u_bus = transfer_ns / base_ns
+    spec = preset.collective
+    plateau = np.asarray(spec.base_mw, dtype=np.float64) + np.asarray(spec.traffic_mw, dtype=np.float64) * u_bus
+    n = int(world_size)
+    elements = size / DTYPE_BYTES[dtype]
+    if kind == "allreduce":
+        plateau = plateau + np.asarray(spec.reduce_mw, dtype=np.float64) * u_bus
+        flops, nbytes = elements * (n - 1) / n, 2.0 * (n - 1) / n * size
+    else:
+        flops, nbytes = 0.0, (n - 1) / n * size
+    label = kernel.label() if hasattr(kernel, "label") else f"{kind} {size}B {dtype}"
+    sk = SimKernel(
+        label=label, preset=preset.name, kind=kind, flops=flops, bytes=nbytes, base_ns=base_ns, u_compute=0.0,
+        u_memory=u_bus, plateau_mw=plateau, shape=preset.shapes[kind], heavy=False, limiter_level=1.0,
+    )
+    idle_total = sum(c.idle_mw for c in preset.components)
+    logger.debug("sim %s: %s over %d GPUs %.2f us, u_bus %.3f, plateau %.0f W", preset.name, label, n,
+                 base_ns / US, u_bus, (plateau.sum() + idle_total) / W)
+    return sk
+
+
 def _dims(kernel: Any) -> tuple[str, int, int, int, str]:
     kind = getattr(kernel, "kind", None)
     if kind == "gemm":
@@ -77,8 +125,11 @@ def cycle_mean_excess(
     return energy / (dur_ns + gap_ns)
 
 
-def build_kernel(preset: Preset, kernel: Any) -> SimKernel:
-    """Model a `fingrav.config` kernel (GemmKernel / GemvKernel) on `preset`."""
+def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
+    """Model a `fingrav.config` kernel (GemmKernel / GemvKernel, or AllReduceKernel / AllGatherKernel over
+    `world_size` GPUs) on `preset`."""
+    if getattr(kernel, "kind", None) in ("allreduce", "allgather"):
+        return _build_collective(preset, kernel, world_size)
     kind, m, n, k, dtype = _dims(kernel)
     if dtype not in DTYPE_BYTES or dtype not in preset.peak_flops:
         raise DeviceError(f"the simulated {preset.name} has no dtype {dtype!r}")

@@ -84,6 +84,32 @@ class KernelShape:
 
 
 @dataclass(frozen=True)
+class CollectiveSpec:
+    """Collectives across GPUs (ring algorithm), as seen by one GPU of the group.
+
+    Time (ns) = latency_ns + step_latency_ns * steps + factor * size / bus_bw, with factor = 2(n-1)/n
+    and steps = 2(n-1) for all-reduce, factor = (n-1)/n and steps = n-1 for all-gather (n GPUs, size =
+    the all-reduced buffer / the gathered output), bus_bw = min(peer_bw_bytes_s * (n-1), max_bus_bw_bytes_s)
+    (NVSwitch: the same for any n; a fully connected mesh of links: grows with the peers).
+    Power: plateau excess per component (mW, preset component order) = base_mw + traffic_mw * u_bus
+    (+ reduce_mw * u_bus for all-reduce: the reduction arithmetic and its extra HBM traffic), with
+    u_bus = (factor * size / bus_bw) / time: the fraction of the execution spent moving data at full bus
+    bandwidth (~0 for latency-bound, ~1 for bandwidth-bound collectives)."""
+
+    peer_bw_bytes_s: float
+    max_bus_bw_bytes_s: float
+    latency_ns: float
+    step_latency_ns: float
+    base_mw: tuple[float, ...]
+    traffic_mw: tuple[float, ...]
+    reduce_mw: tuple[float, ...]
+
+    def bus_bw_bytes_s(self, world_size: int) -> float:
+        """Bus bandwidth (bytes/s) of a group of `world_size` GPUs."""
+        return min(self.peer_bw_bytes_s * max(world_size - 1, 1), self.max_bus_bw_bytes_s)
+
+
+@dataclass(frozen=True)
 class Preset:
     """Every parameter of one simulated GPU model (see the field comments for units)."""
 
@@ -139,6 +165,8 @@ class Preset:
     sensors: tuple[SensorSpec, ...]
     energy_period_ns: float  # the energy counter changes this often
     energy_resolution_mj: float  # and in steps of this
+    # -- collectives across GPUs (all-reduce, all-gather)
+    collective: CollectiveSpec
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -149,6 +177,8 @@ class Preset:
 
 _GEMM_SHAPE = KernelShape(ramp_frac=0.05, tail_frac=0.10, tail_level=0.6)
 _GEMV_SHAPE = KernelShape(ramp_frac=0.10, tail_frac=0.10, tail_level=0.7)
+_COLLECTIVE_SHAPE = KernelShape(ramp_frac=0.05, tail_frac=0.05, tail_level=0.8)
+_SHAPES = {"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE, "allreduce": _COLLECTIVE_SHAPE, "allgather": _COLLECTIVE_SHAPE}
 
 MI300X = Preset(
     name="mi300x",
@@ -169,7 +199,7 @@ MI300X = Preset(
         ComponentSpec("other", False, 30 * W, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     ),
     channels=("total", "xcd", "iod", "hbm"),
-    shapes={"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE},
+    shapes=dict(_SHAPES),
     cap_mw=750 * W,
     cap_target_mw=740 * W,
     clock_idle_level=0.6,
@@ -215,6 +245,17 @@ MI300X = Preset(
     ),
     energy_period_ns=1.0 * MS,
     energy_resolution_mj=0.015259,
+    # fully connected xGMI links (64 GB/s per direction each; RCCL reaches ~48 GB/s bus bandwidth per
+    # peer), the Infinity Fabric in the IOD carries the traffic
+    collective=CollectiveSpec(
+        peer_bw_bytes_s=48e9,
+        max_bus_bw_bytes_s=330e9,
+        latency_ns=10.0 * US,
+        step_latency_ns=2.0 * US,
+        base_mw=(35 * W, 20 * W, 3 * W, 0.0),
+        traffic_mw=(40 * W, 80 * W, 50 * W, 0.0),
+        reduce_mw=(35 * W, 5 * W, 10 * W, 0.0),
+    ),
 )
 
 H200 = Preset(
@@ -234,7 +275,7 @@ H200 = Preset(
         ComponentSpec("memory", True, 40.5 * W, 2 * W, 3 * W, 0.0, 95 * W, 2.5 * W, 0.1),
     ),
     channels=("total", "memory"),
-    shapes={"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE},
+    shapes=dict(_SHAPES),
     cap_mw=700 * W,
     cap_target_mw=690 * W,
     clock_idle_level=0.55,
@@ -292,6 +333,17 @@ H200 = Preset(
     ),
     energy_period_ns=100.0 * MS,
     energy_resolution_mj=1.0,
+    # NVLink 4 through NVSwitch (450 GB/s per direction; NCCL ring all-reduce without NVLS reaches
+    # ~360 GB/s bus bandwidth whatever the GPU count); plausible values, not measurements
+    collective=CollectiveSpec(
+        peer_bw_bytes_s=360e9,
+        max_bus_bw_bytes_s=360e9,
+        latency_ns=6.0 * US,
+        step_latency_ns=1.5 * US,
+        base_mw=(60 * W, 3 * W),
+        traffic_mw=(120 * W, 45 * W),
+        reduce_mw=(40 * W, 10 * W),
+    ),
 )
 
 PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
@@ -416,4 +468,13 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             for s in p.sensors
         },
         "energy_counter": {"period_ms": p.energy_period_ns / MS, "resolution_mj": p.energy_resolution_mj},
+        "collective": {
+            "peer_bw_gb_s": p.collective.peer_bw_bytes_s / 1e9,
+            "max_bus_bw_gb_s": p.collective.max_bus_bw_bytes_s / 1e9,
+            "latency_us": p.collective.latency_ns / US,
+            "step_latency_us": p.collective.step_latency_ns / US,
+            "base_excess_w": {c.name: v / W for c, v in zip(p.components, p.collective.base_mw, strict=True)},
+            "traffic_excess_w": {c.name: v / W for c, v in zip(p.components, p.collective.traffic_mw, strict=True)},
+            "reduce_excess_w": {c.name: v / W for c, v in zip(p.components, p.collective.reduce_mw, strict=True)},
+        },
     }

@@ -32,6 +32,22 @@ preallocated output (``torch.matmul(..., out=...)``). When one input set is smal
 allocated (enough to cover that footprint, within a quarter of free memory, at most 64) and executions
 rotate through them, so that no execution finds its inputs in L2 left by the previous one.
 
+Collectives (all-reduce, all-gather across GPUs; one process per GPU)
+--------------------------------------------------------------------
+``prepare`` of a ``fingrav.config`` AllReduceKernel / AllGatherKernel needs ``torch.distributed`` already
+initialized by the caller (``fingrav.collect.distributed``: NCCL, RCCL on ROCm) with this device as the
+process's current device, and must be called on every rank in the same order (it runs one warm-up
+collective). All-reduce: in place on a random ``size_bytes`` buffer (``ReduceOp.AVG`` on NCCL so that
+repeated executions stay finite, SUM elsewhere); all-gather: ``all_gather_into_tensor`` of a random
+``size_bytes / world_size`` input into a ``size_bytes`` output. Each execution is bracketed by the same
+two stamps as a GEMM, on this device's stream: the NCCL kernel runs on NCCL's internal stream, which waits
+for the first stamp, and the second stamp waits for the collective's end (the work is synchronous,
+``async_op=False``), so an execution's duration includes the two cross-stream event waits (a few us).
+Collectives are launched as plain stream launches unless ``collective_graphs`` (env
+``FINGRAV_COLLECTIVE_GRAPHS=1``) asks to capture them in CUDA graphs too: a latency-bound collective is
+then limited by the host's launch rate (~10-20 us per collective call), noted in ``describe()``.
+THIS PATH HAS NOT RUN ON GPUS YET (written without GPU access; tested only against a fake torch).
+
 Vendor hooks (override in a subclass; the AMD backend plugs ``s_memrealtime`` in here)
 -------------------------------------------------------------------------------------
 ``_make_stamper`` and ``_make_spinner`` are called from ``TorchGPUDevice.__init__`` (torch is set up,
@@ -57,6 +73,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -146,7 +163,37 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
         m, k = int(kernel.m), int(kernel.k)
         return {"kind": kind, "dtype": dtype, "a": (m, k), "b": (k,), "out": (m,), "flops": 2 * m * k,
                 "set_bytes": (m * k + k) * e, "bytes": (m * k + k + m) * e}
-    raise DeviceError(f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv)")
+    if kind in COLLECTIVE_KINDS:
+        return collective_sizes(kernel, 1)
+    raise DeviceError(f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv, allreduce, allgather)")
+
+
+COLLECTIVE_KINDS = ("allreduce", "allgather")
+
+
+def collective_sizes(kernel: Any, world_size: int) -> dict[str, Any]:
+    """Buffer shapes (elements) and bytes of a `fingrav.config` AllReduceKernel / AllGatherKernel on a group
+    of `world_size` GPUs: all-reduce reduces a `size_bytes` buffer in place; all-gather gathers
+    size_bytes / world_size bytes from every rank into a `size_bytes` output."""
+    kind = getattr(kernel, "kind", None)
+    dtype = getattr(kernel, "dtype", "bf16")
+    if kind not in COLLECTIVE_KINDS:
+        raise DeviceError(f"not a collective: kind {kind!r}")
+    if dtype not in ELEMENT_BYTES:
+        raise DeviceError(f"unsupported dtype {dtype!r} (one of {sorted(ELEMENT_BYTES)})")
+    e = ELEMENT_BYTES[dtype]
+    size = int(kernel.size_bytes)
+    n = max(1, int(world_size))
+    if size % e:
+        raise DeviceError(f"{kind}: size_bytes={size} is not a whole number of {dtype} elements")
+    elements = size // e
+    if kind == "allreduce":
+        return {"kind": kind, "dtype": dtype, "a": (elements,), "b": None, "out": (elements,), "flops": 0,
+                "set_bytes": size, "bytes": size, "world_size": n}
+    if elements % n:
+        raise DeviceError(f"allgather: {elements} elements do not split into {n} equal parts")
+    return {"kind": kind, "dtype": dtype, "a": (elements // n,), "b": None, "out": (elements,), "flops": 0,
+            "set_bytes": size // n, "bytes": size, "world_size": n}
 
 
 # --------------------------------------------------------------------------- hooks' protocols
@@ -186,6 +233,19 @@ class TorchKernel(KernelHandle):
         """Enqueue execution `i` (input set i % n_sets) on the current stream."""
         a, b = self.sets[i % len(self.sets)]
         self.matmul(a, b, out=self.out)
+
+
+@dataclass(eq=False)
+class TorchCollective(TorchKernel):
+    """A prepared all-reduce / all-gather over torch.distributed: one buffer set (`sets[0]` = (input,
+    None); `out` = the all-gather output, the input itself for all-reduce). `collective(input, out)`
+    enqueues one collective on the current stream (synchronous work: the stream waits for its end)."""
+
+    collective: Any = None
+
+    def launch(self, i: int) -> None:
+        """Enqueue one collective (every execution uses the same buffers)."""
+        self.collective(self.sets[0][0], self.out)
 
 
 class TorchGPUDevice(GPUDevice):
@@ -236,6 +296,7 @@ class TorchGPUDevice(GPUDevice):
             self._stamper: Stamper = self._make_stamper()
             self._spinner: Spinner = self._make_spinner()
         self._series_graphs: dict[tuple[int, int], Any] = {}
+        self.collective_graphs = os.environ.get("FINGRAV_COLLECTIVE_GRAPHS", "0") == "1"
         logger.info("torch device %d: %s, %d SMs, L2 %.0f MB, stamps by %s, %s launches", self.index,
                     self.props.name, self.props.multi_processor_count, self.l2_bytes / 2**20,
                     self._stamper.name, self.launch_mode)
@@ -316,6 +377,7 @@ class TorchGPUDevice(GPUDevice):
             "spin_kernel": self._spinner.name,
             "launch_mode": self.launch_mode,
             "l2_rotation_factor": self.l2_rotation_factor,
+            "collective_launch_mode": "graph" if self.collective_graphs and self.launch_mode == "graph" else "stream",
             "allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         }
 
@@ -361,6 +423,8 @@ class TorchGPUDevice(GPUDevice):
         """Allocate a GEMM/GEMV (fingrav.config.GemmKernel / GemvKernel) in its dtype: random inputs,
         rotated input sets when one set would sit in L2, a preallocated output; warm it up (cuBLAS
         heuristics, workspaces) with one execution per set."""
+        if getattr(kernel, "kind", None) in COLLECTIVE_KINDS:
+            return self._prepare_collective(kernel)
         torch = self._torch
         sz = kernel_sizes(kernel)
         dtype = getattr(torch, DTYPES[sz["dtype"]])
@@ -386,6 +450,48 @@ class TorchGPUDevice(GPUDevice):
         self._stream.synchronize()
         logger.info("prepared %s: %d input set(s) of %.1f MB (L2 %.0f MB), graph chunk %d", label, n_sets,
                     sz["set_bytes"] / 2**20, self.l2_bytes / 2**20, handle.chunk)
+        return handle
+
+    def _prepare_collective(self, kernel: Any) -> TorchCollective:
+        """Allocate an all-reduce / all-gather over the initialized default process group (module
+        docstring, "Collectives"); run one warm-up collective (every rank must call this in the same
+        order). NOT RUN ON GPUS YET."""
+        torch = self._torch
+        dist = getattr(torch, "distributed", None)
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            raise DeviceError(
+                f"{kernel.label()}: a collective needs torch.distributed initialized with one process per GPU "
+                "(device.world_size >= 2 runs it through fingrav.collect.distributed)"
+            )
+        world = int(dist.get_world_size())
+        if world < 2:
+            raise DeviceError(f"{kernel.label()}: a collective needs at least 2 ranks (world size {world})")
+        backend = str(dist.get_backend())
+        sz = collective_sizes(kernel, world)
+        dtype = getattr(torch, DTYPES[sz["dtype"]])
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
+        self._n_prepared += 1
+        with self._on_stream():
+            inp = torch.randn(sz["a"], generator=gen, device=self.device, dtype=torch.float32).to(dtype)
+            out = inp if sz["kind"] == "allreduce" else torch.empty(sz["out"], device=self.device, dtype=dtype)
+        if sz["kind"] == "allreduce":
+            op = dist.ReduceOp.AVG if backend == "nccl" else dist.ReduceOp.SUM
+
+            def collective(a: Any, _out: Any) -> None:
+                dist.all_reduce(a, op=op)
+        else:
+
+            def collective(a: Any, o: Any) -> None:
+                dist.all_gather_into_tensor(o, a)
+
+        handle = TorchCollective(label=kernel.label(), kernel=kernel, sizes=sz, sets=[(inp, None)], out=out,
+                                 chunk=GRAPH_CHUNK, owner=id(self), matmul=None, collective=collective)
+        with self._on_stream():
+            handle.launch(0)
+        self._stream.synchronize()
+        logger.info("prepared %s over %d ranks (%s): %.1f MB per rank in, %.1f MB out", handle.label, world,
+                    backend, sz["set_bytes"] / 2**20, sz["bytes"] / 2**20)
         return handle
 
     def _check_handle(self, handle: Any) -> TorchKernel:
@@ -441,6 +547,8 @@ class TorchGPUDevice(GPUDevice):
                 plan.append([handle, size, offset, None])
         if self.launch_mode == "graph":
             for piece in plan:
+                if isinstance(piece[0], TorchCollective) and not self.collective_graphs:
+                    continue  # collectives: stream launches unless asked (module docstring)
                 piece[3] = self._graph(piece[0], piece[1], piece[2], stamped)
                 if self.launch_mode != "graph":
                     for p in plan:

@@ -67,6 +67,8 @@ def run_calibrate(
     device_cfg = DeviceConfig.model_validate(device_params)
     cal_cfg = CalibrationConfig.model_validate(calibration_params)
     raw_dir = Path(raw_dir)
+    if device_cfg.world_size > 1:
+        return _calibrate_ranks(device_cfg, cal_cfg, seed, Path(out_json), raw_dir)
     if device_cfg.backend == "replay":
         src = _replay_source(device_cfg, "raw", "calibration")
         raw_dir.mkdir(parents=True, exist_ok=True)
@@ -80,6 +82,31 @@ def run_calibrate(
             result = calibrate(dev, cal_cfg, seed, raw_dir)
     rawio.write_json(out_json, result)
     return result
+
+
+def _calibrate_ranks(
+    device_cfg: DeviceConfig, cal_cfg: CalibrationConfig, seed: int, out_json: Path, raw_dir: Path
+) -> dict[str, Any]:
+    """Every rank's calibration (`fingrav.ranks` layout); returns rank 0's."""
+    from fingrav.collect.calibrate import analyze_calibration
+    from fingrav.ranks import rank_calibration_json, rank_name, rank_raw_dir
+
+    if device_cfg.backend != "replay":
+        from fingrav.collect.distributed import calibrate_ranks
+
+        return calibrate_ranks(device_cfg, cal_cfg, seed, out_json, raw_dir)[0]
+    results = []
+    for rank in range(device_cfg.world_size):
+        parts = ("raw", "calibration") + ((rank_name(rank),) if rank else ())
+        src = _replay_source(device_cfg, *parts)
+        dst = rank_raw_dir(raw_dir, rank)
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in rawio.CALIBRATION_RAW_FILES:
+            shutil.copyfile(src / name, dst / name)
+        result = analyze_calibration(dst, cal_cfg)
+        rawio.write_json(rank_calibration_json(out_json, rank), result)
+        results.append(result)
+    return results[0]
 
 
 def run_collect(
@@ -98,12 +125,21 @@ def run_collect(
     scenario = Scenario.model_validate(scenario_params)
     raw_dir = Path(raw_dir)
     if device_cfg.backend == "replay":
-        src = _replay_source(device_cfg, "raw", scenario.name)
-        raw_dir.mkdir(parents=True, exist_ok=True)
-        for name in rawio.SCENARIO_FILES:
-            shutil.copyfile(src / name, raw_dir / name)
+        from fingrav.ranks import rank_name, rank_raw_dir
+
+        for rank in range(device_cfg.world_size):  # rank k >= 1: raw/<scenario>/rank<k>/
+            src = _replay_source(device_cfg, "raw", scenario.name, *((rank_name(rank),) if rank else ()))
+            dst = rank_raw_dir(raw_dir, rank)
+            dst.mkdir(parents=True, exist_ok=True)
+            for name in rawio.SCENARIO_FILES:
+                shutil.copyfile(src / name, dst / name)
         return
     policy = RunPolicy.model_validate(policy_params)
+    if device_cfg.world_size > 1:
+        from fingrav.collect.distributed import collect_distributed
+
+        collect_distributed(device_cfg, scenario, policy, calibration_json, seed, raw_dir, truth_path)
+        return
     calibration = rawio.read_json(calibration_json)
     from fingrav.device.common import open_device
 

@@ -2,6 +2,13 @@
 
 GPU-side module (numpy + pyarrow + stdlib). Host-side bookkeeping happens only between runs, never
 between the executions of a run.
+
+Several GPUs (device.world_size > 1, `fingrav.collect.distributed`): every rank calls `collect_scenario`
+on its own device with the same scenario, policy and seed and a `Lockstep` that keeps the ranks in step:
+a barrier before every run; rank 0's timing decides the probe length and rank 0 makes the plan (from
+its timing and the most conservative probe of all ranks) and broadcasts it, so every rank issues exactly
+the same executions (unequal counts would hang NCCL); delays and run kinds come from the shared seed.
+With the default `Solo` (one GPU) all of this is a no-op and the collection is what it always was.
 """
 
 from __future__ import annotations
@@ -10,8 +17,9 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,12 +27,69 @@ from fingrav import rawio
 from fingrav.collect.plan import CollectionPlan, ProbeResult, analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, config_hash
 from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.errors import DeviceError
 from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
 
 CLOCK_BURST = 50
 PROGRESS_EVERY_S = 10.0
+
+
+class Lockstep(Protocol):
+    """How the ranks of a multi-GPU collection stay in step (implemented over torch.distributed by
+    `fingrav.collect.distributed`). Every method is collective: all ranks call it, in the same order."""
+
+    rank: int
+    world_size: int
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here."""
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` (picklable), on every rank."""
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order, on every rank."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able identity (rank, world size, backend) for provenance."""
+
+
+class Solo:
+    """The one-GPU `Lockstep`: nothing to wait for, nothing to exchange."""
+
+    rank = 0
+    world_size = 1
+
+    def barrier(self) -> None:
+        """Nothing to wait for."""
+
+    def broadcast(self, obj: Any) -> Any:
+        """`obj` itself."""
+        return obj
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """[`obj`]."""
+        return [obj]
+
+    def describe(self) -> dict[str, Any]:
+        """{"rank": 0, "world_size": 1}."""
+        return {"rank": 0, "world_size": 1}
+
+
+def merge_probes(probes: list[ProbeResult]) -> ProbeResult:
+    """The most conservative stability probe of several ranks, for a plan every rank follows: the latest
+    t_stable and t_recover, settled only when every rank settled; levels are rank 0's. One probe: itself."""
+    if len(probes) == 1:
+        return probes[0]
+    first = probes[0]
+    return replace(
+        first,
+        t_stable_ns=max(p.t_stable_ns for p in probes),
+        t_recover_ns=max(p.t_recover_ns for p in probes),
+        settled=all(p.settled for p in probes),
+    )
 
 
 def _subset(rec: ExecRecords, mask: np.ndarray) -> ExecRecords:
@@ -47,13 +112,15 @@ def sensor_for_planning(calibration: dict[str, Any]) -> dict[str, int]:
 class _Recorder:
     """Accumulates the raw tables of one scenario in memory (numpy parts, concatenated at the end)."""
 
-    def __init__(self, device: GPUDevice) -> None:
+    def __init__(self, device: GPUDevice, sync: Lockstep | None = None) -> None:
         self.device = device
+        self.sync: Lockstep = sync if sync is not None else Solo()
         self.runs: list[tuple[int, str, int, int, int, float | None, float | None]] = []
         self.execs: list[tuple[int, ExecRecords, np.ndarray]] = []
         self.clock: list[tuple[ClockReads, str, int]] = []
         self.truth: list[tuple[int, ExecRecords, np.ndarray, dict[str, dict[str, np.ndarray]]]] = []
         self.samples: list[PowerSamples] = []
+        self.issued = 0  # executions launched (stored or not)
 
     def run(
         self,
@@ -68,14 +135,17 @@ class _Recorder:
     ) -> ExecRecords:
         """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
         ("pred" | "main"). `store` / `truth_rows` select (boolean mask over the records, given the records and
-        their segment names) the executions whose stamps / ground truth are kept (default: all)."""
+        their segment names) the executions whose stamps / ground truth are kept (default: all).
+        Every rank waits for the others first (a no-op on one GPU)."""
         dev = self.device
+        self.sync.barrier()
         if idle_ns + delay_ns > 0:
             dev.sleep_ns(idle_ns + delay_ns)
         e0 = dev.energy_mj()
         reads = dev.read_gpu_clock(1)  # METHOD.md step 2: a GPU timestamp right before the executions
         host_start = int(reads.host_after_ns[-1])
         rec = dev.execute(segments)
+        self.issued += len(rec)
         e1 = dev.energy_mj()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
@@ -166,6 +236,7 @@ def collect_scenario(
     seed: int,
     raw_dir: str | Path,
     truth_path: str | Path | None = None,
+    sync: Lockstep | None = None,
 ) -> CollectionPlan:
     """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
 
@@ -175,7 +246,12 @@ def collect_scenario(
     4. optionally a reference run (back to back for reference_ms);
     5. SSE and SSP runs, shuffled: idle + random delay in [0, sensor period), a GPU-clock read,
        [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs).
+
+    sync: several GPUs in lockstep (module docstring); `seed` must then be the same on every rank. None:
+    one GPU. Returns the plan every rank followed (rank 0's).
     """
+    sync = sync if sync is not None else Solo()
+    multi = sync.world_size > 1
     raw_dir = Path(raw_dir)
     rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
     sensor = sensor_for_planning(calibration)
@@ -183,7 +259,7 @@ def collect_scenario(
     main = device.prepare(scenario.kernel)
     pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
     names = ["pred", "main"] if pred is not None else ["main"]
-    rec = _Recorder(device)
+    rec = _Recorder(device, sync)
     wall0 = time.perf_counter()
 
     def segments(n_main: int) -> list:
@@ -202,6 +278,9 @@ def collect_scenario(
     starts = r.gpu_start_ns[policy.warmups :]
     cycle = int(np.median(np.diff(starts))) if len(starts) > 1 else exec_time
     logger.info("%s: %s takes %.1f us (cycle %.1f us)", scenario.name, main.label, exec_time / 1e3, cycle / 1e3)
+    local_timing = {"exec_time_ns": exec_time, "cycle_ns": cycle}
+    # several GPUs: rank 0's timing decides every count from here on (never each rank's own clock)
+    exec_time, cycle = sync.broadcast((exec_time, cycle))
 
     # 2. stability probe: back to back for probe_ms (METHOD.md step 4)
     n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle, 1))))
@@ -212,8 +291,10 @@ def collect_scenario(
     rec.samples.append(device.drain_samples())
     probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle, cycle)
 
-    # 3. plan
-    plan = make_plan(exec_time, cycle, sensor, probe, policy, scenario.predecessor.count if pred else 0)
+    # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
+    probes = sync.all_gather(probe)
+    plan = make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, scenario.predecessor.count if pred else 0)
+    plan = sync.broadcast(plan)
     logger.info(
         "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, "
         "margin %.0f %%%s",
@@ -273,6 +354,18 @@ def collect_scenario(
     device.sleep_ns(settle)
     rec.burst()
     rec.samples.append(device.stop_sampling())
+    extra: dict[str, Any] = {}
+    if multi:
+        counts = sync.all_gather((len(rec.runs), rec.issued))
+        if len(set(counts)) != 1:
+            raise DeviceError(f"{scenario.name}: ranks issued unequal (runs, executions): {counts}")
+        extra = {
+            "distributed": sync.describe(),
+            "rank": sync.rank,
+            "world_size": sync.world_size,
+            "rank_local": {**local_timing, "probe": probe.to_dict()},
+            "probes_by_rank": [p.to_dict() for p in probes],
+        }
 
     meta = provenance(
         device.describe(),
@@ -281,9 +374,10 @@ def collect_scenario(
         ),
         scenario=scenario.model_dump(mode="json"),
         stage="collect",
+        **({"distributed": extra["distributed"]} if multi else {}),
     )
     rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
-    rawio.write_json(raw_dir / "plan.json", {**plan.to_dict(), "provenance": meta})
+    rawio.write_json(raw_dir / "plan.json", {**plan.to_dict(), **extra, "provenance": meta})
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 

@@ -8,6 +8,7 @@ configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
+include: "rules/ranks.smk"
 include: "rules/calibrate.smk"
 include: "rules/collect.smk"
 include: "rules/bin.smk"

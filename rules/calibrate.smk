@@ -2,6 +2,8 @@ rule calibrate:
     output:
         json=f"{RESULTS}/calibration.json",
         raw=multiext(f"{RESULTS}/raw/calibration/", "clock.parquet", "steps.parquet", "samples.parquet"),
+        ranks=rank_calibration_jsons(),  # device.world_size > 1: ranks k >= 1 (rules/ranks.smk)
+        ranks_raw=rank_calibration_raw(),
     params:
         device=device_params(),
         calibration=CFG.calibration.model_dump(mode="json"),

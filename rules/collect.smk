@@ -1,6 +1,7 @@
 rule collect:
     input:
         calibration=f"{RESULTS}/calibration.json",
+        rank_calibrations=rank_calibration_jsons(),
     output:
         raw=multiext(
             f"{RESULTS}/raw/{{scenario}}/",
@@ -11,6 +12,8 @@ rule collect:
             "plan.json",
         ),
         truth=truth_file("{scenario}"),
+        ranks=all_rank_raw_files("{scenario}"),  # device.world_size > 1: ranks k >= 1 (rules/ranks.smk)
+        rank_truth=all_rank_truth_files("{scenario}"),
     params:
         device=device_params(),
         scenario=scenario_params,

@@ -33,7 +33,12 @@ wildcard_constraints:
 
 
 def device_params():
-    return CFG.device.model_dump(mode="json")
+    d = CFG.device.model_dump(mode="json")
+    # multi-GPU fields left out at their defaults: one-GPU sweeps keep their params (no re-measuring)
+    for key, default in (("world_size", 1), ("dist_backend", None)):
+        if d.get(key) == default:
+            d.pop(key, None)
+    return d
 
 
 def scenario_params(wildcards):

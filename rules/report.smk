@@ -4,6 +4,7 @@ rule report:
         lois=expand(f"{RESULTS}/profiles/{{scenario}}/lois.parquet", scenario=SCENARIOS),
         calibration=f"{RESULTS}/calibration.json",
         binned=expand(f"{RESULTS}/binned/{{scenario}}.parquet", scenario=SCENARIOS),
+        combined=combined_outputs(),  # device.world_size > 1 (rules/ranks.smk)
     output:
         csv=f"{RESULTS}/summary.csv",
         html=f"{RESULTS}/report/index.html",

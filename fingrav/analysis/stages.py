@@ -121,8 +121,10 @@ def run_differentiate(
     out_dir: str | Path,
     provenance: Mapping[str, Any] | None = None,
     max_clock_residual_us: float | None = None,
+    scenario: str | None = None,
 ) -> dict[str, Any]:
-    """Differentiate stage: read the raw files of one scenario (`raw_dir`, named after the scenario),
+    """Differentiate stage: read the raw files of one scenario (`raw_dir`, named after the scenario unless
+    `scenario` names it: rank k of a multi-GPU sweep reads raw/<scenario>/rank<k>/),
     the binned parquet, calibration.json and the truth parquet (simulator; None otherwise); write
     `out_dir`/lois.parquet and `out_dir`/summary.json. Returns the summary dict.
 
@@ -163,7 +165,7 @@ def run_differentiate(
         scenario_sensor(calibration, plan),
         analysis_cfg,
         truth,
-        scenario=raw.name,
+        scenario=scenario or raw.name,
         backend=str(backend) if backend is not None else None,
         gaps=samples_meta.get("gaps") or (),
         max_clock_residual_us=max_clock_residual_us,

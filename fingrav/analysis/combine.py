@@ -1,0 +1,272 @@
+"""Several GPUs (device.world_size > 1): per-GPU numbers and the combined power of all GPUs of a scenario.
+
+Every rank is analyzed on its own by the unchanged bin and differentiate stages (`fingrav.ranks` layout:
+rank 0 in profiles/<scenario>/, rank k in profiles/<scenario>/rank<k>/). This module reads those
+summaries and LOIs and writes profiles/<scenario>/combined.json:
+
+* ``ranks``: one entry per GPU (SSP power with CI, per channel, execution time, energy, validity, flags,
+  truth on the simulator);
+* ``combined``: the sum over GPUs. SSP power per channel = sum of the ranks' SSP means; its CI comes from a
+  *joint* cluster bootstrap over runs: the ranks ran the same runs in lockstep (same run ids, same
+  delays), so one resampling of the run ids is applied to every rank at once (a run that is not golden on
+  a rank contributes nothing to that rank), which keeps the correlation between GPUs. The combined profile
+  is the sum of the ranks' polynomial fits (same TOI fraction axis). Energy per execution = sum of the
+  ranks' energies, with the conservative CI [sum of the lower bounds, sum of the upper bounds];
+* ``row``: the columns the report adds to summary.csv (`combined_*`, `rank<k>_*`, `world_size`; the
+  contract columns describe rank 0).
+
+Units: W (`_w`), mJ (`_mj`), µs (`_us`); internal arrays mW.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fingrav import rawio
+from fingrav.analysis._common import TOTAL
+from fingrav.analysis.profiles import ClusterBootstrap
+from fingrav.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+CI_METHOD = "joint cluster bootstrap over the runs all GPUs ran in lockstep (golden SSP runs of any GPU)"
+ENERGY_CI_METHOD = "sum of the per-GPU CI bounds (conservative)"
+
+
+def rank_profile_dir(sweep_dir: str | Path, scenario: str, rank: int) -> Path:
+    """profiles/<scenario>/ for rank 0, profiles/<scenario>/rank<k>/ for rank k."""
+    base = Path(sweep_dir) / "profiles" / scenario
+    return base if rank == 0 else base / f"rank{rank}"
+
+
+def _w(mw: Any) -> float | None:
+    return None if mw is None else float(mw) / 1e3
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and bool(np.isfinite(x))
+
+
+def _sum_or_none(values: Sequence[Any]) -> float | None:
+    return float(sum(values)) if values and all(_finite(v) for v in values) else None
+
+
+def _ssp_run_sums(lois: pl.DataFrame, channel: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(run ids, sum of power mW, LOI count) per golden SSP run, for the SSP LOIs of `channel`."""
+    agg = (
+        lois.lazy()
+        .filter(pl.col("golden") & (pl.col("role").cast(pl.String) == "ssp") & (pl.col("channel") == channel))
+        .group_by("run")
+        .agg(s=pl.col("power_mw").sum(), n=pl.len())
+        .sort("run")
+        .collect()
+    )
+    return agg["run"].to_numpy(), agg["s"].to_numpy().astype(np.float64), agg["n"].to_numpy().astype(np.float64)
+
+
+def _sum_fits(fits: Sequence[Sequence[float] | None]) -> list[float] | None:
+    """Sum of polynomials (numpy.polyfit order, highest power first); None when any is missing."""
+    if not fits or any(f is None or len(f) == 0 for f in fits):
+        return None
+    deg = max(len(f) for f in fits)
+    out = np.zeros(deg)
+    for f in fits:
+        out[deg - len(f) :] += np.asarray(f, dtype=np.float64)
+    return [float(c) for c in out]
+
+
+def combine_ranks(
+    summaries: Sequence[Mapping[str, Any]],
+    lois: Sequence[pl.DataFrame],
+    analysis: Mapping[str, Any],
+    seed: int = 0,
+) -> dict[str, Any]:
+    """combined.json content from the ranks' summary.json dicts and lois frames (rank order, rank 0 first).
+
+    analysis: AnalysisConfig dict (bootstrap_reps, ci_level)."""
+    if len(summaries) != len(lois) or not summaries:
+        raise ValueError(f"{len(summaries)} summaries and {len(lois)} LOI frames: one of each per rank")
+    n = len(summaries)
+    reps = int(analysis.get("bootstrap_reps", 1000))
+    level = float(analysis.get("ci_level", 0.95))
+    scenario = str(summaries[0].get("scenario") or summaries[0].get("row", {}).get("scenario"))
+    rows = [dict(s.get("row") or {}) for s in summaries]
+
+    # channels every rank has, "total" first
+    chan_sets = [set((s.get("channels") or {}).keys()) for s in summaries]
+    channels = sorted(set.intersection(*chan_sets), key=lambda c: (c != TOTAL, c)) if chan_sets else []
+
+    ranks_out = []
+    for k, (s, row) in enumerate(zip(summaries, rows, strict=True)):
+        entry: dict[str, Any] = {
+            "rank": k,
+            "ssp_power_w": row.get("ssp_power_w"),
+            "ssp_power_ci_low_w": row.get("ssp_power_ci_low_w"),
+            "ssp_power_ci_high_w": row.get("ssp_power_ci_high_w"),
+            "sse_power_w": row.get("sse_power_w"),
+            "interleaved_power_w": row.get("interleaved_power_w"),
+            "exec_time_us": row.get("exec_time_us"),
+            "energy_per_exec_mj": row.get("energy_per_exec_mj"),
+            "energy_per_exec_ci_low_mj": row.get("energy_per_exec_ci_low_mj"),
+            "energy_per_exec_ci_high_mj": row.get("energy_per_exec_ci_high_mj"),
+            "lois": row.get("lois"),
+            "runs_golden": row.get("runs_golden"),
+            "valid": bool(row.get("valid", s.get("valid", False))),
+            "flags": row.get("flags") if isinstance(row.get("flags"), str) else ";".join(s.get("flags") or []),
+            "channels_w": {ch: _w(((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw"))
+                           for ch in channels},
+        }
+        for key in ("truth_ssp_power_w", "ssp_error_pct"):
+            if key in row:
+                entry[key] = row.get(key)
+        ranks_out.append(entry)
+
+    # joint cluster bootstrap over the union of golden SSP runs
+    per_rank = {ch: [_ssp_run_sums(lf, ch) for lf in lois] for ch in channels}
+    comb_channels: dict[str, dict[str, Any]] = {}
+    n_union = 0
+    for ch in channels:
+        run_sets = [r for r, _, _ in per_rank[ch]]
+        union = np.unique(np.concatenate(run_sets)) if run_sets else np.zeros(0, np.int64)
+        n_union = max(n_union, int(union.size))
+        means: list[float | None] = []
+        rep_sum = None
+        if union.size:
+            boot = ClusterBootstrap(int(union.size), reps, level, seed=seed)
+            rep_sum = np.zeros(reps)
+            for runs, sums, cnts in per_rank[ch]:
+                s_full = np.zeros(union.size)
+                n_full = np.zeros(union.size)
+                pos = np.searchsorted(union, runs)
+                s_full[pos], n_full[pos] = sums, cnts
+                means.append(float(sums.sum() / cnts.sum()) if cnts.sum() > 0 else None)
+                rep_sum = rep_sum + boot.ratio(s_full, n_full)
+            lo, hi = boot.ci(rep_sum)
+        else:
+            lo = hi = None
+        mean = _sum_or_none(means) if len(means) == n else None
+        fits = [((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("fit_coeffs") for s in summaries]
+        comb_channels[ch] = {
+            "mean_w": _w(mean),
+            "ci_low_w": _w(lo) if mean is not None else None,
+            "ci_high_w": _w(hi) if mean is not None else None,
+            "fit_coeffs_mw": _sum_fits(fits),
+            "lois": int(sum(c.sum() for _, _, c in per_rank[ch])),
+        }
+        summary_means = [((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw") for s in summaries]
+        if mean is not None and all(_finite(m) for m in summary_means):
+            gap = abs(mean - sum(summary_means))
+            if gap > 1e-6 * max(1.0, abs(mean)):
+                logger.warning("%s %s: LOI means sum to %.3f mW, the summaries to %.3f mW", scenario, ch, mean,
+                               sum(summary_means))
+
+    tot = comb_channels.get(TOTAL, {})
+    energies = [r.get("energy_per_exec_mj") for r in ranks_out]
+    combined: dict[str, Any] = {
+        "ssp_power_w": tot.get("mean_w"),
+        "ssp_power_ci_low_w": tot.get("ci_low_w"),
+        "ssp_power_ci_high_w": tot.get("ci_high_w"),
+        "ci_method": CI_METHOD,
+        "runs_resampled": n_union,
+        "channels": comb_channels,
+        "energy_per_exec_mj": _sum_or_none(energies),
+        "energy_per_exec_ci_low_mj": _sum_or_none([r.get("energy_per_exec_ci_low_mj") for r in ranks_out]),
+        "energy_per_exec_ci_high_mj": _sum_or_none([r.get("energy_per_exec_ci_high_mj") for r in ranks_out]),
+        "energy_ci_method": ENERGY_CI_METHOD,
+        "valid": all(r["valid"] for r in ranks_out),
+    }
+    truths = [r.get("truth_ssp_power_w") for r in ranks_out]
+    if any("truth_ssp_power_w" in r for r in ranks_out):
+        t = _sum_or_none(truths)
+        combined["truth_ssp_power_w"] = t
+        p = combined["ssp_power_w"]
+        combined["ssp_error_pct"] = (p - t) / t * 100.0 if t and p is not None else None
+
+    return {
+        "scenario": scenario,
+        "world_size": n,
+        "ranks": ranks_out,
+        "combined": combined,
+        "row": combined_row(n, ranks_out, combined, channels),
+    }
+
+
+def combined_row(
+    world_size: int, ranks: Sequence[Mapping[str, Any]], combined: Mapping[str, Any], channels: Sequence[str]
+) -> dict[str, Any]:
+    """The summary.csv columns of a multi-GPU scenario, in order: world_size, combined_ssp_power_w (+ CI),
+    combined_ssp_<channel>_power_w, combined_energy_per_exec_mj (+ CI), combined_valid, [combined truth],
+    then per rank k >= 1: rank<k>_ssp_power_w (+ CI), rank<k>_ssp_<channel>_power_w, rank<k>_exec_time_us,
+    rank<k>_valid, rank<k>_flags, [rank<k>_ssp_error_pct]."""
+    row: dict[str, Any] = {
+        "world_size": int(world_size),
+        "combined_ssp_power_w": combined.get("ssp_power_w"),
+        "combined_ssp_power_ci_low_w": combined.get("ssp_power_ci_low_w"),
+        "combined_ssp_power_ci_high_w": combined.get("ssp_power_ci_high_w"),
+    }
+    for ch in channels:
+        if ch != TOTAL:
+            row[f"combined_ssp_{ch}_power_w"] = (combined.get("channels") or {}).get(ch, {}).get("mean_w")
+    row.update(
+        combined_energy_per_exec_mj=combined.get("energy_per_exec_mj"),
+        combined_energy_per_exec_ci_low_mj=combined.get("energy_per_exec_ci_low_mj"),
+        combined_energy_per_exec_ci_high_mj=combined.get("energy_per_exec_ci_high_mj"),
+        combined_valid=bool(combined.get("valid")),
+    )
+    if "truth_ssp_power_w" in combined:
+        row["combined_truth_ssp_power_w"] = combined.get("truth_ssp_power_w")
+        row["combined_ssp_error_pct"] = combined.get("ssp_error_pct")
+    for r in ranks:
+        k = int(r["rank"])
+        if k == 0:
+            continue
+        p = f"rank{k}_"
+        row[p + "ssp_power_w"] = r.get("ssp_power_w")
+        row[p + "ssp_power_ci_low_w"] = r.get("ssp_power_ci_low_w")
+        row[p + "ssp_power_ci_high_w"] = r.get("ssp_power_ci_high_w")
+        for ch in channels:
+            if ch != TOTAL:
+                row[f"{p}ssp_{ch}_power_w"] = (r.get("channels_w") or {}).get(ch)
+        row[p + "exec_time_us"] = r.get("exec_time_us")
+        row[p + "valid"] = bool(r.get("valid"))
+        row[p + "flags"] = r.get("flags") or ""
+        if "ssp_error_pct" in r:
+            row[p + "ssp_error_pct"] = r.get("ssp_error_pct")
+    return row
+
+
+def run_combine(
+    sweep_dir: str | Path,
+    scenario: str,
+    world_size: int,
+    analysis_cfg: Mapping[str, Any],
+    out_path: str | Path,
+    provenance: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Combine stage: read every rank's profiles (summary.json, lois.parquet) of `scenario` and write
+    `out_path` (profiles/<scenario>/combined.json). Returns its content."""
+    summaries, lois = [], []
+    for k in range(int(world_size)):
+        d = rank_profile_dir(sweep_dir, scenario, k)
+        for name in ("summary.json", "lois.parquet"):
+            if not (d / name).exists():
+                raise DataError(f"{d / name}: missing; run differentiate for rank {k} of {scenario!r} first")
+        summaries.append(json.loads((d / "summary.json").read_text()))
+        lois.append(pl.read_parquet(d / "lois.parquet", columns=["run", "golden", "role", "channel", "power_mw"]))
+    out = combine_ranks(summaries, lois, analysis_cfg)
+    out["provenance"] = dict(provenance or {})
+    rawio.write_json(out_path, out)
+    c = out["combined"]
+    logger.info(
+        "combine %s: %d GPUs, SSP %s W [%s, %s], valid=%s", scenario, world_size,
+        *(f"{v:.4g}" if v is not None else "n/a" for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"],
+                                                          c["ssp_power_ci_high_w"])), c["valid"],
+    )
+    return out

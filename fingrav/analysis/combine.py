@@ -189,12 +189,14 @@ def combine_ranks(
         p = combined["ssp_power_w"]
         combined["ssp_error_pct"] = (p - t) / t * 100.0 if t and p is not None else None
 
+    row = combined_row(n, ranks_out, combined, channels)
     return {
         "scenario": scenario,
         "world_size": n,
         "ranks": ranks_out,
         "combined": combined,
-        "row": combined_row(n, ranks_out, combined, channels),
+        "row": row,
+        "row_columns": list(row),  # the column order (JSON objects are written with sorted keys)
     }
 
 

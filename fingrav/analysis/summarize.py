@@ -106,6 +106,10 @@ def _kernel_label(k: Any) -> str | None:
             return f"gemm {k.get('m')}x{k.get('n')}x{k.get('k')} {k.get('dtype', 'bf16')}"
         if kind == "gemv":
             return f"gemv {k.get('m')}x{k.get('k')} {k.get('dtype', 'bf16')}"
+        if kind in ("allreduce", "allgather") and isinstance(k.get("size_bytes"), int):
+            from fingrav.config import size_label
+
+            return f"{kind} {size_label(k['size_bytes'])} {k.get('dtype', 'bf16')}"
         return ",".join(f"{a}={b}" for a, b in sorted(k.items()))
     return str(k)
 

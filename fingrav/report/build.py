@@ -12,6 +12,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from fingrav.report import collectives as G
 from fingrav.report import figures as F
 from fingrav.report.html import FLAG_HELP, FigureOut, render_html
 from fingrav.report.load import (
@@ -32,7 +33,7 @@ PNG_SCALE = 1.5
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
-    r"|ssp_vs_reference|validation_truth)\.png$"
+    r"|ssp_vs_reference|validation_truth|gpus_ssp|collectives_fig10)\.png$"
 )
 # the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when sweep_meta does not give them
 PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
@@ -213,6 +214,8 @@ def build_report(
     ci = _ci_pct(sweep_meta)
     scns = load_scenarios(sweep_dir, scenarios)
     table = summary_table([s.row for s in scns], sweep_dir, scenarios)
+    combined = G.load_combined(sweep_dir, scenarios)  # several GPUs: per-GPU and combined columns
+    table = G.add_rank_columns(table, combined)
     write_summary_csv(table, sweep_dir / "summary.csv")
     calibration = load_calibration(sweep_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -236,6 +239,19 @@ def build_report(
             return F.profile_chart(s, lois, max_points)
 
         add(f"profile_{s.name}", "profiles", f"{s.name}: TOI-power profile", _profile_caption(s, ci), build_profile)
+        for k in range(1, int((combined.get(s.name) or {}).get("world_size") or 1)):  # GPUs 1.. of the scenario
+            rs = G.rank_scenario(sweep_dir, s.name, k)
+            if rs is None:
+                continue
+
+            def build_rank_profile(rs: ScenarioData = rs, k: int = k, name: str = s.name) -> Any:
+                """Figure 1 for GPU k of a multi-GPU scenario."""
+                lois = load_lois(sweep_dir / "profiles" / name / f"rank{k}" / "lois.parquet", golden_only=True,
+                                 roles=F.PROFILE_ROLES)
+                return F.profile_chart(rs, lois, max_points)
+
+            add(f"profile_{s.name}_rank{k}", "profiles", f"{rs.name}: TOI-power profile",
+                _profile_caption(rs, ci), build_rank_profile)
 
     # 2. timeline of one scenario: clock sync and binning
     tl = _timeline_scenario(scns, sweep_meta)
@@ -275,6 +291,14 @@ def build_report(
     if F.has_reference(scns):
         add("ssp_vs_reference", "across", "SSP vs reference run", REFERENCE_CAPTION.format(ci=ci),
             lambda: F.reference_chart(scns))
+
+    # 5b. several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)
+    if combined:
+        add("gpus_ssp", "gpus", "SSP power per GPU and combined", G.GPUS_CAPTION.format(ci=ci),
+            lambda: G.gpus_chart(scns, combined))
+    if any(G.kernel_class(G.scenario_kernel(s)) not in (None, "GEMM") for s in scns):
+        add("collectives_fig10", "gpus", "Collectives vs GEMM: total and memory-side power",
+            G.fig10_caption(scns, combined, ci), lambda: G.fig10_chart(scns, combined))
 
     # 6. simulator truth
     validation: pl.DataFrame | None = None

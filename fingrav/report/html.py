@@ -482,6 +482,9 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("profiles", "Power profiles per scenario", "The TOI-power profile of each scenario's golden runs."),
     ("timeline", "Why synchronize and bin: one run over time", "The method's steps made visible on one scenario."),
     ("across", "Across scenarios", ""),
+    ("gpus", "Several GPUs: per GPU, combined, collectives",
+     "Each scenario ran on every GPU at once, one process per GPU in lockstep; GPU 0's numbers are the summary "
+     "table's, the other GPUs' and the combined ones are here and in summary.csv."),
     ("truth", "Measured vs truth", ""),
 )
 

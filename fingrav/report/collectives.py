@@ -1,0 +1,267 @@
+"""The report's multi-GPU part (device.world_size > 1): per-GPU and combined power, the collectives'
+comparison of the paper's Fig. 10, per-GPU profiles, and the summary.csv columns from combined.json.
+
+Inputs (`fingrav.ranks` layout): profiles/<scenario>/combined.json (fingrav.analysis.combine) and
+profiles/<scenario>/rank<k>/{summary.json,lois.parquet}. Every builder returns None when it does not apply
+(a one-GPU sweep, no collective). Power in W.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.load import ScenarioData
+
+logger = logging.getLogger(__name__)
+
+# collectives below this size are latency-bound (the paper: 64 KB, 128 KB), from it bandwidth-bound
+# (512 MB, 1 GB); the boundary is where a ring collective's transfer time overtakes its ~10 µs latency on
+# NVLink / xGMI-class links (a few MB)
+LATENCY_BOUND_MAX_BYTES = 8 << 20
+MEMORY_CHANNELS: tuple[str, ...] = ("memory", "hbm", "mem", "vram")
+CLASS_ORDER: tuple[str, ...] = ("latency-bound collective", "bandwidth-bound collective", "GEMM")
+CLASS_COLORS: tuple[str, ...] = ("#7fb3d5", "#1f5fa8", "#d62728")
+
+GPUS_CAPTION = (
+    "Left: the SSP power of every GPU (rank) per scenario, black bars: {ci} CI. Right: the combined power of "
+    "all GPUs (the sum of their SSP powers); its CI comes from a joint cluster bootstrap over the runs, which "
+    "all GPUs ran in lockstep. The summary table above shows GPU 0; summary.csv has the per-GPU "
+    "(<code>rank&lt;k&gt;_*</code>) and combined (<code>combined_*</code>) columns. Look for: GPUs of one "
+    "scenario drawing similar power (a collective loads every GPU alike), and faded (invalid) bars."
+)
+FIG10_CAPTION = (
+    "Paper Fig. 10: power per GPU (combined power / GPUs, {ci} CI) of latency-bound collectives (light blue, "
+    "< {lat} MiB) and bandwidth-bound ones (dark blue) next to the 8K GEMM (red), total and memory-side "
+    "channel ({mem}). Look for: bandwidth-bound collectives drawing more memory-side power than latency-bound "
+    "ones, and every collective drawing far less total power than the compute-bound GEMM."
+)
+
+
+def load_combined(sweep_dir: Path, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """profiles/<scenario>/combined.json of the scenarios that have one (none in one-GPU sweeps)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in scenarios:
+        path = Path(sweep_dir) / "profiles" / name / "combined.json"
+        if path.exists():
+            try:
+                out[name] = json.loads(path.read_text())
+            except json.JSONDecodeError as err:
+                logger.warning("%s: not valid JSON (%s); no multi-GPU numbers for %s", path, err, name)
+    return out
+
+
+def _dtype(column: str) -> pl.DataType:
+    if column == "world_size":
+        return pl.Int64()
+    if column.endswith("_valid"):
+        return pl.Boolean()
+    if column.endswith("_flags"):
+        return pl.String()
+    return pl.Float64()
+
+
+def add_rank_columns(table: pl.DataFrame, combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """summary.csv with the multi-GPU columns (combined.json "row") appended after every existing column,
+    in first-appearance order; rows without them get nulls. Unchanged when `combined` is empty."""
+    if not combined or "scenario" not in table.columns:
+        return table
+    cols: list[str] = []
+    for c in combined.values():
+        for k in c.get("row_columns") or c.get("row") or {}:
+            if k not in cols and k not in table.columns:
+                cols.append(k)
+    if not cols:
+        return table
+    names = table["scenario"].to_list()
+    data: dict[str, list[Any]] = {"scenario": names}
+    for col in cols:
+        data[col] = [((combined.get(n) or {}).get("row") or {}).get(col) for n in names]
+    extra = pl.DataFrame(data, schema={"scenario": pl.String, **{c: _dtype(c) for c in cols}}, strict=False)
+    return table.join(extra, on="scenario", how="left", maintain_order="left")
+
+
+def rank_scenario(sweep_dir: Path, name: str, rank: int) -> ScenarioData | None:
+    """Rank k's summary of a scenario as a ScenarioData named "<scenario> (GPU k)" (None when missing)."""
+    path = Path(sweep_dir) / "profiles" / name / f"rank{rank}" / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    return ScenarioData(name=f"{name} (GPU {rank})", summary=summary, sweep_dir=Path(sweep_dir))
+
+
+# --------------------------------------------------------------------------- per GPU and combined
+def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """Per scenario: one row per GPU ("GPU k") and one "all GPUs" row; power and CI in W."""
+    rows = []
+    for s in scns:
+        c = combined.get(s.name)
+        if not c:
+            continue
+        for r in c.get("ranks") or []:
+            if _finite(r.get("ssp_power_w")):
+                rows.append({"scenario": s.name, "what": f"GPU {r['rank']}", "power_w": float(r["ssp_power_w"]),
+                             "lo_w": r.get("ssp_power_ci_low_w"), "hi_w": r.get("ssp_power_ci_high_w"),
+                             "valid": bool(r.get("valid"))})
+        comb = c.get("combined") or {}
+        if _finite(comb.get("ssp_power_w")):
+            rows.append({"scenario": s.name, "what": "all GPUs", "power_w": float(comb["ssp_power_w"]),
+                         "lo_w": comb.get("ssp_power_ci_low_w"), "hi_w": comb.get("ssp_power_ci_high_w"),
+                         "valid": bool(comb.get("valid"))})
+    schema = {"scenario": pl.String, "what": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
+              "hi_w": pl.Float64, "valid": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
+    """Per-GPU SSP power (grouped bars) and the combined power of all GPUs, with CIs."""
+    df = gpus_data(scns, combined)
+    if df.height == 0:
+        return None
+    order = [s.name for s in scns if s.name in set(df["scenario"].to_list())]
+    per = df.filter(pl.col("what") != "all GPUs")
+    gpus = sorted(set(per["what"].to_list()), key=lambda w: int(w.split()[-1]))
+    opacity = alt.condition("datum.valid", alt.value(1.0), alt.value(0.35))
+
+    def panel(d: pl.DataFrame, offset: bool, title: str, color: Any) -> alt.LayerChart:
+        enc: dict[str, Any] = {"x": _scenario_x(order)}
+        if offset:
+            enc["xOffset"] = alt.XOffset("what:N", sort=gpus)
+        base = alt.Chart(d).encode(**enc)
+        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="SSP power (W)"), color=color, opacity=opacity)
+        err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
+            y="lo_w:Q", y2="hi_w:Q")
+        return alt.layer(bars, err).properties(width=max(220, min(520, 34 * len(order) * (len(gpus) if offset else 1))),
+                                               height=240, title=title)
+
+    left = panel(per, True, "per GPU", alt.Color("what:N", sort=gpus, title="GPU"))
+    right = panel(df.filter(pl.col("what") == "all GPUs"), False, "all GPUs combined (sum)",
+                  alt.value("#444444"))
+    chart = alt.hconcat(left, right, title=_title(
+        "SSP power per GPU and combined", "black: CI; faded: invalid")).resolve_scale(y="independent")
+    return configure(chart)
+
+
+# --------------------------------------------------------------------------- paper Fig. 10
+def scenario_kernel(scn: ScenarioData) -> dict[str, Any]:
+    """The scenario's kernel model as a dict (from the collect stage's provenance in plan.json)."""
+    plan = scn.plan
+    prov = plan.get("provenance") if isinstance(plan.get("provenance"), Mapping) else {}
+    scen = prov.get("scenario") if isinstance(prov.get("scenario"), Mapping) else {}
+    k = scen.get("kernel")
+    return dict(k) if isinstance(k, Mapping) else {}
+
+
+def kernel_class(kernel: Mapping[str, Any]) -> str | None:
+    """"latency-bound collective" | "bandwidth-bound collective" | "GEMM" | None."""
+    kind = kernel.get("kind")
+    if kind in ("allreduce", "allgather"):
+        size = int(kernel.get("size_bytes") or 0)
+        return "latency-bound collective" if size < LATENCY_BOUND_MAX_BYTES else "bandwidth-bound collective"
+    if kind == "gemm":
+        return "GEMM"
+    return None
+
+
+def _gemm_reference(scns: Sequence[ScenarioData]) -> ScenarioData | None:
+    """The isolated GEMM next to the collectives: M=N=K=8192 when the sweep has it, else the largest."""
+    gemms = [(s, k) for s in scns if not s.has_predecessor and (k := scenario_kernel(s)).get("kind") == "gemm"]
+    if not gemms:
+        return None
+    for s, k in gemms:
+        if k.get("m") == k.get("n") == k.get("k") == 8192:
+            return s
+    return max(gemms, key=lambda sk: int(sk[1].get("m", 0)) * int(sk[1].get("n", 0)) * int(sk[1].get("k", 0)))[0]
+
+
+def memory_channel(channels: Sequence[str]) -> str | None:
+    """The memory-side channel among `channels` ("memory" on NVIDIA, "hbm" on the MI300X), else None."""
+    for ch in MEMORY_CHANNELS:
+        if ch in channels:
+            return ch
+    return None
+
+
+def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """Per isolated collective (and the 8K GEMM): power per GPU (W, combined / GPUs; one GPU's own power in a
+    one-GPU sweep) with CI, for the total and the memory-side channel."""
+    picked: list[tuple[ScenarioData, str]] = []
+    for s in scns:
+        cls = kernel_class(scenario_kernel(s))
+        if cls and cls != "GEMM" and not s.has_predecessor:
+            picked.append((s, cls))
+    if not picked:
+        return pl.DataFrame(schema={"scenario": pl.String, "class": pl.String, "channel": pl.String,
+                                    "power_w": pl.Float64, "lo_w": pl.Float64, "hi_w": pl.Float64})
+    gemm = _gemm_reference(scns)
+    if gemm is not None:
+        picked.append((gemm, "GEMM"))
+    rows = []
+    for s, cls in picked:
+        c = combined.get(s.name)
+        if c:
+            n = int(c.get("world_size") or 1)
+            chans = (c.get("combined") or {}).get("channels") or {}
+            mem = memory_channel(list(chans))
+            for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
+                st = chans.get(ch) if ch else None
+                if st and _finite(st.get("mean_w")):
+                    rows.append({"scenario": s.name, "class": cls, "channel": label, "power_w": st["mean_w"] / n,
+                                 "lo_w": st["ci_low_w"] / n if _finite(st.get("ci_low_w")) else None,
+                                 "hi_w": st["ci_high_w"] / n if _finite(st.get("ci_high_w")) else None})
+        else:
+            mem = memory_channel(s.channels)
+            for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
+                st = s.role_stats(ch, "ssp") if ch else None
+                if st and _finite(st.get("mean_mw")):
+                    rows.append({"scenario": s.name, "class": cls, "channel": label, "power_w": st["mean_mw"] / 1e3,
+                                 "lo_w": st["ci_low_mw"] / 1e3 if _finite(st.get("ci_low_mw")) else None,
+                                 "hi_w": st["ci_high_mw"] / 1e3 if _finite(st.get("ci_high_mw")) else None})
+    schema = {"scenario": pl.String, "class": pl.String, "channel": pl.String, "power_w": pl.Float64,
+              "lo_w": pl.Float64, "hi_w": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
+    """Paper Fig. 10: total and memory-side power per GPU of latency- vs bandwidth-bound collectives next to the
+    8K GEMM; one panel per channel. None without collectives."""
+    df = fig10_data(scns, combined)
+    if df.height == 0:
+        return None
+    cls_rank = {c: i for i, c in enumerate(CLASS_ORDER)}
+    first = df.unique("scenario", keep="first", maintain_order=True)
+    order = sorted(first["scenario"].to_list(),
+                   key=lambda n: cls_rank[first.filter(pl.col("scenario") == n)["class"][0]])
+    color = alt.Color("class:N", sort=list(CLASS_ORDER), title="",
+                      scale=alt.Scale(domain=list(CLASS_ORDER), range=list(CLASS_COLORS)))
+    panels = []
+    for ch in list(dict.fromkeys(df["channel"].to_list())):
+        d = df.filter(pl.col("channel") == ch)
+        base = alt.Chart(d).encode(x=_scenario_x(order))
+        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power per GPU (W)"), color=color)
+        err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
+            y="lo_w:Q", y2="hi_w:Q")
+        panels.append(alt.layer(bars, err).properties(width=max(200, 42 * len(order)), height=240,
+                                                      title=f"channel: {ch}"))
+    chart = alt.hconcat(*panels, title=_title(
+        "collectives vs GEMM: total and memory-side power (paper Fig. 10)",
+        "SSP power per GPU; black: CI")).resolve_scale(y="independent")
+    return configure(chart)
+
+
+def fig10_caption(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], ci: str) -> str:
+    """The Fig. 10 caption naming the memory-side channel."""
+    chans: list[str] = []
+    for c in combined.values():
+        chans += list(((c.get("combined") or {}).get("channels") or {}).keys())
+    for s in scns:
+        chans += s.channels
+    mem = memory_channel(chans) or "none in this sweep"
+    return FIG10_CAPTION.format(ci=ci, lat=LATENCY_BOUND_MAX_BYTES >> 20, mem=mem)

@@ -270,7 +270,8 @@ def collect_scenario(
 
     device.start_sampling()
     rec.burst()
-    settle = sensor["settle_ns"] + sensor["period_ns"]
+    # several GPUs: every rank idles as long as the slowest sensor needs (the same schedule everywhere)
+    settle = max(sync.all_gather(sensor["settle_ns"] + sensor["period_ns"]))
     # 1. timing: the kernel alone, after idle
     r = rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], ["main"], settle, 0)
     dur = r.duration_ns[policy.warmups :]

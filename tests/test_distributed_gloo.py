@@ -1,0 +1,116 @@
+"""Several GPUs for real processes: torch.distributed over gloo with simulated GPUs, world_size 2.
+
+End to end through Snakemake for one all-reduce scenario: per-rank raw files, equal run and execution counts on
+every rank, SSP within a few % of the truth on every rank and combined, caching (a second run has nothing to
+do). And the plan broadcast: a rank whose own timing would give another plan still follows rank 0's. Needs
+torch (the CPU build: pip install torch==2.13.0); the simulated collectives are each GPU's side from the
+model, not real data transfers (fingrav.collect.distributed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from conftest import tiny_config
+from test_pipeline import snakemake
+
+pytest.importorskip("torch.distributed")
+
+SCENARIO = "ar-1m"
+
+
+def x2_config() -> dict:
+    data = tiny_config(sweep="tiny-x2", max_runs=300)
+    data["device"]["world_size"] = 2
+    data["scenarios"] = [{"name": SCENARIO, "kernel": {"kind": "allreduce", "size_bytes": 1 << 20}}]
+    return data
+
+
+@pytest.fixture(scope="module")
+def x2_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("x2")
+    cfg = work / "x2.yaml"
+    cfg.write_text(yaml.safe_dump(x2_config()))
+    snakemake(work, "--configfile", str(cfg), "--cores", "2")
+    return work
+
+
+def test_every_rank_has_its_files_and_the_same_runs(x2_run: Path) -> None:
+    res = x2_run / "results" / "tiny-x2"
+    for f in ("calibration.json", "calibration.rank1.json"):
+        assert (res / f).is_file()
+    raw0, raw1 = res / "raw" / SCENARIO, res / "raw" / SCENARIO / "rank1"
+    for d in (raw0, raw1):
+        for f in ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json"):
+            assert (d / f).is_file(), d / f
+    assert (res / "truth" / "rank1" / f"{SCENARIO}.parquet").is_file()
+    assert (res / "binned" / "rank1" / f"{SCENARIO}.parquet").is_file()
+    plans = [json.loads((d / "plan.json").read_text()) for d in (raw0, raw1)]
+    keys = ("runs", "sse_runs", "executions_per_run", "sse_executions_per_run", "ssp_index", "tail", "idle_ns")
+    assert [p["rank"] for p in plans] == [0, 1] and all(p["world_size"] == 2 for p in plans)
+    assert all(plans[0][k] == plans[1][k] for k in keys)
+    assert plans[1]["provenance"]["distributed"]["backend"] == "gloo"
+    assert plans[1]["provenance"]["distributed"]["env"]["NCCL_NVLS_ENABLE"] == "0"
+    runs = [pl.read_parquet(d / "runs.parquet") for d in (raw0, raw1)]
+    cols = ["run", "phase", "delay_ns", "idle_ns"]
+    assert runs[0].select(cols).equals(runs[1].select(cols))  # same schedule from the shared seed
+    # the simulated GPUs are different devices: their own clocks and samples
+    assert runs[0]["host_start_ns"][0] != runs[1]["host_start_ns"][0]
+    key = ["run", "segment"]
+    execs = [pl.read_parquet(d / "executions.parquet").group_by(key).len().sort(key) for d in (raw0, raw1)]
+    assert execs[0].equals(execs[1])  # equal execution counts on every rank, run by run
+
+
+def test_ssp_matches_truth_on_every_rank_and_combined(x2_run: Path) -> None:
+    res = x2_run / "results" / "tiny-x2"
+    with open(res / "summary.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["kernel"] == "allreduce 1MiB bf16" and row["world_size"] == "2"
+    for col in ("ssp_error_pct", "rank1_ssp_error_pct", "combined_ssp_error_pct"):
+        assert abs(float(row[col])) <= 3.0, (col, row[col])
+    assert row["valid"] == "true" and row["rank1_valid"] == "true" and row["combined_valid"] == "true"
+    total = float(row["combined_ssp_power_w"])
+    assert total == pytest.approx(float(row["ssp_power_w"]) + float(row["rank1_ssp_power_w"]))
+    assert float(row["combined_ssp_power_ci_low_w"]) < total < float(row["combined_ssp_power_ci_high_w"])
+    combined = json.loads((res / "profiles" / SCENARIO / "combined.json").read_text())
+    assert [r["rank"] for r in combined["ranks"]] == [0, 1]
+    html = (res / "report" / "index.html").read_text()
+    assert "Several GPUs" in html and "Fig. 10" in html
+    assert (res / "report" / f"profile_{SCENARIO}_rank1.png").is_file()
+    assert (res / "report" / "collectives_fig10.png").is_file()
+
+
+def test_outputs_are_declared_so_nothing_reruns(x2_run: Path) -> None:
+    proc = snakemake(x2_run, "--configfile", str(x2_run / "x2.yaml"), "--cores", "1", "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) -> None:
+    """Rank 1's simulated GPU has much longer launch gaps, so its own timing would plan other execution counts;
+    it still follows rank 0's broadcast plan and issues exactly the same executions."""
+    from fingrav.collect.distributed import collect_distributed
+    from fingrav.collect.plan import ProbeResult, make_plan
+    from fingrav.config import parse_config
+
+    cfg = parse_config(x2_config())
+    res = x2_run / "results" / "tiny-x2"
+    for name in ("calibration.json", "calibration.rank1.json"):
+        (tmp_path / name).write_text((res / name).read_text())
+    policy = cfg.policy_for(SCENARIO).model_copy(update={"runs": 20, "sse_runs": 20})
+    plan0 = collect_distributed(cfg.device, cfg.scenario(SCENARIO), policy, tmp_path / "calibration.json", cfg.seed,
+                                tmp_path / "raw", rank_sim_overrides={1: {"launch_gap_us": 60.0}})
+    plan1 = json.loads((tmp_path / "raw" / "rank1" / "plan.json").read_text())
+    local0, local1 = plan0["rank_local"], plan1["rank_local"]
+    assert local1["cycle_ns"] > local0["cycle_ns"] + 40_000
+    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plan0["sensor"], ProbeResult(**local1["probe"]),
+                    policy)
+    assert own.executions_per_run != plan0["executions_per_run"]  # rank 1 alone would have planned otherwise
+    assert plan1["executions_per_run"] == plan0["executions_per_run"] and plan1["runs"] == plan0["runs"]
+    key = ["run", "segment"]
+    e0, e1 = (pl.read_parquet(d / "executions.parquet").group_by(key).len().sort(key)
+              for d in (tmp_path / "raw", tmp_path / "raw" / "rank1"))
+    assert e0.equals(e1)

@@ -7,8 +7,8 @@ Files of one scenario, in `results/<sweep>/raw/<scenario>/` (see `SCENARIO_FILES
 
 * `executions.parquet` - run:int32, segment:str ("pred" | "main"), exec_index:int32 (within its segment),
   gpu_start_ns:int64, gpu_end_ns:int64 (GPU clock)
-* `runs.parquet` - run:int32, phase:str ("timing" | "probe" | "reference" | "sse" | "ssp"), host_start_ns:int64 (host clock
-  just before the executions were launched), delay_ns:int64 (random delay slept before it),
+* `runs.parquet` - run:int32, phase:str ("timing" | "probe" | "reference" | "sse" | "ssp"), host_start_ns:int64
+  (host clock just before the executions were launched), delay_ns:int64 (random delay slept before it),
   idle_ns:int64 (settling idle slept before the delay), energy_start_mj / energy_end_mj: float64 (null when
   the device has no energy counter)
 * `clock.parquet` - host_before_ns, gpu_ns, host_after_ns:int64, source:str ("burst" | "run"), run:int32
@@ -19,6 +19,9 @@ Files of one scenario, in `results/<sweep>/raw/<scenario>/` (see `SCENARIO_FILES
 
 Ground truth (simulator only) goes to `results/<sweep>/truth/<scenario>.parquet`: run:int32, segment,
 exec_index, channel, power_mw, energy_mj - read only by validation.
+
+Several GPUs (device.world_size > 1): these are rank 0's files; rank k writes the same files under
+`raw/<scenario>/rank<k>/` (and `truth/rank<k>/`), see `fingrav.ranks`.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
-include: "rules/ranks.smk"
+include: "rules/common_ranks.smk"
 include: "rules/calibrate.smk"
 include: "rules/collect.smk"
 include: "rules/bin.smk"
 include: "rules/differentiate.smk"
+include: "rules/ranks.smk"
 include: "rules/report.smk"
 
 

@@ -33,7 +33,7 @@ PNG_SCALE = 1.5
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
-    r"|ssp_vs_reference|validation_truth|gpus_ssp|collectives_fig10)\.png$"
+    r"|ssp_vs_reference|validation_truth|gpus_ssp|gpus_profiles|collectives_fig10)\.png$"
 )
 # the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when sweep_meta does not give them
 PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
@@ -296,6 +296,8 @@ def build_report(
     if combined:
         add("gpus_ssp", "gpus", "SSP power per GPU and combined", G.GPUS_CAPTION.format(ci=ci),
             lambda: G.gpus_chart(scns, combined))
+        add("gpus_profiles", "gpus", "SSP profiles per GPU and combined", G.PROFILES_CAPTION,
+            lambda: G.combined_profiles_chart(scns, combined, sweep_dir))
     if any(G.kernel_class(G.scenario_kernel(s)) not in (None, "GEMM") for s in scns):
         add("collectives_fig10", "gpus", "Collectives vs GEMM: total and memory-side power",
             G.fig10_caption(scns, combined, ci), lambda: G.fig10_chart(scns, combined))

@@ -37,6 +37,12 @@ GPUS_CAPTION = (
     "(<code>rank&lt;k&gt;_*</code>) and combined (<code>combined_*</code>) columns. Look for: GPUs of one "
     "scenario drawing similar power (a collective loads every GPU alike), and faded (invalid) bars."
 )
+PROFILES_CAPTION = (
+    "Each scenario's SSP profile (polynomial fit of the total channel over the execution, TOI as a fraction of "
+    "it) on every GPU, and their sum: the combined profile of all GPUs (dashed). The scatter and CIs of each "
+    "GPU are in its own profile figure above. Look for: GPUs with the same shape and level (a collective is "
+    "symmetric), and a flat profile when the kernel is shorter than the sensor's window."
+)
 FIG10_CAPTION = (
     "Paper Fig. 10: power per GPU (combined power / GPUs, {ci} CI) of latency-bound collectives (light blue, "
     "< {lat} MiB) and bandwidth-bound ones (dark blue) next to the 8K GEMM (red), total and memory-side "
@@ -147,6 +153,53 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
     chart = alt.hconcat(left, right, title=_title(
         "SSP power per GPU and combined", "black: CI; faded: invalid")).resolve_scale(y="independent")
     return configure(chart)
+
+
+def combined_profiles_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]],
+                           sweep_dir: Path, points: int = 41) -> pl.DataFrame:
+    """Per multi-GPU scenario, the SSP fit of the "total" channel of every GPU and their sum (the combined
+    profile) over the execution (toi_frac 0..1), in W."""
+    import numpy as np
+
+    frac = np.linspace(0.0, 1.0, points)
+    rows: list[dict[str, Any]] = []
+    for s in scns:
+        c = combined.get(s.name)
+        if not c:
+            continue
+        fits: list[tuple[str, Any]] = []
+        for k in range(int(c.get("world_size") or 1)):
+            summ = s.summary if k == 0 else (rs.summary if (rs := rank_scenario(sweep_dir, s.name, k)) else {})
+            st = ((summ.get("channels") or {}).get("total") or {}).get("ssp") or {}
+            fits.append((f"GPU {k}", st.get("fit_coeffs")))
+        fits.append(("all GPUs (sum)", (((c.get("combined") or {}).get("channels") or {}).get("total") or {})
+                     .get("fit_coeffs_mw")))
+        for label, coeffs in fits:
+            if coeffs and all(_finite(x) for x in coeffs):
+                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / 1e3
+                rows += [{"scenario": s.name, "what": label, "toi_frac": float(f), "power_w": float(y)}
+                         for f, y in zip(frac, ys, strict=True)]
+    return pl.DataFrame(rows, schema={"scenario": pl.String, "what": pl.String, "toi_frac": pl.Float64,
+                                      "power_w": pl.Float64})
+
+
+def combined_profiles_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]],
+                            sweep_dir: Path) -> alt.TopLevelMixin | None:
+    """Small multiples: each scenario's per-GPU SSP profile fits and the combined (summed) profile."""
+    df = combined_profiles_data(scns, combined, sweep_dir)
+    if df.height == 0:
+        return None
+    order = list(dict.fromkeys(df["scenario"].to_list()))
+    whats = list(dict.fromkeys(df["what"].to_list()))
+    base = alt.Chart(df).mark_line(size=2).encode(
+        x=alt.X("toi_frac:Q", title="TOI (fraction of the execution)", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)),
+        color=alt.Color("what:N", sort=whats, title=""),
+        strokeDash=alt.condition(alt.datum.what == "all GPUs (sum)", alt.value([6, 3]), alt.value([1, 0])),
+    ).properties(width=200, height=130)
+    chart = base.facet(facet=alt.Facet("scenario:N", sort=order, title=None), columns=4).resolve_scale(y="independent")
+    return configure(chart.properties(title=_title(
+        "SSP profiles per GPU and combined", "degree-4 fits of the total channel; dashed: sum over GPUs")))
 
 
 # --------------------------------------------------------------------------- paper Fig. 10

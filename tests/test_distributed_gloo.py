@@ -81,7 +81,7 @@ def test_ssp_matches_truth_on_every_rank_and_combined(x2_run: Path) -> None:
     html = (res / "report" / "index.html").read_text()
     assert "Several GPUs" in html and "Fig. 10" in html
     assert (res / "report" / f"profile_{SCENARIO}_rank1.png").is_file()
-    assert (res / "report" / "collectives_fig10.png").is_file()
+    assert (res / "report" / "collectives_fig10.png").is_file() and (res / "report" / "gpus_profiles.png").is_file()
 
 
 def test_outputs_are_declared_so_nothing_reruns(x2_run: Path) -> None:

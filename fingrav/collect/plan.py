@@ -72,7 +72,7 @@ def analyze_probe(
     return to idle after the run (METHOD.md step 4: the execution count after which power is stable).
 
     A fast sensor resolves the power shape inside each execution; the output is therefore smoothed with
-    a moving mean over at least two execution cycles (and >= 3 samples) before judging stability."""
+    a moving mean over at least eight execution cycles (and >= 3 samples) before judging stability."""
     t = np.asarray(t_ns, dtype=np.int64)
     p = np.asarray(power_mw, dtype=np.float64)
     order = np.argsort(t)
@@ -85,7 +85,7 @@ def analyze_probe(
         raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
     idle_level = float(np.median(before)) if len(before) else float(np.min(p))
     period = float(np.median(np.diff(t))) if len(t) > 2 else 1.0
-    k = max(3, int(np.ceil(2 * cycle_ns / max(period, 1.0))))
+    k = max(3, int(np.ceil(8 * cycle_ns / max(period, 1.0))))
     k = min(k, max(3, len(pb) // 4))
     smooth = _moving_mean(pb, k)
     tail = smooth[int(len(pb) * 0.75) :]

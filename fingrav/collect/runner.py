@@ -33,6 +33,7 @@ from fingrav.provenance import provenance
 logger = logging.getLogger(__name__)
 
 CLOCK_BURST = 50
+READ_GUARD_NS = 5_000_000  # idle between the pre-run reads and the random delay + executions
 PROGRESS_EVERY_S = 10.0
 
 
@@ -139,11 +140,15 @@ class _Recorder:
         Every rank waits for the others first (a no-op on one GPU)."""
         dev = self.device
         self.sync.barrier()
-        if idle_ns + delay_ns > 0:
-            dev.sleep_ns(idle_ns + delay_ns)
+        if idle_ns > 0:
+            dev.sleep_ns(idle_ns)
         e0 = dev.energy_mj()
-        reads = dev.read_gpu_clock(1)  # METHOD.md step 2: a GPU timestamp right before the executions
-        host_start = int(reads.host_after_ns[-1])
+        reads = dev.read_gpu_clock(1)  # METHOD.md step 2: a GPU timestamp just before the executions
+        # The random delay comes after the reads: on the H200 the first power sample after such reads was
+        # seen to avoid the next ~2 ms (results/h200/REPRODUCE.md), so reads right before the executions
+        # would lock the sampling phase to the run start; a guard + random delay decorrelates them.
+        dev.sleep_ns(READ_GUARD_NS + delay_ns)
+        host_start = int(dev.host_time_ns())
         rec = dev.execute(segments)
         self.issued += len(rec)
         e1 = dev.energy_mj()

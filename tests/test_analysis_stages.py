@@ -165,6 +165,10 @@ def test_summary_table_column_order_and_types():
         "ssp_vs_reference_pct",
         "reference_energy_power_w",
         "reference_counter_vs_samples_pct",
+        "sse_vs_ssp_error_ci_low_pct",
+        "sse_vs_ssp_error_ci_high_pct",
+        "interleaved_vs_ssp_ci_low_pct",
+        "interleaved_vs_ssp_ci_high_pct",
     )
     assert t.schema["sse_runs_total"] == pl.Int64
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean

@@ -77,6 +77,10 @@ ROW_EXTRA: tuple[str, ...] = (
     "ssp_vs_reference_pct",
     "reference_energy_power_w",
     "reference_counter_vs_samples_pct",
+    "sse_vs_ssp_error_ci_low_pct",
+    "sse_vs_ssp_error_ci_high_pct",
+    "interleaved_vs_ssp_ci_low_pct",
+    "interleaved_vs_ssp_ci_high_pct",
 )
 # simulator only, after ROW_EXTRA: the reference power's error against the SSP truth
 ROW_TRUTH_EXTRA: tuple[str, ...] = ("reference_error_pct",)
@@ -284,6 +288,10 @@ def differentiate(
         "interleaved_power_ci_low_w": _w(stat(TOTAL, "first", "ci_low_mw")) if has_pred else None,
         "interleaved_power_ci_high_w": _w(stat(TOTAL, "first", "ci_high_mw")) if has_pred else None,
         "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"]["value"] if has_pred else None,
+        "sse_vs_ssp_error_ci_low_pct": d["sse_vs_ssp_error_pct"]["ci_low"],
+        "sse_vs_ssp_error_ci_high_pct": d["sse_vs_ssp_error_pct"]["ci_high"],
+        "interleaved_vs_ssp_ci_low_pct": d["interleaved_vs_ssp_pct"]["ci_low"] if has_pred else None,
+        "interleaved_vs_ssp_ci_high_pct": d["interleaved_vs_ssp_pct"]["ci_high"] if has_pred else None,
     }
     for ch in sorted(c for c in ch_stats if c != TOTAL):
         row[channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -192,6 +193,15 @@ def _timeline_scenario(scns: Sequence[ScenarioData], sweep_meta: Mapping[str, An
     return None
 
 
+def _recorded_device(sweep_dir: Path) -> str | None:
+    """The device name in calibration.json's provenance (what replayed raw data was measured on)."""
+    try:
+        dev = json.loads((sweep_dir / "calibration.json").read_text())["provenance"]["device"]
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    return str(dev.get("name") or dev.get("backend") or "") or None
+
+
 def build_report(
     sweep_dir: Path,
     scenarios: list[str],
@@ -280,6 +290,8 @@ def build_report(
 
     # 3-5. across scenarios
     backend = str(sweep_meta.get("backend") or "")
+    if backend == "replay":  # name the device the replayed data was measured on
+        backend = _recorded_device(sweep_dir) or backend
     source = f"this sweep ({backend})" if backend else "this sweep"
     paper = sweep_meta.get("paper_sse_vs_ssp_pct", PAPER_SSE_VS_SSP_PCT)
     add("components_ssp", "across", "SSP power per channel", COMPONENTS_CAPTION.format(ci=ci),

@@ -88,6 +88,7 @@ STRING_COLUMNS = frozenset({"scenario", "kernel", "backend", "predecessor", "fla
 INT_COLUMNS = frozenset({"runs_total", "runs_golden", "lois", "lois_sse", "sse_runs_total", "sse_runs_golden"})
 BOOL_COLUMNS = frozenset({"valid"})
 _CHANNEL_COL = re.compile(r"^ssp_(.+)_power_w$")
+_CHANNEL_CI_COL = re.compile(r"^ssp_(.+)_power_ci_(low|high)_w$")
 DEFAULT_MAX_CLOCK_RESIDUAL_US = 20.0
 
 
@@ -295,6 +296,9 @@ def differentiate(
     }
     for ch in sorted(c for c in ch_stats if c != TOTAL):
         row[channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))
+    for ch in sorted(c for c in ch_stats if c != TOTAL):  # at the end of the table (summary_columns)
+        row[f"ssp_{ch}_power_ci_low_w"] = _w(stat(ch, "ssp", "ci_low_mw"))
+        row[f"ssp_{ch}_power_ci_high_w"] = _w(stat(ch, "ssp", "ci_high_mw"))
     row.update(
         runs_total=runs_total,
         runs_golden=runs_golden,
@@ -389,8 +393,8 @@ def _dtype(col: str) -> pl.DataType:
 
 def summary_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The summary.csv column order for these rows: ROW_HEAD, ssp_<channel>_power_w (sorted union),
-    ROW_TAIL, ROW_TRUTH when any row has truth, ROW_EXTRA, then ROW_TRUTH_EXTRA when any row has
-    truth."""
+    ROW_TAIL, ROW_TRUTH when any row has truth, ROW_EXTRA, ROW_TRUTH_EXTRA when any row has
+    truth, then ssp_<channel>_power_ci_{low,high}_w (sorted union)."""
     known = set(ROW_HEAD) | set(ROW_TAIL) | set(ROW_TRUTH) | set(ROW_EXTRA) | set(ROW_TRUTH_EXTRA)
     chans = sorted({k for r in rows for k in r if k not in known and _CHANNEL_COL.match(k)})
     cols = [*ROW_HEAD, *chans, *ROW_TAIL]
@@ -398,7 +402,10 @@ def summary_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if truth:
         cols += ROW_TRUTH
     cols += ROW_EXTRA
-    return [*cols, *ROW_TRUTH_EXTRA] if truth else cols
+    if truth:
+        cols += ROW_TRUTH_EXTRA
+    # last: the CIs of the per-channel SSP powers
+    return cols + sorted({k for r in rows for k in r if k not in known and _CHANNEL_CI_COL.match(k)})
 
 
 def summary_table(summaries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

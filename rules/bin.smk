@@ -4,8 +4,9 @@ rule bin:
     output:
         f"{RESULTS}/binned/{{scenario}}.parquet",
     params:
+        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
         margin=margin_param,
     log:
         f"{RESULTS}/logs/bin/{{scenario}}.log",
-    run:
-        bin_job(output, params, wildcards, log)
+    script:
+        "scripts/bin.py"

@@ -15,11 +15,12 @@ rule collect:
         ranks=all_rank_raw_files("{scenario}"),  # device.world_size > 1: ranks k >= 1 (rules/ranks.smk)
         rank_truth=all_rank_truth_files("{scenario}"),
     params:
+        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
         device=device_params(),
         scenario=scenario_params,
         policy=collect_policy_params,
         seed=CFG.seed,
     log:
         f"{RESULTS}/logs/collect/{{scenario}}.log",
-    run:
-        collect_job(input, output, params, wildcards, log)
+    script:
+        "scripts/collect.py"

@@ -1,5 +1,6 @@
 # Shared helpers: config validation (before any job runs), result paths and per-rule params.
 import json
+import os
 
 from snakemake.exceptions import WorkflowError
 
@@ -84,63 +85,3 @@ def analysis_params():
         "max_clock_residual_us": CFG.calibration.max_clock_residual_us,
     }
 
-
-# --------------------------------------------------------------------------- job bodies
-# Each rule's `run:` is one call to one of these, so the rules stay declarative.
-def calibrate_job(output, params, log):
-    from fingrav.stages import run_calibrate
-
-    with logging_to(log[0]):
-        run_calibrate(params.device, params.calibration, params.seed, output.json, f"{RESULTS}/raw/calibration")
-
-
-def collect_job(input, output, params, wildcards, log):
-    from fingrav.stages import run_collect
-
-    with logging_to(log[0]):
-        run_collect(
-            params.device,
-            params.scenario,
-            params.policy,
-            params.seed,
-            input.calibration,
-            f"{RESULTS}/raw/{wildcards.scenario}",
-            output.truth[0] if output.truth else None,
-        )
-
-
-def bin_job(output, params, wildcards, log):
-    from fingrav.analysis.stages import run_bin
-    from fingrav.provenance import provenance
-
-    raw = f"{RESULTS}/raw/{wildcards.scenario}"
-    with logging_to(log[0]):
-        prov = provenance(stage="bin", config_hash=config_hash({"margin": params.margin}))
-        run_bin(raw, f"{raw}/plan.json", output[0], params.margin, prov)
-
-
-def differentiate_job(input, params, wildcards, log):
-    from fingrav.analysis.stages import run_differentiate
-    from fingrav.provenance import provenance
-
-    with logging_to(log[0]):
-        run_differentiate(
-            f"{RESULTS}/raw/{wildcards.scenario}",
-            input.binned,
-            input.calibration,
-            input.truth[0] if input.truth else None,
-            params.analysis,
-            f"{RESULTS}/profiles/{wildcards.scenario}",
-            provenance(stage="differentiate", config_hash=config_hash(params.analysis)),
-        )
-
-
-def report_job(params, log):
-    from pathlib import Path
-
-    from fingrav.provenance import provenance
-    from fingrav.report import build_report
-
-    with logging_to(log[0]):
-        meta = {**params.meta, "provenance": provenance(stage="report", config_hash=params.meta["config_hash"])}
-        build_report(Path(RESULTS), params.scenarios, meta, Path(RESULTS) / "report")

@@ -8,8 +8,10 @@ rule differentiate:
         lois=f"{RESULTS}/profiles/{{scenario}}/lois.parquet",
         summary=f"{RESULTS}/profiles/{{scenario}}/summary.json",
     params:
+        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
+        out_dir=lambda wc: f"{RESULTS}/profiles/{wc.scenario}",
         analysis=analysis_params(),
     log:
         f"{RESULTS}/logs/differentiate/{{scenario}}.log",
-    run:
-        differentiate_job(input, params, wildcards, log)
+    script:
+        "scripts/differentiate.py"

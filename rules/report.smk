@@ -9,9 +9,10 @@ rule report:
         csv=f"{RESULTS}/summary.csv",
         html=f"{RESULTS}/report/index.html",
     params:
+        results=lambda wc, output: os.path.dirname(output.csv),
         meta=sweep_meta(),
         scenarios=SCENARIOS,
     log:
         f"{RESULTS}/logs/report.log",
-    run:
-        report_job(params, log)
+    script:
+        "scripts/report.py"

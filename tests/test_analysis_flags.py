@@ -125,3 +125,24 @@ def test_clock_residual_limit_from_analysis():
     d["clock_fit"]["residual_ns"] = 30_000.0
     assert "clock_residual" in _differentiate(d)["flags"]
     assert "clock_residual" not in _differentiate(d, analysis={"max_clock_residual_us": 50.0})["flags"]
+
+
+def test_sample_phase_flag_uniform_vs_locked() -> None:
+    """A sampling grid independent of the runs passes; one locked to the run starts fires the flag."""
+    import numpy as np
+    import polars as pl
+
+    from fingrav.analysis.flags import KS_CRITICAL, sample_phase_ks
+
+    period = 20_000_000
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.normal(period, 1_000_000, 5000)).astype(np.int64)
+    samples = pl.DataFrame({"t_ns": t, "channel": ["total"] * t.size, "power_mw": np.ones(t.size)})
+    starts = np.sort(rng.uniform(t[0], t[-100], 400)).astype(np.int64)
+    runs = pl.DataFrame({"run": np.arange(400), "phase": ["sse"] * 400, "host_start_ns": starts})
+    d, n = sample_phase_ks(samples, runs, period)
+    assert n > 350 and d < KS_CRITICAL / np.sqrt(n)
+    # runs that start 1 ms after a sample (phase locked): the first sample follows ~19 ms later, always
+    locked = pl.DataFrame({"run": np.arange(400), "phase": ["ssp"] * 400, "host_start_ns": t[100:500] + 1_000_000})
+    d2, n2 = sample_phase_ks(samples, locked, period)
+    assert d2 > KS_CRITICAL / np.sqrt(n2)

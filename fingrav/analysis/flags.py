@@ -7,6 +7,10 @@ power_limit_cycling when the reference run's settled 200 ms block means still sp
 power limiter clamping sustained load in cycles: short runs after idle, the SSP, then draw more than the
 sustained average); ssp_reference_mismatch when the SSP and the reference differ by more than 2 % and their
 CIs do not overlap. None of these three makes a row invalid: they say which question each number answers.
+sample_phase_nonuniform: the method's random delay assumes the sensor's sampling grid is independent of the
+runs, so that LOIs spread evenly over the kernel; the flag fires when the first sample after each run's start
+is not uniformly distributed over one sample period (Kolmogorov-Smirnov, 0.1 % level). Means stay unbiased
+in steady state, but the TOI profile and the SSE may be starved of LOIs at some TOIs.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ FLAG_ORDER = (
     "reference_unsettled",
     "power_limit_cycling",
     "ssp_reference_mismatch",
+    "sample_phase_nonuniform",
 )
 INVALIDATING = frozenset({"too_few_lois", "sample_gaps", "clock_residual", "unsettled"})
 METHOD_MINIMUM_NS = 25_000  # METHOD.md: the method covers kernels of 25 us and longer
@@ -43,6 +48,31 @@ GAP_FACTOR = 3.0  # a detected gap: consecutive samples further apart than this 
 MIN_GOLDEN_FRACTION = 0.5
 MAX_BLOCK_SPREAD_PCT = 5.0
 MAX_SSP_VS_REFERENCE_PCT = 2.0
+KS_CRITICAL = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity at the 0.1 % level
+MIN_PHASE_RUNS = 30
+
+
+def sample_phase_ks(samples: pl.DataFrame, runs: pl.DataFrame, period_ns: float | None) -> tuple[float | None, int]:
+    """(KS statistic D, n) of the phase of the first "total" sample after each measure run's start
+    (raw sample clock vs runs.host_start_ns), as a fraction of the sensor period, against uniform [0, 1).
+    Runs whose first sample comes later than 1.5 periods (a gap) are left out. (None, n) when n < 2."""
+    if not period_ns or period_ns <= 0:
+        return None, 0
+    starts = runs.filter(pl.col("phase").is_in(["sse", "ssp", "measure"]))["host_start_ns"].drop_nulls().to_numpy()
+    t = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns").collect()["t_ns"].sort().to_numpy()
+    if starts.size < 2 or t.size < 2:
+        return None, int(starts.size)
+    i = np.searchsorted(t, starts)
+    ok = i < t.size
+    off = (t[i[ok]] - starts[ok]) / float(period_ns)
+    u = np.sort(off[off < 1.5])
+    u = np.clip(u, 0.0, 1.0)
+    n = int(u.size)
+    if n < 2:
+        return None, n
+    k = np.arange(1, n + 1)
+    d = float(max(np.max(k / n - u), np.max(u - (k - 1) / n)))
+    return d, n
 
 
 def run_spans(host_execs: pl.DataFrame, golden_only: bool = True) -> pl.DataFrame:
@@ -110,6 +140,7 @@ class FlagInputs:
     ssp_ci_mw: tuple[float | None, float | None] = (None, None)
     reference_ci_mw: tuple[float | None, float | None] = (None, None)
     ssp_vs_reference_pct: float | None = None
+    sample_phase_ks: tuple[float | None, int] = (None, 0)
 
 
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
@@ -153,6 +184,9 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         and _disjoint(inp.ssp_ci_mw, inp.reference_ci_mw)
     ):
         fired.add("ssp_reference_mismatch")
+    d, n = inp.sample_phase_ks
+    if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
+        fired.add("sample_phase_nonuniform")
     flags = [f for f in FLAG_ORDER if f in fired]
     valid = not (fired & INVALIDATING)
     if flags:

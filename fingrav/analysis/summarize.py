@@ -23,7 +23,7 @@ from fingrav.analysis._common import (
     sensor_channels,
     total_sensor,
 )
-from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps
+from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
 from fingrav.analysis.reference import reference_stats
@@ -236,6 +236,7 @@ def differentiate(
     if exec_time_ns is None:
         exec_time_ns = view.exec_time_ns
     gap_counts = count_gaps(samples, hx, gaps, delay_ns)
+    phase_ks = sample_phase_ks(samples, runs, tot_sensor.get("period_ns"))
     flags, valid = compute_flags(
         FlagInputs(
             ssp_lois=ssp_lois,
@@ -257,6 +258,7 @@ def differentiate(
             ssp_ci_mw=(stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw")),
             reference_ci_mw=(ref["ci_low_mw"], ref["ci_high_mw"]) if ref is not None else (None, None),
             ssp_vs_reference_pct=_pct(stat(TOTAL, "ssp", "mean_mw"), ref["power_mw"] if ref is not None else None),
+            sample_phase_ks=phase_ks,
         )
     )
 
@@ -359,6 +361,11 @@ def differentiate(
         "runs": counts,
         "reference": ref,
         "gaps": gap_counts,
+        "sample_phase": {
+            "ks_d": phase_ks[0],
+            "runs": phase_ks[1],
+            "note": "first sample after each run start, as a fraction of the sensor period, vs uniform",
+        },
         "exec_time_ns": d["exec_time_ns"],
         "exec_time_mean_ns": d["exec_time_mean_ns"],
         "cycle_time_ns": d["cycle_time_ns"],

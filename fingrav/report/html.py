@@ -41,6 +41,9 @@ FLAG_HELP: dict[str, tuple[bool, str]] = {
     "power_limit_cycling": (False, "sustained back-to-back power still swings by > 5 % between 200 ms blocks after "
                                    "settling: a power limiter clamps the card in cycles, so short runs after idle "
                                    "(the SSP) and sustained load (the reference) draw different averages"),
+    "sample_phase_nonuniform": (False, "the first power sample after each run's start is not uniformly spread over a "
+                                       "sensor period (the random delay did not randomize the sampling phase): means "
+                                       "stay right in steady state, but some TOIs, and the SSE, get fewer LOIs"),
     "ssp_reference_mismatch": (False, "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not "
                                       "overlap: read the SSP as the kernel's power in short bursts after idle and "
                                       "the reference as its sustained power"),

@@ -52,26 +52,37 @@ KS_CRITICAL = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity 
 MIN_PHASE_RUNS = 30
 
 
-def sample_phase_ks(samples: pl.DataFrame, runs: pl.DataFrame, period_ns: float | None) -> tuple[float | None, int]:
-    """(KS statistic D, n) of the phase of the first "total" sample after each measure run's start
-    (raw sample clock vs runs.host_start_ns), as a fraction of the sensor period, against uniform [0, 1).
-    Runs whose first sample comes later than 1.5 periods (a gap) are left out. (None, n) when n < 2."""
-    if not period_ns or period_ns <= 0:
-        return None, 0
+def sample_phase_ks(
+    samples: pl.DataFrame, runs: pl.DataFrame, period_ns: float | None = None
+) -> tuple[float | None, int]:
+    """(KS statistic D, n): is the wait from each measure run's start (runs.host_start_ns) to the first "total"
+    sample (raw sample clock) what a sampling grid independent of the runs gives?
+
+    For a sampler with jittered intervals T, the wait from a random instant to the next sample follows the
+    forward-recurrence law F0(x) = E[min(T, x)] / E[T] (uniform on [0, period) only without jitter); F0 is
+    taken from the observed intervals (gaps > 3x the median left out). Runs whose first sample comes after
+    a gap are left out. `period_ns` is unused (kept for callers); (None, n) when n < 2."""
     starts = runs.filter(pl.col("phase").is_in(["sse", "ssp", "measure"]))["host_start_ns"].drop_nulls().to_numpy()
     t = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns").collect()["t_ns"].sort().to_numpy()
-    if starts.size < 2 or t.size < 2:
+    if starts.size < 2 or t.size < 3:
+        return None, int(starts.size)
+    iv = np.diff(t).astype(np.float64)
+    iv = np.sort(iv[(iv > 0) & (iv <= 3.0 * float(np.median(iv)))])
+    if iv.size < 2:
         return None, int(starts.size)
     i = np.searchsorted(t, starts)
     ok = i < t.size
-    off = (t[i[ok]] - starts[ok]) / float(period_ns)
-    u = np.sort(off[off < 1.5])
-    u = np.clip(u, 0.0, 1.0)
-    n = int(u.size)
+    wait = np.sort((t[i[ok]] - starts[ok]).astype(np.float64))
+    wait = wait[wait <= iv[-1]]
+    n = int(wait.size)
     if n < 2:
         return None, n
-    k = np.arange(1, n + 1)
-    d = float(max(np.max(k / n - u), np.max(u - (k - 1) / n)))
+    # E[min(T, x)] = (sum of T_j < x + x * #(T_j >= x)) / m
+    csum = np.concatenate(([0.0], np.cumsum(iv)))
+    k = np.searchsorted(iv, wait)
+    f0 = (csum[k] + wait * (iv.size - k)) / iv.size / float(iv.mean())
+    r = np.arange(1, n + 1)
+    d = float(max(np.max(r / n - f0), np.max(f0 - (r - 1) / n)))
     return d, n
 
 

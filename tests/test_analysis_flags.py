@@ -8,10 +8,8 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis._common import ClockParams
-from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.flags import FlagInputs, compute_flags, detect_gaps, gaps_in_spans
-from fingrav.analysis.summarize import differentiate
-from fingrav.analysis.synthetic import SynthSpec, generate
+from fingrav.analysis.synthetic import SynthSpec, analyze, generate
 
 ANALYSIS = {"bootstrap_reps": 200, "ci_level": 0.95, "fit_degree": 4, "min_lois": 10, "max_drift_ppm": 200.0}
 
@@ -74,19 +72,7 @@ def test_gap_detection_and_overlap():
 
 
 def _differentiate(d: dict, **kw: object) -> dict:
-    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    _, s = differentiate(
-        d["executions"],
-        d["runs"],
-        d["samples"],
-        d["plan"],
-        binned,
-        d["clock_fit"],
-        d["sensor"],
-        {**ANALYSIS, **kw.pop("analysis", {})},
-        **kw,
-    )  # type: ignore[arg-type]
-    return s
+    return analyze(d, {**ANALYSIS, **kw.pop("analysis", {})}, **kw)  # type: ignore[arg-type]
 
 
 def test_flags_from_differentiate():

@@ -17,7 +17,7 @@ from fingrav.analysis.reference import (
     trapezoid_energy_mj,
 )
 from fingrav.analysis.summarize import ROW_EXTRA, differentiate
-from fingrav.analysis.synthetic import SynthSpec, generate
+from fingrav.analysis.synthetic import SynthSpec, analyze, generate
 
 ANALYSIS = {"bootstrap_reps": 200, "ci_level": 0.95, "min_lois": 10}
 REF_COLUMNS = [c for c in ROW_EXTRA if c.startswith("reference_") or c == "ssp_vs_reference_pct"]
@@ -25,19 +25,7 @@ REF_COLUMNS = [c for c in ROW_EXTRA if c.startswith("reference_") or c == "ssp_v
 
 def run(spec: SynthSpec, truth: bool = True) -> tuple[dict, dict]:
     d = generate(spec)
-    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], None)
-    _, s = differentiate(
-        d["executions"],
-        d["runs"],
-        d["samples"],
-        d["plan"],
-        binned,
-        d["clock_fit"],
-        d["sensor"],
-        ANALYSIS,
-        d["truth"] if truth else None,
-    )
-    return s, d
+    return analyze(d, ANALYSIS, truth=truth), d
 
 
 def test_t_critical_known_values():

@@ -383,3 +383,25 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         },
         "sensor": dict(plan["sensor"]),
     }
+
+
+def analyze(data: dict[str, Any], analysis: dict[str, Any], truth: bool = False, **kw: Any) -> dict[str, Any]:
+    """Bin + differentiate generated `data` (from `generate`) and return the summary dict; `kw` goes to
+    `summarize.differentiate` (e.g. gaps=...). `truth` passes the generated truth frame to validation."""
+    from fingrav.analysis.binning import bin_runs
+    from fingrav.analysis.summarize import differentiate
+
+    binned, _ = bin_runs(data["executions"], data["runs"], data["plan"], None)
+    _, summary = differentiate(
+        data["executions"],
+        data["runs"],
+        data["samples"],
+        data["plan"],
+        binned,
+        data["clock_fit"],
+        data["sensor"],
+        analysis,
+        data["truth"] if truth else None,
+        **kw,
+    )
+    return summary

@@ -1,5 +1,5 @@
 # fingrav: the FinGraV method as a Snakemake pipeline.
-# calibrate -> collect (per scenario) -> bin -> differentiate -> report
+# calibrate -> collect (per scenario) -> bin -> differentiate (per scenario and GPU) -> [combine] -> report
 # Run the default sweep on the simulated GPU:  snakemake --cores 1
 # Another sweep:                               snakemake --cores 1 --configfile config/sim-h200.yaml
 
@@ -8,12 +8,11 @@ configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
-include: "rules/common_ranks.smk"
 include: "rules/calibrate.smk"
 include: "rules/collect.smk"
 include: "rules/bin.smk"
 include: "rules/differentiate.smk"
-include: "rules/ranks.smk"
+include: "rules/combine.smk"
 include: "rules/report.smk"
 
 

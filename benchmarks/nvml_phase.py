@@ -59,8 +59,10 @@ def main() -> int:
         off = (tot[np.minimum(i, len(tot) - 1)] - st) / 1e6
         res[v] = off.tolist()
         hist = np.histogram(off, bins=[0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 30])[0]
-        lines.append(f"{v}: first sample after start, ms: p5 {np.percentile(off, 5):.1f} p50 {np.median(off):.1f} "
-                     f"frac<2ms {np.mean(off < 2):.3f} (uniform: 0.100)  hist {hist.tolist()}")
+        lines.append(
+            f"{v}: first sample after start, ms: p5 {np.percentile(off, 5):.1f} p50 {np.median(off):.1f} "
+            f"frac<2ms {np.mean(off < 2):.3f} (uniform: 0.100)  hist {hist.tolist()}"
+        )
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "nvml_phase.json").write_text(json.dumps(res))
     print("\n".join(lines))

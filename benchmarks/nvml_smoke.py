@@ -108,7 +108,7 @@ class Report:
 def stamps(dev: Any, rep: Report) -> None:
     import numpy as np
 
-    from fingrav.device.gpu_timestamp import make_stamper
+    from fingrav.device.nvidia.timestamp import make_stamper
 
     out: dict[str, Any] = {}
     impls = [("default", dev.stamper)]
@@ -128,26 +128,31 @@ def stamps(dev: Any, rep: Report) -> None:
             for mode in ("stream", "graph") if label == "default" else ("stream",):
                 t = dev.stamp_series(1000, use_graph=(mode == "graph"))
                 d = np.diff(t)
-                r[f"series_{mode}"] = {"monotonic": bool(np.all(d >= 0)), "nonzero": bool(np.all(t > 0)),
-                                       "cost_ns": _q(d), "min_step_ns": int(d[d > 0].min()) if np.any(d > 0) else None}
+                r[f"series_{mode}"] = {
+                    "monotonic": bool(np.all(d >= 0)),
+                    "nonzero": bool(np.all(t > 0)),
+                    "cost_ns": _q(d),
+                    "min_step_ns": int(d[d > 0].min()) if np.any(d > 0) else None,
+                }
             dev.read_gpu_clock(20)  # warm
             reads = dev.read_gpu_clock(300)
             rt = reads.host_after_ns - reads.host_before_ns
             keep = rt <= np.percentile(rt, 10)
             mid = (reads.host_before_ns[keep] + reads.host_after_ns[keep]) // 2
             off = reads.gpu_ns[keep] - mid
-            r["clock_read"] = {"round_trip_ns": {"min": int(rt.min()), **_q(rt)},
-                               "gpu_minus_host_ns_at_min_rt": float(np.median(off)),
-                               "offset_spread_ns": float(np.ptp(off)),
-                               "gpu_monotonic": bool(np.all(np.diff(reads.gpu_ns) > 0))}
+            r["clock_read"] = {
+                "round_trip_ns": {"min": int(rt.min()), **_q(rt)},
+                "gpu_minus_host_ns_at_min_rt": float(np.median(off)),
+                "offset_spread_ns": float(np.ptp(off)),
+                "gpu_monotonic": bool(np.all(np.diff(reads.gpu_ns) > 0)),
+            }
             out[label] = r
             ok = r["series_stream"]["monotonic"] and r["series_stream"]["nonzero"] and r["clock_read"]["gpu_monotonic"]
             rep.row("stamp", f"{name} works", "yes" if ok else "no", ok)
             cost_s = r["series_stream"]["cost_ns"]["p50"]
             cost_g = r["series_graph"]["cost_ns"]["p50"] if "series_graph" in r else float("nan")
             rep.row("stamp", f"{name} GPU cost (stream/graph)", f"{cost_s / 1e3:.2f} / {cost_g / 1e3:.2f} us")
-            rep.row("clock", f"{name} round trip min/p50",
-                    f"{rt.min() / 1e3:.1f} / {np.median(rt) / 1e3:.1f} us")
+            rep.row("clock", f"{name} round trip min/p50", f"{rt.min() / 1e3:.1f} / {np.median(rt) / 1e3:.1f} us")
             rep.row("clock", f"{name} GPU - host", f"{np.median(off) / 1e3:+.1f} us", abs(np.median(off)) < 1e9)
     finally:
         dev.stamper = original
@@ -179,20 +184,29 @@ def kernels(dev: Any, rep: Report) -> dict[str, Any]:
                 per_exec_unstamped = float(unst.duration_ns[0]) / n
                 med = float(np.median(d))
                 r[mode] = {
-                    "exec_ns": _q(d), "cycle_ns": cycle, "gap_ns": {**_q(gaps), "max": float(gaps.max())},
+                    "exec_ns": _q(d),
+                    "cycle_ns": cycle,
+                    "gap_ns": {**_q(gaps), "max": float(gaps.max())},
                     "unstamped_per_exec_ns": per_exec_unstamped,
                     "stamp_overhead_ns": cycle - per_exec_unstamped,
                     "stamp_overhead_pct": 100.0 * (cycle - per_exec_unstamped) / per_exec_unstamped,
-                    "tflops": h.sizes["flops"] / med / 1e3, "gbps": h.sizes["bytes"] / med,
+                    "tflops": h.sizes["flops"] / med / 1e3,
+                    "gbps": h.sizes["bytes"] / med,
                 }
             dev.launch_mode = "graph"
             g = r["graph"]
             out[name] = r
-            rep.row("kernel", f"{name} exec p50 (graph)",
-                    f"{g['exec_ns']['p50'] / 1e3:.1f} us, {g['tflops']:.0f} TFLOP/s, {g['gbps']:.0f} GB/s")
-            rep.row("kernel", f"{name} cycle stamped/unstamped",
-                    f"{g['cycle_ns'] / 1e3:.2f} / {g['unstamped_per_exec_ns'] / 1e3:.2f} us "
-                    f"({g['stamp_overhead_pct']:+.1f} %); stream cycle {r['stream']['cycle_ns'] / 1e3:.2f} us")
+            rep.row(
+                "kernel",
+                f"{name} exec p50 (graph)",
+                f"{g['exec_ns']['p50'] / 1e3:.1f} us, {g['tflops']:.0f} TFLOP/s, {g['gbps']:.0f} GB/s",
+            )
+            rep.row(
+                "kernel",
+                f"{name} cycle stamped/unstamped",
+                f"{g['cycle_ns'] / 1e3:.2f} / {g['unstamped_per_exec_ns'] / 1e3:.2f} us "
+                f"({g['stamp_overhead_pct']:+.1f} %); stream cycle {r['stream']['cycle_ns'] / 1e3:.2f} us",
+            )
             del h
             torch.cuda.empty_cache()
     rep.data["kernels"] = out
@@ -220,7 +234,7 @@ def sampler(dev: Any, rep: Report) -> None:
     import numpy as np
 
     from fingrav.config import GemmKernel
-    from fingrav.device.common import PowerSamples
+    from fingrav.device.base import PowerSamples
 
     h = dev.prepare(GemmKernel(m=4096, n=4096, k=4096))
     est = _cycle(dev, h)
@@ -263,9 +277,13 @@ def sampler(dev: Any, rep: Report) -> None:
     ptot = s.power_mw[s.channel == "total"][np.argsort(s.t_ns[s.channel == "total"])]
     period = np.diff(tot)
     out: dict[str, Any] = {
-        "window_s": (h1 - h0) / 1e9, "samples": {c: int((s.channel == c).sum()) for c in dev.channels},
-        "period_ns": _q(period), "max_interval_ns": float(period.max()) if period.size else None,
-        "gaps": s.gaps, "drain_ms": _q(drain_ms), "sampler_stats": stats,
+        "window_s": (h1 - h0) / 1e9,
+        "samples": {c: int((s.channel == c).sum()) for c in dev.channels},
+        "period_ns": _q(period),
+        "max_interval_ns": float(period.max()) if period.size else None,
+        "gaps": s.gaps,
+        "drain_ms": _q(drain_ms),
+        "sampler_stats": stats,
     }
     means = {}
     for name, a, b in phases:
@@ -275,23 +293,37 @@ def sampler(dev: Any, rep: Report) -> None:
     out["phase_mean_mw"] = means
     if e0 is not None and e1 is not None and tot.size > 2:
         inside = (tot >= h0) & (tot <= h1)
-        integral_mj = float(np.trapezoid(ptot[inside], tot[inside]) / 1e9) if hasattr(np, "trapezoid") else float(
-            np.trapz(ptot[inside], tot[inside]) / 1e9)
+        integral_mj = (
+            float(np.trapezoid(ptot[inside], tot[inside]) / 1e9)
+            if hasattr(np, "trapezoid")
+            else float(np.trapz(ptot[inside], tot[inside]) / 1e9)
+        )
         span_s = (tot[inside][-1] - tot[inside][0]) / 1e9
-        out["energy"] = {"counter_mj": e1 - e0, "counter_window_s": (h1 - h0) / 1e9,
-                         "samples_integral_mj": integral_mj, "samples_span_s": span_s,
-                         "counter_mean_w": (e1 - e0) / ((h1 - h0) / 1e6),
-                         "samples_mean_w": integral_mj / (span_s * 1e3) if span_s > 0 else None}
+        out["energy"] = {
+            "counter_mj": e1 - e0,
+            "counter_window_s": (h1 - h0) / 1e9,
+            "samples_integral_mj": integral_mj,
+            "samples_span_s": span_s,
+            "counter_mean_w": (e1 - e0) / ((h1 - h0) / 1e6),
+            "samples_mean_w": integral_mj / (span_s * 1e3) if span_s > 0 else None,
+        }
     rep.data["sampler"] = out
     p50 = out["period_ns"]["p50"]
-    rep.row("sampler", "total samples / period p10-p50-p90",
-            f"{out['samples']['total']} / {out['period_ns']['p10'] / 1e6:.1f}-{p50 / 1e6:.1f}-"
-            f"{out['period_ns']['p90'] / 1e6:.1f} ms", out["samples"]["total"] > 50)
+    rep.row(
+        "sampler",
+        "total samples / period p10-p50-p90",
+        f"{out['samples']['total']} / {out['period_ns']['p10'] / 1e6:.1f}-{p50 / 1e6:.1f}-"
+        f"{out['period_ns']['p90'] / 1e6:.1f} ms",
+        out["samples"]["total"] > 50,
+    )
     rep.row("sampler", "gaps / late polls", f"{len(s.gaps)} / {stats.get('late_polls')}", len(s.gaps) == 0)
     if "memory" in dev.channels:
         rep.row("sampler", "memory samples", str(out["samples"]["memory"]), out["samples"]["memory"] > 0)
-    rep.row("sampler", "mean W idle/spin/gemm",
-            " / ".join(f"{(means[p]['total'] or float('nan')) / 1e3:.0f}" for p in ("idle", "spin", "gemm-4k")))
+    rep.row(
+        "sampler",
+        "mean W idle/spin/gemm",
+        " / ".join(f"{(means[p]['total'] or float('nan')) / 1e3:.0f}" for p in ("idle", "spin", "gemm-4k")),
+    )
     if "energy" in out:
         en = out["energy"]
         rep.row("sampler", "energy counter vs samples", f"{en['counter_mean_w']:.0f} W vs {en['samples_mean_w']:.0f} W")
@@ -306,9 +338,11 @@ def perturbation(dev: Any, rep: Report) -> None:
 
     from fingrav.config import GemmKernel, GemvKernel
 
-    cases = [("gemm-4k graph", GemmKernel(m=4096, n=4096, k=4096), "graph", 6, True),
-             ("gemv-8k graph", GemvKernel(m=8192, k=8192), "graph", 6, True),
-             ("gemv-2k stream", GemvKernel(m=2048, k=2048), "stream", 5, False)]
+    cases = [
+        ("gemm-4k graph", GemmKernel(m=4096, n=4096, k=4096), "graph", 6, True),
+        ("gemv-8k graph", GemvKernel(m=8192, k=8192), "graph", 6, True),
+        ("gemv-2k stream", GemvKernel(m=2048, k=2048), "stream", 5, False),
+    ]
     out: dict[str, Any] = {}
     for name, kernel, mode, pairs, gating in cases:
         h = dev.prepare(kernel)
@@ -333,12 +367,23 @@ def perturbation(dev: Any, rep: Report) -> None:
         diff = 100.0 * (on - off) / off
         diff_span = 100.0 * (on_s - off_s) / off_s
         noise = 100.0 * float(np.std(res["off"]) / off)
-        out[name] = {"n": n, "exec_ns_off": res["off"], "exec_ns_on": res["on"], "span_ns_off": res["off_span"],
-                     "span_ns_on": res["on_span"], "diff_pct": diff, "span_diff_pct": diff_span,
-                     "trial_noise_pct": noise}
+        out[name] = {
+            "n": n,
+            "exec_ns_off": res["off"],
+            "exec_ns_on": res["on"],
+            "span_ns_off": res["off_span"],
+            "span_ns_on": res["on_span"],
+            "diff_pct": diff,
+            "span_diff_pct": diff_span,
+            "trial_noise_pct": noise,
+        }
         ok = abs(diff) < PERTURBATION_LIMIT_PCT and abs(diff_span) < PERTURBATION_LIMIT_PCT
-        rep.row("perturb", f"{name} on-vs-off exec/cycle",
-                f"{diff:+.2f} % / {diff_span:+.2f} % (trial noise {noise:.2f} %)", ok if gating else None)
+        rep.row(
+            "perturb",
+            f"{name} on-vs-off exec/cycle",
+            f"{diff:+.2f} % / {diff_span:+.2f} % (trial noise {noise:.2f} %)",
+            ok if gating else None,
+        )
         dev.launch_mode = "graph"
         del h
         torch.cuda.empty_cache()
@@ -347,15 +392,18 @@ def perturbation(dev: Any, rep: Report) -> None:
 
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True, type=Path, help="folder for nvml_smoke.json")
     ap.add_argument("--index", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--interval-ms", type=float, default=10.0, help="NVML sampler drain period (ms)")
     ap.add_argument("--verbose", action="store_true", help="INFO logging")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     rep = Report()
@@ -370,8 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rep.data["device"] = dev.describe()
         d = rep.data["device"]
-        rep.row("device", "name / driver / channels",
-                f"{d.get('name')} / {d.get('driver_version')} / {','.join(d.get('channels', []))}")
+        rep.row(
+            "device",
+            "name / driver / channels",
+            f"{d.get('name')} / {d.get('driver_version')} / {','.join(d.get('channels', []))}",
+        )
         rep.row("device", "stamp / spin kernels", f"{d.get('stamp_kernel')} / {d.get('spin_kernel')}")
         rep.section("stamps", stamps, dev, rep)
         rep.section("kernels", kernels, dev, rep)

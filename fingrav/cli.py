@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fingrav.config import SweepConfig, config_hash, json_schema, load_config
 from fingrav.errors import FingravError
+from fingrav.layout import SweepLayout
 
 logger = logging.getLogger(__name__)
 
@@ -47,61 +48,46 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_paths(cfg: SweepConfig, out: Path) -> tuple[Path, Path]:
-    return out / "calibration.json", out / "raw"
+def _layout(cfg: SweepConfig, out: str | None) -> SweepLayout:
+    return SweepLayout(Path(out)) if out else SweepLayout.of(cfg.sweep)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from fingrav.stages import logging_to, run_calibrate
+    from fingrav.logs import logging_to
+    from fingrav.stages import calibrate
 
     cfg = load_config(args.config)
-    out = Path(args.out or f"results/{cfg.sweep}")
-    cal, raw = _gpu_paths(cfg, out)
-    with logging_to(out / "logs" / "calibrate.log"):
-        run_calibrate(
-            cfg.device.model_dump(mode="json"),
-            cfg.calibration.model_dump(mode="json"),
-            cfg.seed,
-            cal,
-            raw / "calibration",
-        )
+    layout = _layout(cfg, args.out)
+    with logging_to(layout.log("calibrate")):
+        calibrate.run(layout, cfg.device, cfg.calibration, cfg.seed)
     return 0
 
 
-def _collect_one(cfg: SweepConfig, name: str, out: Path) -> None:
-    from fingrav.stages import logging_to, run_collect
+def _collect_one(cfg: SweepConfig, name: str, layout: SweepLayout) -> None:
+    from fingrav.logs import logging_to
+    from fingrav.stages import collect
 
-    cal, raw = _gpu_paths(cfg, out)
-    truth = out / "truth" / f"{name}.parquet" if cfg.device.backend == "sim" else None
-    with logging_to(out / "logs" / "collect" / f"{name}.log"):
-        run_collect(
-            cfg.device.model_dump(mode="json"),
-            cfg.scenario(name).model_dump(mode="json", exclude={"run_policy"}),
-            cfg.policy_for(name).model_dump(mode="json", exclude={"margin"}),
-            cfg.seed,
-            cal,
-            raw / name,
-            truth,
-        )
+    with logging_to(layout.log("collect", name)):
+        collect.run(layout, cfg.device, cfg.scenario(name), cfg.policy_for(name), cfg.seed)
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    out = Path(args.out or f"results/{cfg.sweep}")
+    layout = _layout(cfg, args.out)
     for name in args.scenario or [s.name for s in cfg.scenarios]:
-        _collect_one(cfg, name, out)
+        _collect_one(cfg, name, layout)
     return 0
 
 
 def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    out = Path(args.out or f"results/{cfg.sweep}")
+    layout = _layout(cfg, args.out)
     _cmd_calibrate(args)
     names = args.scenario or [s.name for s in cfg.scenarios]
     for i, name in enumerate(names):
         logger.info("scenario %d/%d: %s", i + 1, len(names), name)
-        _collect_one(cfg, name, out)
-    (out / "gpu-sweep.json").write_text(
+        _collect_one(cfg, name, layout)
+    (layout.root / "gpu-sweep.json").write_text(
         json.dumps({"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n"
     )
     return 0
@@ -119,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=_cmd_validate)
     for name, func, hlp in (
         ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),
-        ("collect", _cmd_collect, "collect scenarios (GPU side); needs calibration.json"),
+        ("collect", _cmd_collect, "collect scenarios (GPU side); needs the calibration"),
         ("gpu-sweep", _cmd_gpu_sweep, "calibrate + collect every scenario (GPU side, no Snakemake)"),
     ):
         c = sub.add_parser(name, help=hlp)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav.device.common import ClockReads
+from fingrav.device.base import ClockReads
 from fingrav.errors import DataError
 
 logger = logging.getLogger(__name__)

@@ -212,9 +212,6 @@ class RunPolicy(_Model):
     sse_runs: PositiveInt | None = Field(
         None, description="SSE runs (default: enough for min_lois SSE LOIs, at least the guidance table, <= max_runs)"
     )
-    margin: Annotated[float, Field(gt=0, le=0.5)] | None = Field(
-        None, description="binning margin as a fraction (0.02 = 2 %); an analysis parameter"
-    )
     executions_per_run: PositiveInt | None = Field(None, description="executions of the measured kernel per run")
     warmups: Annotated[int, Field(ge=0, le=50)] = 3
     timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
@@ -241,6 +238,11 @@ Scenario.model_rebuild()
 
 
 class AnalysisConfig(_Model):
+    margin: Annotated[float, Field(gt=0, le=0.5)] | None = Field(
+        None,
+        description="binning margin as a fraction (0.02 = 2 %); unset: METHOD.md's guidance table for the "
+        "measured kernel time, decided when binning",
+    )
     bootstrap_reps: Annotated[int, Field(ge=100, le=100_000)] = 1000
     ci_level: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
     fit_degree: Annotated[int, Field(ge=0, le=8)] = 4

@@ -1,34 +1,15 @@
-"""Raw-data files: parquet tables with provenance metadata, and JSON side files.
+"""Raw-data files: parquet tables with provenance metadata, and JSON side files (atomic writes).
 
-GPU-side module (numpy + pyarrow only). The analysis reads the same files with polars
-(`polars.read_parquet`); `read_metadata` returns the provenance record of any table.
-
-Files of one scenario, in `results/<sweep>/raw/<scenario>/` (see `SCENARIO_FILES`):
-
-* `executions.parquet` - run:int32, segment:str ("pred" | "main"), exec_index:int32 (within its segment),
-  gpu_start_ns:int64, gpu_end_ns:int64 (GPU clock)
-* `runs.parquet` - run:int32, phase:str ("timing" | "probe" | "reference" | "sse" | "ssp"), host_start_ns:int64
-  (host clock just before the executions were launched), delay_ns:int64 (random delay slept before it),
-  idle_ns:int64 (settling idle slept before the delay), energy_start_mj / energy_end_mj: float64 (null when
-  the device has no energy counter)
-* `clock.parquet` - host_before_ns, gpu_ns, host_after_ns:int64, source:str ("burst" | "run"), run:int32
-  (-1 for bursts)
-* `samples.parquet` - t_ns:int64 (host clock), channel:str, power_mw:float64; metadata key `gaps`
-  lists known sample gaps [[from_ns, to_ns], ...]
-* `plan.json` - the collection plan (`fingrav.collect.plan.CollectionPlan`) and the probe's result
-
-Ground truth (simulator only) goes to `results/<sweep>/truth/<scenario>.parquet`: run:int32, segment,
-exec_index, channel, power_mw, energy_mj - read only by validation.
-
-Several GPUs (device.world_size > 1): these are rank 0's files; rank k writes the same files under
-`raw/<scenario>/rank<k>/` (and `truth/rank<k>/`), see `fingrav.ranks`.
+GPU-side module (numpy + pyarrow only). Schemas: `fingrav.contracts.tables`; paths: `fingrav.layout`.
+Every table carries a JSON record under metadata key `fingrav` (`read_metadata`) with the
+`fingrav.contracts.FORMAT_VERSION` it was written in.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,56 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fingrav.contracts import FORMAT_VERSION, tables
+
 logger = logging.getLogger(__name__)
 
 META_KEY = b"fingrav"
-SCENARIO_FILES = ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json")
-CALIBRATION_RAW_FILES = ("clock.parquet", "steps.parquet", "samples.parquet")
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "executions": pa.schema(
-        [
-            ("run", pa.int32()),
-            ("segment", pa.string()),
-            ("exec_index", pa.int32()),
-            ("gpu_start_ns", pa.int64()),
-            ("gpu_end_ns", pa.int64()),
-        ]
-    ),
-    "runs": pa.schema(
-        [
-            ("run", pa.int32()),
-            ("phase", pa.string()),
-            ("host_start_ns", pa.int64()),
-            ("delay_ns", pa.int64()),
-            ("idle_ns", pa.int64()),
-            ("energy_start_mj", pa.float64()),
-            ("energy_end_mj", pa.float64()),
-        ]
-    ),
-    "clock": pa.schema(
-        [
-            ("host_before_ns", pa.int64()),
-            ("gpu_ns", pa.int64()),
-            ("host_after_ns", pa.int64()),
-            ("source", pa.string()),
-            ("run", pa.int32()),
-        ]
-    ),
-    "samples": pa.schema([("t_ns", pa.int64()), ("channel", pa.string()), ("power_mw", pa.float64())]),
-    # calibration load steps: one row per spin (on) interval, GPU clock
-    "steps": pa.schema([("step", pa.int32()), ("gpu_start_ns", pa.int64()), ("gpu_end_ns", pa.int64())]),
-    "truth": pa.schema(
-        [
-            ("run", pa.int32()),
-            ("segment", pa.string()),
-            ("exec_index", pa.int32()),
-            ("channel", pa.string()),
-            ("power_mw", pa.float64()),
-            ("energy_mj", pa.float64()),
-        ]
-    ),
-}
+SCHEMAS: dict[str, pa.Schema] = tables.RAW
 
 
 def _json_default(obj: Any) -> Any:
@@ -97,6 +34,8 @@ def _json_default(obj: Any) -> Any:
         return obj.tolist()
     if isinstance(obj, Path):
         return str(obj)
+    if hasattr(obj, "model_dump"):  # pydantic models (the contracts)
+        return obj.model_dump(mode="json")
     raise TypeError(f"not JSON-able: {type(obj).__name__}")
 
 
@@ -119,19 +58,37 @@ def write_table(path: str | Path, kind: str, columns: Mapping[str, Any], meta: M
                 n = len(next(iter(columns.values()))) if columns else 0
             arr = pa.nulls(n, type=f.type)
         arrays.append(arr)
-    table = pa.Table.from_arrays(arrays, schema=schema.with_metadata({META_KEY: dumps(dict(meta)).encode()}))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_arrays(arrays, schema=schema)
     # integer columns (sorted timestamps, run and execution indices) shrink 2-3x with delta encoding
     ints = [f.name for f in schema if pa.types.is_integer(f.type)]
     strings = [f.name for f in schema if pa.types.is_string(f.type)]
-    pq.write_table(
-        table,
-        path,
-        compression="zstd",
-        use_dictionary=strings,
-        column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"),
+    return write_arrow(
+        path, table, meta, dictionary_columns=strings, column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED")
     )
+
+
+def write_arrow(
+    path: str | Path,
+    table: pa.Table,
+    meta: Mapping[str, Any],
+    dictionary_columns: Sequence[str] | None = None,
+    column_encoding: Mapping[str, str] | None = None,
+) -> Path:
+    """Write a table as zstd parquet with `meta` (+ format_version) as JSON under metadata key b"fingrav",
+    atomically (a temporary file renamed into place). dictionary_columns: columns to dictionary-encode
+    (None: all)."""
+    record = {"format_version": FORMAT_VERSION, **dict(meta)}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: dumps(record).encode()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    use_dict: bool | list[str] = True if dictionary_columns is None else [
+        c for c in dictionary_columns if c in table.column_names
+    ]
+    pq.write_table(
+        table, tmp, compression="zstd", use_dictionary=use_dict, column_encoding=dict(column_encoding or {}) or None
+    )
+    tmp.replace(path)
     logger.debug("wrote %s (%d rows)", path, table.num_rows)
     return path
 
@@ -148,9 +105,12 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
+    """Write JSON (pydantic models dumped) atomically: a temporary file renamed into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(obj) + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(dumps(obj) + "\n")
+    tmp.replace(path)
     return path
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav.device.common import PowerSamples
+from fingrav.device.base import PowerSamples
 from fingrav.errors import DataError
 
 logger = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 rule bin:
     input:
-        raw=lambda wc: raw_files(wc.scenario),
+        raw=lambda wc: raw_files(wc.scenario, wc.rank),
     output:
-        f"{RESULTS}/binned/{{scenario}}.parquet",
+        p(L.binned("{scenario}", "{rank}")),
     params:
-        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
-        margin=margin_param,
+        root=ROOT,
+        analysis=analysis_params(),
     log:
-        f"{RESULTS}/logs/bin/{{scenario}}.log",
+        p(L.log("bin", "{scenario}", "{rank}")),
     script:
-        "scripts/bin.py"
+        STAGE_SCRIPT

@@ -1,26 +1,16 @@
 rule collect:
     input:
-        calibration=f"{RESULTS}/calibration.json",
-        rank_calibrations=rank_calibration_jsons(),
+        calibration=calibration_jsons(),
     output:
-        raw=multiext(
-            f"{RESULTS}/raw/{{scenario}}/",
-            "executions.parquet",
-            "runs.parquet",
-            "clock.parquet",
-            "samples.parquet",
-            "plan.json",
-        ),
-        truth=truth_file("{scenario}"),
-        ranks=all_rank_raw_files("{scenario}"),  # device.world_size > 1: ranks k >= 1 (rules/ranks.smk)
-        rank_truth=all_rank_truth_files("{scenario}"),
+        raw=all_raw_files("{scenario}"),
+        truth=truth_files("{scenario}"),
     params:
-        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
-        device=device_params(),
+        root=ROOT,
+        device=CFG.device.model_dump(mode="json"),
         scenario=scenario_params,
-        policy=collect_policy_params,
+        policy=policy_params,
         seed=CFG.seed,
     log:
-        f"{RESULTS}/logs/collect/{{scenario}}.log",
+        p(L.log("collect", "{scenario}")),
     script:
-        "scripts/collect.py"
+        STAGE_SCRIPT

@@ -1,13 +1,11 @@
-# Shared helpers: config validation (before any job runs), result paths and per-rule params.
-import json
-import os
-
+# Shared helpers: the sweep config (validated once, before any job runs), its paths (fingrav.layout) and
+# per-rule params. Every per-GPU path has a `gpu{rank}` part (rank 0 .. device.world_size - 1).
 from snakemake.exceptions import WorkflowError
 
 from fingrav.config import config_hash, parse_config
 from fingrav.errors import ConfigError
-from fingrav.rawio import SCENARIO_FILES
-from fingrav.stages import logging_to
+from fingrav.layout import SweepLayout
+from fingrav.stages.report import PAPER_SSE_VS_SSP_PCT
 
 
 # Snakemake merges --configfile over the default `configfile:`; a sweep config given on the command line
@@ -23,23 +21,58 @@ def _load_sweep_config():
 
 
 CFG = _load_sweep_config()
-SWEEP = CFG.sweep
-RESULTS = f"results/{SWEEP}"
+L = SweepLayout.of(CFG.sweep)
+ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]
+RANKS = list(range(CFG.device.world_size))
 IS_SIM = CFG.device.backend == "sim"
+STAGE_SCRIPT = "scripts/stage.py"
 
 
 wildcard_constraints:
     scenario="|".join(SCENARIOS),
+    rank=r"\d+",
 
 
-def device_params():
-    d = CFG.device.model_dump(mode="json")
-    # multi-GPU fields left out at their defaults: one-GPU sweeps keep their params (no re-measuring)
-    for key, default in (("world_size", 1), ("dist_backend", None)):
-        if d.get(key) == default:
-            d.pop(key, None)
-    return d
+def p(path):
+    """A layout path as the string Snakemake wants (wildcards like "{scenario}" pass through)."""
+    return str(path)
+
+
+def calibration_jsons():
+    return [p(L.calibration_json(k)) for k in RANKS]
+
+
+def calibration_raw():
+    return [p(f) for k in RANKS for f in L.calibration_files(k)]
+
+
+def raw_files(scenario, rank):
+    return [p(f) for f in L.scenario_files(scenario, rank)]
+
+
+def all_raw_files(scenario):
+    return [f for k in RANKS for f in raw_files(scenario, k)]
+
+
+def truth_files(scenario, ranks=None):
+    return [p(L.truth(scenario, k)) for k in (RANKS if ranks is None else ranks)] if IS_SIM else []
+
+
+def profile_files(scenario):
+    return [p(f) for k in RANKS for f in (L.summary_json(scenario, k), L.lois(scenario, k))]
+
+
+def combined_outputs():
+    return [p(L.combined(s)) for s in SCENARIOS] if len(RANKS) > 1 else []
+
+
+def report_outputs():
+    return [p(L.summary_csv), p(L.report_html)]
+
+
+def policy_params(wildcards):
+    return CFG.policy_for(wildcards.scenario).model_dump(mode="json")
 
 
 def scenario_params(wildcards):
@@ -47,41 +80,15 @@ def scenario_params(wildcards):
     return CFG.scenario(wildcards.scenario).model_dump(mode="json", exclude={"run_policy"})
 
 
-def collect_policy_params(wildcards):
-    # the margin is an analysis parameter: changing it must not re-measure anything
-    return CFG.policy_for(wildcards.scenario).model_dump(mode="json", exclude={"margin"})
-
-
-def margin_param(wildcards):
-    return CFG.policy_for(wildcards.scenario).margin
-
-
-def raw_files(scenario):
-    return [f"{RESULTS}/raw/{scenario}/{name}" for name in SCENARIO_FILES]
-
-
-def truth_file(scenario):
-    return [f"{RESULTS}/truth/{scenario}.parquet"] if IS_SIM else []
-
-
-def report_outputs():
-    return [f"{RESULTS}/summary.csv", f"{RESULTS}/report/index.html"]
+def analysis_params():
+    return CFG.analysis.model_dump(mode="json")
 
 
 def sweep_meta():
     return {
-        "sweep": SWEEP,
+        "sweep": CFG.sweep,
         "backend": CFG.device.backend,
         "config_hash": config_hash(CFG),
         "config": CFG.model_dump(mode="json"),
-        # the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), shown next to ours
-        "paper_sse_vs_ssp_pct": {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0},
+        "paper_sse_vs_ssp_pct": PAPER_SSE_VS_SSP_PCT,
     }
-
-
-def analysis_params():
-    return {
-        **CFG.analysis.model_dump(mode="json"),
-        "max_clock_residual_us": CFG.calibration.max_clock_residual_us,
-    }
-

@@ -1,17 +1,18 @@
 rule differentiate:
     input:
-        raw=lambda wc: raw_files(wc.scenario),
-        binned=f"{RESULTS}/binned/{{scenario}}.parquet",
-        calibration=f"{RESULTS}/calibration.json",
-        truth=truth_file("{scenario}"),
+        raw=lambda wc: raw_files(wc.scenario, wc.rank),
+        binned=p(L.binned("{scenario}", "{rank}")),
+        calibration=p(L.calibration_json("{rank}")),
+        truth=lambda wc: truth_files(wc.scenario, [wc.rank]),
     output:
-        lois=f"{RESULTS}/profiles/{{scenario}}/lois.parquet",
-        summary=f"{RESULTS}/profiles/{{scenario}}/summary.json",
+        lois=p(L.lois("{scenario}", "{rank}")),
+        summary=p(L.summary_json("{scenario}", "{rank}")),
     params:
-        raw_dir=lambda wc: f"{RESULTS}/raw/{wc.scenario}",
-        out_dir=lambda wc: f"{RESULTS}/profiles/{wc.scenario}",
+        root=ROOT,
         analysis=analysis_params(),
+        max_clock_residual_us=CFG.calibration.max_clock_residual_us,
+        with_truth=IS_SIM,
     log:
-        f"{RESULTS}/logs/differentiate/{{scenario}}.log",
+        p(L.log("differentiate", "{scenario}", "{rank}")),
     script:
-        "scripts/differentiate.py"
+        STAGE_SCRIPT

@@ -1,18 +1,18 @@
 rule report:
     input:
-        summaries=expand(f"{RESULTS}/profiles/{{scenario}}/summary.json", scenario=SCENARIOS),
-        lois=expand(f"{RESULTS}/profiles/{{scenario}}/lois.parquet", scenario=SCENARIOS),
-        calibration=f"{RESULTS}/calibration.json",
-        binned=expand(f"{RESULTS}/binned/{{scenario}}.parquet", scenario=SCENARIOS),
-        combined=combined_outputs(),  # device.world_size > 1 (rules/ranks.smk)
+        profiles=[f for s in SCENARIOS for f in profile_files(s)],
+        binned=[p(L.binned(s, k)) for s in SCENARIOS for k in RANKS],
+        calibration=calibration_jsons(),
+        combined=combined_outputs(),
     output:
-        csv=f"{RESULTS}/summary.csv",
-        html=f"{RESULTS}/report/index.html",
+        csv=p(L.summary_csv),
+        html=p(L.report_html),
     params:
-        results=lambda wc, output: os.path.dirname(output.csv),
+        root=ROOT,
         meta=sweep_meta(),
         scenarios=SCENARIOS,
+        world_size=len(RANKS),
     log:
-        f"{RESULTS}/logs/report.log",
+        p(L.log("report")),
     script:
-        "scripts/report.py"
+        STAGE_SCRIPT

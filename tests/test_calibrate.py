@@ -14,7 +14,7 @@ from fingrav import rawio
 from fingrav.clocksync import ClockFit
 from fingrav.collect.calibrate import analyze_calibration, calibrate
 from fingrav.config import CalibrationConfig
-from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
 from fingrav.errors import DataError
 
 HOST0 = 1_764_400_000_000_000_000

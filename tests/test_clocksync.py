@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fingrav.clocksync import ClockFit, fit_clock
-from fingrav.device.common import ClockReads
+from fingrav.device.base import ClockReads
 from fingrav.errors import DataError
 
 HOST_EPOCH = 1_764_400_000_000_000_000  # ns, a 2025-ish wall clock

@@ -1,9 +1,9 @@
 """Tests of the report stage on a small synthetic sweep that follows docs/ARCHITECTURE.md's contracts.
 
-`make_sweep` writes what calibrate, collect, bin and differentiate would: calibration.json,
-raw/<scenario>/{executions,runs,clock,samples}.parquet + plan.json, binned/<scenario>.parquet and
-profiles/<scenario>/{lois.parquet,summary.json}. The power is a step response through a first-order
-lag sampled every millisecond, so the figures look like the real thing.
+`make_sweep` writes what calibrate, collect, bin and differentiate would, where `fingrav.layout.SweepLayout`
+puts it: calibration/gpu0.json, raw/gpu0/<scenario>/{executions,runs,clock,samples}.parquet + plan.json,
+binned/gpu0/<scenario>.parquet and profiles/gpu0/<scenario>/{lois.parquet,summary.json}. The power is a
+step response through a first-order lag sampled every millisecond, so the figures look like the real thing.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from fingrav import rawio
-from fingrav.report import build_report, build_summary_table
+from fingrav.contracts import summary as S
+from fingrav.contracts.plan import Plan
+from fingrav.layout import SweepLayout
+from fingrav.report import build_report, summary_frame
 from fingrav.report.figures import binning_chart, pick_run, reference_data, sse_error_data, validation_data
-from fingrav.report.load import ScenarioData, exec_roles, fair_quotas, subsample
-from fingrav.report.table import HEAD_COLUMNS, TAIL_COLUMNS, TRUTH_COLUMNS, column_order
+from fingrav.report.load import ScenarioData, fair_quotas, load_scenarios, subsample
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +92,12 @@ def _lag(level: np.ndarray, dt: int) -> np.ndarray:
     return filt
 
 
-def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: int) -> None:
-    """Write every file of one scenario: SSP runs (ids 0..runs-1), SSE runs (next ids), the reference run
-    (last id, when spec.reference_ms), in that time order."""
+def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, seed: int) -> None:
+    """Write every file of one scenario (GPU 0): SSP runs (ids 0..runs-1), SSE runs (next ids), the reference
+    run (last id, when spec.reference_ms), in that time order. SSP runs end with 2 trailing executions."""
     rng = np.random.default_rng(seed)
-    warmups, ssp_index, tail = 3, 8, 4
-    n_main = ssp_index + tail
+    warmups, ssp_index, tail, trailing = 3, 8, 4, 2
+    n_main = ssp_index + tail + trailing
     pred_count = spec.pred[1] if spec.pred else 0
     pred_ns = spec.pred[2] if spec.pred else 0
     idle_ns, spacing_ns = 15_000_000, 40_000_000
@@ -149,7 +151,8 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
                 if seg == "pred":
                     role, p = "pred", spec.pred[3] if spec.pred else 0.0
                 else:
-                    role = ("ssp" if (i >= ssp_index and kind == "ssp") else "sse" if i == warmups
+                    role = ("trail" if (i >= ssp_index + tail and kind == "ssp")
+                            else "ssp" if (i >= ssp_index and kind == "ssp") else "sse" if i == warmups
                             else "first" if (i == 0 and pred_count) else "warmup")
                     p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
                 level[(grid >= t) & (grid < t + d)] = p
@@ -170,7 +173,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
             run_rows[k].append(v)
         begin += span_ns
 
-    raw = sweep / "raw" / spec.name
+    raw = sweep.scenario_dir(spec.name)
     prov = {"stage": "collect", "git_commit": "abc123", "device": {"backend": backend, "name": "synthetic"}}
     rawio.write_table(raw / "executions.parquet", "executions", {k: np.asarray(v) for k, v in ex_rows.items()}, prov)
     rawio.write_table(raw / "runs.parquet", "runs", {k: np.asarray(v) for k, v in run_rows.items()}, prov)
@@ -188,10 +191,11 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
     if truth:
         # only the executions that matter, like the collector: SSE, first and the SSP tail
         rel = [x for x in truth_rows if x[1] == "main" and (x[2] == warmups or (x[2] == 0 and pred_count)
-                                                          or (x[2] >= ssp_index and x[0] < spec.runs))]
+                                                          or (ssp_index <= x[2] < ssp_index + tail
+                                                              and x[0] < spec.runs))]
         tr = list(zip(*rel, strict=True))
         n_t = len(rel)
-        rawio.write_table(sweep / "truth" / f"{spec.name}.parquet", "truth", {
+        rawio.write_table(sweep.truth(spec.name), "truth", {
             "run": np.tile(np.asarray(tr[0], np.int32), len(chans)),
             "segment": np.tile(np.asarray(tr[1], dtype=object), len(chans)),
             "exec_index": np.tile(np.asarray(tr[2], np.int32), len(chans)),
@@ -200,15 +204,20 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
             "energy_mj": np.concatenate([np.asarray(tr[3]) * spec.channels[c] * np.asarray(tr[4]) * 1e-9
                                          for c in chans]),
         }, prov)
-    plan = {"exec_time_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups, "ssp_index": ssp_index,
-            "executions_per_run": n_main, "tail": tail, "runs": spec.runs, "sse_runs": spec.sse_runs,
-            "sse_executions_per_run": warmups + 1, "reference_executions": n_ref,
-            "reference_ms": float(spec.reference_ms), "margin": 0.05, "predecessor_count": pred_count,
-            "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
-                       "settle_ns": 10_000_000},
-            "probe": {"t_stable_ns": t_stable_ns, "settled": True}, "lois_wanted": 30, "kernel": spec.kernel,
-            "predecessor": {"kernel": spec.pred[0], "count": spec.pred[1]} if spec.pred else None}
-    rawio.write_json(raw / "plan.json", plan)
+    probe = {"busy_ns": 50_000_000, "executions": 50_000_000 // spec.exec_ns, "idle_level_mw": 80_000.0,
+             "level_mw": spec.ssp_mw, "peak_mw": spec.ssp_mw, "tol_mw": 2_000.0, "t_stable_ns": t_stable_ns,
+             "t_recover_ns": 5_000_000, "settled": True, "samples": 100}
+    plan = Plan.model_validate({
+        "exec_time_ns": spec.exec_ns, "cycle_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups,
+        "ssp_index": ssp_index, "tail": tail, "trailing": trailing, "executions_per_run": n_main,
+        "runs": spec.runs, "sse_runs": spec.sse_runs, "sse_executions_per_run": warmups + 1,
+        "reference_executions": n_ref, "reference_ms": float(spec.reference_ms), "predecessor_count": pred_count,
+        "idle_ns": idle_ns, "delay_max_ns": PERIOD_NS, "lois_wanted": 30,
+        "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
+                   "settle_ns": 10_000_000},
+        "probe": probe,
+    }).to_json()
+    rawio.write_json(sweep.plan(spec.name), plan)
 
     # binning, each kind on its own
     binned_rows, bins = [], {}
@@ -224,7 +233,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
     binned = pl.DataFrame(binned_rows, schema={"run": pl.Int32, "phase": pl.String, "bin_exec_time_ns": pl.Int64,
                                                "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean,
                                                "reason": pl.String}, orient="row").sort("run")
-    _write_parquet_with_meta(binned, sweep / "binned" / f"{spec.name}.parquet",
+    _write_parquet_with_meta(binned, sweep.binned(spec.name),
                              {"margin": 0.05, **{k: v for k, v in bins["ssp"].items()}, "bins": bins})
     golden_runs = binned.filter(pl.col("golden"))["run"].to_list()
 
@@ -245,9 +254,8 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
                  "exec_start_ns", "toi_ns", "toi_frac", (pl.col("p") * s).alias("power_mw"))
         for c, s in spec.channels.items()
     ])
-    prof = sweep / "profiles" / spec.name
-    prof.mkdir(parents=True, exist_ok=True)
-    lois.write_parquet(prof / "lois.parquet")
+    sweep.lois(spec.name).parent.mkdir(parents=True, exist_ok=True)
+    lois.write_parquet(sweep.lois(spec.name))
 
     stats: dict[str, dict[str, Any]] = {}
     for c in chans:
@@ -316,7 +324,7 @@ def make_scenario(sweep: Path, spec: Spec, *, truth: bool, backend: str, seed: i
                          "residual_ns": 800.0},
                "flags": list(spec.flags), "plan": plan, "provenance": {"stage": "differentiate"},
                "reference": reference}
-    rawio.write_json(prof / "summary.json", summary)
+    rawio.write_json(sweep.summary_json(spec.name), summary)
 
 
 def default_specs() -> list[Spec]:
@@ -331,21 +339,22 @@ def default_specs() -> list[Spec]:
     ]
 
 
-def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, calibration: bool = True) -> Path:
-    """A synthetic sweep directory with every scenario of `specs`."""
-    sweep = root / "sweep"
+def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, calibration: bool = True,
+               sensor_units: str = "ns") -> SweepLayout:
+    """A synthetic sweep with every scenario of `specs`; its calibration's sensor times in `sensor_units`
+    ("ns": the contract; "ms": calibration files from before it)."""
+    sweep = SweepLayout(root / "sweep")
     for k, spec in enumerate(specs):
         make_scenario(sweep, spec, truth=truth, backend=backend, seed=k)
     if calibration:
-        rawio.write_json(sweep / "calibration.json", {
+        f = 1e6 if sensor_units == "ns" else 1.0
+        times = {"period": 0.5, "delay": 0.5, "window": 1.0, "lag": 0.3, "settle": 10.0}
+        sensor = {ch: {**{f"{k}_{sensor_units}": v * f for k, v in times.items()}, "noise_mw": noise}
+                  for ch, noise in (("total", 1500.0), ("memory", 600.0))}
+        rawio.write_json(sweep.calibration_json(), {
             "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift": DRIFT, "drift_ppm": DRIFT * 1e6,
                       "residual_ns": 800.0, "pairs_kept": 120},
-            "sensor": {
-                "total": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 0.3, "settle_ms": 10.0,
-                          "noise_mw": 1500.0},
-                "memory": {"period_ms": 0.5, "delay_ms": 0.5, "window_ms": 1.0, "lag_ms": 0.3, "settle_ms": 10.0,
-                           "noise_mw": 600.0},
-            },
+            "sensor": sensor,
             "flags": [], "provenance": {"stage": "calibrate"},
         })
     return sweep
@@ -389,12 +398,12 @@ def sim_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("sim")
     specs = default_specs()
     sweep = make_sweep(root, specs, truth=True, backend="sim")
-    out = sweep / "report"
+    out = sweep.report_dir
     t = time.perf_counter()
-    build_report(sweep, [s.name for s in specs], sweep_meta("sim"), out, strict=True)
+    written = build_report(sweep, [s.name for s in specs], sweep_meta("sim"), strict=True)
     elapsed = time.perf_counter() - t
     logger.info("sim report rendered in %.1f s", elapsed)
-    return {"sweep": sweep, "out": out, "specs": specs, "elapsed": elapsed}
+    return {"sweep": sweep, "out": out, "specs": specs, "elapsed": elapsed, "written": written}
 
 
 @pytest.fixture(scope="module")
@@ -403,23 +412,23 @@ def hw_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("hw")
     specs = default_specs()[:2]
     sweep = make_sweep(root, specs, truth=False, backend="nvml", calibration=False)
-    for f in (sweep / "raw" / specs[0].name).glob("*.parquet"):
+    for f in sweep.scenario_dir(specs[0].name).glob("*.parquet"):
         f.unlink()
-    out = sweep / "report"
-    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), out, strict=True)
+    out = sweep.report_dir
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
     return {"sweep": sweep, "out": out, "specs": specs}
 
 
 # --------------------------------------------------------------------------- report tests
 def test_summary_csv(sim_report: dict[str, Any]) -> None:
-    df = pl.read_csv(sim_report["sweep"] / "summary.csv")
+    df = pl.read_csv(sim_report["sweep"].summary_csv)
     assert df["scenario"].to_list() == [s.name for s in sim_report["specs"]]
     cols = df.columns
-    assert cols[: len(HEAD_COLUMNS)] == list(HEAD_COLUMNS)
+    assert cols[: len(S.HEAD)] == list(S.HEAD)
     assert {"ssp_memory_power_w", "ssp_compute_power_w"} <= set(cols)
     tail_at = cols.index("runs_total")
-    assert cols[tail_at: tail_at + len(TAIL_COLUMNS)] == list(TAIL_COLUMNS)
-    assert all(c in cols for c in TRUTH_COLUMNS)
+    assert cols[tail_at: tail_at + len(S.COUNTS)] == list(S.COUNTS)
+    assert all(c in cols for c in S.TRUTH)
     assert df["valid"].to_list() == [True, True, False]
     assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois;too_few_lois_sse"
     assert df["ssp_power_w"].is_not_null().all()
@@ -481,11 +490,11 @@ def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
     assert 'class="validation"' not in html
     assert "Validation against the simulator" not in html
     assert not (out / "validation_truth.png").exists()
-    assert "No calibration.json" in html
+    assert "No calibration (calibration/gpu0.json)" in html
     # the timeline falls back to the scenario that still has raw data; truth columns are absent
     assert (out / "timeline_sync_gemm2k_after_gemv.png").exists()
-    cols = pl.read_csv(hw_report["sweep"] / "summary.csv").columns
-    assert not any(c in cols for c in TRUTH_COLUMNS)
+    cols = pl.read_csv(hw_report["sweep"].summary_csv).columns
+    assert not any(c in cols for c in S.TRUTH)
     for p in out.glob("*.png"):
         assert_valid_png(p.read_bytes())
     assert not EXTERNAL.findall(html)
@@ -494,11 +503,11 @@ def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
 def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
     specs = [Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0)]
     sweep = make_sweep(tmp_path, specs, truth=False, backend="nvml")
-    out = tmp_path / "report"
-    (out).mkdir()
+    out = sweep.report_dir
+    out.mkdir(parents=True)
     (out / "profile_gone.png").write_bytes(b"old")
     (out / "keep_me.png").write_bytes(b"not ours")
-    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), out, strict=True)
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
     assert not (out / "profile_gone.png").exists()
     assert (out / "keep_me.png").exists()
     assert not (out / "interleaved_vs_isolated.png").exists()  # no predecessor in this sweep
@@ -509,7 +518,7 @@ def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
     from fingrav.errors import DataError
 
     with pytest.raises(DataError, match="summary.json"):
-        build_report(tmp_path, ["nope"], sweep_meta("sim"), tmp_path / "report")
+        build_report(SweepLayout(tmp_path), ["nope"], sweep_meta("sim"))
 
 
 # --------------------------------------------------------------------------- units
@@ -529,30 +538,49 @@ def test_subsample_is_deterministic_and_bounded() -> None:
     assert a.filter(pl.col("role") == "sse").height == 40
 
 
-def test_column_order_is_stable() -> None:
-    rows = [{"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "extra": 1},
-            {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True}]
-    cols = column_order(rows)
-    assert cols[: len(HEAD_COLUMNS)] == list(HEAD_COLUMNS)
-    assert cols[len(HEAD_COLUMNS): len(HEAD_COLUMNS) + 2] == ["ssp_xcd_power_w", "ssp_hbm_power_w"]
-    assert cols[-1] == "extra"
-    df = build_summary_table(rows)
-    assert df.columns == cols
-    assert df["valid"].dtype == pl.Boolean
-    assert df["flags"].to_list() == ["", ""]
+def test_summary_frame_follows_the_contract() -> None:
+    rows = [{"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "runs_total": 3},
+            {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True, "truth_ssp_power_w": 2.5}]
+    df = summary_frame(rows)
+    assert df.columns == S.columns(rows)
+    assert df.columns[len(S.HEAD): len(S.HEAD) + 2] == ["ssp_hbm_power_w", "ssp_xcd_power_w"]
+    types = {"str": pl.String, "int": pl.Int64, "bool": pl.Boolean, "float": pl.Float64}
+    assert all(df[c].dtype == types[S.column_type(c)] for c in df.columns)
+    assert df["flags"].to_list() == ["", None]
 
 
-def test_exec_roles() -> None:
-    ex = pl.DataFrame({"segment": ["pred", "pred"] + ["main"] * 6, "exec_index": [0, 1, 0, 1, 2, 3, 4, 5]})
-    plan = {"warmups": 3, "sse_index": 3, "ssp_index": 4, "predecessor_count": 2}
-    roles = exec_roles(ex, plan)
-    assert roles["role"].to_list() == ["pred", "pred", "first", "warmup", "warmup", "sse", "ssp", "ssp"]
-    sse_run = exec_roles(ex.head(6), {**plan, "ssp_index": 3}, phase="sse")
-    assert sse_run["role"].to_list() == ["pred", "pred", "first", "warmup", "warmup", "sse"]
+def test_timeline_draws_trailing_executions(sim_report: dict[str, Any]) -> None:
+    """The SSP run's executions after the SSP tail are "trail" (fingrav.analysis.roles.role_expr), drawn as
+    their own role, not as SSP."""
+    from fingrav.report.figures import ROLE_COLORS, timeline_sync_chart
+    from fingrav.report.load import clock_map, load_raw, load_scenario
+
+    layout: SweepLayout = sim_report["sweep"]
+    scn = load_scenario(layout, "gemm2k")
+    chart = timeline_sync_chart(scn, load_raw(scn.raw_dir), clock_map(scn, None), None, {})
+    spec = chart.to_dict()
+    spans = [r for v in spec["datasets"].values() for r in v if "role_label" in r and "x1" in r]
+    labels = [r["role_label"] for r in sorted(spans, key=lambda r: r["x0"])]
+    assert labels[-2:] == ["SSP", "trailing"]
+    assert "trailing" in json.dumps(spec["vconcat"][0]) or "trailing" in json.dumps(spec)
+    assert ROLE_COLORS["trailing"] in json.dumps(spec)
+
+
+def test_calibration_sensor_in_ms_is_still_read(tmp_path: Path) -> None:
+    """Calibration files from before the ns contract (`*_ms` sensor keys) show the same table."""
+    specs = [Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0)]
+    pages = []
+    for units in ("ns", "ms"):
+        sweep = make_sweep(tmp_path / units, specs, truth=False, backend="nvml", sensor_units=units)
+        build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
+        html = sweep.report_html.read_text(encoding="utf-8")
+        pages.append(html[html.index('id="calibration"'): html.index("Power sensor") + 2000])
+    assert "lag_ms" in pages[0] and "0.300" in pages[0]
+    assert pages[0] == pages[1]
 
 
 def test_paper_values_match_scenarios_by_name() -> None:
-    scn = ScenarioData("cb-2k", {"row": {"sse_vs_ssp_error_pct": -75.0}}, Path("."))
+    scn = ScenarioData("cb-2k", {"row": {"sse_vs_ssp_error_pct": -75.0}}, SweepLayout(Path(".")))
     df = sse_error_data([scn], {"CB-2K": 80.0, "CB-8K": 20.0}, "this sweep")
     groups = dict(zip(df["group"].to_list(), df["source"].to_list(), strict=True))
     assert "cb-2k" in df["group"].to_list() and "CB-8K (paper)" in groups
@@ -561,7 +589,7 @@ def test_paper_values_match_scenarios_by_name() -> None:
 
 def test_pa_schema_of_fixture_matches_contract(sim_report: dict[str, Any]) -> None:
     for kind in ("executions", "runs", "samples"):
-        schema = pq.read_schema(sim_report["sweep"] / "raw" / "gemm2k" / f"{kind}.parquet")
+        schema = pq.read_schema(sim_report["sweep"].scenario_dir("gemm2k") / f"{kind}.parquet")
         assert schema.remove_metadata().equals(rawio.SCHEMAS[kind]), kind
 
 
@@ -574,14 +602,13 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     specs = default_specs()
     sweep = make_sweep(tmp_path, specs, truth=True, backend="sim")
     for s in specs:
-        raw = sweep / "raw" / s.name
-        binned = sweep / "binned" / f"{s.name}.parquet"
-        stages.run_bin(raw, raw / "plan.json", binned)
-        stages.run_differentiate(raw, binned, sweep / "calibration.json", sweep / "truth" / f"{s.name}.parquet",
-                                 AnalysisConfig().model_dump(mode="json"), sweep / "profiles" / s.name)
-    out = sweep / "report"
-    build_report(sweep, [s.name for s in specs], sweep_meta("sim"), out, strict=True)
-    df = pl.read_csv(sweep / "summary.csv")
+        raw, binned = sweep.scenario_dir(s.name), sweep.binned(s.name)
+        stages.run_bin(raw, sweep.plan(s.name), binned)
+        stages.run_differentiate(raw, binned, sweep.calibration_json(), sweep.truth(s.name),
+                                 AnalysisConfig().model_dump(mode="json"), sweep.profile_dir(s.name))
+    out = sweep.report_dir
+    build_report(sweep, [s.name for s in specs], sweep_meta("sim"), strict=True)
+    df = pl.read_csv(sweep.summary_csv)
     assert df["scenario"].to_list() == [s.name for s in specs]
     assert df["truth_ssp_power_w"].is_not_null().all()
     assert df["sse_runs_total"].to_list() == [24, 24, 24] and df["runs_total"].to_list() == [36, 36, 36]
@@ -626,7 +653,7 @@ def test_profile_chart_caps_points() -> None:
              "fit_coeffs": [0.0, 0.0, 0.0, 0.0, 300_000.0]}
     summary = {"row": {"exec_time_us": 100.0, "kernel": "k", "valid": True},
                "channels": {c: {r: dict(stats) for r in ("ssp", "sse")} for c in ("total", "memory")}}
-    chart = profile_chart(ScenarioData("big", summary, Path(".")), lois, max_points=3000)
+    chart = profile_chart(ScenarioData("big", summary, SweepLayout(Path("."))), lois, max_points=3000)
     assert chart is not None
     spec = chart.to_dict()
     points = sum(len(v) for v in spec.get("datasets", {}).values() if v and "role" in v[0] and "toi_us" in v[0])
@@ -638,9 +665,8 @@ def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
     summary_part = html[html.index('id="summary"'): html.index('id="how"')]
     row = next(r for r in summary_part.split("<tr") if "<b>gemv4k</b>" in r)
-    assert row.count("not measurable") == 2 and "too_few_lois_sse" in row
-    scns = [ScenarioData(s.name, json.loads((sim_report["sweep"] / "profiles" / s.name / "summary.json").read_text()),
-                         sim_report["sweep"]) for s in sim_report["specs"]]
+    assert row.count('class="nm"') == 2 and "too_few_lois_sse" in row
+    scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
     df = sse_error_data(scns, {"cb-2k": 80.0}, "this sweep")
     gemv = df.filter(pl.col("group") == "gemv4k").row(0, named=True)
     assert gemv["pct"] is None and gemv["label"] == "not measurable (too_few_lois_sse)"
@@ -652,8 +678,7 @@ def test_reference_section_and_figure_data(sim_report: dict[str, Any]) -> None:
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
     assert 'id="reference"' in html and "reference power (W)" in html and "SSP vs reference (%)" in html
     assert "initial transient" in html
-    scns = [ScenarioData(s.name, json.loads((sim_report["sweep"] / "profiles" / s.name / "summary.json").read_text()),
-                         sim_report["sweep"]) for s in sim_report["specs"]]
+    scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
     df = reference_data(scns)
     assert df["scenario"].unique().to_list() == ["gemm2k"]
     assert df["measure"].to_list() == ["SSP (FinGraV)", "reference run (settled)", "SSE (naive)"]
@@ -673,7 +698,7 @@ def test_binning_chart_uses_ssp_runs() -> None:
     meta = {"margin": 0.05, "bin_low_ns": 100_000, "bin_high_ns": 105_000,
             "bins": {"ssp": {"bin_low_ns": 100_000, "bin_high_ns": 105_000, "runs_total": 2, "runs_golden": 2},
                      "sse": {"bin_low_ns": 60_000, "bin_high_ns": 63_000, "runs_total": 3, "runs_golden": 3}}}
-    chart = binning_chart(ScenarioData("s", {"row": {}}, Path(".")), None, binned, meta)
+    chart = binning_chart(ScenarioData("s", {"row": {}}, SweepLayout(Path("."))), None, binned, meta)
     spec = chart.to_dict()
     hist = [v for v in spec["datasets"].values() if v and "y1" in v[0]]
     assert sum(r["y1"] - r["y0"] for r in hist[0]) == 2

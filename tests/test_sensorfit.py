@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from fingrav.device.common import PowerSamples
+from fingrav.device.base import PowerSamples
 from fingrav.errors import DataError
 from fingrav.sensorfit import characterize_channels, characterize_sensor, settle_time_ms, step_response
 

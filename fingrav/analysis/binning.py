@@ -11,30 +11,19 @@ executions per run (plan executions_per_run / sse_executions_per_run, plus prede
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, MEASURE_PHASES, PRED, SSE_PHASE, SSP_PHASE, PlanView, measure_runs
-from fingrav.errors import DataError
+from fingrav.analysis.roles import measure_runs
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import MAIN, MEASURE_PHASES, PRED, SSE, SSP
+from fingrav.contracts.tables import BAD_TIME, BINNED, INCOMPLETE, OUTSIDE_BIN, polars_schema
 
 logger = logging.getLogger(__name__)
 
-BINNED_SCHEMA = {
-    "run": pl.Int32,
-    "phase": pl.String,
-    "bin_exec_time_ns": pl.Int64,
-    "ssp_exec_time_ns": pl.Int64,
-    "golden": pl.Boolean,
-    "reason": pl.String,
-}
-
-# reasons a run is not golden
-OUTSIDE_BIN = "outside_bin"
-INCOMPLETE = "incomplete"  # the run lacks executions (main or predecessor segment)
-BAD_TIME = "bad_time"  # the binned execution's duration is not positive (broken stamps)
+BINNED_SCHEMA = polars_schema(BINNED)
 
 
 def golden_window(times_ns: np.ndarray, margin: float) -> tuple[int, int, int]:
@@ -42,8 +31,6 @@ def golden_window(times_ns: np.ndarray, margin: float) -> tuple[int, int, int]:
 
     Returns (low_ns, high_ns, count): low_ns = x, high_ns = floor(x*(1+margin)), so a time t is in
     the window iff low_ns <= t <= high_ns. Ties go to the smallest x. Empty input -> (0, -1, 0)."""
-    if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
     t = np.sort(np.asarray(times_ns, dtype=np.int64))
     if t.size == 0:
         return 0, -1, 0
@@ -54,17 +41,16 @@ def golden_window(times_ns: np.ndarray, margin: float) -> tuple[int, int, int]:
     return int(t[best]), int(high[best]), int(counts[best])
 
 
-def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[str, Any]) -> pl.DataFrame:
+def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Plan) -> pl.DataFrame:
     """Per measure run: run:int32, phase:str ("sse" | "ssp"), bin_exec_time_ns:int64 (duration of main
     execution sse_index of an SSE run / ssp_index of an SSP run; null when missing), complete:bool.
 
     A run is complete when it has main executions 0 .. n-1, n the executions per run of its kind, and
     predecessor executions 0..predecessor_count-1 (each exactly once)."""
-    view = PlanView.from_plan(plan)
     mruns = measure_runs(runs)
-    is_sse = pl.col("phase") == SSE_PHASE
-    n_main = pl.when(is_sse).then(view.sse_executions_per_run).otherwise(view.executions_per_run)
-    bin_index = pl.when(is_sse).then(view.sse_index).otherwise(view.ssp_index)
+    is_sse = pl.col("phase") == SSE
+    n_main = pl.when(is_sse).then(plan.sse_executions_per_run).otherwise(plan.executions_per_run)
+    bin_index = pl.when(is_sse).then(plan.sse_index).otherwise(plan.ssp_index)
     ex = (
         executions.lazy()
         .select(
@@ -80,7 +66,7 @@ def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[s
     per_run = ex.group_by("run").agg(
         n_main=(main & pl.col("exec_index").is_between(0, pl.col("n_main") - 1)).sum(),
         n_main_unique=pl.col("exec_index").filter(main).n_unique(),
-        n_pred=((pl.col("segment") == PRED) & pl.col("exec_index").is_between(0, view.predecessor_count - 1)).sum(),
+        n_pred=((pl.col("segment") == PRED) & pl.col("exec_index").is_between(0, plan.predecessor_count - 1)).sum(),
         n_pred_unique=pl.col("exec_index").filter(pl.col("segment") == PRED).n_unique(),
         n_all=pl.len(),
         bin_exec_time_ns=pl.col("dur_ns").filter(main & (pl.col("exec_index") == pl.col("bin_index"))).first(),
@@ -96,9 +82,9 @@ def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[s
             complete=(
                 (pl.col("n_main") == want)
                 & (pl.col("n_main_unique") == want)
-                & (pl.col("n_pred") == view.predecessor_count)
-                & (pl.col("n_pred_unique").fill_null(0) == view.predecessor_count)
-                & (pl.col("n_all") == want + view.predecessor_count)
+                & (pl.col("n_pred") == plan.predecessor_count)
+                & (pl.col("n_pred_unique").fill_null(0) == plan.predecessor_count)
+                & (pl.col("n_all") == want + plan.predecessor_count)
             ).fill_null(False),
         )
         .sort("run")
@@ -119,12 +105,12 @@ def _phase_meta(binned: pl.DataFrame, low: int, high: int, count: int) -> dict[s
 
 
 def bin_runs(
-    executions: pl.DataFrame, runs: pl.DataFrame, plan: Mapping[str, Any], margin: float | None = None
+    executions: pl.DataFrame, runs: pl.DataFrame, plan: Plan, margin: float
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Execution-time binning of the measure runs, each kind (SSE, SSP) on its own.
 
-    executions / runs: raw frames (rawio schemas); plan: plan.json; margin: fraction (0.02 = 2 %),
-    None -> plan["margin"].
+    executions / runs: raw frames (`fingrav.contracts.tables.RAW`); plan: plan.json; margin: fraction
+    (0.02 = 2 %; `Plan.margin_for_binning` decides it).
     Returns (binned, meta): binned (BINNED_SCHEMA) has one row per measure run, sorted by run: run,
     phase ("sse" | "ssp"), bin_exec_time_ns (ns, the binned duration; null when the run lacks that
     execution), ssp_exec_time_ns (= bin_exec_time_ns for SSP runs, null for SSE runs), golden,
@@ -133,18 +119,12 @@ def bin_runs(
     runs_golden, reasons: {reason: count}}, "sse": {...}}, and the SSP kind's bin_low_ns, bin_high_ns,
     runs_total, runs_golden, reasons at the top level (as before SSE runs existed)}.
     """
-    if margin is None:
-        margin = PlanView.from_plan(plan).margin
-    if margin is None:
-        raise DataError("no binning margin: neither given nor in plan.json")
     margin = float(margin)
-    if not 0 <= margin <= 1:
-        raise DataError(f"binning margin {margin} outside [0, 1]")
 
     times = bin_exec_times(executions, runs, plan)
     parts: list[pl.DataFrame] = []
     bins: dict[str, dict[str, Any]] = {}
-    for phase in (SSP_PHASE, SSE_PHASE):
+    for phase in (SSP, SSE):
         sub = times.filter(pl.col("phase") == phase)
         usable = sub.filter(pl.col("complete") & (pl.col("bin_exec_time_ns") > 0))
         low, high, count = golden_window(usable["bin_exec_time_ns"].to_numpy(), margin)
@@ -153,7 +133,7 @@ def bin_runs(
             "run",
             "phase",
             "bin_exec_time_ns",
-            ssp_exec_time_ns=t if phase == SSP_PHASE else pl.lit(None, dtype=pl.Int64),
+            ssp_exec_time_ns=t if phase == SSP else pl.lit(None, dtype=pl.Int64),
             reason=pl.when(~pl.col("complete"))
             .then(pl.lit(INCOMPLETE))
             .when(t <= 0)
@@ -168,7 +148,7 @@ def bin_runs(
         parts.append(b.select(list(BINNED_SCHEMA)).cast(BINNED_SCHEMA))
     binned = pl.concat(parts).sort("run")
 
-    meta: dict[str, Any] = {"margin": margin, **bins[SSP_PHASE], "bins": bins}
+    meta: dict[str, Any] = {"margin": margin, **bins[SSP], "bins": bins}
     for phase in MEASURE_PHASES:
         m = bins[phase]
         if m["runs_total"]:

@@ -20,30 +20,21 @@ Units: W (`_w`), mJ (`_mj`), µs (`_us`); internal arrays mW.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from fingrav import rawio
-from fingrav.analysis._common import TOTAL
+from fingrav.config import AnalysisConfig
+from fingrav.contracts.roles import TOTAL
 from fingrav.analysis.profiles import ClusterBootstrap
-from fingrav.errors import DataError
 
 logger = logging.getLogger(__name__)
 
 CI_METHOD = "joint cluster bootstrap over the runs all GPUs ran in lockstep (golden SSP runs of any GPU)"
 ENERGY_CI_METHOD = "sum of the per-GPU CI bounds (conservative)"
-
-
-def rank_profile_dir(sweep_dir: str | Path, scenario: str, rank: int) -> Path:
-    """profiles/<scenario>/ for rank 0, profiles/<scenario>/rank<k>/ for rank k."""
-    base = Path(sweep_dir) / "profiles" / scenario
-    return base if rank == 0 else base / f"rank{rank}"
 
 
 def _w(mw: Any) -> float | None:
@@ -85,17 +76,17 @@ def _sum_fits(fits: Sequence[Sequence[float] | None]) -> list[float] | None:
 def combine_ranks(
     summaries: Sequence[Mapping[str, Any]],
     lois: Sequence[pl.DataFrame],
-    analysis: Mapping[str, Any],
+    analysis: AnalysisConfig,
     seed: int = 0,
 ) -> dict[str, Any]:
     """combined.json content from the ranks' summary.json dicts and lois frames (rank order, rank 0 first).
 
-    analysis: AnalysisConfig dict (bootstrap_reps, ci_level)."""
+    analysis: the sweep's analysis settings (bootstrap_reps, ci_level)."""
     if len(summaries) != len(lois) or not summaries:
         raise ValueError(f"{len(summaries)} summaries and {len(lois)} LOI frames: one of each per rank")
     n = len(summaries)
-    reps = int(analysis.get("bootstrap_reps", 1000))
-    level = float(analysis.get("ci_level", 0.95))
+    reps = analysis.bootstrap_reps
+    level = analysis.ci_level
     scenario = str(summaries[0].get("scenario") or summaries[0].get("row", {}).get("scenario"))
     rows = [dict(s.get("row") or {}) for s in summaries]
 
@@ -242,33 +233,3 @@ def combined_row(
         if "ssp_error_pct" in r:
             row[p + "ssp_error_pct"] = r.get("ssp_error_pct")
     return row
-
-
-def run_combine(
-    sweep_dir: str | Path,
-    scenario: str,
-    world_size: int,
-    analysis_cfg: Mapping[str, Any],
-    out_path: str | Path,
-    provenance: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Combine stage: read every rank's profiles (summary.json, lois.parquet) of `scenario` and write
-    `out_path` (profiles/<scenario>/combined.json). Returns its content."""
-    summaries, lois = [], []
-    for k in range(int(world_size)):
-        d = rank_profile_dir(sweep_dir, scenario, k)
-        for name in ("summary.json", "lois.parquet"):
-            if not (d / name).exists():
-                raise DataError(f"{d / name}: missing; run differentiate for rank {k} of {scenario!r} first")
-        summaries.append(json.loads((d / "summary.json").read_text()))
-        lois.append(pl.read_parquet(d / "lois.parquet", columns=["run", "golden", "role", "channel", "power_mw"]))
-    out = combine_ranks(summaries, lois, analysis_cfg)
-    out["provenance"] = dict(provenance or {})
-    rawio.write_json(out_path, out)
-    c = out["combined"]
-    logger.info(
-        "combine %s: %d GPUs, SSP %s W [%s, %s], valid=%s", scenario, world_size,
-        *(f"{v:.4g}" if v is not None else "n/a" for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"],
-                                                          c["ssp_power_ci_high_w"])), c["valid"],
-    )
-    return out

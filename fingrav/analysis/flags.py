@@ -1,55 +1,34 @@
-"""Quality flags of a profile (ARCHITECTURE.md "Flags") and the row's `valid`.
-
-Flags that make a row invalid: too_few_lois, sample_gaps, clock_residual, unsettled.
-low_golden_fraction fires when either kind of measure run (SSP, SSE) keeps < 50 % of its runs;
-reference_unsettled when the reference run has < 10 samples after settling (its power then has no CI);
-power_limit_cycling when the reference run's settled 200 ms block means still spread by more than 5 % (a
-power limiter clamping sustained load in cycles: short runs after idle, the SSP, then draw more than the
-sustained average); ssp_reference_mismatch when the SSP and the reference differ by more than 2 % and their
-CIs do not overlap. None of these three makes a row invalid: they say which question each number answers.
-sample_phase_nonuniform: the method's random delay assumes the sensor's sampling grid is independent of the
-runs, so that LOIs spread evenly over the kernel; the flag fires when the first sample after each run's start
-is not uniformly distributed over one sample period (Kolmogorov-Smirnov, 0.1 % level). Means stay unbiased
-in steady state, but the TOI profile and the SSE may be starved of LOIs at some TOIs.
-"""
+"""Which quality flags fire for a profile, and the row's `valid` (the flags, their meanings and thresholds:
+`fingrav.contracts.flags`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import TOTAL, ClockParams
+from fingrav.contracts import flags as F
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.flags import (
+    GAP_FACTOR,
+    KS_CRITICAL,
+    MAX_BLOCK_SPREAD_PCT,
+    MAX_SSP_VS_REFERENCE_PCT,
+    METHOD_MINIMUM_NS,
+    MIN_GOLDEN_FRACTION,
+    MIN_PHASE_RUNS,
+)
+from fingrav.contracts.plan import Probe
+from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.sensor import SensorModel
 
 logger = logging.getLogger(__name__)
 
-FLAG_ORDER = (
-    "too_few_lois",
-    "too_few_lois_sse",
-    "kernel_shorter_than_window",
-    "below_method_minimum",
-    "sample_gaps",
-    "clock_drift",
-    "clock_residual",
-    "unsettled",
-    "low_golden_fraction",
-    "reference_unsettled",
-    "power_limit_cycling",
-    "ssp_reference_mismatch",
-    "sample_phase_nonuniform",
-)
-INVALIDATING = frozenset({"too_few_lois", "sample_gaps", "clock_residual", "unsettled"})
-METHOD_MINIMUM_NS = 25_000  # METHOD.md: the method covers kernels of 25 us and longer
-GAP_FACTOR = 3.0  # a detected gap: consecutive samples further apart than this x the median interval
-MIN_GOLDEN_FRACTION = 0.5
-MAX_BLOCK_SPREAD_PCT = 5.0
-MAX_SSP_VS_REFERENCE_PCT = 2.0
-KS_CRITICAL = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity at the 0.1 % level
-MIN_PHASE_RUNS = 30
+FLAG_ORDER = F.ORDER
+INVALIDATING = F.INVALIDATING
 
 
 def sample_phase_ks(
@@ -128,16 +107,16 @@ def gaps_in_spans(gaps: np.ndarray, spans: pl.DataFrame) -> int:
 
 @dataclass(frozen=True)
 class FlagInputs:
-    """What the flags look at. Times in ns; `sensor` keys window_ns, lag_ns (ns). runs_total /
+    """What the flags look at. Times in ns; `sensor`: the total channel's. runs_total /
     runs_golden: SSP runs; sse_runs_total / sse_runs_golden: SSE runs (0: none);
     reference_unsettled: the reference run has too few samples after settling."""
 
     ssp_lois: int
     sse_lois: int
     exec_time_ns: float | None
-    sensor: Mapping[str, Any]
-    clock: ClockParams
-    probe: Mapping[str, Any] | None
+    sensor: SensorModel
+    clock: ClockMap
+    probe: Probe | None
     runs_total: int
     runs_golden: int
     gaps_in_golden_runs: int
@@ -168,8 +147,8 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     if inp.sse_lois < inp.min_lois:
         fired.add("too_few_lois_sse")
     if inp.exec_time_ns is not None:
-        window = inp.sensor.get("window_ns")
-        if window is not None and inp.exec_time_ns < float(window) + float(inp.sensor.get("lag_ns") or 0.0):
+        window = inp.sensor.window_ns
+        if window is not None and inp.exec_time_ns < float(window) + float(inp.sensor.lag_ns or 0.0):
             fired.add("kernel_shorter_than_window")
         if inp.exec_time_ns < METHOD_MINIMUM_NS:
             fired.add("below_method_minimum")
@@ -179,7 +158,7 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("clock_drift")
     if inp.clock.residual_ns == inp.clock.residual_ns and inp.clock.residual_ns > inp.max_clock_residual_us * 1e3:
         fired.add("clock_residual")
-    if inp.probe is not None and inp.probe.get("settled") is False:
+    if inp.probe is not None and not inp.probe.settled:
         fired.add("unsettled")
     if inp.runs_total == 0 or inp.runs_golden / inp.runs_total < MIN_GOLDEN_FRACTION:
         fired.add("low_golden_fraction")

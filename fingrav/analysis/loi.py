@@ -16,43 +16,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import (
-    PHASE_DTYPE,
-    SEGMENT_DTYPE,
-    SSP_PHASE,
-    ClockParams,
-    PlanView,
-    measure_runs,
-    role_expr,
-)
+from fingrav.analysis.roles import PHASE_DTYPE, SEGMENT_DTYPE, measure_runs, role_expr
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import SSP
+from fingrav.contracts.tables import LOIS, polars_schema
 
 logger = logging.getLogger(__name__)
 
-LOIS_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Int32(),
-    "phase": pl.String(),
-    "golden": pl.Boolean(),
-    "role": pl.String(),
-    "segment": pl.String(),
-    "exec_index": pl.Int32(),
-    "channel": pl.String(),
-    "t_ns": pl.Int64(),
-    "exec_start_ns": pl.Int64(),
-    "toi_ns": pl.Int64(),
-    "toi_frac": pl.Float64(),
-    "power_mw": pl.Float64(),
-}
+LOIS_SCHEMA = polars_schema(LOIS)
 
 
 def host_executions(
     executions: pl.DataFrame,
     runs: pl.DataFrame,
-    plan: Mapping[str, Any],
-    clock: Mapping[str, Any] | ClockParams | Any,
+    plan: Plan,
+    clock: ClockMap,
     binned: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Executions of measure runs (SSE and SSP runs) on the host clock, sorted by exec_start_ns.
@@ -63,12 +45,11 @@ def host_executions(
     dur_ns:int64 (host-clock duration), cycle_end_ns:int64 (next execution's start in the run, or
     exec_end_ns for the run's last one), cycle_ns:int64 (cycle_end_ns - exec_start_ns),
     has_next:bool (a later execution of the run exists, so the cycle is complete)."""
-    view = PlanView.from_plan(plan)
-    cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
+    cp = clock
     if runs is not None:
         ex = executions.lazy().join(measure_runs(runs).lazy(), on="run", how="inner")
     else:  # every execution is of an SSP run
-        ex = executions.lazy().with_columns(phase=pl.lit(SSP_PHASE))
+        ex = executions.lazy().with_columns(phase=pl.lit(SSP))
     if binned is not None:
         gold = binned.select(pl.col("run").cast(pl.Int32), pl.col("golden").cast(pl.Boolean))
     else:
@@ -82,7 +63,7 @@ def host_executions(
             cp.host_expr("gpu_start_ns").alias("exec_start_ns"),
             cp.host_expr("gpu_end_ns").alias("exec_end_ns"),
         )
-        .with_columns(role=role_expr(view), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
+        .with_columns(role=role_expr(plan), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
         .sort("run", "exec_start_ns")
         .with_columns(next_start=pl.col("exec_start_ns").shift(-1).over("run"))
         .with_columns(
@@ -120,7 +101,7 @@ def assign_lois(
     t_ns = sample time - delay_ns; toi_ns = t_ns - exec_start_ns, in [0, cycle_ns);
     toi_frac = toi_ns / (exec_end_ns - exec_start_ns), >= 1 inside the launch gap."""
     if "phase" not in host_execs.columns:  # frames from before SSE runs existed: SSP runs only
-        host_execs = host_execs.with_columns(phase=pl.lit(SSP_PHASE))
+        host_execs = host_execs.with_columns(phase=pl.lit(SSP))
     right = (
         host_execs.lazy()
         .select("exec_start_ns", "cycle_end_ns", "dur_ns", "run", "phase", "golden", "role", "segment", "exec_index")
@@ -180,9 +161,9 @@ def lois_frame(
     executions: pl.DataFrame,
     runs: pl.DataFrame,
     samples: pl.DataFrame,
-    plan: Mapping[str, Any],
+    plan: Plan,
     binned: pl.DataFrame,
-    clock: Mapping[str, Any] | ClockParams | Any,
+    clock: ClockMap,
     delay_ns: int | Mapping[str, int] = 0,
 ) -> pl.DataFrame:
     """`assign_lois(samples, host_executions(...), delay_ns)`: the lois.parquet content."""

@@ -26,28 +26,31 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, PRED, ROLE_DTYPE, ROLES, SSE_PHASE, TOTAL, PlanView
+from fingrav.analysis.roles import ROLE_DTYPE
+from fingrav.config import AnalysisConfig
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
+from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
-GROUPS = ("ssp", "sse", "first", "warmup", "pred")
+GROUPS = PROFILED_ROLES
 MAX_BOOT_CELLS_PER_CHUNK = 4_000_000
 
 
-def group_exprs(view: PlanView, phase: str | None = "phase") -> dict[str, pl.Expr]:
+def group_exprs(view: Plan, phase: str | None = "phase") -> dict[str, pl.Expr]:
     """Membership of an execution (columns segment, exec_index and `phase`, the run kind "sse" |
     "ssp") in each statistic group. phase None: every execution is of an SSP run."""
     seg = pl.col("segment").cast(pl.String)
     i = pl.col("exec_index")
     main = seg == MAIN
-    ssp_run = pl.col(phase).cast(pl.String) != SSE_PHASE if phase is not None else pl.lit(True)
+    ssp_run = pl.col(phase).cast(pl.String) != SSE if phase is not None else pl.lit(True)
     ssp = main & ssp_run & (i >= view.ssp_index) & (i < view.trail_index)
     trail = main & ssp_run & (i >= view.trail_index)
     sse = main & (i == view.sse_index)
@@ -245,14 +248,14 @@ def _median_stat(
 def compute_profiles(
     lois: pl.DataFrame,
     host_execs: pl.DataFrame,
-    plan: Mapping[str, Any],
-    analysis: Mapping[str, Any],
+    plan: Plan,
+    analysis: AnalysisConfig,
     seed: int = 0,
 ) -> ProfileResult:
     """Profiles of the golden runs.
 
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
-    phase; without phase every run is an SSP run); plan: plan.json; analysis: AnalysisConfig dict
+    phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
     (bootstrap_reps, ci_level, fit_degree).
     channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, lois_by_phase {"sse", "ssp"},
     runs_with_lois, fit_coeffs};
@@ -260,17 +263,17 @@ def compute_profiles(
     exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
     sse_vs_ssp_error_pct / interleaved_vs_ssp_pct {value, ci_low, ci_high}.
     """
-    view = PlanView.from_plan(plan)
-    reps = int(analysis.get("bootstrap_reps", 1000))
-    level = float(analysis.get("ci_level", 0.95))
-    degree = int(analysis.get("fit_degree", 4))
+    view = plan
+    reps = analysis.bootstrap_reps
+    level = analysis.ci_level
+    degree = analysis.fit_degree
     has_phase = "phase" in host_execs.columns
     groups = group_exprs(view, "phase" if has_phase else None)
 
     phase_col = pl.col("phase").cast(pl.String) if has_phase else pl.lit("ssp")
     golden_runs = (
         host_execs.filter(pl.col("golden"))
-        .select("run", (phase_col == SSE_PHASE).alias("is_sse"))
+        .select("run", (phase_col == SSE).alias("is_sse"))
         .unique("run", keep="first")
         .sort("run")
     )
@@ -347,9 +350,9 @@ def compute_profiles(
 
     ssp_p = points.get((TOTAL, "ssp"))
     if ssp_p is not None and c_mean is not None:
-        e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * 1e-9  # mW x ns -> mJ
+        e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * MJ_PER_MW_NS
         e_lo, e_hi = boot.ci(e_rep)
-        derived["energy_per_exec_mj"] = {"value": ssp_p * c_mean * 1e-9, "ci_low": e_lo, "ci_high": e_hi}
+        derived["energy_per_exec_mj"] = {"value": ssp_p * c_mean * MJ_PER_MW_NS, "ci_low": e_lo, "ci_high": e_hi}
     else:
         derived["energy_per_exec_mj"] = {"value": None, "ci_low": None, "ci_high": None}
 

@@ -12,7 +12,7 @@ samples.
   sensor's settle_ns. The samples are autocorrelated (the sensor averages over a window and lags), so
   the CI is not an independent bootstrap of samples but a batch-means t-interval: the settled samples
   split into BATCHES contiguous batches, mean ± t(level, BATCHES - 1) x sd(batch means) / sqrt(BATCHES).
-  Fewer than MIN_SETTLED_SAMPLES settled samples: flag `reference_unsettled`, no CI.
+  Fewer than MIN_SETTLED_REFERENCE_SAMPLES settled samples: flag `reference_unsettled`, no CI.
 - energy power = (energy_end_mj - energy_start_mj) / host duration of the whole run, the run from its
   host_start_ns (clock read right before the launch; the counter is read just before it) to busy end.
   It includes the initial transient (power ramping up, boost, throttling), so it may differ from the
@@ -27,18 +27,20 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from fingrav.analysis._common import MAIN, REFERENCE_PHASE, TOTAL, ClockParams, normalize_phase
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import MAIN, REFERENCE, TOTAL
+from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
 BATCHES = 10  # contiguous batches of the batch-means CI
-MIN_SETTLED_SAMPLES = 10  # fewer settled samples: reference_unsettled
 SAMPLE_MARGIN_NS = 1_000_000_000  # samples read around the run (for interpolation at its ends)
 
 
@@ -101,7 +103,6 @@ def batch_means_ci(
     return mean, mean - half, mean + half
 
 
-BLOCK_NS = 200_000_000  # 200 ms blocks: shorter than a power limiter's ~1 s averaging, longer than the sensor
 
 
 def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLOCK_NS) -> float | None:
@@ -130,7 +131,7 @@ def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, e
     tt = np.concatenate([[start_ns], t[i0:i1], [end_ns]]).astype(np.float64)
     tt -= float(start_ns)  # relative times keep float64 precision with epoch-sized stamps
     pp = np.concatenate([[np.interp(start_ns, t, p)], p[i0:i1], [np.interp(end_ns, t, p)]])
-    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * 1e-9  # mW x ns -> mJ
+    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * MJ_PER_MW_NS
 
 
 def _finite(v: Any) -> float | None:
@@ -141,28 +142,20 @@ def _finite(v: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def settle_time_ns(plan: Mapping[str, Any]) -> tuple[int, str]:
+def settle_time_ns(plan: Plan) -> tuple[int, str]:
     """(t_stable_ns, source): the probe's t_stable_ns ("probe"), else the planned sensor's settle_ns
-    ("sensor_settle"), else 0 ("none")."""
-    probe = plan.get("probe")
-    if isinstance(probe, Mapping) and probe.get("t_stable_ns") is not None:
-        return int(probe["t_stable_ns"]), "probe"
-    sensor = plan.get("sensor")
-    if isinstance(sensor, Mapping):
-        total = sensor.get(TOTAL) if isinstance(sensor.get(TOTAL), Mapping) else sensor
-        if total.get("settle_ns") is not None:
-            return int(total["settle_ns"]), "sensor_settle"
-        if total.get("settle_ms") is not None:
-            return int(round(float(total["settle_ms"]) * 1e6)), "sensor_settle"
-    return 0, "none"
+    ("sensor_settle")."""
+    if plan.probe is not None:
+        return plan.probe.t_stable_ns, "probe"
+    return plan.sensor.settle_ns, "sensor_settle"
 
 
 def reference_stats(
     executions: pl.DataFrame,
     runs: pl.DataFrame,
     samples: pl.DataFrame,
-    plan: Mapping[str, Any],
-    clock: Mapping[str, Any] | ClockParams | Any,
+    plan: Plan,
+    clock: ClockMap,
     delay_ns: int = 0,
     level: float = 0.95,
 ) -> dict[str, Any] | None:
@@ -181,12 +174,12 @@ def reference_stats(
     ref_runs = (
         runs.select(
             pl.col("run").cast(pl.Int32),
-            normalize_phase(),
+            pl.col("phase").cast(pl.String),
             col("host_start_ns", pl.Int64()),
             col("energy_start_mj", pl.Float64()),
             col("energy_end_mj", pl.Float64()),
         )
-        .filter(pl.col("phase") == REFERENCE_PHASE)
+        .filter(pl.col("phase") == REFERENCE)
         .sort("run")
     )
     if ref_runs.height == 0:
@@ -195,7 +188,7 @@ def reference_stats(
         logger.warning("%d reference runs; using the first (run %d)", ref_runs.height, ref_runs["run"][0])
     rrow = ref_runs.row(0, named=True)
     run = int(rrow["run"])
-    cp = clock if isinstance(clock, ClockParams) else ClockParams.from_any(clock)
+    cp = clock
     ex = (
         executions.lazy()
         .filter((pl.col("run").cast(pl.Int32) == run) & (pl.col("segment").cast(pl.String) == MAIN))
@@ -212,8 +205,8 @@ def reference_stats(
         return None
     busy_start, busy_end = int(ex["start_ns"][0]), int(ex["end_ns"][-1])
     n_exec = int(ex["exec_index"][-1]) + 1
-    planned = plan.get("reference_executions")
-    if planned and int(planned) != n_exec:
+    planned = plan.reference_executions
+    if planned and planned != n_exec:
         logger.warning("reference run %d: last exec_index %d, plan has %s executions", run, n_exec - 1, planned)
     t_stable, t_source = settle_time_ns(plan)
     host_start = rrow["host_start_ns"]
@@ -233,7 +226,7 @@ def reference_stats(
     settled = p[(t >= busy_start + t_stable) & (t <= busy_end)]
     mean, ci_lo, ci_hi = batch_means_ci(settled, level)
     spread = block_spread_pct(t[(t >= busy_start + t_stable) & (t <= busy_end)], settled)
-    unsettled = settled.size < MIN_SETTLED_SAMPLES
+    unsettled = settled.size < MIN_SETTLED_REFERENCE_SAMPLES
     if unsettled:
         ci_lo = ci_hi = None
         logger.warning(

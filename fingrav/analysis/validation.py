@@ -16,27 +16,27 @@ the SSP truth (both are the steady-state back-to-back cycle power).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
-from fingrav.analysis._common import SSP_PHASE, TOTAL, PlanView
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import SSP, TOTAL
+from fingrav.contracts.units import MJ_PER_MW_NS
 from fingrav.analysis.profiles import GROUPS, group_exprs
 
 logger = logging.getLogger(__name__)
 
 
 def truth_by_group(
-    truth: pl.DataFrame, binned: pl.DataFrame, plan: Mapping[str, Any], host_execs: pl.DataFrame | None = None
+    truth: pl.DataFrame, binned: pl.DataFrame, plan: Plan, host_execs: pl.DataFrame | None = None
 ) -> pl.DataFrame:
     """channel, group, power_mw, energy_mj (execution, start to end), cycle_energy_mj (true cycle
     power x host-clock cycle_ns of executions with a successor; null without host_execs): each the
     mean over golden runs of per-run means, over the truth rows present.
 
     binned: bin-stage output (run, golden and phase; without phase every run is an SSP run)."""
-    view = PlanView.from_plan(plan)
-    phase = pl.col("phase").cast(pl.String) if "phase" in binned.columns else pl.lit(SSP_PHASE)
+    phase = pl.col("phase").cast(pl.String) if "phase" in binned.columns else pl.lit(SSP)
     golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32), phase.alias("phase"))
     t = (
         truth.lazy()
@@ -50,11 +50,11 @@ def truth_by_group(
             .select(pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), "exec_index", "cycle_ns")
         )
         t = t.join(cyc, on=["run", "segment", "exec_index"], how="left").with_columns(
-            cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * 1e-9
-        )  # mW x ns -> mJ
+            cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * MJ_PER_MW_NS
+        )
     else:
         t = t.with_columns(cycle_energy_mj=pl.lit(None, dtype=pl.Float64))
-    groups = group_exprs(view, "phase")
+    groups = group_exprs(plan, "phase")
     label = pl.lit(None, dtype=pl.String)
     for g in reversed(GROUPS):  # first matching group in GROUPS order
         label = pl.when(groups[g]).then(pl.lit(g)).otherwise(label)
@@ -84,7 +84,7 @@ def _err(measured: float | None, true: float | None) -> float | None:
 def validate(
     truth: pl.DataFrame,
     binned: pl.DataFrame,
-    plan: Mapping[str, Any],
+    plan: Plan,
     ssp_power_mw: float | None,
     sse_power_mw: float | None,
     energy_per_exec_mj: float | None,
@@ -113,7 +113,7 @@ def validate(
         return float(v) if v is not None else None
 
     t_ssp, t_sse = total("ssp"), total("sse")
-    t_first = total("first") if PlanView.from_plan(plan).predecessor_count > 0 else None
+    t_first = total("first") if plan.predecessor_count > 0 else None
     t_exec_energy = total("ssp", "energy_mj")
     t_cycle_energy = total("ssp", "cycle_energy_mj")
     t_energy = t_cycle_energy if t_cycle_energy is not None else t_exec_energy

@@ -16,12 +16,10 @@ Raw data (`raw_dir`, schemas in `fingrav.rawio`): clock.parquet (source "burst",
 
 Analysis (`analyze_calibration`, also run by `calibrate` on the same arrays): fit the clock
 (`fingrav.clocksync.fit_clock`), map the spins to host time, characterize every channel
-(`fingrav.sensorfit.characterize_channels`). The result is what the caller writes as calibration.json:
-
-    {"clock": {ClockFit.to_dict(), "valid": residual <= max_clock_residual_us, "max_residual_us"},
-     "sensor": {channel: SensorCharacterization.to_dict()},
-     "channels": [...], "steps": {"count", "on_ms", "off_ms"}, "flags": [...], "valid": bool,
-     "provenance": {...}}
+(`fingrav.sensorfit.characterize_channels`). The result is a `fingrav.contracts.calibration.Calibration`
+(calibration/gpu<k>.json): clock {ClockFit.to_dict(), "valid": residual <= max_clock_residual_us,
+"max_residual_us"}, sensor {channel: SensorModel (ns)}, channels, steps {count, on_ns, off_ns}, flags, valid,
+provenance.
 
 flags: "clock_residual" (the clock fit is invalid), "sample_gaps" (the backend lost samples),
 "<channel>:<flag>" for each channel flag of the sensor fit (e.g. "memory:no_response",
@@ -40,15 +38,17 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.clocksync import ClockFit, fit_clock
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.units import NS_PER_MS, ms
 from fingrav.config import CalibrationConfig, config_hash
-from fingrav.device.common import ClockReads, GPUDevice, PowerSamples
+from fingrav.device.base import ClockReads, GPUDevice, PowerSamples
 from fingrav.errors import DataError
 from fingrav.provenance import provenance
 from fingrav.sensorfit import characterize_sensor
 
 logger = logging.getLogger(__name__)
 
-NS_PER_MS = 1_000_000
 #: longest idle slice between two drains of the sampler (NVML's buffer wants a drain every <= 50 ms)
 DRAIN_EVERY_MS = 40.0
 #: the random extra idle before each step, as a fraction of step_off_ms
@@ -86,7 +86,7 @@ class _Session:
         self.reads.append(self.device.read_gpu_clock(self.cfg.clock_reads_per_burst))
 
 
-def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Path | str) -> dict[str, Any]:
+def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Path | str) -> Calibration:
     """Measure (clock reads + square-wave load with power sampling), write the raw files to `raw_dir` and
     return the calibration dict (see the module docstring). Raises DataError when the data are unusable."""
     raw_dir = Path(raw_dir)
@@ -192,7 +192,7 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
         cfg,
         meta,
     )
-    _check_brackets(ClockFit.from_dict(result["clock"]), starts, ends, brackets)
+    _check_brackets(ClockFit.from_dict(result.clock), starts, ends, brackets)
     return result
 
 
@@ -213,8 +213,8 @@ def _check_brackets(clock: ClockFit, starts: np.ndarray, ends: np.ndarray, brack
         )
 
 
-def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> dict[str, Any]:
-    """Recompute the calibration dict from the raw files in `raw_dir` (clock, steps, samples parquet)."""
+def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibration:
+    """Recompute the calibration from the raw files in `raw_dir` (clock, steps, samples parquet)."""
     raw_dir = Path(raw_dir)
     paths = {name: raw_dir / name for name in rawio.CALIBRATION_RAW_FILES}
     missing = [str(p) for p in paths.values() if not p.exists()]
@@ -262,8 +262,8 @@ def _analyze(
     gaps: list[list[int]],
     cfg: CalibrationConfig,
     raw_meta: dict[str, Any],
-) -> dict[str, Any]:
-    """The calibration dict from in-memory raw data (shared by `calibrate` and `analyze_calibration`)."""
+) -> Calibration:
+    """The calibration from in-memory raw data (shared by `calibrate` and `analyze_calibration`)."""
     flags: list[str] = []
     clock = fit_clock(reads)
     clock_valid = clock.residual_ns <= cfg.max_clock_residual_us * 1e3
@@ -280,7 +280,7 @@ def _analyze(
     channels = sorted(channels, key=lambda c: c != "total")  # "total" first, others in their order
     if "total" not in channels:
         raise DataError(f"calibration: no 'total' channel among {channels}")
-    sensor: dict[str, Any] = {}
+    sensor: dict[str, SensorModel] = {}
     for name in channels:
         m = channel == name
         try:
@@ -289,7 +289,7 @@ def _analyze(
             if name == "total":
                 raise
             logger.warning("calibration: channel %s not characterized: %s", name, err)
-            sensor[name] = {"channel": name, "responds": False, "error": str(err), "flags": ["fit_failed"]}
+            sensor[name] = SensorModel(channel=name, responds=False, error=str(err), flags=["fit_failed"])
             flags.append(f"{name}:fit_failed")
             continue
         if name == "total" and not char.responds:
@@ -297,29 +297,29 @@ def _analyze(
                 "calibration: the 'total' power channel does not respond to the load steps "
                 f"(period {char.period_ms:.2f} ms, {char.n_samples} samples)"
             )
-        sensor[name] = char.to_dict()
+        sensor[name] = SensorModel.from_ms_record(char.to_dict())
         flags.extend(f"{name}:{f}" for f in char.flags)
 
-    on = (gpu_end_ns - gpu_start_ns) / NS_PER_MS
-    off = (gpu_start_ns[1:] - gpu_end_ns[:-1]) / NS_PER_MS
-    result = {
-        "clock": {**clock.to_dict(), "valid": bool(clock_valid), "max_residual_us": cfg.max_clock_residual_us},
-        "sensor": sensor,
-        "channels": channels,
-        "steps": {
+    on = gpu_end_ns - gpu_start_ns
+    off = gpu_start_ns[1:] - gpu_end_ns[:-1]
+    result = Calibration(
+        clock={**clock.to_dict(), "valid": bool(clock_valid), "max_residual_us": cfg.max_clock_residual_us},
+        sensor=sensor,
+        channels=channels,
+        steps={
             "count": len(gpu_start_ns),
-            "on_ms": float(np.median(on)),
-            "off_ms": float(np.median(off)) if len(off) else None,
+            "on_ns": float(np.median(on)),
+            "off_ns": float(np.median(off)) if len(off) else None,
         },
-        "flags": flags,
-        "valid": bool(clock_valid),
-        "provenance": provenance(
+        flags=flags,
+        valid=bool(clock_valid),
+        provenance=provenance(
             raw_meta.get("device"),
             config_hash=config_hash(cfg),
             stage="calibrate",
             raw={k: v for k, v in raw_meta.items() if k != "device"},
         ),
-    }
+    )
     t = sensor["total"]
     logger.info(
         "calibration: clock offset %.3f us, drift %+.2f ppm, residual %.2f us (%s); total sensor: period "
@@ -328,11 +328,11 @@ def _analyze(
         clock.drift_ppm,
         clock.residual_ns / 1e3,
         "valid" if clock_valid else "INVALID",
-        t["period_ms"],
-        t["delay_ms"],
-        t["window_ms"],
-        t["lag_ms"],
-        t["settle_ms"],
+        ms(t.period_ns),
+        ms(t.delay_ns),
+        ms(t.window_ns),
+        ms(t.lag_ns),
+        ms(t.settle_ns),
         flags or "none",
     )
     return result

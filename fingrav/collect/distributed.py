@@ -46,14 +46,10 @@ from typing import Any
 
 from fingrav import rawio
 from fingrav.config import DeviceConfig, RunPolicy, Scenario, SimOverrides
+from fingrav.contracts.calibration import Calibration
 from fingrav.errors import BackendUnavailableError, DeviceError
-from fingrav.ranks import (
-    rank_calibration_json,
-    rank_device_config,
-    rank_raw_dir,
-    rank_seed,
-    rank_truth_path,
-)
+from fingrav.layout import SweepLayout
+from fingrav.ranks import rank_device_config, rank_seed
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +179,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
     log = logging.getLogger(__name__)
     dist = import_torch_distributed()
     from fingrav.collect.runner import collect_scenario
-    from fingrav.device.common import open_device
+    from fingrav.device import open_device
 
     world_size = int(spec["world_size"])
     device_cfg = rank_device_config(DeviceConfig.model_validate(spec["device"]), rank)
@@ -196,8 +192,10 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
     sync = TorchLockstep(dist, rank, world_size, backend, group)
     log.info("joined %s group of %d (device index %d)", backend, world_size, device_cfg.index)
     try:
-        calibration = rawio.read_json(rank_calibration_json(spec["calibration_json"], rank))
-        truth = rank_truth_path(spec.get("truth_path"), rank)
+        layout = SweepLayout(Path(spec["root"]))
+        calibration = Calibration.model_validate(rawio.read_json(layout.calibration_json(rank)))
+        name = str(spec["scenario"]["name"])
+        truth = layout.truth(name, rank) if device_cfg.backend == "sim" else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:
             collect_scenario(
                 dev,
@@ -205,7 +203,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
                 RunPolicy.model_validate(spec["policy"]),
                 calibration,
                 int(spec["seed"]),
-                rank_raw_dir(spec["raw_dir"], rank),
+                layout.scenario_dir(name, rank),
                 truth,
                 sync=sync,
             )
@@ -218,17 +216,15 @@ def collect_distributed(
     device_cfg: DeviceConfig,
     scenario: Scenario,
     policy: RunPolicy,
-    calibration_json: str | Path,
     seed: int,
-    raw_dir: str | Path,
-    truth_path: str | Path | None = None,
+    layout: SweepLayout,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     rank_sim_overrides: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Collect `scenario` on device.world_size GPUs in lockstep (module docstring) and return rank 0's
-    plan.json. Paths are rank 0's (calibration.json, raw/<scenario>/, truth/<scenario>.parquet); rank k's
-    follow from `fingrav.ranks`.
+    plan.json. Every rank's files follow `layout` (calibration/gpu<k>.json in, raw/gpu<k>/<scenario>/ and
+    truth/gpu<k>/<scenario>.parquet out).
 
     timeout_s: how long a rank waits for the others at any one point (torch.distributed timeout).
     rank_sim_overrides: simulator only, for tests and experiments: {rank: SimOverrides dict} gives that
@@ -241,9 +237,9 @@ def collect_distributed(
     import torch.multiprocessing as tmp
 
     for rank in range(n):
-        cal = rank_calibration_json(calibration_json, rank)
-        if not Path(cal).exists():
-            raise DeviceError(f"{cal}: missing; calibrate every rank first (run_calibrate with world_size {n})")
+        cal = layout.calibration_json(rank)
+        if not cal.exists():
+            raise DeviceError(f"{cal}: missing; calibrate every GPU first (the calibrate stage, world_size {n})")
     spec = {
         "world_size": n,
         "device": device_cfg.model_dump(mode="json"),
@@ -251,9 +247,7 @@ def collect_distributed(
         "scenario": scenario.model_dump(mode="json"),
         "policy": policy.model_dump(mode="json"),
         "seed": int(seed),
-        "calibration_json": str(calibration_json),
-        "raw_dir": str(raw_dir),
-        "truth_path": str(truth_path) if truth_path is not None else None,
+        "root": str(layout.root),
         "timeout_s": float(timeout_s),
         "rank_sim_overrides": {int(k): dict(v) for k, v in (rank_sim_overrides or {}).items()},
         "log_level": logging.getLogger("fingrav").getEffectiveLevel(),
@@ -285,24 +279,24 @@ def collect_distributed(
                 os.environ[k] = v
         listener.stop()
         shutil.rmtree(rendezvous, ignore_errors=True)
-    return rawio.read_json(Path(raw_dir) / "plan.json")
+    return rawio.read_json(layout.plan(scenario.name, 0))
 
 
 def calibrate_ranks(
-    device_cfg: DeviceConfig, calibration_cfg: Any, seed: int, out_json: str | Path, raw_dir: str | Path
-) -> list[dict[str, Any]]:
-    """Calibrate every rank's GPU, one after the other (the others idle), in this process: clock sync and
-    sensor of rank k go to `fingrav.ranks.rank_calibration_json(out_json, k)` and raw/calibration/rank<k>/.
-    No process group is needed. Returns the calibrations in rank order."""
+    device_cfg: DeviceConfig, calibration_cfg: Any, seed: int, layout: SweepLayout
+) -> list[Calibration]:
+    """Calibrate every rank's GPU, one after the other (the others idle), in this process: rank k's go to
+    calibration/gpu<k>.json and raw/gpu<k>/calibration/. No process group is needed. Returns the
+    calibrations in rank order."""
     from fingrav.collect.calibrate import calibrate
-    from fingrav.device.common import open_device
+    from fingrav.device import open_device
 
     results = []
     for rank in range(int(device_cfg.world_size)):
         cfg = rank_device_config(device_cfg, rank)
         logger.info("calibrating rank %d (device index %d)", rank, cfg.index)
         with open_device(cfg, seed=rank_seed(seed, rank)) as dev:
-            result = calibrate(dev, calibration_cfg, seed, rank_raw_dir(raw_dir, rank))
-        rawio.write_json(rank_calibration_json(out_json, rank), result)
+            result = calibrate(dev, calibration_cfg, seed, layout.calibration_dir(rank))
+        rawio.write_json(layout.calibration_json(rank), result)
         results.append(result)
     return results

@@ -8,55 +8,16 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.plan import Plan, Probe, guidance
+from fingrav.contracts.sensor import PlanSensor
+from fingrav.contracts.units import NS_PER_MS
+
 logger = logging.getLogger(__name__)
-
-METHOD_MIN_EXEC_NS = 25_000
-
-# (upper bound of kernel time ns, runs, LOI spacing ns, margin): METHOD.md's guidance table
-GUIDANCE: tuple[tuple[float, int, int, float], ...] = (
-    (50_000, 400, 5_000, 0.05),
-    (200_000, 200, 10_000, 0.05),
-    (1_000_000, 200, 10_000, 0.02),
-    (math.inf, 200, 10_000, 0.02),
-)
-
-
-def guidance(exec_time_ns: float) -> tuple[int, int, float]:
-    """(runs, LOI spacing in ns, binning margin) for a kernel of `exec_time_ns` (METHOD.md table).
-    Kernels shorter than 25 us use the first row (and are flagged by the analysis)."""
-    for upper, runs, spacing, margin in GUIDANCE:
-        if exec_time_ns < upper:
-            return runs, spacing, margin
-    raise AssertionError("unreachable")
-
-
-@dataclass
-class ProbeResult:
-    """What the stability probe saw on the "total" channel (host clock, relative to the busy start).
-
-    t_stable_ns: first time after which the sensor output stays within the tolerance of its final level;
-    t_recover_ns: time after the busy end until the output is back within tolerance of idle;
-    settled: whether the output was stable over the last part of the probe."""
-
-    busy_ns: int
-    executions: int
-    idle_level_mw: float
-    level_mw: float
-    peak_mw: float
-    tol_mw: float
-    t_stable_ns: int
-    t_recover_ns: int
-    settled: bool
-    samples: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def analyze_probe(
     t_ns: np.ndarray,
@@ -67,7 +28,7 @@ def analyze_probe(
     tol_pct: float,
     noise_mw: float = 0.0,
     cycle_ns: int = 0,
-) -> ProbeResult:
+) -> Probe:
     """Find when the sensor output of a long back-to-back run stops changing, and how long it takes to
     return to idle after the run (METHOD.md step 4: the execution count after which power is stable).
 
@@ -114,7 +75,7 @@ def analyze_probe(
             t_recover = int(ta[min(last + 1, len(ta) - 1)])
         else:
             t_recover = int(ta[0])
-    return ProbeResult(
+    return Probe(
         busy_ns=int(busy_end_ns - busy_start_ns),
         executions=executions,
         idle_level_mw=idle_level,
@@ -138,54 +99,23 @@ def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
     return (c[k:] - c[:-k]) / k
 
 
-@dataclass
-class CollectionPlan:
-    """Everything the analysis needs to know about how runs were built (see docs/ARCHITECTURE.md)."""
-
-    exec_time_ns: int
-    cycle_ns: int
-    warmups: int
-    sse_index: int
-    ssp_index: int
-    tail: int
-    trailing: int
-    executions_per_run: int
-    runs: int
-    sse_runs: int
-    sse_executions_per_run: int
-    reference_executions: int
-    reference_ms: float
-    margin: float
-    predecessor_count: int
-    idle_ns: int
-    delay_max_ns: int
-    lois_wanted: int
-    sensor: dict[str, int]
-    probe: dict[str, Any] = field(default_factory=dict)
-    mode: str = "auto"
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def make_plan(
     exec_time_ns: int,
     cycle_ns: int,
-    sensor: dict[str, int],
-    probe: ProbeResult | None,
+    sensor: PlanSensor,
+    probe: Probe | None,
     policy: Any,
     predecessor_count: int = 0,
-) -> CollectionPlan:
+) -> Plan:
     """Choose runs, executions per run, idle and delay (METHOD.md steps 1, 3, 4, 5, 8).
 
-    sensor: {"period_ns", "delay_ns", "window_ns", "lag_ns", "settle_ns"} from the calibration.
+    sensor: the total channel's calibrated sensor (ns).
     policy: a `fingrav.config.RunPolicy`. Explicit values in it override the automatic choice.
     """
     notes: list[str] = []
-    g_runs, spacing_ns, g_margin = guidance(exec_time_ns)
-    period = max(int(sensor["period_ns"]), 1)
-    settle = int(sensor["settle_ns"])
+    g_runs, spacing_ns, _ = guidance(exec_time_ns)
+    period = max(sensor.period_ns, 1)
+    settle = sensor.settle_ns
     warmups = int(policy.warmups)
     sse_index = warmups
     # LOIs wanted: ~1 per `spacing` of kernel time (guidance table), at least policy.min_lois
@@ -223,7 +153,6 @@ def make_plan(
     # one trailing execution after the SSP tail, so that every SSP execution has a successor and its
     # steady-state cycle (execution + launch gap) is complete; the trailing execution is never profiled
     trailing = 1
-    margin = g_margin
     mode = policy.mode
     if policy.runs is not None:
         runs = int(policy.runs)
@@ -235,12 +164,11 @@ def make_plan(
         if ssp_index <= sse_index:
             notes.append("explicit executions_per_run leaves no execution after the SSE: SSP == last execution")
     executions_per_run = ssp_index + tail + trailing
-    if policy.margin is not None:
-        margin = float(policy.margin)
     # idle before each run: the sensor and the device must be back at idle (probe recovery)
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
-    return CollectionPlan(
+    return Plan(
+        format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),
         cycle_ns=int(cycle_ns),
         warmups=warmups,
@@ -252,15 +180,14 @@ def make_plan(
         runs=int(runs),
         sse_runs=int(sse_runs),
         sse_executions_per_run=sse_index + 1,
-        reference_executions=math.ceil(policy.reference_ms * 1e6 / max(cycle_ns, 1)) if policy.reference_ms else 0,
+        reference_executions=math.ceil(policy.reference_ms * NS_PER_MS / max(cycle_ns, 1)) if policy.reference_ms else 0,
         reference_ms=float(policy.reference_ms),
-        margin=float(margin),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,
         delay_max_ns=period,
         lois_wanted=int(lois_wanted),
-        sensor={k: int(v) for k, v in sensor.items()},
-        probe=probe.to_dict() if probe is not None else {},
+        sensor=sensor,
+        probe=probe,
         mode=mode,
         notes=notes,
     )

@@ -17,16 +17,18 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from fingrav import rawio
-from fingrav.collect.plan import CollectionPlan, ProbeResult, analyze_probe, make_plan
+from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, config_hash
-from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.plan import Plan, Probe
+from fingrav.contracts.sensor import PlanSensor
+from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
 from fingrav.provenance import provenance
 
@@ -79,35 +81,23 @@ class Solo:
         return {"rank": 0, "world_size": 1}
 
 
-def merge_probes(probes: list[ProbeResult]) -> ProbeResult:
+def merge_probes(probes: list[Probe]) -> Probe:
     """The most conservative stability probe of several ranks, for a plan every rank follows: the latest
     t_stable and t_recover, settled only when every rank settled; levels are rank 0's. One probe: itself."""
     if len(probes) == 1:
         return probes[0]
     first = probes[0]
-    return replace(
-        first,
-        t_stable_ns=max(p.t_stable_ns for p in probes),
-        t_recover_ns=max(p.t_recover_ns for p in probes),
-        settled=all(p.settled for p in probes),
+    return first.model_copy(
+        update={
+            "t_stable_ns": max(p.t_stable_ns for p in probes),
+            "t_recover_ns": max(p.t_recover_ns for p in probes),
+            "settled": all(p.settled for p in probes),
+        }
     )
 
 
 def _subset(rec: ExecRecords, mask: np.ndarray) -> ExecRecords:
     return ExecRecords(rec.segment[mask], rec.exec_index[mask], rec.gpu_start_ns[mask], rec.gpu_end_ns[mask])
-
-
-def sensor_for_planning(calibration: dict[str, Any]) -> dict[str, int]:
-    """The "total" channel's measured sensor numbers in ns: period, delay, window, lag, settle."""
-    s = calibration["sensor"]["total"]
-    ms = 1_000_000
-    return {
-        "period_ns": int(round(s["period_ms"] * ms)),
-        "delay_ns": int(round(s["delay_ms"] * ms)),
-        "window_ns": int(round(s["window_ms"] * ms)),
-        "lag_ns": int(round(s.get("lag_ms", 0.0) * ms)),
-        "settle_ns": int(round(s["settle_ms"] * ms)),
-    }
 
 
 class _Recorder:
@@ -237,12 +227,12 @@ def collect_scenario(
     device: GPUDevice,
     scenario: Scenario,
     policy: RunPolicy,
-    calibration: dict[str, Any],
+    calibration: Calibration,
     seed: int,
     raw_dir: str | Path,
     truth_path: str | Path | None = None,
     sync: Lockstep | None = None,
-) -> CollectionPlan:
+) -> Plan:
     """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
 
     1. time the kernel (warm-ups + timing_reps executions after idle);
@@ -259,8 +249,8 @@ def collect_scenario(
     multi = sync.world_size > 1
     raw_dir = Path(raw_dir)
     rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
-    sensor = sensor_for_planning(calibration)
-    noise_mw = float(calibration["sensor"]["total"].get("noise_mw", 0.0) or 0.0)
+    sensor = PlanSensor.of(calibration.total)
+    noise_mw = float(calibration.total.noise_mw or 0.0)
     main = device.prepare(scenario.kernel)
     pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
     names = ["pred", "main"] if pred is not None else ["main"]
@@ -276,7 +266,7 @@ def collect_scenario(
     device.start_sampling()
     rec.burst()
     # several GPUs: every rank idles as long as the slowest sensor needs (the same schedule everywhere)
-    settle = max(sync.all_gather(sensor["settle_ns"] + sensor["period_ns"]))
+    settle = max(sync.all_gather(sensor.settle_ns + sensor.period_ns))
     # 1. timing: the kernel alone, after idle
     r = rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], ["main"], settle, 0)
     dur = r.duration_ns[policy.warmups :]
@@ -302,8 +292,7 @@ def collect_scenario(
     plan = make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, scenario.predecessor.count if pred else 0)
     plan = sync.broadcast(plan)
     logger.info(
-        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms, "
-        "margin %.0f %%%s",
+        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
         scenario.name,
         plan.sse_runs,
         plan.runs,
@@ -313,7 +302,6 @@ def collect_scenario(
         plan.ssp_index + 1,
         plan.tail,
         plan.idle_ns / 1e6,
-        plan.margin * 100,
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
 
@@ -369,8 +357,8 @@ def collect_scenario(
             "distributed": sync.describe(),
             "rank": sync.rank,
             "world_size": sync.world_size,
-            "rank_local": {**local_timing, "probe": probe.to_dict()},
-            "probes_by_rank": [p.to_dict() for p in probes],
+            "rank_local": {**local_timing, "probe": probe.model_dump()},
+            "probes_by_rank": probes,
         }
 
     meta = provenance(
@@ -383,7 +371,8 @@ def collect_scenario(
         **({"distributed": extra["distributed"]} if multi else {}),
     )
     rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
-    rawio.write_json(raw_dir / "plan.json", {**plan.to_dict(), **extra, "provenance": meta})
+    plan = plan.model_copy(update={**extra, "provenance": meta})
+    rawio.write_json(raw_dir / "plan.json", plan.to_json())
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 
@@ -396,7 +385,7 @@ def _probe(
     noise_mw: float,
     idle_before_ns: int,
     cycle_ns: int,
-) -> ProbeResult:
+) -> Probe:
     """Analyze the probe run's "total" samples. Busy interval on the host clock: from the run's last
     clock read (just before launch) for the GPU-measured busy length; idle level from the
     `idle_before_ns` slept before it."""

@@ -2,8 +2,9 @@
 
 GPU-side module: standard library + numpy at import; torch is imported when a device is created
 (`BackendUnavailableError` when it is missing or sees no GPU). The power side (channels, sampling,
-energy, identity) is left to vendor subclasses: `fingrav.device.nvidia.NVMLDevice` for NVIDIA, an amdsmi
-subclass for AMD.
+energy, identity) is a vendor *power source* that `PoweredTorchGPUDevice` composes with the torch device:
+`fingrav.device.nvidia.NVMLDevice` (NVMLPower) for NVIDIA, `fingrav.device.amd.AMDSMIDevice` (AMDSMIPower)
+for AMD.
 
 How executions are stamped
 --------------------------
@@ -48,8 +49,8 @@ Collectives are launched as plain stream launches unless ``collective_graphs`` (
 then limited by the host's launch rate (~10-20 us per collective call), noted in ``describe()``.
 THIS PATH HAS NOT RUN ON GPUS YET (written without GPU access; tested only against a fake torch).
 
-Vendor hooks (override in a subclass; the AMD backend plugs ``s_memrealtime`` in here)
--------------------------------------------------------------------------------------
+Vendor hooks (override in a subclass: NVIDIA plugs ``%globaltimer`` in here, AMD ``s_memrealtime``)
+-------------------------------------------------------------------------------------------------
 ``_make_stamper`` and ``_make_spinner`` are called from ``TorchGPUDevice.__init__`` (torch is set up,
 ``self.index`` / ``self.device`` / ``self.props`` exist): set whatever else they need before calling
 ``super().__init__``.
@@ -58,14 +59,16 @@ Vendor hooks (override in a subclass; the AMD backend plugs ``s_memrealtime`` in
   torch's *current* stream one kernel that writes the raw GPU clock to ``buf[counter]`` (int64) and
   increments ``counter`` (int32, one element) atomically, without host sync; it must be capturable in a
   CUDA/HIP graph) and ``to_ns(raw: np.ndarray) -> np.ndarray`` (raw ticks -> ns, e.g. x10 for a 100 MHz
-  ``s_memrealtime``). Default: NVIDIA ``%globaltimer`` (`fingrav.device.gpu_timestamp`); on ROCm the
-  default raises BackendUnavailableError.
+  ``s_memrealtime``). Built by `fingrav.device.kernels` from the vendor's `TimerSpec`
+  (``fingrav.device.nvidia.timestamp`` / ``fingrav.device.amd.timestamp``); the default raises
+  BackendUnavailableError.
 * ``_make_spinner() -> Spinner``: ``name: str``, ``launch(t0, duration_ns)`` (enqueue a full-chip
   constant load that runs until the GPU clock passes ``t0[0] + duration`` where ``t0[0]`` is a raw
-  stamp the stamper wrote just before on the same stream). Default: NVIDIA FMA spin.
+  stamp the stamper wrote just before on the same stream). The default raises BackendUnavailableError.
 * ``host_time_ns()``: the host clock the power samples are stamped with (``time.time_ns()``).
-* the power side: ``channels``, ``describe`` (call ``super().describe()`` and add to it),
-  ``start_sampling`` / ``drain_samples`` / ``stop_sampling``, ``energy_mj``, ``close`` (call super).
+* the power side: a `PowerSource` set as ``self.power`` in a `PoweredTorchGPUDevice` subclass, which
+  delegates ``channels``, ``describe`` (torch part + power part), ``start_sampling`` / ``drain_samples`` /
+  ``stop_sampling``, ``energy_mj`` and ``close`` to it.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, KernelHandle
+from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
 from fingrav.errors import BackendUnavailableError, DeviceError
 
 logger = logging.getLogger(__name__)
@@ -91,8 +94,10 @@ ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 MAX_INPUT_SETS = 64
 GRAPH_CHUNK = 256  # target executions per chunk graph
 SLEEP_SPIN_NS = 200_000  # sleep_ns busy-waits the last 200 us for accuracy
-TORCH_HINT = ("install the PyTorch build for your GPU (CUDA or ROCm) following pytorch.org; fingrav does not pin "
-              "a GPU torch (an unpinned 'pip install torch' pulls a multi-GB CUDA build)")
+TORCH_HINT = (
+    "install the PyTorch build for your GPU (CUDA or ROCm) following pytorch.org; fingrav does not pin "
+    "a GPU torch (an unpinned 'pip install torch' pulls a multi-GB CUDA build)"
+)
 
 
 def import_torch() -> Any:
@@ -107,8 +112,9 @@ def import_torch() -> Any:
 
 
 # --------------------------------------------------------------------------- pure helpers (tested without torch)
-def input_sets_needed(set_bytes: int, l2_bytes: int, factor: float = 2.0, max_sets: int = MAX_INPUT_SETS,
-                      budget_bytes: int | None = None) -> int:
+def input_sets_needed(
+    set_bytes: int, l2_bytes: int, factor: float = 2.0, max_sets: int = MAX_INPUT_SETS, budget_bytes: int | None = None
+) -> int:
     """Input sets to rotate through so that their footprint covers `factor` x L2 (1 when one set does).
 
     `budget_bytes`: memory the sets may take in all (the count is cut to fit, never below 1)."""
@@ -157,12 +163,28 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
     e = ELEMENT_BYTES[dtype]
     if kind == "gemm":
         m, n, k = int(kernel.m), int(kernel.n), int(kernel.k)
-        return {"kind": kind, "dtype": dtype, "a": (m, k), "b": (k, n), "out": (m, n), "flops": 2 * m * n * k,
-                "set_bytes": (m * k + k * n) * e, "bytes": (m * k + k * n + m * n) * e}
+        return {
+            "kind": kind,
+            "dtype": dtype,
+            "a": (m, k),
+            "b": (k, n),
+            "out": (m, n),
+            "flops": 2 * m * n * k,
+            "set_bytes": (m * k + k * n) * e,
+            "bytes": (m * k + k * n + m * n) * e,
+        }
     if kind == "gemv":
         m, k = int(kernel.m), int(kernel.k)
-        return {"kind": kind, "dtype": dtype, "a": (m, k), "b": (k,), "out": (m,), "flops": 2 * m * k,
-                "set_bytes": (m * k + k) * e, "bytes": (m * k + k + m) * e}
+        return {
+            "kind": kind,
+            "dtype": dtype,
+            "a": (m, k),
+            "b": (k,),
+            "out": (m,),
+            "flops": 2 * m * k,
+            "set_bytes": (m * k + k) * e,
+            "bytes": (m * k + k + m) * e,
+        }
     if kind in COLLECTIVE_KINDS:
         return collective_sizes(kernel, 1)
     raise DeviceError(f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv, allreduce, allgather)")
@@ -188,12 +210,30 @@ def collective_sizes(kernel: Any, world_size: int) -> dict[str, Any]:
         raise DeviceError(f"{kind}: size_bytes={size} is not a whole number of {dtype} elements")
     elements = size // e
     if kind == "allreduce":
-        return {"kind": kind, "dtype": dtype, "a": (elements,), "b": None, "out": (elements,), "flops": 0,
-                "set_bytes": size, "bytes": size, "world_size": n}
+        return {
+            "kind": kind,
+            "dtype": dtype,
+            "a": (elements,),
+            "b": None,
+            "out": (elements,),
+            "flops": 0,
+            "set_bytes": size,
+            "bytes": size,
+            "world_size": n,
+        }
     if elements % n:
         raise DeviceError(f"allgather: {elements} elements do not split into {n} equal parts")
-    return {"kind": kind, "dtype": dtype, "a": (elements // n,), "b": None, "out": (elements,), "flops": 0,
-            "set_bytes": size // n, "bytes": size, "world_size": n}
+    return {
+        "kind": kind,
+        "dtype": dtype,
+        "a": (elements // n,),
+        "b": None,
+        "out": (elements,),
+        "flops": 0,
+        "set_bytes": size // n,
+        "bytes": size,
+        "world_size": n,
+    }
 
 
 # --------------------------------------------------------------------------- hooks' protocols
@@ -209,6 +249,25 @@ class Spinner(Protocol):
     name: str
 
     def launch(self, t0: Any, duration_ns: int) -> None: ...
+
+
+class PowerSource(Protocol):
+    """The power side of a GPU (NVMLPower, AMDSMIPower): no torch. Units: ns, mW, mJ."""
+
+    @property
+    def channels(self) -> tuple[str, ...]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def start_sampling(self) -> None: ...
+
+    def drain_samples(self) -> PowerSamples: ...
+
+    def stop_sampling(self) -> PowerSamples: ...
+
+    def energy_mj(self) -> float | None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -262,9 +321,16 @@ class TorchGPUDevice(GPUDevice):
 
     backend = "torch"
 
-    def __init__(self, index: int = 0, *, launch_mode: Literal["graph", "stream"] = "graph", seed: int = 0,
-                 l2_rotation_factor: float = 2.0, timestamp_impl: str = "auto",
-                 stamp_capacity: int = 1 << 16) -> None:
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        launch_mode: Literal["graph", "stream"] = "graph",
+        seed: int = 0,
+        l2_rotation_factor: float = 2.0,
+        timestamp_impl: str = "auto",
+        stamp_capacity: int = 1 << 16,
+    ) -> None:
         if launch_mode not in ("graph", "stream"):
             raise ValueError(f"launch_mode={launch_mode!r}: 'graph' or 'stream'")
         torch = import_torch()
@@ -297,9 +363,15 @@ class TorchGPUDevice(GPUDevice):
             self._spinner: Spinner = self._make_spinner()
         self._series_graphs: dict[tuple[int, int], Any] = {}
         self.collective_graphs = os.environ.get("FINGRAV_COLLECTIVE_GRAPHS", "0") == "1"
-        logger.info("torch device %d: %s, %d SMs, L2 %.0f MB, stamps by %s, %s launches", self.index,
-                    self.props.name, self.props.multi_processor_count, self.l2_bytes / 2**20,
-                    self._stamper.name, self.launch_mode)
+        logger.info(
+            "torch device %d: %s, %d SMs, L2 %.0f MB, stamps by %s, %s launches",
+            self.index,
+            self.props.name,
+            self.props.multi_processor_count,
+            self.l2_bytes / 2**20,
+            self._stamper.name,
+            self.launch_mode,
+        )
 
     # -- hooks ------------------------------------------------------------------------------
     @property
@@ -307,20 +379,13 @@ class TorchGPUDevice(GPUDevice):
         return getattr(self._torch.version, "hip", None) is not None
 
     def _make_stamper(self) -> Stamper:
-        """The GPU-timestamp kernel (hook). Default: NVIDIA %globaltimer via Triton or CuPy."""
-        if self.is_rocm:
-            raise BackendUnavailableError("TorchGPUDevice on ROCm needs a subclass that provides _make_stamper()")
-        from fingrav.device.gpu_timestamp import make_stamper
-
-        return make_stamper(self.index, self.timestamp_impl)
+        """The GPU-timestamp kernel (hook): vendor subclasses provide it (NVIDIA %globaltimer,
+        AMD s_memrealtime)."""
+        raise BackendUnavailableError(f"{type(self).__name__} needs a vendor subclass that provides _make_stamper()")
 
     def _make_spinner(self) -> Spinner:
-        """The constant-load kernel (hook). Default: NVIDIA FMA spin on %globaltimer."""
-        if self.is_rocm:
-            raise BackendUnavailableError("TorchGPUDevice on ROCm needs a subclass that provides _make_spinner()")
-        from fingrav.device.gpu_timestamp import make_spinner
-
-        return make_spinner(self.index, self.props.multi_processor_count, self._stamper, self.timestamp_impl)
+        """The constant-load kernel (hook): vendor subclasses provide it."""
+        raise BackendUnavailableError(f"{type(self).__name__} needs a vendor subclass that provides _make_spinner()")
 
     @property
     def stamper(self) -> Stamper:
@@ -429,8 +494,9 @@ class TorchGPUDevice(GPUDevice):
         sz = kernel_sizes(kernel)
         dtype = getattr(torch, DTYPES[sz["dtype"]])
         free, _total = torch.cuda.mem_get_info(self.index)
-        n_sets = input_sets_needed(sz["set_bytes"], self.l2_bytes, self.l2_rotation_factor,
-                                   budget_bytes=int(free * 0.25))
+        n_sets = input_sets_needed(
+            sz["set_bytes"], self.l2_bytes, self.l2_rotation_factor, budget_bytes=int(free * 0.25)
+        )
         gen = torch.Generator(device=self.device)
         gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
         self._n_prepared += 1
@@ -442,14 +508,28 @@ class TorchGPUDevice(GPUDevice):
                 sets.append((a, b))
             out = torch.empty(sz["out"], device=self.device, dtype=dtype)
         label = kernel.label() if callable(getattr(kernel, "label", None)) else str(sz["kind"])
-        handle = TorchKernel(label=label, kernel=kernel, sizes=sz, sets=sets, out=out, chunk=chunk_size(n_sets),
-                             owner=id(self), matmul=torch.matmul)
+        handle = TorchKernel(
+            label=label,
+            kernel=kernel,
+            sizes=sz,
+            sets=sets,
+            out=out,
+            chunk=chunk_size(n_sets),
+            owner=id(self),
+            matmul=torch.matmul,
+        )
         with self._on_stream():
             for i in range(n_sets):
                 handle.launch(i)
         self._stream.synchronize()
-        logger.info("prepared %s: %d input set(s) of %.1f MB (L2 %.0f MB), graph chunk %d", label, n_sets,
-                    sz["set_bytes"] / 2**20, self.l2_bytes / 2**20, handle.chunk)
+        logger.info(
+            "prepared %s: %d input set(s) of %.1f MB (L2 %.0f MB), graph chunk %d",
+            label,
+            n_sets,
+            sz["set_bytes"] / 2**20,
+            self.l2_bytes / 2**20,
+            handle.chunk,
+        )
         return handle
 
     def _prepare_collective(self, kernel: Any) -> TorchCollective:
@@ -485,13 +565,28 @@ class TorchGPUDevice(GPUDevice):
             def collective(a: Any, o: Any) -> None:
                 dist.all_gather_into_tensor(o, a)
 
-        handle = TorchCollective(label=kernel.label(), kernel=kernel, sizes=sz, sets=[(inp, None)], out=out,
-                                 chunk=GRAPH_CHUNK, owner=id(self), matmul=None, collective=collective)
+        handle = TorchCollective(
+            label=kernel.label(),
+            kernel=kernel,
+            sizes=sz,
+            sets=[(inp, None)],
+            out=out,
+            chunk=GRAPH_CHUNK,
+            owner=id(self),
+            matmul=None,
+            collective=collective,
+        )
         with self._on_stream():
             handle.launch(0)
         self._stream.synchronize()
-        logger.info("prepared %s over %d ranks (%s): %.1f MB per rank in, %.1f MB out", handle.label, world,
-                    backend, sz["set_bytes"] / 2**20, sz["bytes"] / 2**20)
+        logger.info(
+            "prepared %s over %d ranks (%s): %.1f MB per rank in, %.1f MB out",
+            handle.label,
+            world,
+            backend,
+            sz["set_bytes"] / 2**20,
+            sz["bytes"] / 2**20,
+        )
         return handle
 
     def _check_handle(self, handle: Any) -> TorchKernel:
@@ -527,8 +622,9 @@ class TorchGPUDevice(GPUDevice):
             with torch.cuda.device(self.index), torch.cuda.graph(g, stream=self._stream):
                 self._enqueue(handle, size, offset, stamped)
         except Exception as exc:
-            logger.warning("CUDA graph capture failed (%s: %s): using stream launches from now on",
-                           type(exc).__name__, exc)
+            logger.warning(
+                "CUDA graph capture failed (%s: %s): using stream launches from now on", type(exc).__name__, exc
+            )
             self.launch_mode = "stream"
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize(self.device)
@@ -597,8 +693,7 @@ class TorchGPUDevice(GPUDevice):
             self._launch_plan(plan, stamped=False)
             self._stamper.stamp(self._buf, self._counter)
         t = self._fetch(2)
-        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64),
-                           t[1:].astype(np.int64))
+        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64))
 
     def stamp_series(self, n: int, use_graph: bool | None = None) -> np.ndarray:
         """`n` stamps back to back (nothing between them), in ns: their spacing is the GPU cost of one
@@ -639,8 +734,7 @@ class TorchGPUDevice(GPUDevice):
             self._spinner.launch(self._buf, duration_ns)
             self._stamper.stamp(self._buf, self._counter)
         t = self._fetch(2)
-        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64),
-                           t[1:].astype(np.int64))
+        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64))
 
     # -- time -------------------------------------------------------------------------------
     def sleep_ns(self, duration_ns: int) -> None:
@@ -686,3 +780,43 @@ class TorchGPUDevice(GPUDevice):
         with contextlib.suppress(Exception):
             self._stream.synchronize()
         self._series_graphs.clear()
+
+
+class PoweredTorchGPUDevice(TorchGPUDevice):
+    """The torch device composed with a vendor power source (`self.power`, a `PowerSource`).
+
+    Subclasses set ``self.power`` before or after ``TorchGPUDevice.__init__`` (NVIDIA needs torch's GPU
+    UUID to open NVML on the same GPU; AMD opens amdsmi first) and provide the clock hooks. The power side
+    of `GPUDevice` (channels, sampling, energy, identity, close) is delegated here, once for all vendors.
+    """
+
+    power: PowerSource
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return self.power.channels
+
+    def describe(self) -> dict[str, Any]:
+        """Backend and torch index, the torch side's identity, then the power source's (whose keys win)."""
+        return {"backend": self.backend, "index": self.index, **super().describe(), **self.power.describe()}
+
+    def energy_mj(self) -> float | None:
+        return self.power.energy_mj()
+
+    def start_sampling(self) -> None:
+        self.power.start_sampling()
+
+    def drain_samples(self) -> PowerSamples:
+        return self.power.drain_samples()
+
+    def stop_sampling(self) -> PowerSamples:
+        return self.power.stop_sampling()
+
+    def close(self) -> None:
+        """Close the power source (when one was opened), then the torch side."""
+        power = getattr(self, "power", None)
+        try:
+            if power is not None:
+                power.close()
+        finally:
+            super().close()

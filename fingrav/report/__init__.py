@@ -1,10 +1,10 @@
-"""The report stage (polars, altair, vl-convert): `results/<sweep>/summary.csv` and a self-contained
-`results/<sweep>/report/index.html` with one PNG per figure.
+"""The report stage (polars, altair, vl-convert): `summary.csv` and a self-contained `report/index.html` with
+one PNG per figure, under a sweep's `fingrav.layout.SweepLayout`.
 
-Public API: `build_report`; `summary_table` / `build_summary_table` (the summary.csv frame).
+Public API: `build_report`; `summary_frame` (the summary.csv frame, built from `fingrav.contracts.summary`).
 """
 
 from fingrav.report.build import build_report
-from fingrav.report.table import build_summary_table, summary_table
+from fingrav.report.table import summary_frame
 
-__all__ = ["build_report", "build_summary_table", "summary_table"]
+__all__ = ["build_report", "summary_frame"]

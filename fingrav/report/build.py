@@ -1,70 +1,90 @@
-"""The report stage: summary.csv, one PNG per figure and a self-contained index.html."""
+"""The report stage: summary.csv, one PNG per figure and a self-contained index.html (`build_report`).
+
+Figures are built (altair, Python) on the calling thread and rendered to PNG (vl-convert, which releases the
+GIL) on one worker thread, so that building the next chart overlaps rendering the last; the worker's first
+conversion starts vl-convert's JavaScript engine while the inputs are read.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import altair as alt
-import polars as pl
+import vl_convert as vlc
 
+from fingrav.contracts import flags as FL
+from fingrav.contracts import roles as R
+from fingrav.contracts.units import ms
+from fingrav.layout import SweepLayout
 from fingrav.report import collectives as G
 from fingrav.report import figures as F
-from fingrav.report.html import FLAG_HELP, FigureOut, render_html
+from fingrav.report.html import FigureOut, render_html
 from fingrav.report.load import (
     ScenarioData,
-    clock_fit,
+    clock_map,
     load_binned,
     load_calibration,
     load_lois,
     load_raw,
     load_scenarios,
+    sensor_ns,
 )
-from fingrav.report.table import flag_list, summary_table, write_summary_csv
+from fingrav.report.table import summary_frame, write_summary_csv
 
 logger = logging.getLogger(__name__)
 
-MAX_POINTS = 5000
-PNG_SCALE = 1.5
+MAX_POINTS: Final = 5000
+PNG_SCALE: Final = 1.5
+PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
-_OWN_PNG = re.compile(
+_OWN_PNG: Final = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
     r"|ssp_vs_reference|validation_truth|gpus_ssp|gpus_profiles|collectives_fig10)\.png$"
 )
-# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when sweep_meta does not give them
-PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
+# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when meta does not give them
+PAPER_SSE_VS_SSP_PCT: Final[dict[str, float]] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
+_WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
 
 
-def save_png(chart: alt.TopLevelMixin, path: Path, scale: float = PNG_SCALE) -> bytes:
-    """Export a chart to PNG with vl-convert (offline) and return the bytes."""
+def vegalite_spec(chart: alt.TopLevelMixin, validate: bool = False) -> dict[str, Any]:
+    """The chart's Vega-Lite spec with every dataset inlined, as `altair.Chart.save` builds it for vl-convert
+    (validation against the schema only when asked: it does not change the spec and is slow)."""
+    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
+        return chart.to_dict(validate=validate, context={"pre_transform": False})
+
+
+def render_png(spec: Mapping[str, Any], path: Path, scale: float = PNG_SCALE) -> bytes:
+    """Render a Vega-Lite spec to PNG with vl-convert (offline), write it atomically and return the bytes
+    (the same call and bytes as `altair.Chart.save(path, format="png", scale_factor=scale)`)."""
+    vl_version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+    png = vlc.vegalite_to_png(dict(spec), vl_version=vl_version, scale=scale, ppi=PNG_PPI)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.png")
-    chart.save(str(tmp), format="png", scale_factor=scale)
+    tmp.write_bytes(png)
     tmp.replace(path)
-    return path.read_bytes()
+    return png
 
 
-def _sensor_ms(scn: ScenarioData, calibration: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The total channel's sensor parameters in ms: calibration.json, else summary.json's "sensor",
-    else the plan's (both in ns)."""
-    sensor = ((calibration or {}).get("sensor") or {}).get("total")
-    if isinstance(sensor, Mapping) and sensor:
-        return dict(sensor)
-    for src in (scn.summary.get("sensor"), scn.plan.get("sensor")):
+def _sensor_ns(scn: ScenarioData, calibration: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The total channel's sensor parameters (ns): the calibration's, else summary.json's "sensor", else the
+    plan's."""
+    cal = ((calibration or {}).get("sensor") or {}).get(R.TOTAL)
+    for src in (cal, scn.summary.get("sensor"), scn.plan.get("sensor")):
         if isinstance(src, Mapping) and src:
-            return {k[:-3] + "_ms": float(v) / 1e6 for k, v in src.items()
-                    if k.endswith("_ns") and isinstance(v, int | float) and not isinstance(v, bool)}
+            return sensor_ns(src)
     return {}
 
 
-def _ci_pct(sweep_meta: Mapping[str, Any]) -> str:
+def _ci_pct(meta: Mapping[str, Any]) -> str:
     """The CI level as text, from the sweep config's analysis.ci_level (95 % when not given)."""
-    level = ((sweep_meta.get("config") or {}).get("analysis") or {}).get("ci_level", 0.95)
+    level = ((meta.get("config") or {}).get("analysis") or {}).get("ci_level", 0.95)
     try:
         return f"{float(level) * 100:.4g} %"
     except (TypeError, ValueError):
@@ -81,21 +101,23 @@ def _profile_caption(scn: ScenarioData, ci: str) -> str:
         "below SSP when the kernel is shorter than the sensor's window, a fit that follows the cloud, and narrow "
         "bands."
     ]
-    flags = flag_list(scn.row.get("flags"))
+    flags = scn.flags
     if "kernel_shorter_than_window" in flags:
-        parts.append("This kernel is shorter than the sensor's window + lag: the profile's shape is smoothed; "
-                     "its mean is still right.")
+        parts.append(
+            "This kernel is shorter than the sensor's window + lag: the profile's shape is smoothed; "
+            "its mean is still right."
+        )
     if not scn.valid:
         parts.append(f'<b class="bad">Invalid scenario</b> (flags: {", ".join(flags) or "none"}).')
     return " ".join(parts)
 
 
 def _timeline_caption(sensor: Mapping[str, Any]) -> str:
-    """The caption of the clock-sync timeline, with the calibrated delay and lag."""
-    delay, lag = sensor.get("delay_ms"), sensor.get("lag_ms")
+    """The caption of the clock-sync timeline, with the calibrated delay and lag (`sensor`: ns)."""
+    delay, lag = sensor.get("delay_ns"), sensor.get("lag_ns")
     resp = ""
     if isinstance(delay, int | float) and isinstance(lag, int | float):
-        resp = f" (calibrated delay {delay:.3g} ms, lag {lag:.3g} ms)"
+        resp = f" (calibrated delay {ms(delay):.3g} ms, lag {ms(lag):.3g} ms)"
     return (
         "Power samples of one golden run as logged, with the run's executions as coloured intervals (thin lines "
         "mark the SSE and the interleaved execution). <b>Top</b>: GPU stamps read as host time; the executions "
@@ -137,7 +159,8 @@ def _sse_caption(paper: Mapping[str, Any] | None) -> str:
     ref = ""
     if paper:
         vals = ", ".join(
-            f"{k} {float(v.get('pct') if isinstance(v, Mapping) else v):.0f} %" for k, v in paper.items()
+            f"{k} {float(v.get('pct') if isinstance(v, Mapping) else v):.0f} %"
+            for k, v in paper.items()
             if isinstance(v.get("pct") if isinstance(v, Mapping) else v, int | float)
         )
         ref = f" Grey: the paper's MI300X values ({vals})."
@@ -162,177 +185,276 @@ def _clean_pngs(out_dir: Path) -> None:
             p.unlink()
 
 
-def _render(
-    key: str, section: str, title: str, caption: str, build: Callable[[], Any], out_dir: Path, strict: bool
-) -> FigureOut | None:
-    """Build one chart and export it; None when the figure does not apply."""
-    t = time.perf_counter()
-    try:
-        chart = build()
-        if chart is None:
-            logger.info("figure %s: not applicable", key)
-            return None
-        filename = f"{key}.png"
-        png = save_png(chart, out_dir / filename)
-    except Exception as err:
-        if strict:
-            raise
-        logger.exception("figure %s failed", key)
-        return FigureOut(key, section, title, caption, error=f"{type(err).__name__}: {err}")
-    logger.debug("figure %s: %.2f s", key, time.perf_counter() - t)
-    return FigureOut(key, section, title, caption, png=png, filename=filename)
+@dataclass
+class _Pending:
+    """A figure whose PNG is being rendered."""
+
+    fig: FigureOut
+    png: Future[bytes] | None
+    t_build_s: float
 
 
-def _timeline_scenario(scns: Sequence[ScenarioData], sweep_meta: Mapping[str, Any]) -> ScenarioData | None:
-    """The scenario of the timeline figures: sweep_meta["timeline_scenario"], else the first with raw data."""
-    wanted = sweep_meta.get("timeline_scenario")
-    ordered = sorted(scns, key=lambda s: s.name != wanted)
-    for s in ordered:
+class _Renderer:
+    """Builds charts on the calling thread and renders them to PNG on one worker thread (vl-convert runs one
+    conversion at a time anyway). A figure that fails is kept with its error, or raised with `strict`; with
+    `strict` every spec is also validated against the Vega-Lite schema."""
+
+    def __init__(self, out_dir: Path, strict: bool) -> None:
+        self.out_dir, self.strict = out_dir, strict
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
+        self.pool.submit(vlc.vegalite_to_png, _WARMUP_SPEC)  # starts the JS engine while inputs are read
+        self.pending: list[_Pending] = []
+
+    def add(self, key: str, section: str, title: str, caption: str, build: Callable[[], Any]) -> None:
+        """Build one chart and queue its PNG; nothing when the figure does not apply (build returns None)."""
+        t = time.perf_counter()
+        fig = FigureOut(key, section, title, caption)
+        try:
+            chart = build()
+            if chart is None:
+                logger.info("figure %s: not applicable", key)
+                return
+            spec = vegalite_spec(chart, validate=self.strict)
+        except Exception as err:
+            if self.strict:
+                raise
+            logger.exception("figure %s failed", key)
+            fig.error = f"{type(err).__name__}: {err}"
+            self.pending.append(_Pending(fig, None, time.perf_counter() - t))
+            return
+        fig.filename = f"{key}.png"
+        png = self.pool.submit(render_png, spec, self.out_dir / fig.filename)
+        self.pending.append(_Pending(fig, png, time.perf_counter() - t))
+
+    def finish(self) -> list[FigureOut]:
+        """Wait for every PNG; the figures in the order they were added."""
+        out = []
+        try:
+            for p in self.pending:
+                if p.png is not None:
+                    try:
+                        p.fig.png = p.png.result()
+                    except Exception as err:
+                        if self.strict:
+                            raise
+                        logger.error("figure %s: PNG export failed: %s", p.fig.key, err)
+                        p.fig.error, p.fig.filename = f"{type(err).__name__}: {err}", None
+                logger.debug("figure %s: built in %.2f s", p.fig.key, p.t_build_s)
+                out.append(p.fig)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        return out
+
+
+def _timeline_scenario(scns: Sequence[ScenarioData], meta: Mapping[str, Any]) -> ScenarioData | None:
+    """The scenario of the timeline figures: meta["timeline_scenario"], else the first with raw data."""
+    wanted = meta.get("timeline_scenario")
+    for s in sorted(scns, key=lambda s: s.name != wanted):
         if all((s.raw_dir / f"{k}.parquet").exists() for k in ("executions", "runs", "samples")):
             return s
     return None
 
 
-def _recorded_device(sweep_dir: Path) -> str | None:
-    """The device name in calibration.json's provenance (what replayed raw data was measured on)."""
-    try:
-        dev = json.loads((sweep_dir / "calibration.json").read_text())["provenance"]["device"]
-    except (OSError, KeyError, TypeError, ValueError):
+def _recorded_device(calibration: Mapping[str, Any] | None) -> str | None:
+    """The device name in the calibration's provenance (what replayed raw data was measured on)."""
+    dev = ((calibration or {}).get("provenance") or {}).get("device")
+    if not isinstance(dev, Mapping):
         return None
     return str(dev.get("name") or dev.get("backend") or "") or None
 
 
 def build_report(
-    sweep_dir: Path,
-    scenarios: list[str],
-    sweep_meta: dict[str, Any],
-    out_dir: Path,
+    layout: SweepLayout,
+    scenarios: Sequence[str],
+    meta: Mapping[str, Any],
+    world_size: int = 1,
     *,
     max_points: int = MAX_POINTS,
     strict: bool = False,
-) -> None:
-    """Write `sweep_dir/summary.csv`, one PNG per figure in `out_dir` and `out_dir/index.html`.
+) -> list[Path]:
+    """Write `layout.summary_csv`, one PNG per figure in `layout.report_dir` and `layout.report_html`; return
+    the files written (summary.csv, the PNGs, index.html).
 
-    sweep_meta: {"sweep", "backend", "config_hash", "provenance", "paper_sse_vs_ssp_pct" (optional dict
-    name -> % error, matched to scenarios by name; default PAPER_SSE_VS_SSP_PCT, None or {} for none),
-    "timeline_scenario" (optional)}. `max_points` caps the
-    points drawn per chart (deterministic subsampling). A figure that fails is logged and reported in the
-    page; with `strict=True` it raises instead.
-    """
+    meta: {"sweep", "backend", "config_hash", "provenance", "config" (its analysis.ci_level sets the CI level
+    shown), "paper_sse_vs_ssp_pct" (optional dict name -> % error, matched to scenarios by name; default
+    PAPER_SSE_VS_SSP_PCT, None or {} for none), "timeline_scenario" (optional)}. world_size: GPUs per
+    scenario (> 1: GPU k's profiles and the combined numbers of `fingrav.analysis.combine` are shown too).
+    `max_points` caps the points drawn per chart (deterministic subsampling). A figure that fails is logged and
+    reported in the page; with `strict=True` it raises instead (and every spec is schema-validated)."""
     t_start = time.perf_counter()
-    sweep_dir, out_dir = Path(sweep_dir), Path(out_dir)
-    ci = _ci_pct(sweep_meta)
-    scns = load_scenarios(sweep_dir, scenarios)
-    table = summary_table([s.row for s in scns], sweep_dir, scenarios)
-    combined = G.load_combined(sweep_dir, scenarios)  # several GPUs: per-GPU and combined columns
-    table = G.add_rank_columns(table, combined)
-    write_summary_csv(table, sweep_dir / "summary.csv")
-    calibration = load_calibration(sweep_dir)
+    out_dir = layout.report_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    _clean_pngs(out_dir)
+    renderer = _Renderer(out_dir, strict)
+    try:
+        ci = _ci_pct(meta)
+        scns = load_scenarios(layout, scenarios)
+        combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
+        table = G.add_rank_columns(summary_frame([s.row for s in scns]), combined)
+        written = [write_summary_csv(table, layout.summary_csv)]
+        calibration = load_calibration(layout)
+        _clean_pngs(out_dir)
+        unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)
+        if unknown:
+            logger.warning("flags the registry (fingrav.contracts.flags) does not know: %s", sorted(unknown))
+        _add_figures(renderer, layout, scns, combined, calibration, meta, world_size, ci, max_points)
+    finally:
+        figures = renderer.finish()
+    validation = F.validation_data(scns) if F.has_truth(scns) else None
+    page = render_html(
+        sweep_meta=meta,
+        scns=scns,
+        calibration=calibration,
+        figures=figures,
+        validation=validation,
+        render_s=time.perf_counter() - t_start,
+        ci_pct=ci,
+    )
+    index = layout.report_html
+    tmp = index.with_suffix(".html.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(index)
+    written += [out_dir / f.filename for f in figures if f.png is not None and f.filename]
+    written.append(index)
+    failed = [f.key for f in figures if f.png is None]
+    logger.info(
+        "report: %s (%d figures%s) in %.1f s",
+        index,
+        len(figures) - len(failed),
+        f", {len(failed)} failed: {failed}" if failed else "",
+        time.perf_counter() - t_start,
+    )
+    return written
 
-    unknown = {f for s in scns for f in flag_list(s.row.get("flags"))} - set(FLAG_HELP)
-    if unknown:
-        logger.info("flags without a description in the report: %s", sorted(unknown))
 
-    figs: list[FigureOut | None] = []
+def _add_figures(
+    renderer: _Renderer,
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    combined: Mapping[str, Mapping[str, Any]],
+    calibration: Mapping[str, Any] | None,
+    meta: Mapping[str, Any],
+    world_size: int,
+    ci: str,
+    max_points: int,
+) -> None:
+    """Every figure of the page, in page order."""
+    add = renderer.add
 
-    def add(key: str, section: str, title: str, caption: str, build: Callable[[], Any]) -> None:
-        """Render a figure and keep it for the page."""
-        figs.append(_render(key, section, title, caption, build, out_dir, strict))
-
-    # 1. per-scenario profiles
+    # 1. per-scenario profiles (GPU 0, then GPUs 1.. of a multi-GPU sweep)
     for s in scns:
-        def build_profile(s: ScenarioData = s) -> Any:
-            """Figure 1 for scenario `s`."""
-            lois = load_lois(s.lois_path, golden_only=True, roles=F.PROFILE_ROLES)
-            return F.profile_chart(s, lois, max_points)
+        ranks = [s] + [rs for k in range(1, world_size) if (rs := G.rank_scenario(layout, s.scenario, k))]
+        for rs in ranks:
 
-        add(f"profile_{s.name}", "profiles", f"{s.name}: TOI-power profile", _profile_caption(s, ci), build_profile)
-        for k in range(1, int((combined.get(s.name) or {}).get("world_size") or 1)):  # GPUs 1.. of the scenario
-            rs = G.rank_scenario(sweep_dir, s.name, k)
-            if rs is None:
-                continue
+            def build_profile(rs: ScenarioData = rs) -> Any:
+                """Figure 1 for one scenario on one GPU."""
+                return F.profile_chart(rs, load_lois(rs.lois_path, golden_only=True, roles=F.PROFILE_ROLES), max_points)
 
-            def build_rank_profile(rs: ScenarioData = rs, k: int = k, name: str = s.name) -> Any:
-                """Figure 1 for GPU k of a multi-GPU scenario."""
-                lois = load_lois(sweep_dir / "profiles" / name / f"rank{k}" / "lois.parquet", golden_only=True,
-                                 roles=F.PROFILE_ROLES)
-                return F.profile_chart(rs, lois, max_points)
-
-            add(f"profile_{s.name}_rank{k}", "profiles", f"{rs.name}: TOI-power profile",
-                _profile_caption(rs, ci), build_rank_profile)
+            key = f"profile_{s.name}" if rs.rank == 0 else f"profile_{s.name}_gpu{rs.rank}"
+            add(key, "profiles", f"{rs.name}: TOI-power profile", _profile_caption(rs, ci), build_profile)
 
     # 2. timeline of one scenario: clock sync and binning
-    tl = _timeline_scenario(scns, sweep_meta)
+    tl = _timeline_scenario(scns, meta)
     if tl is not None:
-        sensor = _sensor_ms(tl, calibration)
+        sensor = _sensor_ns(tl, calibration)
         binned = load_binned(tl.binned_path)
+        b_frame, b_meta = binned if binned else (None, None)
 
         def build_sync() -> Any:
             """Figure 2a."""
             raw = load_raw(tl.raw_dir)
             if raw is None:
                 return None
-            return F.timeline_sync_chart(tl, raw, clock_fit(tl, calibration), binned[0] if binned else None, sensor)
+            return F.timeline_sync_chart(tl, raw, clock_map(tl, calibration), b_frame, sensor)
 
         def build_binning() -> Any:
             """Figure 2b."""
-            lois = load_lois(tl.lois_path, golden_only=False, roles=("ssp",), channels=("total",))
-            return F.binning_chart(tl, lois, binned[0] if binned else None, binned[1] if binned else None, max_points)
+            lois = load_lois(tl.lois_path, golden_only=False, roles=(R.SSP,), channels=(R.TOTAL,))
+            return F.binning_chart(tl, lois, b_frame, b_meta, max_points)
 
-        add(f"timeline_sync_{tl.name}", "timeline", f"{tl.name}: without vs with clock sync",
-            _timeline_caption(sensor), build_sync)
-        add(f"timeline_binning_{tl.name}", "timeline", f"{tl.name}: without vs with binning", BINNING_CAPTION,
-            build_binning)
+        add(
+            f"timeline_sync_{tl.name}",
+            "timeline",
+            f"{tl.name}: without vs with clock sync",
+            _timeline_caption(sensor),
+            build_sync,
+        )
+        add(
+            f"timeline_binning_{tl.name}",
+            "timeline",
+            f"{tl.name}: without vs with binning",
+            BINNING_CAPTION,
+            build_binning,
+        )
     else:
         logger.info("no scenario has raw data; no timeline figures")
 
     # 3-5. across scenarios
-    backend = str(sweep_meta.get("backend") or "")
+    backend = str(meta.get("backend") or "")
     if backend == "replay":  # name the device the replayed data was measured on
-        backend = _recorded_device(sweep_dir) or backend
+        backend = _recorded_device(calibration) or backend
     source = f"this sweep ({backend})" if backend else "this sweep"
-    paper = sweep_meta.get("paper_sse_vs_ssp_pct", PAPER_SSE_VS_SSP_PCT)
-    add("components_ssp", "across", "SSP power per channel", COMPONENTS_CAPTION.format(ci=ci),
-        lambda: F.components_chart(scns))
-    add("interleaved_vs_isolated", "across", "Interleaved vs isolated power", INTERLEAVED_CAPTION,
-        lambda: F.interleaved_chart(scns))
-    add("sse_vs_ssp_error", "across", "SSE-vs-SSP error", _sse_caption(paper),
-        lambda: F.sse_error_chart(scns, paper, source))
+    paper = meta.get("paper_sse_vs_ssp_pct", PAPER_SSE_VS_SSP_PCT)
+    add(
+        "components_ssp",
+        "across",
+        "SSP power per channel",
+        COMPONENTS_CAPTION.format(ci=ci),
+        lambda: F.components_chart(scns),
+    )
+    add(
+        "interleaved_vs_isolated",
+        "across",
+        "Interleaved vs isolated power",
+        INTERLEAVED_CAPTION,
+        lambda: F.interleaved_chart(scns),
+    )
+    add(
+        "sse_vs_ssp_error",
+        "across",
+        "SSE-vs-SSP error",
+        _sse_caption(paper),
+        lambda: F.sse_error_chart(scns, paper, source),
+    )
     if F.has_reference(scns):
-        add("ssp_vs_reference", "across", "SSP vs reference run", REFERENCE_CAPTION.format(ci=ci),
-            lambda: F.reference_chart(scns))
+        add(
+            "ssp_vs_reference",
+            "across",
+            "SSP vs reference run",
+            REFERENCE_CAPTION.format(ci=ci),
+            lambda: F.reference_chart(scns),
+        )
 
     # 5b. several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)
     if combined:
-        add("gpus_ssp", "gpus", "SSP power per GPU and combined", G.GPUS_CAPTION.format(ci=ci),
-            lambda: G.gpus_chart(scns, combined))
-        add("gpus_profiles", "gpus", "SSP profiles per GPU and combined", G.PROFILES_CAPTION,
-            lambda: G.combined_profiles_chart(scns, combined, sweep_dir))
+        add(
+            "gpus_ssp",
+            "gpus",
+            "SSP power per GPU and combined",
+            G.GPUS_CAPTION.format(ci=ci),
+            lambda: G.gpus_chart(scns, combined),
+        )
+        add(
+            "gpus_profiles",
+            "gpus",
+            "SSP profiles per GPU and combined",
+            G.PROFILES_CAPTION,
+            lambda: G.combined_profiles_chart(scns, combined, layout),
+        )
     if any(G.kernel_class(G.scenario_kernel(s)) not in (None, "GEMM") for s in scns):
-        add("collectives_fig10", "gpus", "Collectives vs GEMM: total and memory-side power",
-            G.fig10_caption(scns, combined, ci), lambda: G.fig10_chart(scns, combined))
+        add(
+            "collectives_fig10",
+            "gpus",
+            "Collectives vs GEMM: total and memory-side power",
+            G.fig10_caption(scns, combined, ci),
+            lambda: G.fig10_chart(scns, combined),
+        )
 
     # 6. simulator truth
-    validation: pl.DataFrame | None = None
     if F.has_truth(scns):
-        validation = F.validation_data(scns)
-        val = validation
-        add("validation_truth", "truth", "Measured vs truth", TRUTH_CAPTION.format(ci=ci),
-            lambda: F.truth_chart(val, [s.name for s in scns]))
-
-    rendered = [f for f in figs if f is not None]
-    page = render_html(
-        sweep_meta=sweep_meta, scns=scns, calibration=calibration, figures=rendered, validation=validation,
-        render_s=time.perf_counter() - t_start, ci_pct=ci,
-    )
-    index = out_dir / "index.html"
-    tmp = index.with_suffix(".html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(index)
-    failed = [f.key for f in rendered if f.png is None]
-    logger.info(
-        "report: %s (%d figures%s) in %.1f s", index, len(rendered) - len(failed),
-        f", {len(failed)} failed: {failed}" if failed else "", time.perf_counter() - t_start,
-    )
+        add(
+            "validation_truth",
+            "truth",
+            "Measured vs truth",
+            TRUTH_CAPTION.format(ci=ci),
+            lambda: F.truth_chart(F.validation_data(scns), [s.name for s in scns]),
+        )

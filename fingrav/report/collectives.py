@@ -1,8 +1,8 @@
 """The report's multi-GPU part (device.world_size > 1): per-GPU and combined power, the collectives'
 comparison of the paper's Fig. 10, per-GPU profiles, and the summary.csv columns from combined.json.
 
-Inputs (`fingrav.ranks` layout): profiles/<scenario>/combined.json (fingrav.analysis.combine) and
-profiles/<scenario>/rank<k>/{summary.json,lois.parquet}. Every builder returns None when it does not apply
+Inputs (`fingrav.layout.SweepLayout`): profiles/combined/<scenario>.json (fingrav.analysis.combine) and
+profiles/gpu<k>/<scenario>/{summary.json,lois.parquet}. Every builder returns None when it does not apply
 (a one-GPU sweep, no collective). Power in W.
 """
 
@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import altair as alt
 import polars as pl
 
+from fingrav.contracts import roles as R
+from fingrav.contracts import summary as S
+from fingrav.contracts.units import MW_PER_W, w
+from fingrav.errors import DataError
+from fingrav.layout import SweepLayout
 from fingrav.report.figures import _finite, _scenario_x, _title, configure
-from fingrav.report.load import ScenarioData
+from fingrav.report.load import ScenarioData, load_scenario
+from fingrav.report.table import POLARS_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +57,11 @@ FIG10_CAPTION = (
 )
 
 
-def load_combined(sweep_dir: Path, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """profiles/<scenario>/combined.json of the scenarios that have one (none in one-GPU sweeps)."""
+def load_combined(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """profiles/combined/<scenario>.json of the scenarios that have one (none in one-GPU sweeps)."""
     out: dict[str, dict[str, Any]] = {}
     for name in scenarios:
-        path = Path(sweep_dir) / "profiles" / name / "combined.json"
+        path = layout.combined(name)
         if path.exists():
             try:
                 out[name] = json.loads(path.read_text())
@@ -64,14 +70,17 @@ def load_combined(sweep_dir: Path, scenarios: Sequence[str]) -> dict[str, dict[s
     return out
 
 
-def _dtype(column: str) -> pl.DataType:
+# a multi-GPU column names a summary.csv column of one GPU (`rank<k>_<col>`, `<col>_gpu<k>`) or of the sum
+# (`combined_<col>`); it has that column's type
+_RANK_COLUMN: Final = re.compile(rf"^(?:rank\d+_|combined_)?(?P<base>.+?)(?:{S.RANK_SUFFIX}\d+)?$")
+
+
+def _dtype(column: str) -> type[pl.DataType]:
+    """The polars type of a multi-GPU summary.csv column (`world_size`: int)."""
     if column == "world_size":
-        return pl.Int64()
-    if column.endswith("_valid"):
-        return pl.Boolean()
-    if column.endswith("_flags"):
-        return pl.String()
-    return pl.Float64()
+        return pl.Int64
+    m = _RANK_COLUMN.match(column)
+    return POLARS_TYPES[S.column_type(m.group("base") if m else column)]
 
 
 def add_rank_columns(table: pl.DataFrame, combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
@@ -94,13 +103,13 @@ def add_rank_columns(table: pl.DataFrame, combined: Mapping[str, Mapping[str, An
     return table.join(extra, on="scenario", how="left", maintain_order="left")
 
 
-def rank_scenario(sweep_dir: Path, name: str, rank: int) -> ScenarioData | None:
-    """Rank k's summary of a scenario as a ScenarioData named "<scenario> (GPU k)" (None when missing)."""
-    path = Path(sweep_dir) / "profiles" / name / f"rank{rank}" / "summary.json"
-    if not path.exists():
+def rank_scenario(layout: SweepLayout, name: str, rank: int) -> ScenarioData | None:
+    """GPU k's summary of a scenario as a ScenarioData named "<scenario> (GPU k)" (None when missing)."""
+    try:
+        return load_scenario(layout, name, rank, name=f"{name} (GPU {rank})")
+    except DataError as err:
+        logger.warning("%s; no GPU %d numbers for %s", err, rank, name)
         return None
-    summary = json.loads(path.read_text())
-    return ScenarioData(name=f"{name} (GPU {rank})", summary=summary, sweep_dir=Path(sweep_dir))
 
 
 # --------------------------------------------------------------------------- per GPU and combined
@@ -113,16 +122,36 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
             continue
         for r in c.get("ranks") or []:
             if _finite(r.get("ssp_power_w")):
-                rows.append({"scenario": s.name, "what": f"GPU {r['rank']}", "power_w": float(r["ssp_power_w"]),
-                             "lo_w": r.get("ssp_power_ci_low_w"), "hi_w": r.get("ssp_power_ci_high_w"),
-                             "valid": bool(r.get("valid"))})
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "what": f"GPU {r['rank']}",
+                        "power_w": float(r["ssp_power_w"]),
+                        "lo_w": r.get("ssp_power_ci_low_w"),
+                        "hi_w": r.get("ssp_power_ci_high_w"),
+                        "valid": bool(r.get("valid")),
+                    }
+                )
         comb = c.get("combined") or {}
         if _finite(comb.get("ssp_power_w")):
-            rows.append({"scenario": s.name, "what": "all GPUs", "power_w": float(comb["ssp_power_w"]),
-                         "lo_w": comb.get("ssp_power_ci_low_w"), "hi_w": comb.get("ssp_power_ci_high_w"),
-                         "valid": bool(comb.get("valid"))})
-    schema = {"scenario": pl.String, "what": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
-              "hi_w": pl.Float64, "valid": pl.Boolean}
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "what": "all GPUs",
+                    "power_w": float(comb["ssp_power_w"]),
+                    "lo_w": comb.get("ssp_power_ci_low_w"),
+                    "hi_w": comb.get("ssp_power_ci_high_w"),
+                    "valid": bool(comb.get("valid")),
+                }
+            )
+    schema = {
+        "scenario": pl.String,
+        "what": pl.String,
+        "power_w": pl.Float64,
+        "lo_w": pl.Float64,
+        "hi_w": pl.Float64,
+        "valid": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -142,21 +171,26 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
             enc["xOffset"] = alt.XOffset("what:N", sort=gpus)
         base = alt.Chart(d).encode(**enc)
         bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="SSP power (W)"), color=color, opacity=opacity)
-        err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
-            y="lo_w:Q", y2="hi_w:Q")
-        return alt.layer(bars, err).properties(width=max(220, min(520, 34 * len(order) * (len(gpus) if offset else 1))),
-                                               height=240, title=title)
+        err = (
+            base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
+            .mark_rule(color="black")
+            .encode(y="lo_w:Q", y2="hi_w:Q")
+        )
+        return alt.layer(bars, err).properties(
+            width=max(220, min(520, 34 * len(order) * (len(gpus) if offset else 1))), height=240, title=title
+        )
 
     left = panel(per, True, "per GPU", alt.Color("what:N", sort=gpus, title="GPU"))
-    right = panel(df.filter(pl.col("what") == "all GPUs"), False, "all GPUs combined (sum)",
-                  alt.value("#444444"))
-    chart = alt.hconcat(left, right, title=_title(
-        "SSP power per GPU and combined", "black: CI; faded: invalid")).resolve_scale(y="independent")
+    right = panel(df.filter(pl.col("what") == "all GPUs"), False, "all GPUs combined (sum)", alt.value("#444444"))
+    chart = alt.hconcat(
+        left, right, title=_title("SSP power per GPU and combined", "black: CI; faded: invalid")
+    ).resolve_scale(y="independent")
     return configure(chart)
 
 
-def combined_profiles_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]],
-                           sweep_dir: Path, points: int = 41) -> pl.DataFrame:
+def combined_profiles_data(
+    scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], layout: SweepLayout, points: int = 41
+) -> pl.DataFrame:
     """Per multi-GPU scenario, the SSP fit of the "total" channel of every GPU and their sum (the combined
     profile) over the execution (toi_frac 0..1), in W."""
     import numpy as np
@@ -169,37 +203,55 @@ def combined_profiles_data(scns: Sequence[ScenarioData], combined: Mapping[str, 
             continue
         fits: list[tuple[str, Any]] = []
         for k in range(int(c.get("world_size") or 1)):
-            summ = s.summary if k == 0 else (rs.summary if (rs := rank_scenario(sweep_dir, s.name, k)) else {})
-            st = ((summ.get("channels") or {}).get("total") or {}).get("ssp") or {}
+            summ = s.summary if k == 0 else (rs.summary if (rs := rank_scenario(layout, s.name, k)) else {})
+            st = ((summ.get("channels") or {}).get(R.TOTAL) or {}).get(R.SSP) or {}
             fits.append((f"GPU {k}", st.get("fit_coeffs")))
-        fits.append(("all GPUs (sum)", (((c.get("combined") or {}).get("channels") or {}).get("total") or {})
-                     .get("fit_coeffs_mw")))
+        fits.append(
+            (
+                "all GPUs (sum)",
+                (((c.get("combined") or {}).get("channels") or {}).get(R.TOTAL) or {}).get("fit_coeffs_mw"),
+            )
+        )
         for label, coeffs in fits:
             if coeffs and all(_finite(x) for x in coeffs):
-                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / 1e3
-                rows += [{"scenario": s.name, "what": label, "toi_frac": float(f), "power_w": float(y)}
-                         for f, y in zip(frac, ys, strict=True)]
-    return pl.DataFrame(rows, schema={"scenario": pl.String, "what": pl.String, "toi_frac": pl.Float64,
-                                      "power_w": pl.Float64})
+                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
+                rows += [
+                    {"scenario": s.name, "what": label, "toi_frac": float(f), "power_w": float(y)}
+                    for f, y in zip(frac, ys, strict=True)
+                ]
+    return pl.DataFrame(
+        rows, schema={"scenario": pl.String, "what": pl.String, "toi_frac": pl.Float64, "power_w": pl.Float64}
+    )
 
 
-def combined_profiles_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]],
-                            sweep_dir: Path) -> alt.TopLevelMixin | None:
+def combined_profiles_chart(
+    scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], layout: SweepLayout
+) -> alt.TopLevelMixin | None:
     """Small multiples: each scenario's per-GPU SSP profile fits and the combined (summed) profile."""
-    df = combined_profiles_data(scns, combined, sweep_dir)
+    df = combined_profiles_data(scns, combined, layout)
     if df.height == 0:
         return None
     order = list(dict.fromkeys(df["scenario"].to_list()))
     whats = list(dict.fromkeys(df["what"].to_list()))
-    base = alt.Chart(df).mark_line(size=2).encode(
-        x=alt.X("toi_frac:Q", title="TOI (fraction of the execution)", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)),
-        color=alt.Color("what:N", sort=whats, title=""),
-        strokeDash=alt.condition(alt.datum.what == "all GPUs (sum)", alt.value([6, 3]), alt.value([1, 0])),
-    ).properties(width=200, height=130)
+    base = (
+        alt.Chart(df)
+        .mark_line(size=2)
+        .encode(
+            x=alt.X("toi_frac:Q", title="TOI (fraction of the execution)", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)),
+            color=alt.Color("what:N", sort=whats, title=""),
+            strokeDash=alt.condition(alt.datum.what == "all GPUs (sum)", alt.value([6, 3]), alt.value([1, 0])),
+        )
+        .properties(width=200, height=130)
+    )
     chart = base.facet(facet=alt.Facet("scenario:N", sort=order, title=None), columns=4).resolve_scale(y="independent")
-    return configure(chart.properties(title=_title(
-        "SSP profiles per GPU and combined", "degree-4 fits of the total channel; dashed: sum over GPUs")))
+    return configure(
+        chart.properties(
+            title=_title(
+                "SSP profiles per GPU and combined", "degree-4 fits of the total channel; dashed: sum over GPUs"
+            )
+        )
+    )
 
 
 # --------------------------------------------------------------------------- paper Fig. 10
@@ -213,7 +265,7 @@ def scenario_kernel(scn: ScenarioData) -> dict[str, Any]:
 
 
 def kernel_class(kernel: Mapping[str, Any]) -> str | None:
-    """"latency-bound collective" | "bandwidth-bound collective" | "GEMM" | None."""
+    """ "latency-bound collective" | "bandwidth-bound collective" | "GEMM" | None."""
     kind = kernel.get("kind")
     if kind in ("allreduce", "allgather"):
         size = int(kernel.get("size_bytes") or 0)
@@ -251,8 +303,16 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
         if cls and cls != "GEMM" and not s.has_predecessor:
             picked.append((s, cls))
     if not picked:
-        return pl.DataFrame(schema={"scenario": pl.String, "class": pl.String, "channel": pl.String,
-                                    "power_w": pl.Float64, "lo_w": pl.Float64, "hi_w": pl.Float64})
+        return pl.DataFrame(
+            schema={
+                "scenario": pl.String,
+                "class": pl.String,
+                "channel": pl.String,
+                "power_w": pl.Float64,
+                "lo_w": pl.Float64,
+                "hi_w": pl.Float64,
+            }
+        )
     gemm = _gemm_reference(scns)
     if gemm is not None:
         picked.append((gemm, "GEMM"))
@@ -266,19 +326,39 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = chans.get(ch) if ch else None
                 if st and _finite(st.get("mean_w")):
-                    rows.append({"scenario": s.name, "class": cls, "channel": label, "power_w": st["mean_w"] / n,
-                                 "lo_w": st["ci_low_w"] / n if _finite(st.get("ci_low_w")) else None,
-                                 "hi_w": st["ci_high_w"] / n if _finite(st.get("ci_high_w")) else None})
+                    rows.append(
+                        {
+                            "scenario": s.name,
+                            "class": cls,
+                            "channel": label,
+                            "power_w": st["mean_w"] / n,
+                            "lo_w": st["ci_low_w"] / n if _finite(st.get("ci_low_w")) else None,
+                            "hi_w": st["ci_high_w"] / n if _finite(st.get("ci_high_w")) else None,
+                        }
+                    )
         else:
             mem = memory_channel(s.channels)
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
-                st = s.role_stats(ch, "ssp") if ch else None
+                st = s.role_stats(ch, R.SSP) if ch else None
                 if st and _finite(st.get("mean_mw")):
-                    rows.append({"scenario": s.name, "class": cls, "channel": label, "power_w": st["mean_mw"] / 1e3,
-                                 "lo_w": st["ci_low_mw"] / 1e3 if _finite(st.get("ci_low_mw")) else None,
-                                 "hi_w": st["ci_high_mw"] / 1e3 if _finite(st.get("ci_high_mw")) else None})
-    schema = {"scenario": pl.String, "class": pl.String, "channel": pl.String, "power_w": pl.Float64,
-              "lo_w": pl.Float64, "hi_w": pl.Float64}
+                    rows.append(
+                        {
+                            "scenario": s.name,
+                            "class": cls,
+                            "channel": label,
+                            "power_w": w(st["mean_mw"]),
+                            "lo_w": w(st["ci_low_mw"]) if _finite(st.get("ci_low_mw")) else None,
+                            "hi_w": w(st["ci_high_mw"]) if _finite(st.get("ci_high_mw")) else None,
+                        }
+                    )
+    schema = {
+        "scenario": pl.String,
+        "class": pl.String,
+        "channel": pl.String,
+        "power_w": pl.Float64,
+        "lo_w": pl.Float64,
+        "hi_w": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -290,22 +370,31 @@ def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str
         return None
     cls_rank = {c: i for i, c in enumerate(CLASS_ORDER)}
     first = df.unique("scenario", keep="first", maintain_order=True)
-    order = sorted(first["scenario"].to_list(),
-                   key=lambda n: cls_rank[first.filter(pl.col("scenario") == n)["class"][0]])
-    color = alt.Color("class:N", sort=list(CLASS_ORDER), title="",
-                      scale=alt.Scale(domain=list(CLASS_ORDER), range=list(CLASS_COLORS)))
+    order = sorted(
+        first["scenario"].to_list(), key=lambda n: cls_rank[first.filter(pl.col("scenario") == n)["class"][0]]
+    )
+    color = alt.Color(
+        "class:N", sort=list(CLASS_ORDER), title="", scale=alt.Scale(domain=list(CLASS_ORDER), range=list(CLASS_COLORS))
+    )
     panels = []
     for ch in list(dict.fromkeys(df["channel"].to_list())):
         d = df.filter(pl.col("channel") == ch)
         base = alt.Chart(d).encode(x=_scenario_x(order))
         bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power per GPU (W)"), color=color)
-        err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
-            y="lo_w:Q", y2="hi_w:Q")
-        panels.append(alt.layer(bars, err).properties(width=max(200, 42 * len(order)), height=240,
-                                                      title=f"channel: {ch}"))
-    chart = alt.hconcat(*panels, title=_title(
-        "collectives vs GEMM: total and memory-side power (paper Fig. 10)",
-        "SSP power per GPU; black: CI")).resolve_scale(y="independent")
+        err = (
+            base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
+            .mark_rule(color="black")
+            .encode(y="lo_w:Q", y2="hi_w:Q")
+        )
+        panels.append(
+            alt.layer(bars, err).properties(width=max(200, 42 * len(order)), height=240, title=f"channel: {ch}")
+        )
+    chart = alt.hconcat(
+        *panels,
+        title=_title(
+            "collectives vs GEMM: total and memory-side power (paper Fig. 10)", "SSP power per GPU; black: CI"
+        ),
+    ).resolve_scale(y="independent")
     return configure(chart)
 
 

@@ -1,4 +1,4 @@
-"""The report's figures as altair charts (exported to PNG by `fingrav.report.render`).
+"""The report's figures as altair charts (exported to PNG by `fingrav.report.build`).
 
 Each builder takes already loaded data and returns a chart, or None when the figure does not apply
 (e.g. no scenario has a predecessor). Builders never read files themselves, except through the data
@@ -15,27 +15,37 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from fingrav.report.load import SSP_PHASES, ScenarioData, exec_roles, gpu_to_host_ms_expr, subsample
+from fingrav.analysis.roles import role_expr
+from fingrav.contracts import roles as R
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.summary import channel_of_column
+from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
+from fingrav.report.load import ScenarioData, subsample
 
 logger = logging.getLogger(__name__)
 
 Chart = alt.TopLevelMixin
 
+# every execution role (fingrav.contracts.roles), labelled and coloured in the order of a run in time
 ROLE_LABELS: dict[str, str] = {
-    "pred": "predecessor",
-    "warmup": "warm-up",
-    "first": "interleaved (1st)",
-    "sse": "SSE",
-    "ssp": "SSP",
+    R.PRED: "predecessor",
+    R.WARMUP: "warm-up",
+    R.FIRST: "interleaved (1st)",
+    R.SSE: "SSE",
+    R.SSP: "SSP",
+    R.TRAIL: "trailing",
 }
+assert tuple(ROLE_LABELS) == R.TIME_ORDER
 ROLE_COLORS: dict[str, str] = {
     "predecessor": "#ff7f0e",
     "warm-up": "#b0b0b0",
     "interleaved (1st)": "#2ca02c",
     "SSE": "#d62728",
     "SSP": "#1f77b4",
+    "trailing": "#9edae5",
 }
-PROFILE_ROLES: tuple[str, ...] = ("ssp", "first", "sse")  # drawing order: SSP first, the sparse roles on top
+PROFILE_ROLES: tuple[str, ...] = (R.SSP, R.FIRST, R.SSE)  # drawing order: SSP first, the sparse roles on top
 FONT = "sans-serif"
 
 
@@ -55,21 +65,21 @@ def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleP
     return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
 
 
-def _w(mw: float | None) -> float | None:
-    """mW -> W (None stays None)."""
-    return None if mw is None else float(mw) / 1000.0
-
-
 def _finite(x: Any) -> bool:
     """Whether x is a finite real number (not a bool, not None)."""
     return x is not None and isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
 
 
 def configure(chart: Chart) -> Chart:
-    """Shared look of every figure."""
-    return chart.configure(font=FONT, background="white").configure_view(stroke="#dddddd").configure_axis(
-        labelFontSize=10, titleFontSize=11, gridColor="#eeeeee"
+    """Shared look of every figure (set in place on a freshly built chart: the same spec as
+    `chart.configure(...).configure_view(...).configure_axis(...)` without three deep copies of it)."""
+    chart.config = alt.Config(
+        font=FONT,
+        background="white",
+        view=alt.ViewConfig(stroke="#dddddd"),
+        axis=alt.AxisConfig(labelFontSize=10, titleFontSize=11, gridColor="#eeeeee"),
     )
+    return chart
 
 
 # --------------------------------------------------------------------------- 1. TOI-power profile
@@ -81,7 +91,7 @@ def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
     if lois is not None and lois.height and "toi_ns" in lois.columns:
         est = lois.filter(pl.col("toi_frac") > 0.05).select((pl.col("toi_ns") / pl.col("toi_frac")).median()).item()
         if est is not None and np.isfinite(est):
-            return float(est) / 1000.0
+            return float(us(est))
     return None
 
 
@@ -101,9 +111,10 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         sel = subsample(sel, max_points, by=("channel", "role"))
         shown = sel.height
         pts = sel.select(
-            "channel", "role",
+            "channel",
+            "role",
             (pl.col("toi_frac") * exec_us).alias("toi_us"),
-            (pl.col("power_mw") / 1000.0).alias("power_w"),
+            (pl.col("power_mw") / MW_PER_W).alias("power_w"),
         )
         channels = [c for c in channels if c in set(pts["channel"].to_list())] or channels
     rank = {r: i for i, r in enumerate(PROFILE_ROLES)}
@@ -123,12 +134,12 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     for ch in channels:
         for role in PROFILE_ROLES:
             stats = scn.role_stats(ch, role)
-            if not stats or (role == "sse" and not scn.sse_measurable):  # too few SSE LOIs: no fit, no mean
+            if not stats or (role == R.SSE and not scn.sse_measurable):  # too few SSE LOIs: no fit, no mean
                 continue
             label = ROLE_LABELS[role]
             coeffs = stats.get("fit_coeffs")
             if coeffs and all(_finite(c) for c in coeffs):
-                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / 1000.0
+                ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 degrees.add(len(coeffs) - 1)
                 fits += [
                     {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "power_w": float(y)}
@@ -136,18 +147,25 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                 ]
             mean, lo, hi = stats.get("mean_mw"), stats.get("ci_low_mw"), stats.get("ci_high_mw")
             if _finite(mean):
-                bands.append({
-                    "channel": ch, "role_label": label, "mean_w": _w(mean),
-                    "lo_w": _w(lo) if _finite(lo) else _w(mean), "hi_w": _w(hi) if _finite(hi) else _w(mean),
-                    "x0": 0.0, "x1": exec_us,
-                })
+                bands.append(
+                    {
+                        "channel": ch,
+                        "role_label": label,
+                        "mean_w": w(mean),
+                        "lo_w": w(lo) if _finite(lo) else w(mean),
+                        "hi_w": w(hi) if _finite(hi) else w(mean),
+                        "x0": 0.0,
+                        "x1": exec_us,
+                    }
+                )
     labels = pts["role_label"].unique().to_list() + [b["role_label"] for b in bands]
     if not labels:
         logger.warning("%s: no LOIs and no role statistics; no profile figure", scn.name)
         return None
     color = _role_color(labels)
-    size = alt.Size("role_label:N", scale=alt.Scale(domain=["SSP", "interleaved (1st)", "SSE"], range=[12, 30, 30]),
-                    legend=None)
+    size = alt.Size(
+        "role_label:N", scale=alt.Scale(domain=["SSP", "interleaved (1st)", "SSE"], range=[12, 30, 30]), legend=None
+    )
     fits_df = pl.DataFrame(fits) if fits else None
     bands_df = pl.DataFrame(bands) if bands else None
     multi = len(channels) > 1
@@ -160,25 +178,49 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         y_scale = alt.Scale(zero=False, domain=_y_domain(pts, bands_df, ch), nice=True)
         layers: list[alt.Chart] = []
         if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
-            layers.append(alt.Chart(b).mark_rect(opacity=0.13).encode(
-                x=alt.X("x0:Q", scale=x_scale, title=x_title), x2="x1:Q",
-                y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale), y2="hi_w:Q", color=color,
-            ))
+            layers.append(
+                alt.Chart(b)
+                .mark_rect(opacity=0.13)
+                .encode(
+                    x=alt.X("x0:Q", scale=x_scale, title=x_title),
+                    x2="x1:Q",
+                    y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale),
+                    y2="hi_w:Q",
+                    color=color,
+                )
+            )
         p = pts.filter(pl.col("channel") == ch)
         if p.height:
-            layers.append(alt.Chart(p).mark_circle(opacity=0.5, clip=True).encode(
-                x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
-                y=alt.Y("power_w:Q", title="power (W)", scale=y_scale), color=color, size=size,
-            ))
+            layers.append(
+                alt.Chart(p)
+                .mark_circle(opacity=0.5, clip=True)
+                .encode(
+                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
+                    y=alt.Y("power_w:Q", title="power (W)", scale=y_scale),
+                    color=color,
+                    size=size,
+                )
+            )
         if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
-            layers.append(alt.Chart(b).mark_rule(strokeDash=[5, 3], size=1.2).encode(
-                y=alt.Y("mean_w:Q", title="power (W)"), color=color,
-            ))
+            layers.append(
+                alt.Chart(b)
+                .mark_rule(strokeDash=[5, 3], size=1.2)
+                .encode(
+                    y=alt.Y("mean_w:Q", title="power (W)"),
+                    color=color,
+                )
+            )
         if fits_df is not None and (f := fits_df.filter(pl.col("channel") == ch)).height:
-            layers.append(alt.Chart(f).mark_line(size=2.2, clip=True).encode(
-                x=alt.X("toi_us:Q", scale=x_scale, title=x_title), y=alt.Y("power_w:Q", title="power (W)"),
-                color=color, detail="role_label:N",
-            ))
+            layers.append(
+                alt.Chart(f)
+                .mark_line(size=2.2, clip=True)
+                .encode(
+                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
+                    y=alt.Y("power_w:Q", title="power (W)"),
+                    color=color,
+                    detail="role_label:N",
+                )
+            )
         if not layers:
             continue
         panel_title = f"channel: {ch}" if multi else ""
@@ -195,7 +237,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     if not scn.sse_measurable:
         subtitle.append("SSE: not measurable (too_few_lois_sse): its few LOIs are drawn, without fit or mean")
     if not scn.valid:
-        subtitle.append("INVALID: " + ", ".join(_flags(scn)))
+        subtitle.append("INVALID: " + ", ".join(scn.flags))
     title = _title(f"{scn.name}: TOI-power profile", subtitle)
     chart = alt.concat(*panels, columns=2, title=title) if multi else panels[0].properties(title=title)
     return configure(chart)
@@ -220,13 +262,6 @@ def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> li
     return [lo - pad, hi + pad]
 
 
-def _flags(scn: ScenarioData) -> list[str]:
-    """The scenario's flags as a list."""
-    from fingrav.report.table import flag_list
-
-    return flag_list(scn.row.get("flags", scn.summary.get("flags")))
-
-
 # --------------------------------------------------------------------------- 2a. timeline: clock sync
 def _duration(ms: float) -> str:
     """A duration given in ms, in readable units."""
@@ -245,11 +280,8 @@ def _duration(ms: float) -> str:
 
 
 def pick_run(raw: Mapping[str, pl.DataFrame], binned: pl.DataFrame | None) -> int | None:
-    """The run shown in the timeline: the first golden SSP run, else the first SSP run (phase "ssp", or
-    the legacy "measure")."""
-    runs = raw["runs"]
-    if "phase" in runs.columns:
-        runs = runs.filter(pl.col("phase").is_in(list(SSP_PHASES)))
+    """The run shown in the timeline: the first golden SSP run, else the first SSP run."""
+    runs = raw["runs"].filter(pl.col("phase") == R.SSP)
     ids = set(runs["run"].to_list())
     have_exec = set(raw["executions"]["run"].unique().to_list())
     ids &= have_exec
@@ -278,16 +310,16 @@ def merge_spans(execs: pl.DataFrame) -> pl.DataFrame:
 def timeline_window(
     ex_sync: pl.DataFrame, samples: pl.DataFrame, sensor: Mapping[str, Any] | None
 ) -> tuple[float, float]:
-    """The ms window [lo, hi] around a run's (synchronized) executions: enough before to see idle and
-    enough after for the sensor's response to fall back."""
+    """The ms window [lo, hi] around a run's (synchronized) executions (x0, x1 in ms): enough before to see
+    idle and enough after for the sensor's response to fall back. `sensor`: delay_ns, window_ns, lag_ns."""
     s0 = float(ex_sync["x0"].min())  # type: ignore[arg-type]
     s1 = float(ex_sync["x1"].max())  # type: ignore[arg-type]
     busy = max(s1 - s0, 1e-3)
-    t = samples.filter(pl.col("channel") == "total")["t_ns"] if "total" in samples["channel"] else samples["t_ns"]
-    dt_ms = float(np.median(np.diff(np.sort(t.to_numpy())))) / 1e6 if t.len() > 2 else busy
+    t = samples.filter(pl.col("channel") == R.TOTAL)["t_ns"] if R.TOTAL in samples["channel"] else samples["t_ns"]
+    dt_ms = ms(float(np.median(np.diff(np.sort(t.to_numpy()))))) if t.len() > 2 else busy
     sensor = sensor or {}
-    response = sum(float(sensor.get(k) or 0.0) for k in ("delay_ms", "window_ms")) + 3 * float(
-        sensor.get("lag_ms") or 0.0
+    response = ms(
+        sum(float(sensor.get(k) or 0.0) for k in ("delay_ns", "window_ns")) + 3 * float(sensor.get("lag_ns") or 0.0)
     )
     before = max(3 * dt_ms, 0.3 * busy)
     after = max(3 * dt_ms, 0.3 * busy, response)
@@ -297,12 +329,13 @@ def timeline_window(
 def timeline_sync_chart(
     scn: ScenarioData,
     raw: Mapping[str, pl.DataFrame],
-    clock: Mapping[str, float] | None,
+    clock: ClockMap | None,
     binned: pl.DataFrame | None,
     sensor: Mapping[str, Any] | None = None,
 ) -> Chart | None:
-    """Paper Fig. 5(a): one run's power samples over time with its executions drawn as intervals,
-    once with GPU stamps taken as host time and once mapped through the clock fit."""
+    """Paper Fig. 5(a): one run's power samples over time (ms after the run's launch) with its executions
+    drawn as intervals by role (`fingrav.analysis.roles.role_expr` on the plan), once with GPU stamps taken as
+    host time and once mapped through the clock fit. `sensor`: the total channel's delay_ns, window_ns, lag_ns."""
     if clock is None:
         logger.warning("%s: no clock fit; no timeline figure", scn.name)
         return None
@@ -311,22 +344,33 @@ def timeline_sync_chart(
         return None
     runs = raw["runs"].filter(pl.col("run") == run)
     t0 = int(runs["host_start_ns"][0])
-    ex = exec_roles(raw["executions"].filter(pl.col("run") == run), scn.plan)
-    ex = ex.with_columns(pl.col("role").replace_strict(ROLE_LABELS, default=pl.col("role")).alias("role_label"))
+    role = role_expr(Plan.model_validate(scn.plan), segment="segment", exec_index="exec_index", phase="phase")
+    ex = (
+        raw["executions"]
+        .filter(pl.col("run") == run)
+        .with_columns(pl.lit(str(runs["phase"][0])).alias("phase"))
+        .with_columns(role.cast(pl.String).replace_strict(ROLE_LABELS).alias("role_label"))
+    )
+
+    def host_ms(expr: pl.Expr) -> pl.Expr:
+        """int64 host ns -> ms after the run's launch."""
+        return (expr - t0).cast(pl.Float64) / NS_PER_MS
+
     sync = ex.with_columns(
-        gpu_to_host_ms_expr("gpu_start_ns", dict(clock), t0).alias("x0"),
-        gpu_to_host_ms_expr("gpu_end_ns", dict(clock), t0).alias("x1"),
+        host_ms(clock.host_expr("gpu_start_ns")).alias("x0"), host_ms(clock.host_expr("gpu_end_ns")).alias("x1")
     )
     naive = ex.with_columns(
-        gpu_to_host_ms_expr("gpu_start_ns", None, t0).alias("x0"),
-        gpu_to_host_ms_expr("gpu_end_ns", None, t0).alias("x1"),
+        host_ms(pl.col("gpu_start_ns").cast(pl.Int64)).alias("x0"),
+        host_ms(pl.col("gpu_end_ns").cast(pl.Int64)).alias("x1"),
     )
     samples = raw["samples"]
     lo, hi = timeline_window(sync, samples, sensor)
-    pad_ns = int((hi - lo) * 1e6)
-    win = samples.filter(pl.col("t_ns").is_between(t0 + int(lo * 1e6) - pad_ns, t0 + int(hi * 1e6) + pad_ns))
+    pad_ns = int((hi - lo) * NS_PER_MS)
+    win = samples.filter(
+        pl.col("t_ns").is_between(t0 + int(lo * NS_PER_MS) - pad_ns, t0 + int(hi * NS_PER_MS) + pad_ns)
+    )
     win = win.with_columns(
-        ((pl.col("t_ns") - t0).cast(pl.Float64) / 1e6).alias("t_ms"), (pl.col("power_mw") / 1000.0).alias("power_w")
+        host_ms(pl.col("t_ns")).alias("t_ms"), (pl.col("power_mw") / MW_PER_W).alias("power_w")
     ).filter(pl.col("t_ms").is_between(lo, hi))
     if win.height == 0:
         logger.warning("%s: no samples around run %d; no timeline figure", scn.name, run)
@@ -341,39 +385,67 @@ def timeline_sync_chart(
         inside = execs.filter((pl.col("x1") >= lo) & (pl.col("x0") <= hi))
         layers: list[alt.Chart] = []
         if inside.height:
-            layers.append(alt.Chart(merge_spans(inside)).mark_rect(opacity=0.35, clip=True).encode(
-                x=alt.X("x0:Q", scale=x_scale, title=x_title), x2="x1:Q", color=color,
-            ))
+            layers.append(
+                alt.Chart(merge_spans(inside))
+                .mark_rect(opacity=0.35, clip=True)
+                .encode(
+                    x=alt.X("x0:Q", scale=x_scale, title=x_title),
+                    x2="x1:Q",
+                    color=color,
+                )
+            )
             marks = inside.filter(pl.col("role_label").is_in(["SSE", "interleaved (1st)"]))
             if marks.height:
-                layers.append(alt.Chart(marks.select("x0", "role_label")).mark_rule(size=2, clip=True).encode(
-                    x=alt.X("x0:Q", scale=x_scale, title=x_title), color=color,
-                ))
+                layers.append(
+                    alt.Chart(marks.select("x0", "role_label"))
+                    .mark_rule(size=2, clip=True)
+                    .encode(
+                        x=alt.X("x0:Q", scale=x_scale, title=x_title),
+                        color=color,
+                    )
+                )
         enc: dict[str, Any] = {
             "x": alt.X("t_ms:Q", scale=x_scale, title=x_title),
             "y": alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)),
             "detail": "channel:N",
         }
         if multi:
-            chans = sorted(win["channel"].unique().to_list(), key=lambda c: (c != "total", c))
+            chans = sorted(win["channel"].unique().to_list(), key=lambda c: (c != R.TOTAL, c))
             enc["strokeDash"] = alt.StrokeDash("channel:N", title="channel", sort=chans)
-        layers.append(alt.Chart(win.select("t_ms", "power_w", "channel")).mark_line(
-            color="#222222", size=1.3, point=alt.OverlayMarkDef(color="#222222", size=14), clip=True,
-        ).encode(**enc))
+        layers.append(
+            alt.Chart(win.select("t_ms", "power_w", "channel"))
+            .mark_line(
+                color="#222222",
+                size=1.3,
+                point=alt.OverlayMarkDef(color="#222222", size=14),
+                clip=True,
+            )
+            .encode(**enc)
+        )
         if note:
-            layers.append(alt.Chart(pl.DataFrame({"n": [0]})).mark_text(
-                text=note, align="left", baseline="top", dx=6, dy=6, color="#b00000", fontSize=11,
-            ).encode(x=alt.value(0), y=alt.value(0)))
+            layers.append(
+                alt.Chart(pl.DataFrame({"n": [0]}))
+                .mark_text(
+                    text=note,
+                    align="left",
+                    baseline="top",
+                    dx=6,
+                    dy=6,
+                    color="#b00000",
+                    fontSize=11,
+                )
+                .encode(x=alt.value(0), y=alt.value(0))
+            )
         return alt.layer(*layers).properties(width=640, height=150, title=title)
 
     note = None
     if naive.filter((pl.col("x1") >= lo) & (pl.col("x0") <= hi)).height == 0:
         shift = float(naive["x0"].min()) - float(sync["x0"].min())  # type: ignore[arg-type]
         note = f"the executions lie {_duration(abs(shift))} {'later' if shift > 0 else 'earlier'}: outside this window"
-    off_us = clock["offset_ns"] / 1000.0
+    off_us = us(clock.offset_ns)
     chart = alt.vconcat(
         panel(naive, "without clock sync: GPU stamps read as host time", note),
-        panel(sync, f"with clock sync: offset {off_us:,.1f} µs, drift {clock['drift_ppm']:+.2f} ppm", None),
+        panel(sync, f"with clock sync: offset {off_us:,.1f} µs, drift {clock.drift_ppm:+.2f} ppm", None),
         title=_title(
             f"{scn.name}: one run (run {run}) over time",
             "black: power samples as logged (sample time = host clock); bars: executions by role",
@@ -393,8 +465,17 @@ def _histogram(values_us: np.ndarray, golden: np.ndarray, bins: int = 40) -> pl.
     below = np.zeros(bins)
     for kind, mask in (("golden", golden), ("not golden", ~golden)):
         counts, _ = np.histogram(values_us[mask], bins=edges)
-        rows += [{"x0": float(edges[i]), "x1": float(edges[i + 1]), "y0": float(below[i]),
-                  "y1": float(below[i] + c), "kind": kind} for i, c in enumerate(counts) if c]
+        rows += [
+            {
+                "x0": float(edges[i]),
+                "x1": float(edges[i + 1]),
+                "y0": float(below[i]),
+                "y1": float(below[i] + c),
+                "kind": kind,
+            }
+            for i, c in enumerate(counts)
+            if c
+        ]
         below += counts
     schema = {"x0": pl.Float64, "x1": pl.Float64, "y0": pl.Float64, "y1": pl.Float64, "kind": pl.String}
     return pl.DataFrame(rows, schema=schema)
@@ -422,33 +503,45 @@ def binning_chart(
     if binned is not None and binned.height and "ssp_exec_time_ns" in binned.columns:
         b = binned
         if "phase" in b.columns:
-            b = b.filter(pl.col("phase").is_in(list(SSP_PHASES)))
+            b = b.filter(pl.col("phase") == R.SSP)
         b = b.filter(pl.col("ssp_exec_time_ns").is_not_null())
         hist_df = _histogram(
-            (b["ssp_exec_time_ns"].cast(pl.Float64) / 1000.0).to_numpy(), b["golden"].fill_null(False).to_numpy()
+            (b["ssp_exec_time_ns"].cast(pl.Float64) / NS_PER_US).to_numpy(), b["golden"].fill_null(False).to_numpy()
         )
         kind_color = alt.Color(
             "kind:N", title="runs", scale=alt.Scale(domain=["golden", "not golden"], range=["#1f77b4", "#c7c7c7"])
         )
-        hist = alt.Chart(hist_df).mark_bar(binSpacing=0).encode(
-            x=alt.X("x0:Q", title="SSP execution time (µs)", scale=alt.Scale(zero=False),
-                    axis=alt.Axis(tickCount=5, labelOverlap="greedy")),
-            x2="x1:Q", y=alt.Y("y0:Q", title="runs"), y2="y1:Q", color=kind_color,
+        hist = (
+            alt.Chart(hist_df)
+            .mark_bar(binSpacing=0)
+            .encode(
+                x=alt.X(
+                    "x0:Q",
+                    title="SSP execution time (µs)",
+                    scale=alt.Scale(zero=False),
+                    axis=alt.Axis(tickCount=5, labelOverlap="greedy"),
+                ),
+                x2="x1:Q",
+                y=alt.Y("y0:Q", title="runs"),
+                y2="y1:Q",
+                color=kind_color,
+            )
         )
         layers = [hist]
         edges = [ssp_meta.get("bin_low_ns"), ssp_meta.get("bin_high_ns")]
-        edges_df = pl.DataFrame({"edge_us": [float(e) / 1000.0 for e in edges if _finite(e)]})
+        edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if _finite(e)]})
         if edges_df.height:
             layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
         margin = meta_all.get("margin")
         sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if _finite(margin) else "golden bin"
-        panels.append(alt.layer(*layers).properties(
-            width=230, height=190, title=_title("execution-time binning (SSP runs)", sub)
-        ))
+        panels.append(
+            alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning (SSP runs)", sub))
+        )
     if lois_all is not None and lois_all.height:
-        ssp = lois_all.filter((pl.col("role") == "ssp") & (pl.col("channel") == "total"))
+        ssp = lois_all.filter((pl.col("role") == R.SSP) & (pl.col("channel") == R.TOTAL))
         ssp = ssp.with_columns(
-            (pl.col("toi_ns") / 1000.0).alias("toi_us"), (pl.col("power_mw") / 1000.0).alias("power_w"),
+            (pl.col("toi_ns") / NS_PER_US).alias("toi_us"),
+            (pl.col("power_mw") / MW_PER_W).alias("power_w"),
             pl.when(pl.col("golden")).then(pl.lit("golden")).otherwise(pl.lit("not golden")).alias("kind"),
         ).select("toi_us", "power_w", "kind")
         if ssp.height:
@@ -460,12 +553,23 @@ def binning_chart(
             )
             x = alt.X("toi_us:Q", title="TOI (µs into the SSP execution)")
             y = alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False))
-            a = alt.Chart(all_runs).mark_circle(size=9, opacity=0.45).encode(x=x, y=y, color=kind_color).properties(
-                width=260, height=190, title=_title("without binning: all runs", f"{ssp.height} SSP LOIs (total)")
+            a = (
+                alt.Chart(all_runs)
+                .mark_circle(size=9, opacity=0.45)
+                .encode(x=x, y=y, color=kind_color)
+                .properties(
+                    width=260, height=190, title=_title("without binning: all runs", f"{ssp.height} SSP LOIs (total)")
+                )
             )
-            g = alt.Chart(golden).mark_circle(size=9, opacity=0.45).encode(x=x, y=y, color=kind_color).properties(
-                width=260, height=190,
-                title=_title("with binning: golden runs only", f"{int((ssp['kind'] == 'golden').sum())} SSP LOIs"),
+            g = (
+                alt.Chart(golden)
+                .mark_circle(size=9, opacity=0.45)
+                .encode(x=x, y=y, color=kind_color)
+                .properties(
+                    width=260,
+                    height=190,
+                    title=_title("with binning: golden runs only", f"{int((ssp['kind'] == 'golden').sum())} SSP LOIs"),
+                )
             )
             panels.append(alt.hconcat(a, g).resolve_scale(y="shared", x="shared"))
     if not panels:
@@ -479,35 +583,57 @@ def binning_chart(
 # --------------------------------------------------------------------------- 3. components
 def components_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     """SSP power (W) and CI per scenario and channel, from summary.json (or the row's ssp_<ch>_power_w)."""
-    from fingrav.report.table import channel_of_column
-
     rows = []
     for s in scns:
         seen = set()
         for ch in s.channels:
-            st = s.role_stats(ch, "ssp")
+            st = s.role_stats(ch, R.SSP)
             if st and _finite(st.get("mean_mw")):
-                rows.append({
-                    "scenario": s.name, "channel": ch, "power_w": _w(st["mean_mw"]),
-                    "lo_w": _w(st.get("ci_low_mw")) if _finite(st.get("ci_low_mw")) else None,
-                    "hi_w": _w(st.get("ci_high_mw")) if _finite(st.get("ci_high_mw")) else None,
-                    "valid": s.valid,
-                })
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "channel": ch,
+                        "power_w": w(st["mean_mw"]),
+                        "lo_w": w(st.get("ci_low_mw")) if _finite(st.get("ci_low_mw")) else None,
+                        "hi_w": w(st.get("ci_high_mw")) if _finite(st.get("ci_high_mw")) else None,
+                        "valid": s.valid,
+                    }
+                )
                 seen.add(ch)
         if "total" not in seen and _finite(s.row.get("ssp_power_w")):
-            rows.append({
-                "scenario": s.name, "channel": "total", "power_w": float(s.row["ssp_power_w"]),
-                "lo_w": s.row.get("ssp_power_ci_low_w"), "hi_w": s.row.get("ssp_power_ci_high_w"), "valid": s.valid,
-            })
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "channel": "total",
+                    "power_w": float(s.row["ssp_power_w"]),
+                    "lo_w": s.row.get("ssp_power_ci_low_w"),
+                    "hi_w": s.row.get("ssp_power_ci_high_w"),
+                    "valid": s.valid,
+                }
+            )
             seen.add("total")
         for col, v in s.row.items():
             ch = channel_of_column(col)
             if ch and ch not in seen and _finite(v):
-                rows.append({"scenario": s.name, "channel": ch, "power_w": float(v), "lo_w": None, "hi_w": None,
-                             "valid": s.valid})
+                rows.append(
+                    {
+                        "scenario": s.name,
+                        "channel": ch,
+                        "power_w": float(v),
+                        "lo_w": None,
+                        "hi_w": None,
+                        "valid": s.valid,
+                    }
+                )
                 seen.add(ch)
-    schema = {"scenario": pl.String, "channel": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
-              "hi_w": pl.Float64, "valid": pl.Boolean}
+    schema = {
+        "scenario": pl.String,
+        "channel": pl.String,
+        "power_w": pl.Float64,
+        "lo_w": pl.Float64,
+        "hi_w": pl.Float64,
+        "valid": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -525,23 +651,27 @@ def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
     chans = [c for c in chans if c in set(df["channel"].to_list())]
     order = [s.name for s in scns]
     base = alt.Chart(df).encode(
-        x=_scenario_x(order), xOffset=alt.XOffset("channel:N", sort=chans),
+        x=_scenario_x(order),
+        xOffset=alt.XOffset("channel:N", sort=chans),
     )
     color = alt.Color("channel:N", sort=chans, title="channel")
     bars = base.mark_bar().encode(
-        y=alt.Y("power_w:Q", title="SSP power (W)"), color=color,
+        y=alt.Y("power_w:Q", title="SSP power (W)"),
+        color=color,
         opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
     )
-    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black", size=1.3).encode(
-        y="lo_w:Q", y2="hi_w:Q"
+    err = (
+        base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
+        .mark_rule(color="black", size=1.3)
+        .encode(y="lo_w:Q", y2="hi_w:Q")
     )
     width = max(360, 28 * len(chans) * len(order))
     sub = "grouped by channel; black: CI; faded: invalid scenario"
     if len(chans) > 1:
         sub = "total and component channels side by side (components need not add up to total); " + sub
-    chart = alt.layer(bars, err).properties(width=min(width, 900), height=260, title=_title(
-        "SSP power per channel across scenarios", sub
-    ))
+    chart = alt.layer(bars, err).properties(
+        width=min(width, 900), height=260, title=_title("SSP power per channel across scenarios", sub)
+    )
     return configure(chart)
 
 
@@ -556,8 +686,15 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         if not s.has_predecessor or not _finite(s.row.get("interleaved_power_w")):
             continue
         ref = next(
-            (o for o in scns if o is not s and not o.has_predecessor and o.row.get("kernel")
-             and o.row.get("kernel") == s.row.get("kernel") and _finite(o.row.get("ssp_power_w"))),
+            (
+                o
+                for o in scns
+                if o is not s
+                and not o.has_predecessor
+                and o.row.get("kernel")
+                and o.row.get("kernel") == s.row.get("kernel")
+                and _finite(o.row.get("ssp_power_w"))
+            ),
             None,
         )
         src = ref if ref is not None else s
@@ -566,22 +703,44 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         inter = float(s.row["interleaved_power_w"])
         ref_w = src.row.get("ssp_power_w")
         pct = (inter - ref_w) / ref_w * 100.0 if _finite(ref_w) and ref_w else None
-        rows.append({
-            "scenario": s.name, "measure": "interleaved (1st after predecessor)", "power_w": inter,
-            "lo_w": s.row.get("interleaved_power_ci_low_w"), "hi_w": s.row.get("interleaved_power_ci_high_w"),
-            "label": f"{pct:+.1f} %" if pct is not None else "", "reference": ref_label, "xlabel": xlabel,
-            "predecessor": str(s.row.get("predecessor") or ""),
-        })
-        if _finite(ref_w):
-            rows.append({
-                "scenario": s.name, "measure": "SSP (isolated)", "power_w": float(ref_w),
-                "lo_w": src.row.get("ssp_power_ci_low_w"), "hi_w": src.row.get("ssp_power_ci_high_w"),
-                "label": "", "reference": ref_label, "xlabel": xlabel,
+        rows.append(
+            {
+                "scenario": s.name,
+                "measure": "interleaved (1st after predecessor)",
+                "power_w": inter,
+                "lo_w": s.row.get("interleaved_power_ci_low_w"),
+                "hi_w": s.row.get("interleaved_power_ci_high_w"),
+                "label": f"{pct:+.1f} %" if pct is not None else "",
+                "reference": ref_label,
+                "xlabel": xlabel,
                 "predecessor": str(s.row.get("predecessor") or ""),
-            })
-    schema = {"scenario": pl.String, "measure": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
-              "hi_w": pl.Float64, "label": pl.String, "reference": pl.String, "xlabel": pl.String,
-              "predecessor": pl.String}
+            }
+        )
+        if _finite(ref_w):
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "measure": "SSP (isolated)",
+                    "power_w": float(ref_w),
+                    "lo_w": src.row.get("ssp_power_ci_low_w"),
+                    "hi_w": src.row.get("ssp_power_ci_high_w"),
+                    "label": "",
+                    "reference": ref_label,
+                    "xlabel": xlabel,
+                    "predecessor": str(s.row.get("predecessor") or ""),
+                }
+            )
+    schema = {
+        "scenario": pl.String,
+        "measure": pl.String,
+        "power_w": pl.Float64,
+        "lo_w": pl.Float64,
+        "hi_w": pl.Float64,
+        "label": pl.String,
+        "reference": pl.String,
+        "xlabel": pl.String,
+        "predecessor": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -596,18 +755,26 @@ def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
         x=_scenario_x(order, "scenario (vs its isolated reference)", "xlabel"),
         xOffset=alt.XOffset("measure:N", sort=measures),
     )
-    color = alt.Color("measure:N", sort=measures, title="", scale=alt.Scale(domain=measures,
-                                                                            range=["#2ca02c", "#1f77b4"]))
+    color = alt.Color(
+        "measure:N", sort=measures, title="", scale=alt.Scale(domain=measures, range=["#2ca02c", "#1f77b4"])
+    )
     bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power (W)"), color=color)
-    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(color="black").encode(
-        y="lo_w:Q", y2="hi_w:Q"
+    err = (
+        base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
+        .mark_rule(color="black")
+        .encode(y="lo_w:Q", y2="hi_w:Q")
     )
     text = base.mark_text(dy=-8, fontSize=10).encode(y="power_w:Q", text="label:N")
     width = max(300, 70 * len(order))
-    chart = alt.layer(bars, err, text).properties(width=min(width, 900), height=250, title=_title(
-        "interleaved vs isolated power",
-        "green: the kernel's first execution right after its predecessor; blue: its isolated SSP; label: difference",
-    ))
+    chart = alt.layer(bars, err, text).properties(
+        width=min(width, 900),
+        height=250,
+        title=_title(
+            "interleaved vs isolated power",
+            "green: the kernel's first execution right after its predecessor; blue: its isolated SSP; "
+            "label: difference",
+        ),
+    )
     return configure(chart)
 
 
@@ -621,9 +788,7 @@ NOT_MEASURABLE = "not measurable"
 PAPER_SOURCE = "paper (MI300X)"
 
 
-def sse_error_data(
-    scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
-) -> pl.DataFrame:
+def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str) -> pl.DataFrame:
     """|SSE-vs-SSP error| per scenario, plus the paper's values (matched to a scenario by name, ignoring
     case and punctuation; unmatched ones become their own category). A scenario whose SSE has too few
     LOIs (flag too_few_lois_sse) or no value gets pct null and the label "not measurable"."""
@@ -632,27 +797,55 @@ def sse_error_data(
     for s in scns:
         v = s.row.get("sse_vs_ssp_error_pct")
         if s.sse_measurable and _finite(v):
-            rows.append({"group": s.name, "source": source_label, "pct": abs(float(v)), "signed": float(v),
-                         "label": f"{abs(float(v)):.0f}", "valid": s.valid})
+            rows.append(
+                {
+                    "group": s.name,
+                    "source": source_label,
+                    "pct": abs(float(v)),
+                    "signed": float(v),
+                    "label": f"{abs(float(v)):.0f}",
+                    "valid": s.valid,
+                }
+            )
         elif not s.sse_measurable or _finite(s.row.get("ssp_power_w")):
             flag = " (too_few_lois_sse)" if "too_few_lois_sse" in s.flags else ""
-            rows.append({"group": s.name, "source": source_label, "pct": None, "signed": None,
-                         "label": NOT_MEASURABLE + flag, "valid": s.valid})
+            rows.append(
+                {
+                    "group": s.name,
+                    "source": source_label,
+                    "pct": None,
+                    "signed": None,
+                    "label": NOT_MEASURABLE + flag,
+                    "valid": s.valid,
+                }
+            )
     for key, val in (paper or {}).items():
         v = val.get("pct") if isinstance(val, Mapping) else val
         if not _finite(v):
             continue
         group = by_norm.get(_norm(str(key)), f"{key} (paper)")
-        rows.append({"group": group, "source": PAPER_SOURCE, "pct": abs(float(v)), "signed": float(v),
-                     "label": f"{abs(float(v)):.0f}", "valid": True})
-    schema = {"group": pl.String, "source": pl.String, "pct": pl.Float64, "signed": pl.Float64, "label": pl.String,
-              "valid": pl.Boolean}
+        rows.append(
+            {
+                "group": group,
+                "source": PAPER_SOURCE,
+                "pct": abs(float(v)),
+                "signed": float(v),
+                "label": f"{abs(float(v)):.0f}",
+                "valid": True,
+            }
+        )
+    schema = {
+        "group": pl.String,
+        "source": pl.String,
+        "pct": pl.Float64,
+        "signed": pl.Float64,
+        "label": pl.String,
+        "valid": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
-def sse_error_chart(
-    scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str
-) -> Chart | None:
+def sse_error_chart(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str) -> Chart | None:
     """SSE-vs-SSP error per scenario, next to the paper's MI300X values when given; "not measurable" (no
     bar) where the SSE has too few LOIs."""
     df = sse_error_data(scns, paper, source_label)
@@ -672,22 +865,39 @@ def sse_error_chart(
     layers: list[alt.Chart] = []
     if measured.height:
         base = alt.Chart(measured).encode(**enc)
-        layers.append(base.mark_bar().encode(
-            y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"), color=color,
-            opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
-        ))
+        layers.append(
+            base.mark_bar().encode(
+                y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"),
+                color=color,
+                opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
+            )
+        )
         layers.append(base.mark_text(dy=-7, fontSize=10).encode(y="pct:Q", text="label:N"))
     if missing.height:
-        layers.append(alt.Chart(missing).mark_text(
-            angle=270, align="left", baseline="middle", dx=4, fontSize=10, color="#b00000",
-        ).encode(**enc, y=alt.Y("y0:Q", title="|SSE − SSP| / SSP (%)"), text="label:N"))
+        layers.append(
+            alt.Chart(missing)
+            .mark_text(
+                angle=270,
+                align="left",
+                baseline="middle",
+                dx=4,
+                fontSize=10,
+                color="#b00000",
+            )
+            .encode(**enc, y=alt.Y("y0:Q", title="|SSE − SSP| / SSP (%)"), text="label:N")
+        )
     width = max(300, 55 * len(order))
     sub = "how far the naively measured (SSE) power is from the steady-state (SSP) power; faded: invalid"
     if missing.height:
         sub += "; not measurable: too few SSE LOIs"
-    chart = alt.layer(*layers).properties(width=min(width, 900), height=240, title=_title(
-        "error of reading the SSE execution instead of the SSP", sub,
-    ))
+    chart = alt.layer(*layers).properties(
+        width=min(width, 900),
+        height=240,
+        title=_title(
+            "error of reading the SSE execution instead of the SSP",
+            sub,
+        ),
+    )
     return configure(chart)
 
 
@@ -712,21 +922,39 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         pct = r.get("ssp_vs_reference_pct")
         entries = [
             (REF_MEASURES[0], "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", ""),
-            (REF_MEASURES[1], "reference_power_w", "reference_power_ci_low_w", "reference_power_ci_high_w",
-             f"SSP {float(pct):+.1f} %" if _finite(pct) else ""),
+            (
+                REF_MEASURES[1],
+                "reference_power_w",
+                "reference_power_ci_low_w",
+                "reference_power_ci_high_w",
+                f"SSP {float(pct):+.1f} %" if _finite(pct) else "",
+            ),
         ]
         if s.sse_measurable:
             entries.append((REF_MEASURES[2], "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", ""))
         for measure, v, lo, hi, label in entries:
             if not _finite(r.get(v)):
                 continue
-            rows.append({
-                "scenario": s.name, "measure": measure, "power_w": float(r[v]),
-                "lo_w": float(r[lo]) if _finite(r.get(lo)) else None,
-                "hi_w": float(r[hi]) if _finite(r.get(hi)) else None, "label": label, "valid": s.valid,
-            })
-    schema = {"scenario": pl.String, "measure": pl.String, "power_w": pl.Float64, "lo_w": pl.Float64,
-              "hi_w": pl.Float64, "label": pl.String, "valid": pl.Boolean}
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "measure": measure,
+                    "power_w": float(r[v]),
+                    "lo_w": float(r[lo]) if _finite(r.get(lo)) else None,
+                    "hi_w": float(r[hi]) if _finite(r.get(hi)) else None,
+                    "label": label,
+                    "valid": s.valid,
+                }
+            )
+    schema = {
+        "scenario": pl.String,
+        "measure": pl.String,
+        "power_w": pl.Float64,
+        "lo_w": pl.Float64,
+        "hi_w": pl.Float64,
+        "label": pl.String,
+        "valid": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -738,40 +966,75 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
         return None
     order = list(dict.fromkeys(df["scenario"].to_list()))
     measures = [m for m in REF_MEASURES if m in set(df["measure"].to_list())]
-    color = alt.Color("measure:N", title="", sort=measures, scale=alt.Scale(
-        domain=list(REF_MEASURES), range=list(REF_COLORS)))
+    color = alt.Color(
+        "measure:N", title="", sort=measures, scale=alt.Scale(domain=list(REF_MEASURES), range=list(REF_COLORS))
+    )
     base = alt.Chart(df).encode(x=_scenario_x(order), xOffset=alt.XOffset("measure:N", sort=list(REF_MEASURES)))
     y = alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False))
-    err = base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)").mark_rule(size=2).encode(
-        y=alt.Y("lo_w:Q", title="power (W)"), y2="hi_w:Q", color=color,
+    err = (
+        base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
+        .mark_rule(size=2)
+        .encode(
+            y=alt.Y("lo_w:Q", title="power (W)"),
+            y2="hi_w:Q",
+            color=color,
+        )
     )
     pts = base.mark_point(filled=True, size=70).encode(
-        y=y, color=color, opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.4)),
+        y=y,
+        color=color,
+        opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.4)),
     )
-    text = base.transform_filter("datum.label != ''").mark_text(dx=8, align="left", fontSize=10).encode(
-        y="power_w:Q", text="label:N",
+    text = (
+        base.transform_filter("datum.label != ''")
+        .mark_text(dx=8, align="left", fontSize=10)
+        .encode(
+            y="power_w:Q",
+            text="label:N",
+        )
     )
     width = max(300, 90 * len(order))
-    chart = alt.layer(err, pts, text).properties(width=min(width, 900), height=260, title=_title(
-        "SSP power vs the reference run",
-        "points: mean; bars: CI (SSP and SSE: bootstrap over runs; reference: batch means); "
-        "label: SSP vs reference",
-    ))
+    chart = alt.layer(err, pts, text).properties(
+        width=min(width, 900),
+        height=260,
+        title=_title(
+            "SSP power vs the reference run",
+            "points: mean; bars: CI (SSP and SSE: bootstrap over runs; reference: batch means); "
+            "label: SSP vs reference",
+        ),
+    )
     return configure(chart)
 
 
 # --------------------------------------------------------------------------- 6. truth (simulator)
 TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
     # label, measured, ci low, ci high, truth, error column (if the row has one)
-    ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w",
-     "ssp_error_pct"),
+    ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w", "ssp_error_pct"),
     ("SSE power (W)", "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", "truth_sse_power_w", None),
-    ("interleaved power (W)", "interleaved_power_w", "interleaved_power_ci_low_w", "interleaved_power_ci_high_w",
-     "truth_interleaved_power_w", None),
-    ("energy per execution (mJ)", "energy_per_exec_mj", "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj",
-     "truth_energy_per_exec_mj", "energy_error_pct"),
-    ("reference power vs SSP truth (W)", "reference_power_w", "reference_power_ci_low_w",
-     "reference_power_ci_high_w", "truth_ssp_power_w", "reference_error_pct"),
+    (
+        "interleaved power (W)",
+        "interleaved_power_w",
+        "interleaved_power_ci_low_w",
+        "interleaved_power_ci_high_w",
+        "truth_interleaved_power_w",
+        None,
+    ),
+    (
+        "energy per execution (mJ)",
+        "energy_per_exec_mj",
+        "energy_per_exec_ci_low_mj",
+        "energy_per_exec_ci_high_mj",
+        "truth_energy_per_exec_mj",
+        "energy_error_pct",
+    ),
+    (
+        "reference power vs SSP truth (W)",
+        "reference_power_w",
+        "reference_power_ci_low_w",
+        "reference_power_ci_high_w",
+        "truth_ssp_power_w",
+        "reference_error_pct",
+    ),
 )
 TRUTH_TOLERANCE_PCT = 2.0
 
@@ -795,19 +1058,36 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
                 continue
             lov, hiv = s.row.get(lo), s.row.get(hi)
             err = s.row.get(err_col) if err_col and _finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
-            rows.append({
-                "scenario": s.name, "quantity": label, "measured": float(mv),
-                "ci_low": float(lov) if _finite(lov) else None, "ci_high": float(hiv) if _finite(hiv) else None,
-                "truth": float(tv), "error_pct": float(err),
-                "err_lo": (lov - tv) / tv * 100.0 if _finite(lov) else None,
-                "err_hi": (hiv - tv) / tv * 100.0 if _finite(hiv) else None,
-                "covered": bool(lov <= tv <= hiv) if _finite(lov) and _finite(hiv) else None,
-                "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
-                "valid": s.valid,
-            })
-    schema = {"scenario": pl.String, "quantity": pl.String, "measured": pl.Float64, "ci_low": pl.Float64,
-              "ci_high": pl.Float64, "truth": pl.Float64, "error_pct": pl.Float64, "err_lo": pl.Float64,
-              "err_hi": pl.Float64, "covered": pl.Boolean, "within_tol": pl.Boolean, "valid": pl.Boolean}
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "quantity": label,
+                    "measured": float(mv),
+                    "ci_low": float(lov) if _finite(lov) else None,
+                    "ci_high": float(hiv) if _finite(hiv) else None,
+                    "truth": float(tv),
+                    "error_pct": float(err),
+                    "err_lo": (lov - tv) / tv * 100.0 if _finite(lov) else None,
+                    "err_hi": (hiv - tv) / tv * 100.0 if _finite(hiv) else None,
+                    "covered": bool(lov <= tv <= hiv) if _finite(lov) and _finite(hiv) else None,
+                    "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
+                    "valid": s.valid,
+                }
+            )
+    schema = {
+        "scenario": pl.String,
+        "quantity": pl.String,
+        "measured": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "truth": pl.Float64,
+        "error_pct": pl.Float64,
+        "err_lo": pl.Float64,
+        "err_hi": pl.Float64,
+        "covered": pl.Boolean,
+        "within_tol": pl.Boolean,
+        "valid": pl.Boolean,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -818,23 +1098,37 @@ def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
     quantities = [q[0] for q in TRUTH_QUANTITIES if q[0] in set(val["quantity"].to_list())]
     order = [o for o in order if o in set(val["scenario"].to_list())]
     tol = TRUTH_TOLERANCE_PCT
-    band = alt.Chart(pl.DataFrame({"lo": [-tol], "hi": [tol]})).mark_rect(color="#2ca02c", opacity=0.12).encode(
-        y=alt.Y("lo:Q", title="measured − truth (% of truth)"), y2="hi:Q"
+    band = (
+        alt.Chart(pl.DataFrame({"lo": [-tol], "hi": [tol]}))
+        .mark_rect(color="#2ca02c", opacity=0.12)
+        .encode(y=alt.Y("lo:Q", title="measured − truth (% of truth)"), y2="hi:Q")
     )
     zero = alt.Chart(pl.DataFrame({"z": [0.0]})).mark_rule(color="#555555").encode(y="z:Q")
     base = alt.Chart(val).encode(x=_scenario_x(order), xOffset=alt.XOffset("quantity:N", sort=quantities))
     color = alt.Color("quantity:N", sort=quantities, title="quantity")
-    err = base.transform_filter("isValid(datum.err_lo) && isValid(datum.err_hi)").mark_rule(size=1.5).encode(
-        y="err_lo:Q", y2="err_hi:Q", color=color
+    err = (
+        base.transform_filter("isValid(datum.err_lo) && isValid(datum.err_hi)")
+        .mark_rule(size=1.5)
+        .encode(y="err_lo:Q", y2="err_hi:Q", color=color)
     )
-    pts = base.mark_point(filled=True, size=45).encode(
-        y="error_pct:Q", color=color,
-        shape=alt.Shape("within:N", title="within ±2 %", scale=alt.Scale(domain=["yes", "no"],
-                                                                          range=["circle", "cross"])),
-    ).transform_calculate(within="datum.within_tol ? 'yes' : 'no'")
+    pts = (
+        base.mark_point(filled=True, size=45)
+        .encode(
+            y="error_pct:Q",
+            color=color,
+            shape=alt.Shape(
+                "within:N", title="within ±2 %", scale=alt.Scale(domain=["yes", "no"], range=["circle", "cross"])
+            ),
+        )
+        .transform_calculate(within="datum.within_tol ? 'yes' : 'no'")
+    )
     width = max(320, 22 * len(quantities) * len(order))
-    chart = alt.layer(band, zero, err, pts).properties(width=min(width, 900), height=240, title=_title(
-        "validation against the simulator's ground truth",
-        "points: measured − truth with CI; green band: ±2 %; crosses: outside ±2 %",
-    ))
+    chart = alt.layer(band, zero, err, pts).properties(
+        width=min(width, 900),
+        height=240,
+        title=_title(
+            "validation against the simulator's ground truth",
+            "points: measured − truth with CI; green band: ±2 %; crosses: outside ±2 %",
+        ),
+    )
     return configure(chart)

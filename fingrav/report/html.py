@@ -14,40 +14,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.report.load import ScenarioData
-from fingrav.report.table import channel_of_column, flag_list
+from fingrav.contracts import flags as FL
+from fingrav.contracts import roles as R
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
+from fingrav.contracts.units import MW_PER_W, ms, us, w
+from fingrav.report.load import ScenarioData, sensor_ns
 
 logger = logging.getLogger(__name__)
 
-# Flags (docs/ARCHITECTURE.md "Flags") with what they mean; True: the flag makes the row invalid.
-FLAG_HELP: dict[str, tuple[bool, str]] = {
-    "too_few_lois": (True, "fewer SSP LOIs than analysis.min_lois: the SSP numbers are not trustworthy"),
-    "too_few_lois_sse": (False, "fewer SSE LOIs than analysis.min_lois: the SSE numbers are uncertain"),
-    "kernel_shorter_than_window": (
-        False, "the kernel is shorter than the sensor's averaging window + lag: the TOI profile's shape is "
-        "smoothed out, but its mean (SSP power) is still right",
-    ),
-    "below_method_minimum": (False, "the kernel runs < 25 µs, below what the method was shown for"),
-    "sample_gaps": (True, "the power logger lost samples during the runs"),
-    "clock_drift": (False, "the GPU clock drifts against the host clock by more than analysis.max_drift_ppm "
-                           "(corrected, but worth knowing)"),
-    "clock_residual": (True, "the clock fit's residual exceeds calibration.max_clock_residual_us: LOIs may be "
-                             "assigned to the wrong TOI or execution"),
-    "unsettled": (True, "the stability probe never reached stable power: the 'SSP' may not be steady state"),
-    "low_golden_fraction": (False, "fewer than 50 % of the SSP runs or of the SSE runs fell in their golden "
-                                   "execution-time bin"),
-    "reference_unsettled": (False, "the reference run has fewer than 10 power samples after the settling time: "
-                                   "its settled power is missing or has no CI"),
-    "power_limit_cycling": (False, "sustained back-to-back power still swings by > 5 % between 200 ms blocks after "
-                                   "settling: a power limiter clamps the card in cycles, so short runs after idle "
-                                   "(the SSP) and sustained load (the reference) draw different averages"),
-    "sample_phase_nonuniform": (False, "the first power sample after each run's start is not uniformly spread over a "
-                                       "sensor period (the random delay did not randomize the sampling phase): means "
-                                       "stay right in steady state, but some TOIs, and the SSE, get fewer LOIs"),
-    "ssp_reference_mismatch": (False, "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not "
-                                      "overlap: read the SSP as the kernel's power in short bursts after idle and "
-                                      "the reference as its sustained power"),
-}
 NOT_MEASURABLE_HTML = '<span class="nm" title="too few SSE LOIs (too_few_lois_sse)">not measurable</span>'
 
 
@@ -152,12 +127,14 @@ def data_uri(png: bytes) -> str:
 
 
 def flag_chips(flags: Iterable[str]) -> str:
-    """Flags as coloured chips; invalidating flags in red, with their meaning on hover."""
+    """Flags as coloured chips; invalidating flags in red, with their meaning (`fingrav.contracts.flags`) on
+    hover. A flag the registry does not know (a calibration flag) gets no meaning."""
     chips = []
-    for f in flags:
-        invalidating, help_text = FLAG_HELP.get(f, (False, "see docs/ARCHITECTURE.md"))
-        cls = "flag inv" if invalidating else "flag"
-        chips.append(f'<span class="{cls}" title="{esc(help_text)}">{esc(f)}</span>')
+    for name in flags:
+        f = FL.BY_NAME.get(name)
+        cls = "flag inv" if f is not None and f.invalidates else "flag"
+        title = f"{f.meaning} (fires when {f.threshold})" if f is not None else "see docs/ARCHITECTURE.md"
+        chips.append(f'<span class="{cls}" title="{esc(title)}">{esc(name)}</span>')
     return "".join(chips)
 
 
@@ -181,13 +158,17 @@ def find_device(
     sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None, scns: Sequence[ScenarioData] = ()
 ) -> Any:
     """The device description: the report's provenance, else calibration's, else a scenario's raw data's."""
-    candidates: list[Any] = [(sweep_meta.get("provenance") or {}).get("device"),
-                             ((calibration or {}).get("provenance") or {}).get("device")]
+    candidates: list[Any] = [
+        (sweep_meta.get("provenance") or {}).get("device"),
+        ((calibration or {}).get("provenance") or {}).get("device"),
+    ]
     for s in scns:
         prov = s.summary.get("provenance") or {}
         if isinstance(prov, Mapping):
-            candidates += [(prov.get("raw") or {}).get("device") if isinstance(prov.get("raw"), Mapping) else None,
-                           prov.get("device")]
+            candidates += [
+                (prov.get("raw") or {}).get("device") if isinstance(prov.get("raw"), Mapping) else None,
+                prov.get("device"),
+            ]
     return next((c for c in candidates if c), None)
 
 
@@ -220,23 +201,24 @@ def meta_section(
 
 
 def calibration_section(calibration: Mapping[str, Any] | None) -> str:
-    """Clock fit and sensor parameters from calibration.json."""
+    """Clock fit (ns, shown in µs) and sensor parameters (ns, shown in ms) of calibration/gpu0.json."""
     out = ['<h2 id="calibration">Calibration</h2>']
     if not calibration:
-        out.append('<p class="warn">No calibration.json in this sweep: clock and sensor parameters are not shown.</p>')
+        out.append(
+            '<p class="warn">No calibration (calibration/gpu0.json) in this sweep: clock and sensor parameters are '
+            "not shown.</p>"
+        )
         return "".join(out)
     clock = calibration.get("clock") or {}
     if clock:
         pairs = []
         if _finite(clock.get("offset_ns")):
-            pairs.append(("offset (host − GPU)", f"{fmt(clock['offset_ns'] / 1000.0)} µs"))
-        drift = clock.get("drift_ppm")
-        if not _finite(drift) and _finite(clock.get("drift")):
-            drift = clock["drift"] * 1e6
+            pairs.append(("offset (host − GPU)", f"{fmt(us(clock['offset_ns']))} µs"))
+        drift = ClockMap.from_record(clock).drift_ppm if "gpu_ref_ns" in clock and "offset_ns" in clock else None
         if _finite(drift):
             pairs.append(("drift", f"{float(drift):+.3f} ppm"))
         if _finite(clock.get("residual_ns")):
-            pairs.append(("residual (rms of kept pairs)", f"{fmt(clock['residual_ns'] / 1000.0)} µs"))
+            pairs.append(("residual (rms of kept pairs)", f"{fmt(us(clock['residual_ns']))} µs"))
         if clock.get("gpu_ref_ns") is not None:
             pairs.append(("GPU reference time", f"{esc(clock['gpu_ref_ns'])} ns"))
         for k, v in clock.items():
@@ -247,6 +229,8 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
         out.append("<h3>Clock sync (host = GPU + offset + drift · (GPU − GPU ref))</h3>" + _kv_table(pairs))
     sensor = calibration.get("sensor") or {}
     if isinstance(sensor, Mapping) and sensor:
+        # the calibration's times are ns (`*_ns`; older files: `*_ms`); shown in ms
+        sensor = {ch: _sensor_display(p) for ch, p in sensor.items() if isinstance(p, Mapping)}
         main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "noise_mw"]
         extra_cols: list[str] = []
         for params in sensor.values():
@@ -269,10 +253,21 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
             "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
             "within tolerance.</p>"
         )
-    flags = flag_list(calibration.get("flags"))
+    flags = split_flags(calibration.get("flags"))
     if flags:
         out.append(f"<p>Calibration flags: {flag_chips(flags)}</p>")
     return "".join(out)
+
+
+def _sensor_display(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A channel's sensor record for the calibration table: times as `*_ms` (from ns), the rest unchanged."""
+    out: dict[str, Any] = {}
+    for k, v in sensor_ns(params).items():
+        if k.endswith("_ns") and _finite(v):
+            out[k[:-3] + "_ms"] = ms(v)
+        elif not k.endswith("_ns"):
+            out[k] = v
+    return out
 
 
 def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
@@ -285,8 +280,16 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             if ch and ch not in channels:
                 channels.append(ch)
     with_ref = any(s.has_reference for s in scns)
-    heads = ["", "scenario", "kernel", "predecessor", "exec time (µs)", "SSP power (W)", "SSE power (W)",
-             "SSE vs SSP (%)"]
+    heads = [
+        "",
+        "scenario",
+        "kernel",
+        "predecessor",
+        "exec time (µs)",
+        "SSP power (W)",
+        "SSE power (W)",
+        "SSE vs SSP (%)",
+    ]
     if with_ref:
         heads += ["reference power (W)", "SSP vs reference (%)"]
     heads += ["energy / exec (mJ)", "interleaved power (W)", "interleaved vs SSP (%)"]
@@ -300,42 +303,56 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
         )
         if s.sse_measurable:
-            sse_cells = [fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
-                         fmt(r.get("sse_vs_ssp_error_pct"), 1)]
+            sse_cells = [
+                fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
+                fmt(r.get("sse_vs_ssp_error_pct"), 1),
+            ]
         else:
             sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
         cells = [
-            marker, f"<b>{esc(s.name)}</b>", esc(r.get("kernel")), esc(r.get("predecessor") or "–"),
+            marker,
+            f"<b>{esc(s.name)}</b>",
+            esc(r.get("kernel")),
+            esc(r.get("predecessor") or "–"),
             fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
             fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
             *sse_cells,
         ]
         if with_ref:
             cells += [
-                fmt_ci(r.get("reference_power_w"), r.get("reference_power_ci_low_w"),
-                       r.get("reference_power_ci_high_w"), 1),
+                fmt_ci(
+                    r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
+                ),
                 fmt(r.get("ssp_vs_reference_pct"), 1),
             ]
         cells += [
-            fmt_ci(r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"),
-                   r.get("energy_per_exec_ci_high_mj")),
-            fmt_ci(r.get("interleaved_power_w"), r.get("interleaved_power_ci_low_w"),
-                   r.get("interleaved_power_ci_high_w"), 1),
+            fmt_ci(
+                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
+            ),
+            fmt_ci(
+                r.get("interleaved_power_w"),
+                r.get("interleaved_power_ci_low_w"),
+                r.get("interleaved_power_ci_high_w"),
+                1,
+            ),
             fmt(r.get("interleaved_vs_ssp_pct"), 1),
         ]
         for ch in channels:
-            st = s.role_stats(ch, "ssp") or {}
+            st = s.role_stats(ch, R.SSP) or {}
             lo, hi = st.get("ci_low_mw"), st.get("ci_high_mw")
-            cells.append(fmt_ci(r.get(f"ssp_{ch}_power_w"), lo / 1000.0 if _finite(lo) else None,
-                                hi / 1000.0 if _finite(hi) else None, 1))
+            cells.append(
+                fmt_ci(r.get(channel_column(ch)), w(lo) if _finite(lo) else None, w(hi) if _finite(hi) else None, 1)
+            )
         runs = f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}"
         if r.get("sse_runs_total"):
-            runs = (f"SSP {runs}<span class=\"ci\">SSE {fmt(r.get('sse_runs_golden'), 0)} / "
-                    f"{fmt(r.get('sse_runs_total'), 0)}</span>")
+            runs = (
+                f'SSP {runs}<span class="ci">SSE {fmt(r.get("sse_runs_golden"), 0)} / '
+                f"{fmt(r.get('sse_runs_total'), 0)}</span>"
+            )
         cells += [
             runs,
             f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
-            flag_chips(flag_list(r.get("flags"))),
+            flag_chips(split_flags(r.get("flags"))),
         ]
         tds = "".join(
             f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
@@ -345,11 +362,14 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     n_invalid = sum(not bool(s.row.get("valid", True)) for s in scns)
     note = (
         f'<p class="warn">{n_invalid} of {len(scns)} scenarios are <b>invalid</b> (red rows): see their flags '
-        "before using their numbers.</p>" if n_invalid else ""
+        "before using their numbers.</p>"
+        if n_invalid
+        else ""
     )
     ref_note = (
         " Reference power: the settled power of a long back-to-back reference run, with a batch-means CI."
-        if with_ref else ""
+        if with_ref
+        else ""
     )
     return (
         '<h2 id="summary">Summary</h2>'
@@ -365,10 +385,19 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
     rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_energy_power_w"))]
     if not rows:
         return ""
-    head = "".join(f"<th>{esc(h)}</th>" for h in (
-        "scenario", "settled power (W) [CI]", "SSP power (W) [CI]", "SSP vs reference (%)",
-        "counter power, whole run (W)", "counter vs samples (%)", "settled samples", "settling time (ms)",
-    ))
+    head = "".join(
+        f"<th>{esc(h)}</th>"
+        for h in (
+            "scenario",
+            "settled power (W) [CI]",
+            "SSP power (W) [CI]",
+            "SSP vs reference (%)",
+            "counter power, whole run (W)",
+            "counter vs samples (%)",
+            "settled samples",
+            "settling time (ms)",
+        )
+    )
     body = []
     for s in rows:
         r = s.row
@@ -376,14 +405,15 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
         t_stable = ref.get("t_stable_ns")
         cls = "" if s.valid else ' class="invalid"'
         cells = [
-            fmt_ci(r.get("reference_power_w"), r.get("reference_power_ci_low_w"),
-                   r.get("reference_power_ci_high_w"), 1),
+            fmt_ci(
+                r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
+            ),
             fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
             fmt(r.get("ssp_vs_reference_pct"), 2),
             fmt(r.get("reference_energy_power_w"), 1),
             fmt(r.get("reference_counter_vs_samples_pct"), 2),
             fmt(ref.get("settled_samples")),
-            fmt(t_stable / 1e6 if _finite(t_stable) else None),
+            fmt(ms(t_stable) if _finite(t_stable) else None),
         ]
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         body.append(f"<tr{cls}><td>{esc(s.name)}</td>{tds}</tr>")
@@ -403,9 +433,18 @@ def validation_section(val: pl.DataFrame | None) -> str:
     """The simulator validation table (empty when there is no truth)."""
     if val is None or val.height == 0:
         return ""
-    head = "".join(f"<th>{h}</th>" for h in (
-        "scenario", "quantity", "measured [CI]", "truth", "error (% of truth) [CI]", "CI covers truth", "within ±2 %"
-    ))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "scenario",
+            "quantity",
+            "measured [CI]",
+            "truth",
+            "error (% of truth) [CI]",
+            "CI covers truth",
+            "within ±2 %",
+        )
+    )
     body = []
     for r in val.iter_rows(named=True):
         cov = r["covered"]
@@ -449,7 +488,7 @@ towards what ran before it.</p>
 kind of run is binned on its own. A scenario whose SSE has too few LOIs shows <i>not measurable</i>. The
 optional <b>reference run</b> (the kernel alone, back to back for seconds) gives an independent steady-state
 power and an energy-counter cross-check.</p>
-<p>All powers are in W (the sensor's mW / 1000); energy per execution = SSP power × SSP cycle time.
+<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = SSP power × SSP cycle time.
 Flags (hover over one in the table for its meaning):</p>
 <ul>{flags}</ul>
 </div>
@@ -457,13 +496,14 @@ Flags (hover over one in the table for its meaning):</p>
 
 
 def how_to_read() -> str:
-    """The "how to read this" note, with every flag explained."""
+    """The "how to read this" note, with every flag of `fingrav.contracts.flags.REGISTRY` explained."""
     items = "".join(
-        f'<li><span class="{"flag inv" if inv else "flag"}">{esc(f)}</span> {esc(txt)}'
-        f'{" <b>(makes the row invalid)</b>" if inv else ""}</li>'
-        for f, (inv, txt) in FLAG_HELP.items()
+        f'<li><span class="{"flag inv" if f.invalidates else "flag"}">{esc(f.name)}</span> {esc(f.meaning)} '
+        f'<span class="sub">(fires when {esc(f.threshold)})</span>'
+        f"{' <b>(makes the row invalid)</b>' if f.invalidates else ''}</li>"
+        for f in FL.REGISTRY
     )
-    return HOW_TO_READ.replace("{flags}", items)
+    return HOW_TO_READ.replace("{flags}", items).replace("{mw_per_w:g}", f"{MW_PER_W:g}")
 
 
 def figure_html(fig: FigureOut) -> str:
@@ -485,9 +525,12 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("profiles", "Power profiles per scenario", "The TOI-power profile of each scenario's golden runs."),
     ("timeline", "Why synchronize and bin: one run over time", "The method's steps made visible on one scenario."),
     ("across", "Across scenarios", ""),
-    ("gpus", "Several GPUs: per GPU, combined, collectives",
-     "Each scenario ran on every GPU at once, one process per GPU in lockstep; GPU 0's numbers are the summary "
-     "table's, the other GPUs' and the combined ones are here and in summary.csv."),
+    (
+        "gpus",
+        "Several GPUs: per GPU, combined, collectives",
+        "Each scenario ran on every GPU at once, one process per GPU in lockstep; GPU 0's numbers are the summary "
+        "table's, the other GPUs' and the combined ones are here and in summary.csv.",
+    ),
     ("truth", "Measured vs truth", ""),
 )
 
@@ -504,8 +547,7 @@ def render_html(
 ) -> str:
     """The whole page. `ci_pct`: the CI level as shown ("95 %")."""
     sweep = sweep_meta.get("sweep") or "sweep"
-    nav = [("summary", "Summary"), ("how", "How to read this"), ("meta", "Provenance"),
-           ("calibration", "Calibration")]
+    nav = [("summary", "Summary"), ("how", "How to read this"), ("meta", "Provenance"), ("calibration", "Calibration")]
     fig_parts = []
     for key, title, intro in SECTIONS:
         figs = [f for f in figures if f.section == key]

@@ -1,8 +1,7 @@
-"""Reading what the earlier stages wrote, for the report (polars).
-
-Everything here follows docs/ARCHITECTURE.md: `profiles/<scenario>/{summary.json,lois.parquet}`,
-`binned/<scenario>.parquet`, `raw/<scenario>/{executions,runs,samples}.parquet` + `plan.json` and
-`calibration.json`. Optional inputs (LOIs, raw data, binning, calibration) come back as None when
+"""Reading what the earlier stages wrote, for the report (polars). Every path comes from
+`fingrav.layout.SweepLayout`: `profiles/gpu<k>/<scenario>/{summary.json,lois.parquet}`,
+`binned/gpu<k>/<scenario>.parquet`, `raw/gpu<k>/<scenario>/{executions,runs,samples}.parquet` + `plan.json`
+and `calibration/gpu<k>.json`. Optional inputs (LOIs, raw data, binning, calibration) come back as None when
 missing, so that the report can say what it could not show instead of failing.
 """
 
@@ -10,69 +9,85 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
+from fingrav.contracts import roles as R
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.summary import split_flags
+from fingrav.contracts.units import ms_to_ns
 from fingrav.errors import DataError
+from fingrav.layout import SweepLayout
 
 logger = logging.getLogger(__name__)
 
-ROLE_ORDER: tuple[str, ...] = ("pred", "warmup", "first", "sse", "ssp")
-LOI_COLUMNS: tuple[str, ...] = (
-    "run", "golden", "role", "segment", "exec_index", "channel", "t_ns", "exec_start_ns", "toi_ns", "toi_frac",
+LOI_COLUMNS: Final[tuple[str, ...]] = (
+    "run",
+    "golden",
+    "role",
+    "segment",
+    "exec_index",
+    "channel",
+    "t_ns",
+    "exec_start_ns",
+    "toi_ns",
+    "toi_frac",
     "power_mw",
 )
 
 
 @dataclass
 class ScenarioData:
-    """One scenario's summary.json and where its other files are."""
+    """One scenario's summary.json on one GPU (`rank`) and where its other files are (`layout`).
+
+    `name` is what the report shows (GPU k > 0 of a multi-GPU sweep: "<scenario> (GPU k)"); `scenario` is the
+    scenario's file name (defaults to `name`)."""
 
     name: str
     summary: dict[str, Any]
-    sweep_dir: Path
+    layout: SweepLayout
+    rank: int = 0
+    scenario: str = ""
     row: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Take the row from the summary and make sure it names the scenario."""
+        self.scenario = self.scenario or self.name
         if not self.row:
             self.row = dict(self.summary.get("row") or {})
         self.row.setdefault("scenario", self.name)
 
     @property
     def lois_path(self) -> Path:
-        """profiles/<scenario>/lois.parquet."""
-        return self.sweep_dir / "profiles" / self.name / "lois.parquet"
+        return self.layout.lois(self.scenario, self.rank)
 
     @property
     def raw_dir(self) -> Path:
-        """raw/<scenario>/."""
-        return self.sweep_dir / "raw" / self.name
+        return self.layout.scenario_dir(self.scenario, self.rank)
 
     @property
     def binned_path(self) -> Path:
-        """binned/<scenario>.parquet."""
-        return self.sweep_dir / "binned" / f"{self.name}.parquet"
+        return self.layout.binned(self.scenario, self.rank)
 
     @property
     def channels(self) -> list[str]:
         """Channels of the profile, "total" first."""
         chans = list((self.summary.get("channels") or {}).keys())
-        if "total" in chans:
-            chans.remove("total")
-        return ["total", *chans]
+        if R.TOTAL in chans:
+            chans.remove(R.TOTAL)
+        return [R.TOTAL, *chans]
 
     @property
     def plan(self) -> dict[str, Any]:
-        """plan.json as copied into summary.json, else raw/<scenario>/plan.json, else {}."""
+        """plan.json as copied into summary.json, else raw/gpu<k>/<scenario>/plan.json, else {}."""
         plan = self.summary.get("plan")
         if isinstance(plan, dict) and plan:
             return plan
-        path = self.raw_dir / "plan.json"
+        path = self.layout.plan(self.scenario, self.rank)
         if path.exists():
             return dict(json.loads(path.read_text()))
         return {}
@@ -93,12 +108,7 @@ class ScenarioData:
     @property
     def flags(self) -> list[str]:
         """The row's flags as a list."""
-        flags = self.row.get("flags", self.summary.get("flags"))
-        if flags is None:
-            return []
-        if isinstance(flags, str):
-            return [f for f in flags.split(";") if f]
-        return [str(f) for f in flags]
+        return split_flags(self.row.get("flags", self.summary.get("flags")))
 
     @property
     def sse_measurable(self) -> bool:
@@ -117,33 +127,39 @@ class ScenarioData:
         return stats if isinstance(stats, dict) else None
 
 
-def load_scenarios(sweep_dir: Path, scenarios: Sequence[str]) -> list[ScenarioData]:
-    """Every scenario's summary.json, in the given order. A missing one is a DataError."""
-    out = []
-    for name in scenarios:
-        path = sweep_dir / "profiles" / name / "summary.json"
-        if not path.exists():
-            raise DataError(f"{path}: missing; run the differentiate stage for scenario {name!r} first")
-        try:
-            summary = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: not valid JSON ({err})") from None
-        if not isinstance(summary, dict) or not isinstance(summary.get("row"), dict):
-            raise DataError(f"{path}: expected an object with a 'row' object")
-        out.append(ScenarioData(name=name, summary=summary, sweep_dir=sweep_dir))
-    return out
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: not valid JSON ({err})") from None
 
 
-def load_calibration(sweep_dir: Path) -> dict[str, Any] | None:
-    """calibration.json, or None when the sweep has none."""
-    path = sweep_dir / "calibration.json"
+def load_scenario(layout: SweepLayout, scenario: str, rank: int = 0, name: str | None = None) -> ScenarioData:
+    """One scenario's summary.json on GPU `rank`. A missing or malformed one is a DataError."""
+    path = layout.summary_json(scenario, rank)
+    if not path.exists():
+        raise DataError(f"{path}: missing; run the differentiate stage for scenario {scenario!r} first")
+    summary = _read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("row"), dict):
+        raise DataError(f"{path}: expected an object with a 'row' object")
+    return ScenarioData(name=name or scenario, summary=summary, layout=layout, rank=rank, scenario=scenario)
+
+
+def load_scenarios(layout: SweepLayout, scenarios: Sequence[str], rank: int = 0) -> list[ScenarioData]:
+    """Every scenario's summary.json on GPU `rank`, in the given order."""
+    return [load_scenario(layout, name, rank) for name in scenarios]
+
+
+def load_calibration(layout: SweepLayout, rank: int = 0) -> dict[str, Any] | None:
+    """calibration/gpu<k>.json, or None when the sweep has none (or it is not valid JSON)."""
+    path = layout.calibration_json(rank)
     if not path.exists():
         logger.info("%s: not found; the report shows no calibration", path)
         return None
     try:
-        cal = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        logger.warning("%s: not valid JSON (%s); the report shows no calibration", path, err)
+        cal = _read_json(path)
+    except DataError as err:
+        logger.warning("%s; the report shows no calibration", err)
         return None
     return cal if isinstance(cal, dict) else None
 
@@ -155,7 +171,8 @@ def load_lois(
     roles: Sequence[str] | None = None,
     channels: Sequence[str] | None = None,
 ) -> pl.DataFrame | None:
-    """LOIs of a scenario (lois.parquet), filtered; None when the file is missing."""
+    """LOIs of a scenario (lois.parquet: ns, mW), filtered; role, segment and channel as String; None when the
+    file is missing."""
     if not path.exists():
         logger.info("%s: not found", path)
         return None
@@ -167,10 +184,11 @@ def load_lois(
     if golden_only:
         lf = lf.filter(pl.col("golden"))
     if roles is not None:
-        lf = lf.filter(pl.col("role").is_in(list(roles)))
+        lf = lf.filter(pl.col("role").cast(pl.String).is_in(list(roles)))
     if channels is not None:
-        lf = lf.filter(pl.col("channel").is_in(list(channels)))
-    return lf.select([c for c in LOI_COLUMNS if c in names]).collect()
+        lf = lf.filter(pl.col("channel").cast(pl.String).is_in(list(channels)))
+    text = [pl.col(c).cast(pl.String) for c in ("role", "segment", "channel") if c in names]  # Enum -> String
+    return lf.select([c for c in LOI_COLUMNS if c in names]).with_columns(text).collect()
 
 
 def fair_quotas(sizes: Sequence[int], budget: int) -> list[int]:
@@ -217,59 +235,23 @@ def load_raw(raw_dir: Path) -> dict[str, pl.DataFrame] | None:
     return out
 
 
-SSP_PHASES: tuple[str, ...] = ("ssp", "measure")  # "measure": SSP runs of raw data from before SSE runs existed
+def sensor_ns(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A channel's sensor record with every time in ns: `*_ns` keys as they are, `*_ms` keys (calibration files
+    from before the ns contract) converted; other keys (noise_mw, flags, ...) unchanged."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if k.endswith("_ms") and isinstance(v, int | float) and not isinstance(v, bool):
+            out.setdefault(k[:-3] + "_ns", ms_to_ns(v))
+        elif k.endswith("_ms"):
+            continue
+        else:
+            out[k] = v
+    return out
 
 
-def exec_roles(executions: pl.DataFrame, plan: dict[str, Any], phase: str = "ssp") -> pl.DataFrame:
-    """Add a `role` column to raw executions of one kind of run ("ssp" | "sse"), as
-    docs/ARCHITECTURE.md defines it from the plan. SSE runs: pred, sse (main sse_index), first (main 0
-    after a predecessor), warmup; SSP runs also ssp (main ssp_index and later)."""
-    warmups = int(plan.get("warmups", 3) or 0)
-    sse_index = int(plan.get("sse_index", warmups))
-    ssp_index = int(plan.get("ssp_index", sse_index + 1))
-    has_pred = int(plan.get("predecessor_count") or 0) > 0 or (executions["segment"] == "pred").any()
-    is_sse_run = phase == "sse"
-    i = pl.col("exec_index")
-    role = (
-        pl.when(pl.col("segment") == "pred").then(pl.lit("pred"))
-        .when((i >= ssp_index) & pl.lit(not is_sse_run)).then(pl.lit("ssp"))
-        .when(i == sse_index).then(pl.lit("sse"))
-        .when((i == 0) & pl.lit(bool(has_pred))).then(pl.lit("first"))
-        .otherwise(pl.lit("warmup"))
-    )
-    return executions.with_columns(role.alias("role"))
-
-
-def clock_fit(scn: ScenarioData, calibration: dict[str, Any] | None) -> dict[str, float] | None:
-    """The clock fit used for a scenario: summary.json "clock", else calibration.json "clock".
-
-    Returns {offset_ns, gpu_ref_ns, drift (fraction), drift_ppm, residual_ns} or None."""
-    clock = scn.summary.get("clock")
-    if not isinstance(clock, dict) or "offset_ns" not in clock:
-        clock = (calibration or {}).get("clock")
-    if not isinstance(clock, dict) or "offset_ns" not in clock:
-        return None
-    drift = clock.get("drift")
-    if drift is None:
-        drift = float(clock.get("drift_ppm") or 0.0) * 1e-6
-    return {
-        "offset_ns": float(clock["offset_ns"]),
-        "gpu_ref_ns": float(clock.get("gpu_ref_ns") or 0.0),
-        "drift": float(drift),
-        "drift_ppm": float(clock.get("drift_ppm", float(drift) * 1e6)),
-        "residual_ns": float(clock.get("residual_ns") or 0.0),
-    }
-
-
-def gpu_to_host_ms_expr(col: str, clock: dict[str, float] | None, t0_ns: int) -> pl.Expr:
-    """GPU stamps in `col` mapped to host time, in ms after host time `t0_ns`.
-
-    With `clock`: host = gpu + offset_ns + drift * (gpu - gpu_ref_ns). Without: the GPU stamp is taken
-    as host time (no synchronization). Integer arithmetic first, so epoch-sized stamps keep ns precision."""
-    if clock is None:
-        return (pl.col(col).cast(pl.Int64) - t0_ns).cast(pl.Float64) / 1e6
-    offset = int(round(clock["offset_ns"]))
-    gpu_ref = int(round(clock["gpu_ref_ns"]))
-    g = pl.col(col).cast(pl.Int64)
-    base = (g - (t0_ns - offset)).cast(pl.Float64)
-    return (base + clock["drift"] * (g - gpu_ref).cast(pl.Float64)) / 1e6
+def clock_map(scn: ScenarioData, calibration: dict[str, Any] | None) -> ClockMap | None:
+    """The clock fit used for a scenario: summary.json "clock", else the calibration's; None without one."""
+    for rec in (scn.summary.get("clock"), (calibration or {}).get("clock")):
+        if isinstance(rec, dict) and "offset_ns" in rec and "gpu_ref_ns" in rec:
+            return ClockMap.from_record(rec)
+    return None

@@ -1,6 +1,6 @@
 """The simulated GPU backend: the embedded default, with known ground truth, runs anywhere.
 
-It hands the pipeline exactly what a real backend would through `fingrav.device.common.GPUDevice`:
+It hands the pipeline exactly what a real backend would through `fingrav.device.base.GPUDevice`:
 execution records stamped with a drifting GPU clock, power samples stamped with the host clock and
 shaped by a realistic sensor, clock reads with launch jitter. Everything runs in virtual time.
 

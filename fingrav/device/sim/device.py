@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from fingrav.config import SimConfig
-from fingrav.device.common import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
 from fingrav.device.sim.presets import MS, Preset, preset_summary, resolve_preset
 from fingrav.device.sim.sensor import SensorStream
@@ -372,9 +372,7 @@ class SimulatedGPU(GPUDevice):
         self._t_busy_end = float(end)
         self._now = end + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))
         self._housekeep()
-        return ExecRecords(
-            np.zeros(1, np.int32), np.zeros(1, np.int32), gpu_start, gpu_start + np.int64(d)
-        )
+        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), gpu_start, gpu_start + np.int64(d))
 
     # ------------------------------------------------------------------ power
     def start_sampling(self) -> None:
@@ -432,9 +430,10 @@ class SimulatedGPU(GPUDevice):
         if self._sampling and not force:
             self._collect()
         now = float(self._now)
-        t_keep = min(
-            [s.earliest_needed(now) for s in self._streams] + [now - self.preset.energy_period_ns]
-        ) - _PRUNE_MARGIN_NS
+        t_keep = (
+            min([s.earliest_needed(now) for s in self._streams] + [now - self.preset.energy_period_ns])
+            - _PRUNE_MARGIN_NS
+        )
         self._timeline.prune(t_keep)
 
     def energy_mj(self) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav.device.common import KernelHandle
+from fingrav.device.base import KernelHandle
 from fingrav.device.sim.presets import MS, US, KernelShape, Preset, W
 from fingrav.errors import DeviceError
 
@@ -93,12 +93,29 @@ def _build_collective(preset: Preset, kernel: Any, world_size: int) -> SimKernel
         flops, nbytes = 0.0, (n - 1) / n * size
     label = kernel.label() if hasattr(kernel, "label") else f"{kind} {size}B {dtype}"
     sk = SimKernel(
-        label=label, preset=preset.name, kind=kind, flops=flops, bytes=nbytes, base_ns=base_ns, u_compute=0.0,
-        u_memory=u_bus, plateau_mw=plateau, shape=preset.shapes[kind], heavy=False, limiter_level=1.0,
+        label=label,
+        preset=preset.name,
+        kind=kind,
+        flops=flops,
+        bytes=nbytes,
+        base_ns=base_ns,
+        u_compute=0.0,
+        u_memory=u_bus,
+        plateau_mw=plateau,
+        shape=preset.shapes[kind],
+        heavy=False,
+        limiter_level=1.0,
     )
     idle_total = sum(c.idle_mw for c in preset.components)
-    logger.debug("sim %s: %s over %d GPUs %.2f us, u_bus %.3f, plateau %.0f W", preset.name, label, n,
-                 base_ns / US, u_bus, (plateau.sum() + idle_total) / W)
+    logger.debug(
+        "sim %s: %s over %d GPUs %.2f us, u_bus %.3f, plateau %.0f W",
+        preset.name,
+        label,
+        n,
+        base_ns / US,
+        u_bus,
+        (plateau.sum() + idle_total) / W,
+    )
     return sk
 
 
@@ -181,7 +198,14 @@ def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
     )
     logger.debug(
         "sim %s: %s %.2f us, u_c %.3f, u_m %.3f, plateau %.0f W, heavy %s (L=%.3f)",
-        preset.name, label, base_ns / US, u_c, u_m, (plateau.sum() + idle_total) / W, heavy, level,
+        preset.name,
+        label,
+        base_ns / US,
+        u_c,
+        u_m,
+        (plateau.sum() + idle_total) / W,
+        heavy,
+        level,
     )
     return sk
 

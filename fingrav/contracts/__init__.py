@@ -1,0 +1,20 @@
+"""The contracts between fingrav's stages, each defined once and imported everywhere else.
+
+GPU-side package: stdlib, numpy, pyarrow and pydantic only (polars is imported lazily by the few helpers
+that build polars expressions, and only when they are called).
+
+* `units`: unit conversions (ns, µs, ms, mW, W, mJ, %).
+* `roles`: run phases, execution segments and roles, the total channel.
+* `plan`: the collection plan (plan.json), the stability probe's result, METHOD.md's guidance table.
+* `sensor`: the calibrated `SensorModel` (ns throughout) of every channel.
+* `clock`: the GPU-to-host clock mapping (`ClockMap`).
+* `tables`: column schemas of the raw and derived tables.
+* `summary`: summary.csv's columns, their order and types.
+* `flags`: the flag registry (name, whether it invalidates a row, meaning, threshold).
+
+Every artifact a stage writes carries `FORMAT_VERSION` (parquet metadata record, JSON top level).
+"""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 2  # 1: the layout before the contracts package (results/h200/gpu as committed 2026-11-29)

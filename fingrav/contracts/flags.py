@@ -1,0 +1,134 @@
+"""The flag registry: every quality flag a summary row can carry, defined once.
+
+The analysis (`fingrav.analysis.flags`) decides which flags fire using the thresholds here; the report
+shows `Flag.meaning` and whether the flag invalidates the row; docs/ARCHITECTURE.md lists the same table
+(generated from `REGISTRY`, checked by a test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+METHOD_MINIMUM_NS: Final = 25_000  # METHOD.md: the method covers kernels of 25 µs and longer
+GAP_FACTOR: Final = 3.0  # a detected gap: consecutive samples further apart than this × the median interval
+MIN_GOLDEN_FRACTION: Final = 0.5
+MAX_BLOCK_SPREAD_PCT: Final = 5.0  # power_limit_cycling: spread of the reference run's 200 ms block means
+BLOCK_NS: Final = 200_000_000  # the reference run's blocks
+MAX_SSP_VS_REFERENCE_PCT: Final = 2.0
+KS_CRITICAL: Final = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity at the 0.1 % level
+MIN_PHASE_RUNS: Final = 30
+MIN_SETTLED_REFERENCE_SAMPLES: Final = 10
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: its name, whether it makes the row invalid, what it means, the threshold that fires it."""
+
+    name: str
+    invalidates: bool
+    meaning: str
+    threshold: str
+
+
+REGISTRY: Final[tuple[Flag, ...]] = (
+    Flag(
+        "too_few_lois",
+        True,
+        "fewer SSP LOIs than analysis.min_lois: the SSP numbers are not trustworthy",
+        "SSP LOIs < analysis.min_lois",
+    ),
+    Flag(
+        "too_few_lois_sse",
+        False,
+        "fewer SSE LOIs than analysis.min_lois: the SSE numbers are not measurable",
+        "SSE LOIs < analysis.min_lois",
+    ),
+    Flag(
+        "kernel_shorter_than_window",
+        False,
+        "the kernel is shorter than the sensor's averaging window + lag: the TOI profile's shape is smoothed "
+        "out; the SSP mean is still the kernel's steady-state power, but SSE and interleaved numbers are what "
+        "the sensor reads, not what the kernel draws",
+        "execution time < sensor window + lag",
+    ),
+    Flag(
+        "below_method_minimum",
+        False,
+        "the kernel runs < 25 µs, below what the method was shown for",
+        f"execution time < {METHOD_MINIMUM_NS // 1000} µs",
+    ),
+    Flag(
+        "sample_gaps",
+        True,
+        "the power logger lost samples during the golden runs",
+        f"a known gap, or consecutive samples > {GAP_FACTOR:g} × the median interval apart, in a golden run",
+    ),
+    Flag(
+        "clock_drift",
+        False,
+        "the GPU clock drifts against the host clock by more than analysis.max_drift_ppm (corrected, but worth "
+        "knowing)",
+        "|drift| > analysis.max_drift_ppm",
+    ),
+    Flag(
+        "clock_residual",
+        True,
+        "the clock fit's residual exceeds calibration.max_clock_residual_us: LOIs may be assigned to the wrong "
+        "TOI or execution",
+        "clock-fit residual > calibration.max_clock_residual_us",
+    ),
+    Flag(
+        "unsettled",
+        True,
+        "the stability probe never reached stable power: the 'SSP' may not be steady state",
+        "probe not settled",
+    ),
+    Flag(
+        "low_golden_fraction",
+        False,
+        "fewer than 50 % of the SSP runs or of the SSE runs fell in their golden execution-time bin",
+        f"golden / total < {MIN_GOLDEN_FRACTION:g} for SSP or SSE runs",
+    ),
+    Flag(
+        "reference_unsettled",
+        False,
+        "the reference run has fewer than 10 power samples after the settling time: its settled power is "
+        "missing or has no CI",
+        f"< {MIN_SETTLED_REFERENCE_SAMPLES} settled reference samples",
+    ),
+    Flag(
+        "power_limit_cycling",
+        False,
+        "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "
+        "clamps the card in cycles, so short runs after idle (the SSP) and sustained load (the reference) draw "
+        "different averages",
+        f"spread of 200 ms block means > {MAX_BLOCK_SPREAD_PCT:g} %",
+    ),
+    Flag(
+        "ssp_reference_mismatch",
+        False,
+        "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not overlap: read the SSP as "
+        "the kernel's power in short bursts after idle and the reference as its sustained power",
+        f"|SSP − reference| > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
+    ),
+    Flag(
+        "sample_phase_nonuniform",
+        False,
+        "the first power sample after each run's start is not uniformly spread over a sensor period (the random "
+        "delay did not randomize the sampling phase): means stay right in steady state, but some TOIs, and the "
+        "SSE, get fewer LOIs",
+        f"Kolmogorov-Smirnov D > {KS_CRITICAL:g} / sqrt(n), n ≥ {MIN_PHASE_RUNS} runs (0.1 % level)",
+    ),
+)
+BY_NAME: Final[dict[str, Flag]] = {f.name: f for f in REGISTRY}
+ORDER: Final[tuple[str, ...]] = tuple(f.name for f in REGISTRY)
+INVALIDATING: Final = frozenset(f.name for f in REGISTRY if f.invalidates)
+
+
+def flag(name: str) -> Flag:
+    """The registry entry of a flag; a flag the registry does not know is a programming error."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown flag {name!r}: add it to fingrav.contracts.flags.REGISTRY") from None

@@ -1,0 +1,160 @@
+"""The collection plan (plan.json), the stability probe's result and METHOD.md's guidance table.
+
+Written by collect, read by bin and differentiate (docs/ARCHITECTURE.md "Runs and roles"). All times in ns.
+Indices are main-segment execution indices:
+
+* SSP runs: main executions 0 .. executions_per_run - 1; the SSP tail is ssp_index .. trail_index - 1;
+  executions from trail_index on are trailing executions (role "trail", never profiled).
+* SSE runs: main executions 0 .. sse_executions_per_run - 1; the SSE execution is sse_index (the last one).
+* Both kinds start with predecessor_count predecessor executions ("pred" segment).
+* The reference run: reference_executions back-to-back main executions (0 = no reference run).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.roles import FIRST, PRED, SSE, SSP, TRAIL, WARMUP
+from fingrav.contracts.sensor import PlanSensor
+
+METHOD_MIN_EXEC_NS: Final = 25_000
+
+# (upper bound of kernel time ns, runs, LOI spacing ns, margin): METHOD.md's guidance table
+GUIDANCE: Final[tuple[tuple[float, int, int, float], ...]] = (
+    (50_000, 400, 5_000, 0.05),
+    (200_000, 200, 10_000, 0.05),
+    (1_000_000, 200, 10_000, 0.02),
+    (math.inf, 200, 10_000, 0.02),
+)
+
+
+def guidance(exec_time_ns: float) -> tuple[int, int, float]:
+    """(runs, LOI spacing in ns, binning margin) for a kernel of `exec_time_ns` (METHOD.md table).
+    Kernels shorter than 25 µs use the first row (and are flagged by the analysis)."""
+    for upper, runs, spacing, margin in GUIDANCE:
+        if exec_time_ns < upper:
+            return runs, spacing, margin
+    return GUIDANCE[-1][1:]  # NaN: the last row
+
+
+class Probe(BaseModel):
+    """What the stability probe saw on the "total" channel (host clock, relative to the busy start).
+
+    t_stable_ns: first time after which the sensor output stays within the tolerance of its final level;
+    t_recover_ns: time after the busy end until the output is back within tolerance of idle;
+    settled: whether the output was stable over the last part of the probe."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    busy_ns: int
+    executions: int
+    idle_level_mw: float
+    level_mw: float
+    peak_mw: float
+    tol_mw: float
+    t_stable_ns: int
+    t_recover_ns: int
+    settled: bool
+    samples: int
+
+
+class Plan(BaseModel):
+    """plan.json: how the runs of one scenario (on one GPU) were built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format_version: int = 1
+    exec_time_ns: int = Field(description="median execution time of the timing runs")
+    cycle_ns: int = Field(description="median start-to-start time of back-to-back executions")
+    warmups: int
+    sse_index: int
+    ssp_index: int
+    tail: int = Field(ge=1)
+    trailing: int = Field(ge=0)
+    executions_per_run: int
+    runs: int = Field(description="SSP runs")
+    sse_runs: int
+    sse_executions_per_run: int
+    reference_executions: int = 0
+    reference_ms: float = 0.0
+    predecessor_count: int = 0
+    idle_ns: int
+    delay_max_ns: int
+    lois_wanted: int
+    sensor: PlanSensor
+    probe: Probe | None = None
+    mode: str = "auto"
+    notes: list[str] = []
+    margin: float | None = Field(
+        None, description="format 1 only: the margin the GPU side chose; the bin stage decides it now"
+    )
+    # multi-GPU collection (one plan for every rank; each rank's plan.json also says which rank it is)
+    distributed: dict[str, Any] | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    rank_local: dict[str, Any] | None = None
+    probes_by_rank: list[Probe] | None = None
+    provenance: dict[str, Any] = {}
+
+    @field_validator("probe", mode="before")
+    @classmethod
+    def _empty_probe(cls, v: Any) -> Any:
+        return None if v == {} else v
+
+    @model_validator(mode="after")
+    def _indices(self) -> Plan:
+        epr, ssp, sse = self.executions_per_run, self.ssp_index, self.sse_index
+        if not 0 <= ssp < epr:
+            raise ValueError(f"ssp_index={ssp} outside [0, executions_per_run={epr})")
+        if not 0 <= sse < self.sse_executions_per_run:
+            raise ValueError(f"sse_index={sse} outside [0, sse_executions_per_run={self.sse_executions_per_run})")
+        if ssp + self.tail + self.trailing != epr:
+            raise ValueError(f"ssp_index + tail + trailing = {ssp + self.tail + self.trailing} != executions_per_run")
+        return self
+
+    @property
+    def trail_index(self) -> int:
+        """First main-segment index after the SSP tail (SSP runs)."""
+        return self.ssp_index + self.tail
+
+    def executions_of(self, phase: str) -> int:
+        """Main-segment executions per run of a measure-run kind ("sse" | "ssp")."""
+        return self.sse_executions_per_run if phase == SSE else self.executions_per_run
+
+    def bin_index(self, phase: str) -> int:
+        """Main-segment index of the execution whose duration bins runs of this kind."""
+        return self.sse_index if phase == SSE else self.ssp_index
+
+    def role_of(self, segment: str, exec_index: int, phase: str) -> str:
+        """The role of one execution (`fingrav.contracts.roles`); `fingrav.analysis.roles.role_expr` is the
+        same rule over a polars frame."""
+        if segment == PRED:
+            return PRED
+        if phase == SSP and exec_index >= self.trail_index:
+            return TRAIL
+        if phase == SSP and exec_index >= self.ssp_index:
+            return SSP
+        if exec_index == self.sse_index:
+            return SSE
+        if exec_index == 0 and self.predecessor_count > 0:
+            return FIRST
+        return WARMUP
+
+    def margin_for_binning(self, margin: float | None) -> float:
+        """The binning margin: analysis.margin when set, else the guidance table's for the measured time."""
+        return float(margin) if margin is not None else guidance(self.exec_time_ns)[2]
+
+    def to_json(self) -> dict[str, Any]:
+        """plan.json content (fields at their defaults included; unset multi-GPU fields left out)."""
+        out = self.model_dump(mode="json", exclude_none=False)
+        for key in ("distributed", "rank", "world_size", "rank_local", "probes_by_rank", "margin"):
+            if out.get(key) is None:
+                out.pop(key, None)
+        return out
+
+
+NEW_PLAN_FORMAT: Final = FORMAT_VERSION

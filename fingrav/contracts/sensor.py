@@ -1,0 +1,109 @@
+"""The calibrated sensor model of one power channel, in ns throughout (ms only when displayed).
+
+Written by the calibrate stage (`fingrav.sensorfit.characterize_sensor` fits in ms internally and converts
+once, here), read by collect (planning) and the analysis (delay correction, flags). Model (sensorfit's
+module docstring): a sample read at t reports the chip's power through a dead time `delay_ns`, a boxcar of
+`window_ns` and a first-order lag of time constant `lag_ns`; `settle_ns` is the step response's time to
+within 1 % of the new level; samples arrive every `period_ns`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from fingrav.contracts.units import NS_PER_MS
+
+
+class SensorModel(BaseModel):
+    """One channel's sensor (ns, mW). Timing fields are None when the fit could not identify them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    channel: str = "total"
+    period_ns: float | None = None
+    period_p10_ns: float | None = None
+    period_p90_ns: float | None = None
+    delay_ns: float | None = None
+    window_ns: float | None = None
+    lag_ns: float | None = None
+    settle_ns: float | None = None
+    group_delay_ns: float | None = None
+    delay_se_ns: float | None = None
+    window_se_ns: float | None = None
+    lag_se_ns: float | None = None
+    group_delay_se_ns: float | None = None
+    idle_mw: float | None = None
+    load_mw: float | None = None
+    step_mw: float | None = None
+    noise_mw: float | None = None
+    quantization_mw: float | None = None
+    fit_rms_mw: float | None = None
+    trend_mw_per_s: float | None = None
+    n_samples: int | None = None
+    n_edges: int | None = None
+    responds: bool = True
+    flags: list[str] = []
+    boxcar_only: dict[str, float | None] | None = None  # the best pure-boxcar fit (ns, mW)
+    response: dict[str, Any] | None = None  # binned step response {t_ns, mean, n, model}
+    error: str | None = None  # why the channel could not be characterized
+
+    @classmethod
+    def from_ms_record(cls, rec: dict[str, Any]) -> SensorModel:
+        """From a record with `*_ms` keys (the sensor fit works in ms): every `*_ms` key becomes `*_ns`."""
+        return cls.model_validate(_ms_to_ns(rec))
+
+    @property
+    def response_ns(self) -> float:
+        """delay + window + lag (0 for unknown parts): how long after a change the sensor still shows the past."""
+        return float(self.delay_ns or 0.0) + float(self.window_ns or 0.0) + float(self.lag_ns or 0.0)
+
+
+def _ms_to_ns(obj: Any) -> Any:
+    """`*_ms` keys -> `*_ns` (values × 1e6), recursively; lists of ms under a `t_ms` key too."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and k.endswith("_ms"):
+                key = k[:-3] + "_ns"
+                if isinstance(v, list):
+                    out[key] = [None if x is None else x * NS_PER_MS for x in v]
+                else:
+                    out[key] = None if v is None else v * NS_PER_MS
+            else:
+                out[k] = _ms_to_ns(v)
+        return out
+    return obj
+
+
+class PlanSensor(BaseModel):
+    """The total channel's sensor numbers the collection was planned with (int ns, as in plan.json)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    period_ns: int
+    delay_ns: int
+    window_ns: int
+    lag_ns: int
+    settle_ns: int
+
+    @classmethod
+    def of(cls, s: SensorModel) -> PlanSensor:
+        """Rounded from a calibrated sensor (unknown lag: 0)."""
+
+        def need(name: str) -> int:
+            v = getattr(s, name)
+            if v is None:
+                from fingrav.errors import DataError
+
+                raise DataError(f"calibration: the {s.channel} sensor's {name} is unknown; cannot plan runs")
+            return int(round(v))
+
+        return cls(
+            period_ns=need("period_ns"),
+            delay_ns=need("delay_ns"),
+            window_ns=need("window_ns"),
+            lag_ns=int(round(s.lag_ns or 0.0)),
+            settle_ns=need("settle_ns"),
+        )

@@ -1,0 +1,66 @@
+"""Stage bin: golden runs of one scenario on one GPU (METHOD.md step 6).
+
+Reads `raw/gpu<k>/<scenario>/{executions,runs}.parquet` + `plan.json`, writes `binned/gpu<k>/<scenario>.parquet`
+(`fingrav.contracts.tables.BINNED`; metadata: margin, per-kind bins, provenance). The margin is an analysis
+parameter (`analysis.margin`; unset: METHOD.md's guidance table for the measured kernel time).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fingrav import rawio
+from fingrav.analysis.binning import bin_runs
+from fingrav.config import AnalysisConfig, config_hash
+from fingrav.contracts.plan import Plan
+from fingrav.errors import DataError
+from fingrav.layout import SweepLayout
+from fingrav.logs import logging_to
+from fingrav.stages import typed
+from fingrav.provenance import provenance
+
+logger = logging.getLogger(__name__)
+
+
+def read_frame(path: Path) -> pl.DataFrame:
+    """A parquet table as a polars frame; DataError naming the file when it is missing or unreadable."""
+    if not path.exists():
+        raise DataError(f"missing input file {path}")
+    try:
+        return pl.read_parquet(path)
+    except Exception as err:  # polars raises several error types for a damaged file; name the file once
+        raise DataError(f"{path}: cannot be read as parquet ({err})") from None
+
+
+def read_plan(path: Path) -> Plan:
+    """plan.json; DataError naming the file and field when it does not match the contract."""
+    from pydantic import ValidationError
+
+    try:
+        return Plan.model_validate(rawio.read_json(path))
+    except ValidationError as err:
+        raise DataError(f"{path}: not a valid plan: {err}") from None
+
+
+def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig) -> Path:
+    """Bin one scenario's runs on GPU `rank`; returns the binned parquet path."""
+    raw = layout.scenario_dir(scenario, rank)
+    plan = read_plan(raw / "plan.json")
+    margin = plan.margin_for_binning(analysis.margin)
+    binned, meta = bin_runs(read_frame(raw / "executions.parquet"), read_frame(raw / "runs.parquet"), plan, margin)
+    meta["margin_source"] = "analysis.margin" if analysis.margin is not None else "guidance table"
+    meta["provenance"] = provenance(stage="bin", config_hash=config_hash({"margin": analysis.margin}), rank=rank)
+    out = layout.binned(scenario, rank)
+    rawio.write_arrow(out, binned.to_arrow(), meta)
+    return out
+
+
+def from_snakemake(sm: Any) -> None:
+    """Rule bin."""
+    with logging_to(sm.log[0]):
+        layout = SweepLayout(Path(sm.params.root))
+        run(layout, sm.wildcards.scenario, int(sm.wildcards.rank), typed(AnalysisConfig, sm.params.analysis))

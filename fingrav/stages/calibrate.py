@@ -1,0 +1,63 @@
+"""Stage calibrate: clock synchronization and sensor characterization of every GPU of a sweep.
+
+Writes `calibration/gpu<k>.json` (`fingrav.contracts.calibration.Calibration`) and the raw calibration
+data `raw/gpu<k>/calibration/*.parquet` (`fingrav.layout`). The replay backend copies a dataset's raw
+calibration data and analyzes it again. GPU side: no polars.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fingrav import rawio
+from fingrav.config import CalibrationConfig, DeviceConfig
+from fingrav.contracts.calibration import Calibration
+from fingrav.errors import DataError
+from fingrav.layout import CALIBRATION_RAW_FILES, SweepLayout, dataset
+from fingrav.logs import logging_to
+from fingrav.stages import typed
+
+logger = logging.getLogger(__name__)
+
+
+def replay_source(device: DeviceConfig, path: Path) -> Path:
+    """A file of the replayed dataset; DataError when it is missing."""
+    if not path.exists():
+        raise DataError(f"replay: {path} does not exist (device.replay_dir={device.replay_dir!r})")
+    return path
+
+
+def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfig, seed: int) -> list[Path]:
+    """Calibrate GPUs 0 .. device.world_size - 1; returns the calibration JSON paths."""
+    from fingrav.collect.calibrate import analyze_calibration, calibrate
+
+    if device.backend == "replay":
+        src = dataset(device.replay_dir or "")
+        out = []
+        for rank in range(device.world_size):
+            dst = layout.calibration_dir(rank)
+            dst.mkdir(parents=True, exist_ok=True)
+            for name in CALIBRATION_RAW_FILES:
+                shutil.copyfile(replay_source(device, src.calibration_dir(rank) / name), dst / name)
+            out.append(rawio.write_json(layout.calibration_json(rank), analyze_calibration(dst, calibration)))
+        return out
+    if device.world_size > 1:
+        from fingrav.collect.distributed import calibrate_ranks
+
+        calibrate_ranks(device, calibration, seed, layout)
+        return [layout.calibration_json(k) for k in range(device.world_size)]
+    from fingrav.device import open_device
+
+    with open_device(device, seed=seed) as dev:
+        result: Calibration = calibrate(dev, calibration, seed, layout.calibration_dir(0))
+    return [rawio.write_json(layout.calibration_json(0), result)]
+
+
+def from_snakemake(sm: Any) -> None:
+    """Rule calibrate."""
+    with logging_to(sm.log[0]):
+        p = sm.params
+        run(SweepLayout(Path(p.root)), typed(DeviceConfig, p.device), typed(CalibrationConfig, p.calibration), p.seed)

@@ -1,0 +1,49 @@
+"""Stage combine (several GPUs): per-GPU numbers and the combined power of every GPU of one scenario.
+
+Reads every GPU's `profiles/gpu<k>/<scenario>/{summary.json,lois.parquet}`, writes
+`profiles/combined/<scenario>.json` (`fingrav.analysis.combine`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fingrav import rawio
+from fingrav.analysis.combine import combine_ranks
+from fingrav.config import AnalysisConfig, config_hash
+from fingrav.errors import DataError
+from fingrav.layout import SweepLayout
+from fingrav.logs import logging_to
+from fingrav.stages import typed
+from fingrav.provenance import provenance
+
+logger = logging.getLogger(__name__)
+
+
+def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisConfig) -> Path:
+    """Combine GPUs 0 .. world_size - 1 of `scenario`; returns the combined JSON path."""
+    summaries, lois = [], []
+    for k in range(world_size):
+        for path in (layout.summary_json(scenario, k), layout.lois(scenario, k)):
+            if not path.exists():
+                raise DataError(f"{path}: missing; run differentiate for GPU {k} of {scenario!r} first")
+        summaries.append(rawio.read_json(layout.summary_json(scenario, k)))
+        lois.append(pl.read_parquet(layout.lois(scenario, k), columns=["run", "golden", "role", "channel", "power_mw"]))
+    out = combine_ranks(summaries, lois, analysis)
+    out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))
+    path = rawio.write_json(layout.combined(scenario), out)
+    c = out["combined"]
+    shown = [f"{v:.4g}" if v is not None else "n/a" for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"], c["ssp_power_ci_high_w"])]
+    logger.info("combine %s: %d GPUs, SSP %s W [%s, %s], valid=%s", scenario, world_size, *shown, c["valid"])
+    return path
+
+
+def from_snakemake(sm: Any) -> None:
+    """Rule combine."""
+    with logging_to(sm.log[0]):
+        p = sm.params
+        run(SweepLayout(Path(p.root)), sm.wildcards.scenario, p.world_size, typed(AnalysisConfig, p.analysis))

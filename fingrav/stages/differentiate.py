@@ -1,0 +1,132 @@
+"""Stage differentiate: LOIs, profiles, SSE vs SSP, energy and flags of one scenario on one GPU
+(METHOD.md steps 7-9).
+
+Reads the raw files, the binned runs and the GPU's calibration; writes `profiles/gpu<k>/<scenario>/lois.parquet`
+(`fingrav.contracts.tables.LOIS`) and `summary.json` (its "row" is the scenario's summary.csv row,
+`fingrav.contracts.summary`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fingrav import rawio
+from fingrav.analysis.differentiate import differentiate
+from fingrav.config import AnalysisConfig, config_hash
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
+from fingrav.errors import FingravError
+from fingrav.layout import SweepLayout
+from fingrav.logs import logging_to
+from fingrav.stages import typed
+from fingrav.provenance import provenance
+from fingrav.stages.bin import read_frame, read_plan
+
+logger = logging.getLogger(__name__)
+
+
+def scenario_clock(clock_reads: Any, calibration: Calibration) -> tuple[ClockMap, str]:
+    """The clock map of a scenario and where it came from: a fit of the scenario's own GPU-timestamp reads
+    (raw clock.parquet, "scenario"), else the calibration's ("calibration")."""
+    from fingrav.clocksync import fit_clock
+    from fingrav.device.base import ClockReads
+
+    if clock_reads.height:
+        try:
+            reads = ClockReads(
+                clock_reads["host_before_ns"].to_numpy().astype("int64"),
+                clock_reads["gpu_ns"].to_numpy().astype("int64"),
+                clock_reads["host_after_ns"].to_numpy().astype("int64"),
+            )
+            return ClockMap.from_record(fit_clock(reads).to_dict()), "scenario"
+        except (FingravError, ValueError, np.linalg.LinAlgError) as err:
+            logger.warning("scenario clock fit failed (%s): using the calibration clock fit", err)
+    return calibration.clock_map, "calibration"
+
+
+def scenario_sensors(calibration: Calibration, plan: Plan) -> dict[str, SensorModel]:
+    """Every channel's calibrated sensor; the total channel's unknown timing filled from the plan's."""
+    total = calibration.total
+    fill = {k: float(v) for k, v in plan.sensor.model_dump().items() if getattr(total, k) is None}
+    return {TOTAL: total.model_copy(update=fill), **{ch: s for ch, s in calibration.sensor.items() if ch != TOTAL}}
+
+
+def run(
+    layout: SweepLayout,
+    scenario: str,
+    rank: int,
+    analysis: AnalysisConfig,
+    max_clock_residual_us: float,
+    with_truth: bool,
+) -> list[Path]:
+    """Differentiate one scenario on GPU `rank`; returns [lois.parquet, summary.json]."""
+    raw = layout.scenario_dir(scenario, rank)
+    plan = read_plan(raw / "plan.json")
+    calibration = Calibration.model_validate(rawio.read_json(layout.calibration_json(rank)))
+    samples_path = raw / "samples.parquet"
+    binned_path = layout.binned(scenario, rank)
+    binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    clock, clock_source = scenario_clock(read_frame(raw / "clock.parquet"), calibration)
+    truth = read_frame(layout.truth(scenario, rank)) if with_truth else None
+    raw_prov = rawio.read_metadata(raw / "executions.parquet")
+    raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
+    prov = {
+        **provenance(stage="differentiate", config_hash=config_hash(analysis), rank=rank),
+        "clock_source": clock_source,
+        "raw": raw_prov,
+    }
+    device = raw_prov.get("device") if isinstance(raw_prov.get("device"), Mapping) else {}
+    backend = device.get("backend")
+    lois, summary = differentiate(
+        read_frame(raw / "executions.parquet"),
+        read_frame(raw / "runs.parquet"),
+        read_frame(samples_path),
+        plan,
+        read_frame(binned_path),
+        clock,
+        scenario_sensors(calibration, plan),
+        analysis,
+        truth,
+        max_clock_residual_us=max_clock_residual_us,
+        scenario=scenario,
+        backend=str(backend) if backend is not None else None,
+        gaps=rawio.read_metadata(samples_path).get("gaps") or (),
+        binning=binning_meta,
+        provenance=prov,
+    )
+    lois_path, summary_path = layout.lois(scenario, rank), layout.summary_json(scenario, rank)
+    meta = {
+        "scenario": scenario,
+        "rank": rank,
+        "clock": summary["clock"],
+        "clock_source": clock_source,
+        "delay_correction_ns": summary["sensor"]["delay_correction_ns"],
+        "provenance": prov,
+    }
+    rawio.write_arrow(lois_path, lois.to_arrow(), meta, dictionary_columns=LOIS_DICTIONARY_COLUMNS)
+    rawio.write_json(summary_path, summary)
+    logger.info("wrote %s and summary.json (%d LOIs)", lois_path, lois.height)
+    return [lois_path, summary_path]
+
+
+def from_snakemake(sm: Any) -> None:
+    """Rule differentiate."""
+    p = sm.params
+    with logging_to(sm.log[0]):
+        run(
+            SweepLayout(Path(p.root)),
+            sm.wildcards.scenario,
+            int(sm.wildcards.rank),
+            typed(AnalysisConfig, p.analysis),
+            p.max_clock_residual_us,
+            p.with_truth,
+        )

@@ -1,0 +1,36 @@
+"""Stage report: summary.csv (`fingrav.contracts.summary`), the figures and index.html of a sweep.
+
+Shows what the analysis computed (profiles/gpu<k>/<scenario>/summary.json, lois.parquet, combined JSON);
+recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fingrav.layout import SweepLayout
+from fingrav.logs import logging_to
+from fingrav.provenance import provenance
+
+logger = logging.getLogger(__name__)
+
+# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), shown next to ours
+PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
+
+
+def run(layout: SweepLayout, scenarios: Sequence[str], meta: Mapping[str, Any], world_size: int = 1) -> list[Path]:
+    """Write summary.csv and report/index.html (+ figures); returns their paths."""
+    from fingrav.report import build_report
+
+    meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash"))}
+    return build_report(layout, list(scenarios), meta, world_size)
+
+
+def from_snakemake(sm: Any) -> None:
+    """Rule report."""
+    with logging_to(sm.log[0]):
+        p = sm.params
+        run(SweepLayout(Path(p.root)), p.scenarios, p.meta, p.world_size)

@@ -1,0 +1,757 @@
+"""The NVIDIA backend without a GPU: the NVML sampler against a fake pynvml, error wrapping, the
+torch-free helpers of the torch device, and clear errors when torch / pynvml / the driver are missing.
+
+The fake (fingrav/testing/fakes/fake_pynvml.py) is imported by the sampler *process* by its module name
+(FAKE_MODULE); threads and in-process pollers get it as sys.modules["pynvml"]."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fingrav.config import GemmKernel, GemvKernel
+from fingrav.device.base import PowerSamples
+from fingrav.device.nvidia import timestamp as nvts
+from fingrav.device.nvidia.library import load_nvml, normalize_uuid, nvml_call, nvml_errors
+from fingrav.device.nvidia.poller import GapDetector, NVMLSamplerConfig, PowerPoller, memory_power_supported
+from fingrav.device.nvidia.power import nvml_sampler
+from fingrav.device.torch_device import (
+    chunk_size,
+    import_torch,
+    input_sets_needed,
+    kernel_sizes,
+    plan_pieces,
+)
+from fingrav.errors import BackendUnavailableError, DeviceError
+
+FAKE_MODULE = "fingrav.testing.fakes.fake_pynvml"
+ROOT = Path(__file__).resolve().parents[2]
+EPOCH_NS = 1_790_000_000_000_000_000  # a 2026 wall-clock time, as NVML stamps
+
+
+class ManualClock:
+    """A host clock the test advances by hand (ns)."""
+
+    def __init__(self, t_ns: int = EPOCH_NS) -> None:
+        self.t = int(t_ns)
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance_ms(self, ms: float) -> None:
+        self.t += int(ms * 1e6)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake pynvml, freshly configured, installed as sys.modules['pynvml']."""
+    monkeypatch.delenv("FAKE_PYNVML_CONFIG", raising=False)
+    mod = importlib.import_module(FAKE_MODULE)
+    mod.configure()
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    yield mod
+    mod.configure()
+
+
+def _poller(fake, clock: ManualClock, **cfg) -> PowerPoller:
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    return PowerPoller(fake, handle, NVMLSamplerConfig(**cfg), clock_ns=clock)
+
+
+def _run(poller: PowerPoller, clock: ManualClock, seconds: float, every_ms: float = 10.0) -> None:
+    for _ in range(int(round(seconds * 1000 / every_ms))):
+        clock.advance_ms(every_ms)
+        poller.poll()
+
+
+# --------------------------------------------------------------------------- the fake itself
+def test_fake_mirrors_pynvml_errors_and_structures(fake):
+    err = fake.NVMLError(fake.NVML_ERROR_NOT_FOUND)
+    assert isinstance(err, fake.NVMLError_NotFound) and isinstance(err, fake.NVMLError)
+    assert err.value == 6 and str(err) == "Not Found"
+    assert isinstance(fake.NVMLError_GpuIsLost(), fake.NVMLError) and fake.NVMLError_GpuIsLost().value == 15
+    s = fake.c_nvmlSample_t()
+    s.timeStamp = 123
+    s.sampleValue.uiVal = 456_000
+    assert (s.timeStamp, s.sampleValue.uiVal) == (123, 456_000)
+    names = {f[0] for f in fake.c_nvmlFieldValue_t._fields_}
+    assert {"fieldId", "scopeId", "timestamp", "valueType", "nvmlReturn", "value"} <= names
+
+
+def test_fake_get_samples_semantics(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, buffer_size=10)
+    fake.nvmlInit()
+    h = fake.nvmlDeviceGetHandleByIndex(0)
+    clock.advance_ms(100)
+    vtype, samples = fake.nvmlDeviceGetSamples(h, fake.NVML_TOTAL_POWER_SAMPLES, 0)
+    assert vtype == fake.NVML_VALUE_TYPE_UNSIGNED_INT and len(samples) == 6  # t0 .. t0 + 100 ms
+    last = samples[-1].timeStamp
+    with pytest.raises(fake.NVMLError_NotFound):
+        fake.nvmlDeviceGetSamples(h, fake.NVML_TOTAL_POWER_SAMPLES, last)
+    clock.advance_ms(1000)
+    _, samples = fake.nvmlDeviceGetSamples(h, fake.NVML_TOTAL_POWER_SAMPLES, last)
+    assert len(samples) == 10  # the ring buffer overflowed
+
+
+# --------------------------------------------------------------------------- library loading and errors
+def test_missing_pynvml_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'fingrav\[nvidia\]'"):
+        load_nvml()
+
+
+def test_wrong_pynvml_module_is_refused():
+    with pytest.raises(BackendUnavailableError, match="no nvmlInit"):
+        load_nvml("json")
+
+
+def test_missing_driver_is_backend_unavailable(fake):
+    from fingrav.device.nvidia import NVMLPower
+
+    fake.configure(init_error=fake.NVML_ERROR_DRIVER_NOT_LOADED)
+    with pytest.raises(BackendUnavailableError, match="driver") as info:
+        NVMLPower(sampler_mode="thread")
+    assert isinstance(info.value.__cause__, fake.NVMLError)
+    fake.configure(init_error=fake.NVML_ERROR_LIBRARY_NOT_FOUND)
+    with pytest.raises(BackendUnavailableError, match="libnvidia-ml"):
+        NVMLPower(sampler_mode="thread")
+
+
+def test_no_device_and_bad_index(fake):
+    from fingrav.device.nvidia import NVMLPower
+
+    fake.configure(device_count=0)
+    with pytest.raises(BackendUnavailableError, match="sees no GPU"):
+        NVMLPower(sampler_mode="thread")
+    assert fake.STATE.initialized == 0  # nvmlShutdown after the failure
+    fake.configure(device_count=1)
+    with pytest.raises(BackendUnavailableError, match="index 3 does not exist"):
+        NVMLPower(index=3, sampler_mode="thread")
+
+
+def test_nvml_errors_are_wrapped_once(fake):
+    cases = [
+        (fake.NVML_ERROR_GPU_IS_LOST, DeviceError, "GPU is lost"),
+        (fake.NVML_ERROR_NO_PERMISSION, DeviceError, "permission"),
+        (fake.NVML_ERROR_UNKNOWN, DeviceError, "Unknown Error"),
+        (fake.NVML_ERROR_LIBRARY_NOT_FOUND, BackendUnavailableError, "driver"),
+    ]
+    for code, cls, text in cases:
+        with pytest.raises(cls, match=text) as info, nvml_errors(fake, "nvmlSomething"):
+            raise fake.NVMLError(code)
+        assert "nvmlSomething" in str(info.value)
+        assert info.value.__cause__.value == code
+    with pytest.raises(KeyError), nvml_errors(fake, "x"):  # not an NVML error: untouched
+        raise KeyError("k")
+    with pytest.raises(DeviceError, match="no nvmlDeviceGetNothing"):
+        nvml_call(fake, "nvmlDeviceGetNothing")
+
+
+def test_uuid_selects_the_gpu(fake):
+    from fingrav.device.nvidia import NVMLPower
+
+    fake.configure(device_count=2)
+    with NVMLPower(uuid="55555555-6666-7777-8888-999999999999", sampler_mode="thread") as p:
+        assert p.nvml_index == 1
+    with pytest.raises(BackendUnavailableError, match="no GPU with UUID"):
+        NVMLPower(uuid="deadbeef-0000-0000-0000-000000000000", sampler_mode="thread")
+    assert normalize_uuid("GPU-ABC") == normalize_uuid("abc") == "abc"
+
+
+# --------------------------------------------------------------------------- the poller (in-process, manual clock)
+def test_poller_drains_dedups_and_converts_to_ns(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, buffer_size=120)
+    clock.advance_ms(5000)  # samples already buffered before start must not be returned
+    poller = _poller(fake, clock, interval_ms=10.0)
+    t_start = clock()
+    poller.start()
+    _run(poller, clock, 1.0)
+    assert poller.poll() == 0  # same time again: nothing new (NOT_FOUND, quietly)
+    s = poller.take()
+    assert isinstance(s, PowerSamples)
+    assert set(s.channel) == {"total"}
+    assert 49 <= len(s) <= 51
+    assert np.all(np.diff(s.t_ns) > 0) and s.t_ns[0] > t_start
+    assert np.all(s.t_ns % 1000 == 0)  # us -> ns
+    assert np.allclose(s.power_mw, [fake.STATE.power_mw(t) for t in s.t_ns], atol=1.0)
+    assert s.gaps == []
+    assert poller.stats["not_found"] >= 1 and poller.stats["period_ns"] == 20_000_000
+    assert len(poller.take()) == 0  # taken once
+
+
+def test_history_keeps_samples_before_start(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0)
+    clock.advance_ms(1000)
+    poller = _poller(fake, clock, history_ms=200.0)
+    poller.start()
+    poller.poll()
+    assert 9 <= len(poller.take()) <= 11
+
+
+def test_buffer_overflow_is_a_gap(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, buffer_size=50)  # the buffer holds 1 s
+    poller = _poller(fake, clock)
+    poller.start()
+    _run(poller, clock, 1.0)
+    first = poller.take()
+    assert first.gaps == []
+    clock.advance_ms(3000)  # the sampler stalls for 3 s
+    _run(poller, clock, 1.0)
+    s = poller.take()
+    assert len(s.gaps) == 1
+    a, b = s.gaps[0]
+    assert a == first.t_ns[-1] and 1.9e9 < b - a < 2.1e9
+    assert a < b <= s.t_ns[0]  # the hole ends at the oldest sample still in the buffer
+
+
+def test_dropped_samples_are_gaps_beyond_the_factor(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, drop={30, 31, 32, 70})
+    poller = _poller(fake, clock)
+    poller.start()
+    _run(poller, clock, 2.0)
+    gaps = poller.take().gaps
+    assert len(gaps) == 1  # 80 ms hole (4 periods) is a gap; 40 ms (one lost sample, 2x) is not
+    assert gaps[0][1] - gaps[0][0] == 80_000_000
+
+
+def test_early_gap_is_checked_once_the_period_is_known():
+    det = GapDetector(factor=2.5, min_intervals=8)
+    t = [0, 20, 40, 140, 160, 180, 200, 220, 240, 260, 280]
+    det.feed([x * 1_000_000 for x in t[:4]])
+    assert det.take() == []  # not enough intervals for a median yet
+    det.feed([x * 1_000_000 for x in t[4:]])
+    assert det.take() == [(40_000_000, 140_000_000)]
+
+
+def test_memory_channel_is_an_average_recorded_on_change(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, memory_update_ms=100.0)
+    poller = _poller(fake, clock, memory=True, memory_interval_ms=20.0)
+    poller.start()
+    _run(poller, clock, 1.0)
+    s = poller.take()
+    mem = s.channel == "memory"
+    assert 9 <= mem.sum() <= 11  # one per 100 ms update, not one per read
+    assert np.all(np.diff(s.power_mw[mem]) != 0)
+    assert np.all(s.t_ns[mem] % 100_000_000 == fake.STATE.t0_ns % 100_000_000)  # the field's own stamps
+    assert (s.channel == "total").sum() >= 49
+
+
+def test_memory_support_detection(fake):
+    fake.nvmlInit()
+    h = fake.nvmlDeviceGetHandleByIndex(0)
+    assert memory_power_supported(fake, h)
+    fake.configure(memory_supported=False)
+    fake.nvmlInit()
+    assert not memory_power_supported(fake, h)
+
+
+def test_transient_error_is_retried_and_persistent_error_raises(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, errors={"nvmlDeviceGetSamples": [fake.NVML_ERROR_UNKNOWN]})
+    poller = _poller(fake, clock, max_consecutive_errors=3)
+    poller.start()
+    _run(poller, clock, 0.5)
+    assert poller.stats["errors"] == 1 and len(poller.take()) >= 24
+    fake.STATE.errors["nvmlDeviceGetSamples"] = [fake.NVML_ERROR_GPU_IS_LOST] * 3
+    clock.advance_ms(10)
+    poller.poll()
+    clock.advance_ms(10)
+    poller.poll()
+    clock.advance_ms(10)
+    with pytest.raises(DeviceError, match="GPU is lost") as info:
+        poller.poll()
+    assert isinstance(info.value.__cause__, DeviceError)
+    assert not poller.running and poller.fatal
+
+
+def test_memory_read_failures_disable_only_the_memory_channel(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, field_errors=[fake.NVML_ERROR_UNKNOWN] * 5)
+    poller = _poller(fake, clock, memory=True, memory_interval_ms=10.0, max_consecutive_errors=5)
+    poller.start()
+    _run(poller, clock, 0.5)
+    s = poller.take()
+    assert poller.stats["memory_disabled"] and (s.channel == "memory").sum() == 0
+    assert (s.channel == "total").sum() >= 24
+    assert any("memory" in w for w in poller.stats["warnings"])
+
+
+# --------------------------------------------------------------------------- NVMLPower / the sampler host (thread)
+def test_nvml_power_end_to_end_in_a_thread(fake):
+    from fingrav.device.nvidia import NVMLPower
+
+    fake.configure(period_ms=10.0)
+    with NVMLPower(sample_interval_ms=5.0, sampler_mode="thread") as p:
+        assert p.channels == ("total", "memory")
+        d = p.describe()
+        assert d["name"] == "NVIDIA H200 (fake)" and d["uuid"].startswith("GPU-")
+        assert d["serial"] is None  # NO_PERMISSION: left out, not an error
+        assert d["driver_version"] == "580.159.04" and d["cuda_driver_version"] == "13.0"
+        assert d["power_limit_mw"] == 700_000
+        assert "AVERAGE" in d["channel_notes"]["memory"]
+        json.dumps(d)
+        e0 = p.energy_mj()
+        assert isinstance(e0, float)
+        assert len(p.drain_samples()) == 0  # not started
+        p.start_sampling()
+        time.sleep(0.3)
+        s = p.drain_samples()
+        assert (s.channel == "total").sum() >= 10 and "memory" in set(s.channel)
+        time.sleep(0.05)
+        rest = p.stop_sampling()
+        rest_total = rest.t_ns[rest.channel == "total"]
+        assert len(rest_total) >= 1 and rest_total.min() > s.t_ns[s.channel == "total"].max()
+        assert p.sampler.stats["polls"] > 20
+    assert fake.STATE.initialized == 0
+
+
+def test_nvml_power_without_memory_or_energy(fake):
+    from fingrav.device.nvidia import NVMLPower
+
+    fake.configure(memory_supported=False, energy_supported=False)
+    with NVMLPower(sampler_mode="thread") as p:
+        assert p.channels == ("total",)
+        assert "memory" not in p.describe()["channel_notes"]
+        assert p.energy_mj() is None
+        p.start_sampling()
+        time.sleep(0.1)
+        assert set(p.stop_sampling().channel) <= {"total"}
+
+
+def test_sampler_fatal_error_reaches_the_parent(fake):
+    fake.configure(errors={"nvmlDeviceGetSamples": [fake.NVML_ERROR_UNKNOWN] * 50})
+    with nvml_sampler(NVMLSamplerConfig(interval_ms=2.0, max_consecutive_errors=3), mode="thread") as sampler:
+        sampler.start()
+        time.sleep(0.1)
+        with pytest.raises(DeviceError, match="3 failed polls in a row"):
+            sampler.drain()
+
+
+# --------------------------------------------------------------------------- the real sampler process (spawn)
+def test_sampler_process_with_the_fake(monkeypatch):
+    monkeypatch.setenv("FAKE_PYNVML_CONFIG", json.dumps({"period_ms": 10.0}))
+    cfg = NVMLSamplerConfig(interval_ms=5.0, memory=True, nvml_module=FAKE_MODULE)
+    sampler = nvml_sampler(cfg, mode="process")
+    try:
+        info = sampler.open()
+        assert info["nvml_index"] == 0 and sampler.alive
+        sampler.start()
+        time.sleep(0.4)
+        s = sampler.drain()
+        assert (s.channel == "total").sum() >= 15 and s.gaps == []
+        assert np.all(np.diff(s.t_ns[s.channel == "total"]) == 10_000_000)
+        rest = sampler.stop()
+        assert isinstance(rest, PowerSamples)
+        assert len(sampler.drain()) == 0  # stopped: nothing more
+    finally:
+        sampler.close()
+    assert not sampler.alive
+
+
+def test_sampler_process_reports_a_missing_driver(monkeypatch):
+    monkeypatch.setenv("FAKE_PYNVML_CONFIG", json.dumps({"init_error": 9}))
+    sampler = nvml_sampler(NVMLSamplerConfig(nvml_module=FAKE_MODULE), mode="process")
+    with pytest.raises(BackendUnavailableError, match="driver"):
+        sampler.open()
+    assert not sampler.alive
+
+
+def test_sampler_process_reports_a_missing_library():
+    sampler = nvml_sampler(NVMLSamplerConfig(nvml_module="fingrav_no_such_pynvml"), mode="process")
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'fingrav\[nvidia\]'"):
+        sampler.open()
+
+
+def test_sampler_config_validation():
+    with pytest.raises(ValueError):
+        NVMLSamplerConfig(interval_ms=0.0)
+    with pytest.raises(ValueError):
+        NVMLSamplerConfig(gap_factor=1.0)
+    assert NVMLSamplerConfig().as_dict()["interval_ms"] == 10.0
+    assert NVMLSamplerConfig(interval_ms=5.0).schedule.period_ns == 5_000_000
+
+
+# --------------------------------------------------------------------------- torch device without torch
+def test_no_torch_gives_a_clear_error(fake, monkeypatch):
+    from fingrav.device.nvidia import NVMLDevice
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(BackendUnavailableError, match="PyTorch"):
+        import_torch()
+    with pytest.raises(BackendUnavailableError, match="PyTorch"):
+        NVMLDevice(index=0)
+
+
+def test_gpu_kernels_without_triton_cupy_or_torch(monkeypatch):
+    for mod in ("torch", "triton", "cupy"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    with pytest.raises(ValueError):
+        nvts.make_stamper(0, impl="opencl")
+    with pytest.raises(BackendUnavailableError, match="no working %globaltimer stamp kernel"):
+        nvts.make_stamper(0)
+    with pytest.raises(BackendUnavailableError, match="no working spin kernel"):
+        nvts.make_spinner(0, 132, stamper=None)
+
+
+def test_input_set_rotation():
+    l2 = 50 * 2**20
+    gemm2k = kernel_sizes(GemmKernel(m=2048, n=2048, k=2048))["set_bytes"]  # 16 MiB
+    assert input_sets_needed(gemm2k, l2) == 7  # 112 MiB >= 2 x L2
+    gemm8k = kernel_sizes(GemmKernel(m=8192, n=8192, k=8192))["set_bytes"]
+    assert input_sets_needed(gemm8k, l2) == 1
+    assert input_sets_needed(gemm2k, l2, budget_bytes=3 * gemm2k) == 3
+    assert input_sets_needed(1, l2) == 64  # capped
+    assert input_sets_needed(gemm2k, 0) == 1  # unknown L2
+
+
+def test_kernel_sizes():
+    g = kernel_sizes(GemmKernel(m=4, n=5, k=6))
+    assert g["a"] == (4, 6) and g["b"] == (6, 5) and g["out"] == (4, 5) and g["flops"] == 240
+    v = kernel_sizes(GemvKernel(m=4096, k=4096, dtype="fp32"))
+    assert v["b"] == (4096,) and v["out"] == (4096,) and v["set_bytes"] == (4096 * 4096 + 4096) * 4
+    with pytest.raises(DeviceError):
+        kernel_sizes(object())
+
+
+@pytest.mark.parametrize("count", [0, 1, 4, 5, 255, 256, 257, 1000, 2403])
+@pytest.mark.parametrize("n_sets", [1, 7, 13])
+def test_graph_pieces_cover_the_count_and_keep_the_rotation(count, n_sets):
+    chunk = chunk_size(n_sets)
+    assert chunk % n_sets == 0 and chunk >= 256
+    pieces = plan_pieces(count, chunk, n_sets)
+    assert sum(size for size, _ in pieces) == count
+    done = 0
+    for size, offset in pieces:
+        assert offset == done % n_sets  # execution j of the segment uses input set j % n_sets
+        done += size
+    rest = [size for size, _ in pieces if size != chunk]
+    assert len(rest) == len(set(rest)) and all(s & (s - 1) == 0 for s in rest)  # distinct powers of two
+
+
+def test_smoke_benchmark_runs_help_without_torch():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "nvml_smoke.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "--out" in out.stdout
+
+
+# --------------------------------------------------------------------------- TorchGPUDevice on a fake torch
+class _Clock:
+    """The fake GPU's clock (ns) and its log of matmul input sets."""
+
+    def __init__(self) -> None:
+        self.t = 1_000_000_000
+        self.sets: list[int] = []
+        self.capturing: list | None = None
+        self.captures = 0
+        self.fail_capture = False
+
+
+class FTensor:
+    """A numpy-backed stand-in for the few torch.Tensor methods the device uses."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __getitem__(self, key):
+        return FTensor(self.a[key])
+
+    def copy_(self, other, non_blocking=False):
+        self.a[...] = other.a
+        return self
+
+    def zero_(self):
+        self.a[...] = 0
+        return self
+
+    def numpy(self):
+        return self.a
+
+    def to(self, dtype):
+        return FTensor(self.a.astype(dtype))
+
+    def item(self):
+        return self.a.item()
+
+    def __int__(self):
+        return int(self.a)
+
+    def data_ptr(self):
+        return self.a.ctypes.data
+
+
+def _fake_torch(clock: _Clock, l2_bytes: int = 1000):
+    import contextlib
+    import types
+
+    def run_or_record(op):
+        if clock.capturing is not None:
+            clock.capturing.append(op)
+        else:
+            op()
+
+    def matmul(a, b, out):
+        def op():
+            out.a[...] = a.a @ b.a
+            clock.sets.append(id(a))
+            clock.t += 1000 * (a.a.shape[0] // 8)
+
+        run_or_record(op)
+
+    class CUDAGraph:
+        def __init__(self):
+            self.ops = []
+
+        def replay(self):
+            for op in self.ops:
+                op()
+
+    @contextlib.contextmanager
+    def graph(g, pool=None, stream=None):
+        if clock.fail_capture:
+            raise RuntimeError("capture is not supported here")
+        clock.capturing = g.ops
+        clock.captures += 1
+        try:
+            yield
+        finally:
+            clock.capturing = None
+
+    class Stream:
+        def __init__(self, device=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    class Generator:
+        def __init__(self, device=None):
+            self.seed = 0
+
+        def manual_seed(self, seed):
+            self.seed = seed
+
+    def randn(size, generator=None, device=None, dtype=None):
+        rng = np.random.default_rng(generator.seed if generator else 0)
+        generator.seed += 1
+        return FTensor(rng.standard_normal(size).astype(dtype or np.float32))
+
+    props = types.SimpleNamespace(
+        name="Fake H200",
+        multi_processor_count=132,
+        L2_cache_size=l2_bytes,
+        total_memory=141 * 2**30,
+        major=9,
+        minor=0,
+        uuid=types.SimpleNamespace(bytes=list(bytes.fromhex("00000000111122223333444444444444"))),
+    )
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        device_count=lambda: 1,
+        get_device_properties=lambda i: props,
+        Stream=Stream,
+        stream=lambda s: contextlib.nullcontext(),
+        device=lambda i: contextlib.nullcontext(),
+        mem_get_info=lambda i=None: (100 * 2**30, 141 * 2**30),
+        CUDAGraph=CUDAGraph,
+        graph=graph,
+        graph_pool_handle=lambda: object(),
+        synchronize=lambda device=None: None,
+    )
+    torch = types.ModuleType("torch")
+    torch.__dict__.update(
+        __version__="2.11.0+fake",
+        version=types.SimpleNamespace(cuda="13.0", hip=None),
+        cuda=cuda,
+        device=lambda kind, idx=None: f"{kind}:{idx}",
+        int64=np.int64,
+        int32=np.int32,
+        float32=np.float32,
+        bfloat16=np.float32,
+        float16=np.float16,
+        Generator=Generator,
+        randn=randn,
+        matmul=matmul,
+        zeros=lambda size, dtype=None, device=None, pin_memory=False: FTensor(np.zeros(size, dtype)),
+        empty=lambda size, dtype=None, device=None, pin_memory=False: FTensor(np.zeros(size, dtype)),
+        backends=types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False))),
+    )
+    return torch
+
+
+class _FakeStamper:
+    name = "fake-stamp"
+
+    def __init__(self, clock: _Clock, skip_every: int = 0) -> None:
+        self.clock, self.skip_every, self.calls = clock, skip_every, 0
+
+    def stamp(self, buf, counter):
+        self.calls += 1
+        if self.skip_every and self.calls % self.skip_every == 0:
+            return
+
+        def op():
+            i = int(counter.a[0])
+            buf.a[i] = self.clock.t
+            counter.a[0] = i + 1
+            self.clock.t += 10
+
+        if self.clock.capturing is not None:
+            self.clock.capturing.append(op)
+        else:
+            op()
+
+    def to_ns(self, raw):
+        return np.asarray(raw, np.int64)
+
+
+class _FakeSpinner:
+    name = "fake-spin"
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+
+    def launch(self, t0, duration_ns):
+        self.clock.t = max(self.clock.t, int(t0.a[0]) + duration_ns)
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(clock))
+    return clock
+
+
+def _device_class(clock: _Clock, base=None, skip_every: int = 0):
+    from fingrav.device.torch_device import TorchGPUDevice
+
+    class TestDevice(base or TorchGPUDevice):
+        def _make_stamper(self):
+            return _FakeStamper(clock, skip_every)
+
+        def _make_spinner(self):
+            return _FakeSpinner(clock)
+
+    if base is None:
+        TestDevice.channels = property(lambda self: ("total",))
+        for name in ("start_sampling", "drain_samples", "stop_sampling"):
+            setattr(TestDevice, name, lambda self: PowerSamples.empty())
+        TestDevice.__abstractmethods__ = frozenset()
+    return TestDevice
+
+
+def test_execute_records_rotation_and_graph_cache(fake_torch):
+    dev = _device_class(fake_torch)(stamp_capacity=16)
+    k8 = dev.prepare(GemmKernel(m=8, n=8, k=8))  # 256 B a set, L2 1000 B -> 8 sets
+    k16 = dev.prepare(GemvKernel(m=16, k=16))
+    assert k8.n_sets == 8 and k8.chunk == 256
+    assert all(np.any(a.a != 0) for a, _ in k8.sets)  # random, never zeros
+    fake_torch.sets.clear()
+    rec = dev.execute([(k16, 3), (k8, 1000)])
+    assert len(rec) == 1003
+    assert rec.segment.tolist() == [0] * 3 + [1] * 1000
+    assert rec.exec_index.tolist() == [0, 1, 2] + list(range(1000))
+    assert np.all(rec.duration_ns[:3] == 2010) and np.all(rec.duration_ns[3:] == 1010)  # kernel + one stamp
+    assert np.all(rec.gpu_start_ns[1:] - rec.gpu_end_ns[:-1] == 10)  # back to back: only a stamp between
+    set_ids = [id(a) for a, _ in k8.sets]
+    assert fake_torch.sets[3:] == [set_ids[j % 8] for j in range(1000)]  # rotation across graph pieces
+    captures = fake_torch.captures
+    assert captures == len(plan_pieces(3, k16.chunk, 1)) + len(set(plan_pieces(1000, 256, 8)))
+    again = dev.execute([(k16, 3), (k8, 1000)])
+    assert fake_torch.captures == captures  # cached
+    assert np.array_equal(again.duration_ns, rec.duration_ns)
+    dev.launch_mode = "stream"
+    stream = dev.execute([(k16, 3), (k8, 1000)])
+    assert np.array_equal(stream.duration_ns, rec.duration_ns) and fake_torch.captures == captures
+    assert len(dev.execute([(k8, 0)])) == 0
+    dev.close()
+
+
+def test_unstamped_spin_series_and_clock_reads(fake_torch):
+    dev = _device_class(fake_torch)()
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    assert dev.run_unstamped(k, 100).duration_ns.tolist() == [100 * 1000 + 10]
+    assert dev.spin(123_456).duration_ns.tolist() == [123_456]  # deadline anchored to the start stamp
+    assert np.all(np.diff(dev.stamp_series(50)) == 10)
+    assert np.all(np.diff(dev.stamp_series(50, use_graph=False)) == 10)
+    reads = dev.read_gpu_clock(20)
+    assert len(reads) == 20 and np.all(np.diff(reads.gpu_ns) == 10)
+    assert np.all(reads.host_after_ns >= reads.host_before_ns)
+    t0 = time.perf_counter_ns()
+    dev.sleep_ns(2_000_000)
+    assert time.perf_counter_ns() - t0 >= 2_000_000
+    d = dev.describe()
+    assert d["stamp_kernel"] == "fake-stamp" and d["launch_mode"] == "graph" and d["sm_count"] == 132
+    assert dev.gpu_uuid() == "00000000-1111-2222-3333-444444444444"
+
+
+def test_capture_failure_falls_back_to_stream_launches(fake_torch):
+    dev = _device_class(fake_torch)()
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    fake_torch.fail_capture = True
+    rec = dev.execute([(k, 5)])
+    assert dev.launch_mode == "stream" and np.all(rec.duration_ns == 1010)
+
+
+def test_missing_stamps_and_foreign_handles_are_errors(fake_torch):
+    dev = _device_class(fake_torch, skip_every=7)(launch_mode="stream")
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    with pytest.raises(DeviceError, match="written where"):
+        dev.execute([(k, 10)])
+    other = _device_class(fake_torch)()
+    with pytest.raises(DeviceError, match="not prepared by this device"):
+        other.execute([(k, 1)])
+    with pytest.raises(DeviceError, match="cannot run kernel kind"):
+        other.prepare(types_namespace(kind="attention"))
+
+
+def types_namespace(**kw):
+    import types
+
+    return types.SimpleNamespace(**kw)
+
+
+def test_nvml_device_glue_matches_the_gpu_by_uuid(fake, fake_torch):
+    from fingrav.device.nvidia import NVMLDevice
+
+    fake.configure(
+        device_count=2, uuids=("GPU-55555555-6666-7777-8888-999999999999", "GPU-00000000-1111-2222-3333-444444444444")
+    )
+    cls = _device_class(fake_torch, base=NVMLDevice)
+    with cls(index=0, sample_interval_ms=5.0, sampler_mode="thread") as dev:
+        assert dev.power.nvml_index == 1  # torch's GPU 0 is NVML's GPU 1 here
+        assert dev.channels == ("total", "memory")
+        d = dev.describe()
+        assert d["backend"] == "nvml" and d["torch_name"] == "Fake H200" and d["name"] == "NVIDIA H200 (fake)"
+        json.dumps(d)
+        assert isinstance(dev.energy_mj(), float)
+        dev.start_sampling()
+        k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+        dev.execute([(k, 10)])
+        time.sleep(0.1)
+        assert (dev.drain_samples().channel == "total").sum() >= 3
+        dev.stop_sampling()
+    assert fake.STATE.initialized == 0
+    # a UUID NVML does not know (a MIG instance, say): fall back to the index, with a warning
+    fake.configure(device_count=1)
+    with cls(index=0, sampler_mode="thread") as dev:
+        assert dev.power.nvml_index == 0

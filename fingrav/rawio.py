@@ -52,7 +52,10 @@ def write_table(path: str | Path, kind: str, columns: Mapping[str, Any], meta: M
     for f in schema:
         if f.name in columns:
             col = columns[f.name]
-            arr = pa.array(np.asarray(col) if not isinstance(col, pa.Array) else col, type=f.type, from_pandas=True)
+            if isinstance(col, pa.Array):
+                arr = col.cast(f.type) if col.type != f.type else col
+            else:
+                arr = pa.array(np.asarray(col), type=f.type, from_pandas=True)
         else:
             if n is None:
                 n = len(next(iter(columns.values()))) if columns else 0

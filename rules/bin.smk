@@ -4,9 +4,8 @@ rule bin:
     output:
         p(L.binned("{scenario}", "{rank}")),
     params:
-        root=ROOT,
-        analysis=analysis_params(),
+        json=lambda wc: stage_params(root=ROOT, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS),
     log:
         p(L.log("bin", "{scenario}", "{rank}")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

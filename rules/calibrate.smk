@@ -3,11 +3,13 @@ rule calibrate:
         json=calibration_jsons(),
         raw=calibration_raw(),
     params:
-        root=ROOT,
-        device=CFG.device.model_dump(mode="json"),
-        calibration=CFG.calibration.model_dump(mode="json"),
-        seed=CFG.seed,
+        json=stage_params(
+            root=ROOT,
+            device=CFG.device.model_dump(mode="json"),
+            calibration=CFG.calibration.model_dump(mode="json"),
+            seed=CFG.seed,
+        ),
     log:
         p(L.log("calibrate")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

@@ -5,12 +5,8 @@ rule collect:
         raw=all_raw_files("{scenario}"),
         truth=truth_files("{scenario}"),
     params:
-        root=ROOT,
-        device=CFG.device.model_dump(mode="json"),
-        scenario=scenario_params,
-        policy=policy_params,
-        seed=CFG.seed,
+        json=collect_params,
     log:
         p(L.log("collect", "{scenario}")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

@@ -5,10 +5,8 @@ rule combine:
     output:
         p(L.combined("{scenario}")),
     params:
-        root=ROOT,
-        world_size=len(RANKS),
-        analysis=analysis_params(),
+        json=lambda wc: stage_params(root=ROOT, scenario=wc.scenario, world_size=len(RANKS), analysis=ANALYSIS),
     log:
         p(L.log("combine", "{scenario}")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

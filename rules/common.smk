@@ -1,5 +1,9 @@
 # Shared helpers: the sweep config (validated once, before any job runs), its paths (fingrav.layout) and
 # per-rule params. Every per-GPU path has a `gpu{rank}` part (rank 0 .. device.world_size - 1).
+import json
+import shlex
+import sys
+
 from snakemake.exceptions import WorkflowError
 
 from fingrav.config import config_hash, parse_config
@@ -26,7 +30,8 @@ ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]
 RANKS = list(range(CFG.device.world_size))
 IS_SIM = CFG.device.backend == "sim"
-STAGE_SCRIPT = "scripts/stage.py"
+# every rule runs its stage in one line (fingrav.stages.__main__); params.json is the stage's parameters
+STAGE = f"{shlex.quote(sys.executable)} -m fingrav.stages {{rule}} --log {{log:q}} --params {{params.json:q}}"
 
 
 wildcard_constraints:
@@ -71,17 +76,23 @@ def report_outputs():
     return [p(L.summary_csv), p(L.report_html)]
 
 
-def policy_params(wildcards):
-    return CFG.policy_for(wildcards.scenario).model_dump(mode="json")
+def stage_params(**values):
+    """A stage's parameters as one JSON string (sorted keys: Snakemake reruns a job when it changes)."""
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
-def scenario_params(wildcards):
+def collect_params(wildcards):
     # the run policy travels separately (merged with the sweep's): keep it out of the scenario's params
-    return CFG.scenario(wildcards.scenario).model_dump(mode="json", exclude={"run_policy"})
+    return stage_params(
+        root=ROOT,
+        device=CFG.device.model_dump(mode="json"),
+        scenario=CFG.scenario(wildcards.scenario).model_dump(mode="json", exclude={"run_policy"}),
+        policy=CFG.policy_for(wildcards.scenario).model_dump(mode="json"),
+        seed=CFG.seed,
+    )
 
 
-def analysis_params():
-    return CFG.analysis.model_dump(mode="json")
+ANALYSIS = CFG.analysis.model_dump(mode="json")
 
 
 def sweep_meta():

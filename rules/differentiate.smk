@@ -8,11 +8,15 @@ rule differentiate:
         lois=p(L.lois("{scenario}", "{rank}")),
         summary=p(L.summary_json("{scenario}", "{rank}")),
     params:
-        root=ROOT,
-        analysis=analysis_params(),
-        max_clock_residual_us=CFG.calibration.max_clock_residual_us,
-        with_truth=IS_SIM,
+        json=lambda wc: stage_params(
+            root=ROOT,
+            scenario=wc.scenario,
+            rank=int(wc.rank),
+            analysis=ANALYSIS,
+            max_clock_residual_us=CFG.calibration.max_clock_residual_us,
+            with_truth=IS_SIM,
+        ),
     log:
         p(L.log("differentiate", "{scenario}", "{rank}")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

@@ -8,11 +8,8 @@ rule report:
         csv=p(L.summary_csv),
         html=p(L.report_html),
     params:
-        root=ROOT,
-        meta=sweep_meta(),
-        scenarios=SCENARIOS,
-        world_size=len(RANKS),
+        json=stage_params(root=ROOT, scenarios=SCENARIOS, meta=sweep_meta(), world_size=len(RANKS)),
     log:
         p(L.log("report")),
-    script:
-        STAGE_SCRIPT
+    shell:
+        STAGE

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.collect.plan import analyze_probe, make_plan
@@ -196,17 +197,30 @@ class _Recorder:
                 "host_before_ns": clk.host_before_ns,
                 "gpu_ns": clk.gpu_ns,
                 "host_after_ns": clk.host_after_ns,
-                "source": np.concatenate([np.full(len(c), s, dtype=object) for c, s, _ in self.clock]).astype(str),
+                "source": np.concatenate([np.full(len(c), s) for c, s, _ in self.clock]),
                 "run": np.concatenate([np.full(len(c), r, np.int32) for c, _, r in self.clock]),
             },
             meta,
         )
         smp = PowerSamples.concat(self.samples)
-        order = np.lexsort((smp.channel.astype(str), smp.t_ns))
+        # sorted by time, then channel name: sort integer channel codes (in name order), not the strings
+        channel = np.asarray(smp.channel, dtype=str)
+        names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(np.unique(channel[:1000])))
+        codes = np.full(len(channel), -1, np.int32)
+        for i, name in enumerate(names):
+            codes[channel == name] = i
+        if (codes < 0).any():  # a channel the device did not announce: the slow, general way
+            names, codes = (list(x) for x in np.unique(channel, return_inverse=True))
+            codes = np.asarray(codes, np.int32)
+        order = np.lexsort((codes, smp.t_ns))
         rawio.write_table(
             raw_dir / "samples.parquet",
             "samples",
-            {"t_ns": smp.t_ns[order], "channel": smp.channel[order].astype(str), "power_mw": smp.power_mw[order]},
+            {
+                "t_ns": smp.t_ns[order],
+                "channel": pa.DictionaryArray.from_arrays(codes[order], pa.array(names, pa.string())),
+                "power_mw": smp.power_mw[order],
+            },
             {**meta, "gaps": [list(map(int, g)) for g in smp.gaps]},
         )
         if truth_path is not None and self.truth:
@@ -217,7 +231,7 @@ class _Recorder:
                     cols["run"].append(np.full(n, run_id, np.int32))
                     cols["segment"].append(seg_names)
                     cols["exec_index"].append(rec.exec_index.astype(np.int32))
-                    cols["channel"].append(np.full(n, ch, dtype=object).astype(str))
+                    cols["channel"].append(np.full(n, str(ch)))
                     cols["power_mw"].append(np.asarray(d["power_mw"], np.float64))
                     cols["energy_mj"].append(np.asarray(d["energy_mj"], np.float64))
             rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)

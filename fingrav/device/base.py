@@ -77,13 +77,13 @@ class PowerSamples:
     (e.g. the NVML buffer overflowed between two drains)."""
 
     t_ns: np.ndarray
-    channel: np.ndarray  # dtype object/str
+    channel: np.ndarray  # str (fixed-width unicode; object arrays are accepted)
     power_mw: np.ndarray  # float64
     gaps: list[tuple[int, int]] = field(default_factory=list)
 
     @staticmethod
     def empty() -> PowerSamples:
-        return PowerSamples(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0, np.float64))
+        return PowerSamples(np.zeros(0, np.int64), np.zeros(0, str), np.zeros(0, np.float64))
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -95,7 +95,7 @@ class PowerSamples:
             return PowerSamples.empty()
         return PowerSamples(
             np.concatenate([p.t_ns for p in parts]).astype(np.int64),
-            np.concatenate([np.asarray(p.channel, dtype=object) for p in parts]),
+            np.concatenate([np.asarray(p.channel, dtype=str) for p in parts]),
             np.concatenate([p.power_mw for p in parts]).astype(np.float64),
             [g for p in parts for g in p.gaps],
         )

@@ -1,6 +1,6 @@
 """The method's stages, one module each, each with one entry function `run(...)` (typed config and paths
-in, paths out) that its Snakemake rule calls in one line (`rules/scripts/stage.py` -> `run_rule`) and that
-the CLI and the Python API call too:
+in, paths out) that the CLI and the Python API call, and `from_params(dict)` that its Snakemake rule calls
+in one line: `python -m fingrav.stages <stage> --log <log> --params <json>` (`fingrav.stages.__main__`):
 
 | module | METHOD.md | runs where |
 |---|---|---|
@@ -16,22 +16,14 @@ GPU-side stage modules import nothing of polars, altair or snakemake.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # the stage client (`python -m fingrav.stages`) imports only the standard library
+    from pydantic import BaseModel
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 STAGES = ("calibrate", "collect", "bin", "differentiate", "combine", "report")
-
-
-def run_rule(sm: Any) -> None:
-    """Run the stage a Snakemake rule is named after, from its `snakemake` object (rule, input, output,
-    params, wildcards, log)."""
-    if sm.rule not in STAGES:
-        raise ValueError(f"rule {sm.rule!r} is not a stage of fingrav ({', '.join(STAGES)})")
-    importlib.import_module(f"fingrav.stages.{sm.rule}").from_snakemake(sm)
 
 
 def typed(model: type[M], value: Any) -> M:

@@ -19,7 +19,6 @@ from fingrav.config import AnalysisConfig, config_hash
 from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
-from fingrav.logs import logging_to
 from fingrav.stages import typed
 from fingrav.provenance import provenance
 
@@ -59,8 +58,6 @@ def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig)
     return out
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule bin."""
-    with logging_to(sm.log[0]):
-        layout = SweepLayout(Path(sm.params.root))
-        run(layout, sm.wildcards.scenario, int(sm.wildcards.rank), typed(AnalysisConfig, sm.params.analysis))
+def from_params(p: dict[str, Any]) -> None:
+    """Rule bin: {root, scenario, rank, analysis}."""
+    run(SweepLayout(Path(p["root"])), p["scenario"], int(p["rank"]), typed(AnalysisConfig, p["analysis"]))

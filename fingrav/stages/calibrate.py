@@ -17,7 +17,6 @@ from fingrav.config import CalibrationConfig, DeviceConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import DataError
 from fingrav.layout import CALIBRATION_RAW_FILES, SweepLayout, dataset
-from fingrav.logs import logging_to
 from fingrav.stages import typed
 
 logger = logging.getLogger(__name__)
@@ -56,8 +55,6 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
     return [rawio.write_json(layout.calibration_json(0), result)]
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule calibrate."""
-    with logging_to(sm.log[0]):
-        p = sm.params
-        run(SweepLayout(Path(p.root)), typed(DeviceConfig, p.device), typed(CalibrationConfig, p.calibration), p.seed)
+def from_params(p: dict[str, Any]) -> None:
+    """Rule calibrate: {root, device, calibration, seed}."""
+    run(SweepLayout(Path(p["root"])), typed(DeviceConfig, p["device"]), typed(CalibrationConfig, p["calibration"]), p["seed"])

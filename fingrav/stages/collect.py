@@ -16,7 +16,6 @@ from fingrav import rawio
 from fingrav.config import DeviceConfig, RunPolicy, Scenario
 from fingrav.contracts.calibration import Calibration
 from fingrav.layout import SCENARIO_RAW_FILES, SweepLayout, dataset
-from fingrav.logs import logging_to
 from fingrav.stages import typed
 from fingrav.stages.calibrate import replay_source
 
@@ -54,9 +53,7 @@ def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: R
     return [f for k in range(device.world_size) for f in layout.scenario_files(scenario.name, k)]
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule collect."""
-    with logging_to(sm.log[0]):
-        p = sm.params
-        layout = SweepLayout(Path(p.root))
-        run(layout, typed(DeviceConfig, p.device), typed(Scenario, p.scenario), typed(RunPolicy, p.policy), p.seed)
+def from_params(p: dict[str, Any]) -> None:
+    """Rule collect: {root, device, scenario, policy, seed}."""
+    layout = SweepLayout(Path(p["root"]))
+    run(layout, typed(DeviceConfig, p["device"]), typed(Scenario, p["scenario"]), typed(RunPolicy, p["policy"]), p["seed"])

@@ -17,7 +17,6 @@ from fingrav.analysis.combine import combine_ranks
 from fingrav.config import AnalysisConfig, config_hash
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
-from fingrav.logs import logging_to
 from fingrav.stages import typed
 from fingrav.provenance import provenance
 
@@ -42,8 +41,6 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
     return path
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule combine."""
-    with logging_to(sm.log[0]):
-        p = sm.params
-        run(SweepLayout(Path(p.root)), sm.wildcards.scenario, p.world_size, typed(AnalysisConfig, p.analysis))
+def from_params(p: dict[str, Any]) -> None:
+    """Rule combine: {root, scenario, world_size, analysis}."""
+    run(SweepLayout(Path(p["root"])), p["scenario"], int(p["world_size"]), typed(AnalysisConfig, p["analysis"]))

@@ -26,7 +26,6 @@ from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
 from fingrav.errors import FingravError
 from fingrav.layout import SweepLayout
-from fingrav.logs import logging_to
 from fingrav.stages import typed
 from fingrav.provenance import provenance
 from fingrav.stages.bin import read_frame, read_plan
@@ -118,15 +117,8 @@ def run(
     return [lois_path, summary_path]
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule differentiate."""
-    p = sm.params
-    with logging_to(sm.log[0]):
-        run(
-            SweepLayout(Path(p.root)),
-            sm.wildcards.scenario,
-            int(sm.wildcards.rank),
-            typed(AnalysisConfig, p.analysis),
-            p.max_clock_residual_us,
-            p.with_truth,
-        )
+def from_params(p: dict[str, Any]) -> None:
+    """Rule differentiate: {root, scenario, rank, analysis, max_clock_residual_us, with_truth}."""
+    layout = SweepLayout(Path(p["root"]))
+    analysis = typed(AnalysisConfig, p["analysis"])
+    run(layout, p["scenario"], int(p["rank"]), analysis, float(p["max_clock_residual_us"]), bool(p["with_truth"]))

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from fingrav.layout import SweepLayout
-from fingrav.logs import logging_to
 from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -29,8 +28,6 @@ def run(layout: SweepLayout, scenarios: Sequence[str], meta: Mapping[str, Any], 
     return build_report(layout, list(scenarios), meta, world_size)
 
 
-def from_snakemake(sm: Any) -> None:
-    """Rule report."""
-    with logging_to(sm.log[0]):
-        p = sm.params
-        run(SweepLayout(Path(p.root)), p.scenarios, p.meta, p.world_size)
+def from_params(p: dict[str, Any]) -> None:
+    """Rule report: {root, scenarios, meta, world_size}."""
+    run(SweepLayout(Path(p["root"])), p["scenarios"], p["meta"], int(p["world_size"]))

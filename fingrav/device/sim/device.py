@@ -128,7 +128,7 @@ class SimulatedGPU(GPUDevice):
             )
             for i, s in enumerate(p.sensors)
         ]
-        self._stream_names = [np.array(s.channels, dtype=object) for s in p.sensors]
+        self._stream_names = [np.array(s.channels, dtype=str) for s in p.sensors]
         # device transient state
         self._clock = p.clock_idle_level
         self._limiter_age = 0.0

@@ -207,7 +207,13 @@ def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) 
     logger.info(
         "clock sync: offset %.3f us, drift %+.3f ppm, residual %.0f ns (%d of %d reads, span %.3f s, "
         "round trip min %.1f us / median %.1f us)",
-        fit.offset_ns / 1e3, fit.drift_ppm, fit.residual_ns, fit.n_kept, n_pairs, span / 1e9,
-        fit.round_trip_min_ns / 1e3, fit.round_trip_median_ns / 1e3,
+        fit.offset_ns / 1e3,
+        fit.drift_ppm,
+        fit.residual_ns,
+        fit.n_kept,
+        n_pairs,
+        span / 1e9,
+        fit.round_trip_min_ns / 1e3,
+        fit.round_trip_median_ns / 1e3,
     )
     return fit

@@ -278,8 +278,7 @@ class SweepConfig(_Model):
         for i, s in enumerate(self.scenarios):
             if s.has_collective and n < 2:
                 raise ValueError(
-                    f"scenario {s.name!r} (scenarios.{i}) runs a collective: device.world_size must be >= 2 "
-                    f"(it is {n})"
+                    f"scenario {s.name!r} (scenarios.{i}) runs a collective: device.world_size must be >= 2 (it is {n})"
                 )
             for part, k in (("kernel", s.kernel), ("predecessor", s.predecessor.kernel if s.predecessor else None)):
                 if k is not None and k.kind == "allgather" and k.size_bytes % (n * DTYPE_BYTES[k.dtype]):

@@ -85,9 +85,9 @@ def write_arrow(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    use_dict: bool | list[str] = True if dictionary_columns is None else [
-        c for c in dictionary_columns if c in table.column_names
-    ]
+    use_dict: bool | list[str] = (
+        True if dictionary_columns is None else [c for c in dictionary_columns if c in table.column_names]
+    )
     pq.write_table(
         table, tmp, compression="zstd", use_dictionary=use_dict, column_encoding=dict(column_encoding or {}) or None
     )

@@ -299,8 +299,9 @@ class _RawModel:
         return self.solve(p)[2]
 
 
-def _pooled(t: np.ndarray, y: np.ndarray, edges: _Edges, idle: float, step: float,
-            pre_ms: float) -> tuple[np.ndarray, np.ndarray]:
+def _pooled(
+    t: np.ndarray, y: np.ndarray, edges: _Edges, idle: float, step: float, pre_ms: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Equivalent-time sampling: (time relative to the edge, normalized response) for every sample in
     [edge - pre_ms, next edge) of every edge; falling edges mirrored so that all go 0 -> 1."""
     e = edges.edges
@@ -323,8 +324,7 @@ def _bin_equal_count(r: np.ndarray, z: np.ndarray, max_points: int) -> tuple[np.
     return np.bincount(b, r[order]) / cnt, np.bincount(b, z[order]) / cnt
 
 
-def _grid_fit(r: np.ndarray, z: np.ndarray, d_vals: np.ndarray, w_vals: np.ndarray,
-              tau_vals: np.ndarray) -> np.ndarray:
+def _grid_fit(r: np.ndarray, z: np.ndarray, d_vals: np.ndarray, w_vals: np.ndarray, tau_vals: np.ndarray) -> np.ndarray:
     """Best (delay, window, lag) on the grid for z ~ a + b * S(r) (a, b free); returns all grid
     points sorted by rss as rows (d, w, tau, rss)."""
     dd, ww, tt = (g.ravel() for g in np.meshgrid(d_vals, w_vals, tau_vals, indexing="ij"))
@@ -333,11 +333,11 @@ def _grid_fit(r: np.ndarray, z: np.ndarray, d_vals: np.ndarray, w_vals: np.ndarr
     out = np.empty(len(dd))
     chunk = max(1, 400_000 // max(len(r), 1))
     for i in range(0, len(dd), chunk):
-        s = step_response(r[None, :], dd[i:i + chunk, None], ww[i:i + chunk, None], tt[i:i + chunk, None])
+        s = step_response(r[None, :], dd[i : i + chunk, None], ww[i : i + chunk, None], tt[i : i + chunk, None])
         sc = s - s.mean(axis=1, keepdims=True)
         ss = np.einsum("ij,ij->i", sc, sc)
         sz = sc @ zc
-        out[i:i + chunk] = zz - np.where(ss > 0, sz**2 / np.where(ss > 0, ss, 1.0), 0.0)
+        out[i : i + chunk] = zz - np.where(ss > 0, sz**2 / np.where(ss > 0, ss, 1.0), 0.0)
     res = np.column_stack([dd, ww, tt, out])
     return res[np.argsort(res[:, 3], kind="stable")]
 
@@ -361,8 +361,9 @@ def _noise(t: np.ndarray, y: np.ndarray, edges: _Edges, settled_after_ms: float)
     return float(math.sqrt(float(res @ res) / dof))
 
 
-def _param_se(model: _RawModel, p: np.ndarray, rss: float, h: float, free: Sequence[bool], limit: float
-              ) -> tuple[list[float | None], float | None]:
+def _param_se(
+    model: _RawModel, p: np.ndarray, rss: float, h: float, free: Sequence[bool], limit: float
+) -> tuple[list[float | None], float | None]:
     """Standard errors of (delay, window, lag) and of the group delay (delay + window / 2 + lag) from the
     Jacobian of the full model at p. Parameters with free[i] False are held (their errors are None);
     errors above `limit` (ms) mean "not identified" and are None too.
@@ -399,7 +400,10 @@ def _param_se(model: _RawModel, p: np.ndarray, rss: float, h: float, free: Seque
 
 # --------------------------------------------------------------------------- main entry points
 def characterize_sensor(
-    t_ns: np.ndarray, power_mw: np.ndarray, on_start_ns: np.ndarray, on_end_ns: np.ndarray,
+    t_ns: np.ndarray,
+    power_mw: np.ndarray,
+    on_start_ns: np.ndarray,
+    on_end_ns: np.ndarray,
     channel: str = "total",
 ) -> SensorCharacterization:
     """Characterize one channel from its samples (host-clock ns, mW) and the load's on-intervals
@@ -427,14 +431,28 @@ def characterize_sensor(
     diff = float(y_on.mean() - y_off.mean())
     se = math.sqrt(float(y_on.var(ddof=1)) / len(y_on) + float(y_off.var(ddof=1)) / len(y_off))
     responds = diff != 0.0 and abs(diff) > RESPONSE_SIGMAS * se
-    common = {"channel": channel, "n_samples": len(y), "n_edges": n_edges, "period_ms": period,
-              "period_p10_ms": p10, "period_p90_ms": p90, "quantization_mw": quant}
+    common = {
+        "channel": channel,
+        "n_samples": len(y),
+        "n_edges": n_edges,
+        "period_ms": period,
+        "period_p10_ms": p10,
+        "period_p90_ms": p90,
+        "quantization_mw": quant,
+    }
     if not responds:
-        logger.info("sensor %s: no response to the load steps (difference %.0f mW, %.1f standard errors)",
-                    channel, diff, abs(diff) / se if se > 0 else 0.0)
+        logger.info(
+            "sensor %s: no response to the load steps (difference %.0f mW, %.1f standard errors)",
+            channel,
+            diff,
+            abs(diff) / se if se > 0 else 0.0,
+        )
         return SensorCharacterization(
-            responds=False, idle_mw=float(np.mean(y)), noise_mw=_noise(t, y, edges, 0.0),
-            flags=["no_response"], **common,
+            responds=False,
+            idle_mw=float(np.mean(y)),
+            noise_mw=_noise(t, y, edges, 0.0),
+            flags=["no_response"],
+            **common,
         )
 
     # 2. equivalent-time step response, grid + refinement
@@ -472,8 +490,9 @@ def characterize_sensor(
     q_box, rss_box = _nelder_mead(box_rss, q0, steps_for(q0), xtol)
     q_box = np.abs(q_box)
     if rss_box < rss_full:  # the lag-free optimum is inside the full model's space: start there too
-        p_alt, rss_alt = _nelder_mead(model.rss, np.array([q_box[0], q_box[1], 0.0]),
-                                      steps_for(np.array([q_box[0], q_box[1], 0.0])), xtol)
+        p_alt, rss_alt = _nelder_mead(
+            model.rss, np.array([q_box[0], q_box[1], 0.0]), steps_for(np.array([q_box[0], q_box[1], 0.0])), xtol
+        )
         if rss_alt < rss_full:
             p_full, rss_full = p_alt, rss_alt
         if rss_box < rss_full:
@@ -544,7 +563,17 @@ def characterize_sensor(
     logger.info(
         "sensor %s: period %.2f ms (p10 %.2f, p90 %.2f), delay %.2f ms, window %.2f ms, lag %.2f ms, "
         "settle %.1f ms, idle %.1f W, load %.1f W, rms %.2f W, noise %s W%s",
-        channel, period, p10, p90, delay, window, lag, settle, idle / 1e3, (idle + step) / 1e3, rms / 1e3,
+        channel,
+        period,
+        p10,
+        p90,
+        delay,
+        window,
+        lag,
+        settle,
+        idle / 1e3,
+        (idle + step) / 1e3,
+        rms / 1e3,
         "n/a" if char.noise_mw is None else f"{char.noise_mw / 1e3:.2f}",
         f" flags {flags}" if flags else "",
     )
@@ -552,7 +581,10 @@ def characterize_sensor(
 
 
 def characterize_channels(
-    samples: PowerSamples, on_start_ns: np.ndarray, on_end_ns: np.ndarray, channels: Sequence[str] | None = None,
+    samples: PowerSamples,
+    on_start_ns: np.ndarray,
+    on_end_ns: np.ndarray,
+    channels: Sequence[str] | None = None,
 ) -> dict[str, SensorCharacterization]:
     """`characterize_sensor` for each channel (default: every channel present, "total" first)."""
     ch = np.asarray(samples.channel, dtype=object)

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.roles import TOTAL
-from fingrav.analysis.profiles import ClusterBootstrap
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +111,9 @@ def combine_ranks(
             "runs_golden": row.get("runs_golden"),
             "valid": bool(row.get("valid", s.get("valid", False))),
             "flags": row.get("flags") if isinstance(row.get("flags"), str) else ";".join(s.get("flags") or []),
-            "channels_w": {ch: _w(((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw"))
-                           for ch in channels},
+            "channels_w": {
+                ch: _w(((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw")) for ch in channels
+            },
         }
         for key in ("truth_ssp_power_w", "ssp_error_pct"):
             if key in row:
@@ -155,8 +156,9 @@ def combine_ranks(
         if mean is not None and all(_finite(m) for m in summary_means):
             gap = abs(mean - sum(summary_means))
             if gap > 1e-6 * max(1.0, abs(mean)):
-                logger.warning("%s %s: LOI means sum to %.3f mW, the summaries to %.3f mW", scenario, ch, mean,
-                               sum(summary_means))
+                logger.warning(
+                    "%s %s: LOI means sum to %.3f mW, the summaries to %.3f mW", scenario, ch, mean, sum(summary_means)
+                )
 
     tot = comb_channels.get(TOTAL, {})
     energies = [r.get("energy_per_exec_mj") for r in ranks_out]

@@ -30,6 +30,7 @@ from fingrav.contracts.units import w as _w
 
 logger = logging.getLogger(__name__)
 
+
 def describe_plan(plan: Plan) -> dict[str, str | None]:
     """scenario / kernel / predecessor / backend labels from the collect stage's provenance record in plan.json
     (its "scenario", a `fingrav.config.Scenario`, and "device" {"backend", ...}); None when absent."""

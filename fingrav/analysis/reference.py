@@ -103,8 +103,6 @@ def batch_means_ci(
     return mean, mean - half, mean + half
 
 
-
-
 def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLOCK_NS) -> float | None:
     """(max - min) / mean of the block means of settled power, in %: how much sustained power still moves
     after settling. A power limiter that clamps the card in ~1 s cycles (H200 GEMMs near the cap) shows as

@@ -20,10 +20,10 @@ from typing import Any
 
 import polars as pl
 
+from fingrav.analysis.profiles import GROUPS, group_exprs
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import SSP, TOTAL
 from fingrav.contracts.units import MJ_PER_MW_NS
-from fingrav.analysis.profiles import GROUPS, group_exprs
 
 logger = logging.getLogger(__name__)
 

@@ -38,12 +38,13 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.clocksync import ClockFit, fit_clock
+from fingrav.config import CalibrationConfig, config_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import NS_PER_MS, ms
-from fingrav.config import CalibrationConfig, config_hash
 from fingrav.device.base import ClockReads, GPUDevice, PowerSamples
 from fingrav.errors import DataError
+from fingrav.layout import CALIBRATION_RAW_FILES
 from fingrav.provenance import provenance
 from fingrav.sensorfit import characterize_sensor
 
@@ -216,7 +217,7 @@ def _check_brackets(clock: ClockFit, starts: np.ndarray, ends: np.ndarray, brack
 def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibration:
     """Recompute the calibration from the raw files in `raw_dir` (clock, steps, samples parquet)."""
     raw_dir = Path(raw_dir)
-    paths = {name: raw_dir / name for name in rawio.CALIBRATION_RAW_FILES}
+    paths = {name: raw_dir / name for name in CALIBRATION_RAW_FILES}
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
         raise DataError(f"calibration raw data missing: {', '.join(missing)}")

@@ -19,6 +19,7 @@ from fingrav.contracts.units import NS_PER_MS
 
 logger = logging.getLogger(__name__)
 
+
 def analyze_probe(
     t_ns: np.ndarray,
     power_mw: np.ndarray,
@@ -180,7 +181,9 @@ def make_plan(
         runs=int(runs),
         sse_runs=int(sse_runs),
         sse_executions_per_run=sse_index + 1,
-        reference_executions=math.ceil(policy.reference_ms * NS_PER_MS / max(cycle_ns, 1)) if policy.reference_ms else 0,
+        reference_executions=math.ceil(policy.reference_ms * NS_PER_MS / max(cycle_ns, 1))
+        if policy.reference_ms
+        else 0,
         reference_ms=float(policy.reference_ms),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,

@@ -10,37 +10,12 @@ This module imports only the standard library until it runs a stage.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import logging
 import sys
 
-from fingrav.stages import STAGES
+from fingrav.stages.job import parser, run_stage
 
 GPU_BACKENDS = ("nvml", "amdsmi")
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m fingrav.stages", description=__doc__.split("\n\n")[0])
-    ap.add_argument("stage", choices=STAGES)
-    ap.add_argument("--log", required=True, help="the stage's log file")
-    ap.add_argument("--params", required=True, help="the stage's parameters as JSON")
-    return ap
-
-
-def run_stage(argv: list[str]) -> int:
-    """Run the stage in this process: 0 when it succeeded, 1 after a FingravError (logged)."""
-    from fingrav.errors import FingravError
-    from fingrav.logs import logging_to
-
-    args = _parser().parse_args(argv)
-    with logging_to(args.log):
-        try:
-            importlib.import_module(f"fingrav.stages.{args.stage}").from_params(json.loads(args.params))
-        except FingravError as err:
-            logging.getLogger("fingrav.stages").error("%s: %s", args.stage, err)
-            return 1
-    return 0
 
 
 def _needs_gpu(args: argparse.Namespace) -> bool:
@@ -52,7 +27,7 @@ def _needs_gpu(args: argparse.Namespace) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if not _needs_gpu(args):
         from fingrav.stages.worker import run_via_worker
 

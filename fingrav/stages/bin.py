@@ -19,8 +19,8 @@ from fingrav.config import AnalysisConfig, config_hash
 from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
-from fingrav.stages import typed
 from fingrav.provenance import provenance
+from fingrav.stages import typed
 
 logger = logging.getLogger(__name__)
 

@@ -57,4 +57,9 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
 
 def from_params(p: dict[str, Any]) -> None:
     """Rule calibrate: {root, device, calibration, seed}."""
-    run(SweepLayout(Path(p["root"])), typed(DeviceConfig, p["device"]), typed(CalibrationConfig, p["calibration"]), p["seed"])
+    run(
+        SweepLayout(Path(p["root"])),
+        typed(DeviceConfig, p["device"]),
+        typed(CalibrationConfig, p["calibration"]),
+        p["seed"],
+    )

@@ -56,4 +56,10 @@ def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: R
 def from_params(p: dict[str, Any]) -> None:
     """Rule collect: {root, device, scenario, policy, seed}."""
     layout = SweepLayout(Path(p["root"]))
-    run(layout, typed(DeviceConfig, p["device"]), typed(Scenario, p["scenario"]), typed(RunPolicy, p["policy"]), p["seed"])
+    run(
+        layout,
+        typed(DeviceConfig, p["device"]),
+        typed(Scenario, p["scenario"]),
+        typed(RunPolicy, p["policy"]),
+        p["seed"],
+    )

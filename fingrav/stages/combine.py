@@ -17,8 +17,8 @@ from fingrav.analysis.combine import combine_ranks
 from fingrav.config import AnalysisConfig, config_hash
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
-from fingrav.stages import typed
 from fingrav.provenance import provenance
+from fingrav.stages import typed
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,10 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
     out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))
     path = rawio.write_json(layout.combined(scenario), out)
     c = out["combined"]
-    shown = [f"{v:.4g}" if v is not None else "n/a" for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"], c["ssp_power_ci_high_w"])]
+    shown = [
+        f"{v:.4g}" if v is not None else "n/a"
+        for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"], c["ssp_power_ci_high_w"])
+    ]
     logger.info("combine %s: %d GPUs, SSP %s W [%s, %s], valid=%s", scenario, world_size, *shown, c["valid"])
     return path
 

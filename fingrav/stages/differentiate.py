@@ -26,8 +26,8 @@ from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
 from fingrav.errors import FingravError
 from fingrav.layout import SweepLayout
-from fingrav.stages import typed
 from fingrav.provenance import provenance
+from fingrav.stages import typed
 from fingrav.stages.bin import read_frame, read_plan
 
 logger = logging.getLogger(__name__)

@@ -219,7 +219,7 @@ def _child(conn: socket.socket, req: dict, fds: list[int]) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        from fingrav.stages.__main__ import run_stage
+        from fingrav.stages.job import run_stage
 
         status = run_stage(list(req["argv"]))
     except SystemExit as exc:

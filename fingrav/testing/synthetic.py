@@ -392,7 +392,9 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         "truth": truth,
         "plan": plan,
         "margin": spec.margin,
-        "clock_fit": ClockMap(offset_ns=spec.offset_ns, gpu_ref_ns=spec.gpu_ref_ns, drift=spec.drift, residual_ns=100.0),
+        "clock_fit": ClockMap(
+            offset_ns=spec.offset_ns, gpu_ref_ns=spec.gpu_ref_ns, drift=spec.drift, residual_ns=100.0
+        ),
         "sensor": {
             TOTAL: SensorModel(
                 period_ns=spec.sample_period_ns, delay_ns=spec.delay_ns, window_ns=1_000, lag_ns=0, settle_ns=0

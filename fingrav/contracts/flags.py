@@ -69,7 +69,7 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         False,
         "the GPU clock drifts against the host clock by more than analysis.max_drift_ppm (corrected, but worth "
         "knowing)",
-        "|drift| > analysis.max_drift_ppm",
+        "abs(drift) > analysis.max_drift_ppm",
     ),
     Flag(
         "clock_residual",
@@ -110,7 +110,7 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         False,
         "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not overlap: read the SSP as "
         "the kernel's power in short bursts after idle and the reference as its sustained power",
-        f"|SSP − reference| > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
+        f"abs(SSP − reference) > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
     ),
     Flag(
         "sample_phase_nonuniform",
@@ -132,3 +132,10 @@ def flag(name: str) -> Flag:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown flag {name!r}: add it to fingrav.contracts.flags.REGISTRY") from None
+
+
+def markdown_table() -> str:
+    """The registry as the markdown table docs/ARCHITECTURE.md shows (a test keeps the two equal)."""
+    lines = ["| flag | invalidates | fires when | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{f.name}` | {'yes' if f.invalidates else 'no'} | {f.threshold} | {f.meaning} |" for f in REGISTRY]
+    return "\n".join(lines)

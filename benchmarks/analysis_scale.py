@@ -1,8 +1,8 @@
 """Scale benchmark of the analysis: bin + differentiate on synthetic raw data of ~1e6 executions and
 ~1e7 power samples (target: < 10 s wall and < 4 GB peak RSS on 2 cores).
 
-The parent process generates the raw files (fingrav.analysis.synthetic) into a temporary folder, then
-runs the two stages (fingrav.analysis.stages.run_bin / run_differentiate, file I/O included) in a
+The parent process generates the raw files (fingrav.testing.synthetic) into a temporary sweep folder, then
+runs the two stages (fingrav.stages.bin.run / fingrav.stages.differentiate.run, file I/O included) in a
 fresh child process per trial limited to `--threads` threads, and reports each child's wall time and
 peak resident memory (ru_maxrss from os.wait4), so generation does not count. A last child times each
 step of the pure functions separately (the breakdown).
@@ -41,12 +41,14 @@ def generate_raw(
     sse_runs: int = 0,
     reference_ms: float = 0.0,
 ) -> dict:
-    """Write synthetic raw files of one scenario (+ truth, calibration.json) under `out`: `runs` SSP runs,
+    """Write synthetic raw files of one scenario (+ truth, calibration) under the sweep folder `out`: `runs` SSP runs,
     `sse_runs` SSE runs and, when reference_ms > 0, a reference run of that length (ms)."""
     import numpy as np
 
     from fingrav import rawio
-    from fingrav.analysis.synthetic import SynthSpec, generate
+    from fingrav.contracts.calibration import Calibration
+    from fingrav.layout import SweepLayout
+    from fingrav.testing.synthetic import SynthSpec, generate
 
     rng = np.random.default_rng(seed)
     tail = max(1, execs_per_run // 4)
@@ -71,7 +73,8 @@ def generate_raw(
         reference_transient_ns=int(reference_ms * 1e6 / 10),
     )
     d = generate(spec)
-    raw = out / "raw" / "scale"
+    layout = SweepLayout(out)
+    raw = layout.scenario_dir("scale")
     for kind in ("executions", "runs", "samples", "clock"):
         f = d[kind]
         rawio.write_table(
@@ -82,8 +85,9 @@ def generate_raw(
         )
     rawio.write_json(raw / "plan.json", d["plan"])
     t = d["truth"]
-    rawio.write_table(out / "truth.parquet", "truth", {c: t[c].to_numpy() for c in t.columns}, {})
-    rawio.write_json(out / "calibration.json", {"clock": d["clock_fit"], "sensor": d["sensor"]})
+    rawio.write_table(layout.truth("scale"), "truth", {c: t[c].to_numpy() for c in t.columns}, {})
+    cal = Calibration(clock=d["clock_fit"].model_dump(), sensor=d["sensor"], channels=list(d["sensor"]), steps={})
+    rawio.write_json(layout.calibration_json(0), cal)
     return {
         "executions": d["executions"].height,
         "samples": d["samples"].height,
@@ -95,21 +99,21 @@ def generate_raw(
 
 def child(out: Path) -> None:
     """Run the two stages on `out` and write timings to out/timings.json."""
-    from fingrav.analysis.stages import run_bin, run_differentiate
+    from fingrav import rawio
+    from fingrav.config import AnalysisConfig
+    from fingrav.layout import SweepLayout
+    from fingrav.stages import bin as bin_stage
+    from fingrav.stages import differentiate
 
-    raw = out / "raw" / "scale"
+    layout = SweepLayout(out)
+    analysis = AnalysisConfig(bootstrap_reps=1000, margin=0.05)
     t0 = time.perf_counter()
-    meta = run_bin(raw, raw / "plan.json", out / "binned.parquet")
+    binned = bin_stage.run(layout, "scale", 0, analysis)
     t1 = time.perf_counter()
-    summary = run_differentiate(
-        raw,
-        out / "binned.parquet",
-        out / "calibration.json",
-        out / "truth.parquet",
-        {"bootstrap_reps": 1000},
-        out / "profiles",
-    )
+    differentiate.run(layout, "scale", 0, analysis, 20.0, True)
     t2 = time.perf_counter()
+    meta = rawio.read_metadata(binned)
+    summary = rawio.read_json(layout.summary_json("scale"))
     (out / "timings.json").write_text(
         json.dumps(
             {
@@ -135,8 +139,14 @@ def child_breakdown(out: Path) -> None:
 
     from fingrav import rawio
     from fingrav.analysis import binning, flags, loi, profiles, reference, validation
+    from fingrav.config import AnalysisConfig
+    from fingrav.contracts.calibration import Calibration
+    from fingrav.contracts.plan import Plan
+    from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
+    from fingrav.layout import SweepLayout
 
-    raw = out / "raw" / "scale"
+    layout = SweepLayout(out)
+    raw = layout.scenario_dir("scale")
     steps: dict[str, float] = {}
     t = time.perf_counter()
 
@@ -149,27 +159,26 @@ def child_breakdown(out: Path) -> None:
     ex = pl.read_parquet(raw / "executions.parquet")
     runs = pl.read_parquet(raw / "runs.parquet")
     smp = pl.read_parquet(raw / "samples.parquet")
-    truth = pl.read_parquet(out / "truth.parquet")
-    plan = rawio.read_json(raw / "plan.json")
-    cal = rawio.read_json(out / "calibration.json")
+    truth = pl.read_parquet(layout.truth("scale"))
+    plan = Plan.model_validate(rawio.read_json(raw / "plan.json"))
+    cal = Calibration.model_validate(rawio.read_json(layout.calibration_json(0)))
+    delay = int(cal.total.delay_ns or 0)
     lap("read_parquet")
-    binned, _ = binning.bin_runs(ex, runs, plan)
+    binned, _ = binning.bin_runs(ex, runs, plan, 0.05)
     lap("bin_runs")
-    hx = loi.host_executions(ex, runs, plan, cal["clock"], binned)
+    hx = loi.host_executions(ex, runs, plan, cal.clock_map, binned)
     lap("host_executions")
-    lois = loi.assign_lois(smp, hx, int(cal["sensor"]["delay_ns"]))
+    lois = loi.assign_lois(smp, hx, delay)
     lap("assign_lois (join_asof)")
-    prof = profiles.compute_profiles(lois, hx, plan, {"bootstrap_reps": 1000})
+    prof = profiles.compute_profiles(lois, hx, plan, AnalysisConfig(bootstrap_reps=1000))
     lap("compute_profiles (bootstrap 1000 + fits)")
-    flags.count_gaps(smp, hx, [], int(cal["sensor"]["delay_ns"]))
+    flags.count_gaps(smp, hx, [], delay)
     lap("count_gaps")
-    reference.reference_stats(ex, runs, smp, plan, cal["clock"], int(cal["sensor"]["delay_ns"]))
+    reference.reference_stats(ex, runs, smp, plan, cal.clock_map, delay)
     lap("reference_stats")
     validation.validate(truth, binned, plan, prof.channels["total"]["ssp"]["mean_mw"], None, None)
     lap("validate")
-    from fingrav.analysis.stages import LOIS_DICTIONARY_COLUMNS, write_frame
-
-    write_frame(out / "lois_breakdown.parquet", lois, {}, LOIS_DICTIONARY_COLUMNS)
+    rawio.write_arrow(out / "lois_breakdown.parquet", lois.to_arrow(), {}, LOIS_DICTIONARY_COLUMNS)
     lap("write lois.parquet")
     (out / "breakdown.json").write_text(json.dumps({"steps_s": steps, "lois_rows": lois.height}))
 
@@ -252,7 +261,7 @@ def main() -> int:
             stdout=subprocess.DEVNULL,
         )
         breakdown = json.loads((out / "breakdown.json").read_text())
-        lois_mb = (out / "profiles" / "lois.parquet").stat().st_size / 2**20
+        lois_mb = (out / "profiles" / "gpu0" / "scale" / "lois.parquet").stat().st_size / 2**20
         load = os.getloadavg()
     totals = sorted(t["total_s"] for t in trials)
     result = {

@@ -1,8 +1,7 @@
 """Several GPUs (device.world_size > 1): per-GPU numbers and the combined power of all GPUs of a scenario.
 
-Every rank is analyzed on its own by the unchanged bin and differentiate stages (`fingrav.ranks` layout:
-rank 0 in profiles/<scenario>/, rank k in profiles/<scenario>/rank<k>/). This module reads those
-summaries and LOIs and writes profiles/<scenario>/combined.json:
+Every rank is analyzed on its own by the bin and differentiate stages (`fingrav.layout`: profiles/gpu<k>/<scenario>/).
+`combine_ranks` turns those summaries and LOIs into the content of profiles/combined/<scenario>.json:
 
 * ``ranks``: one entry per GPU (SSP power with CI, per channel, execution time, energy, validity, flags,
   truth on the simulator);

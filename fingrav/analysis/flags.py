@@ -22,7 +22,7 @@ from fingrav.contracts.flags import (
     MIN_PHASE_RUNS,
 )
 from fingrav.contracts.plan import Probe
-from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.roles import MEASURE_PHASES, TOTAL
 from fingrav.contracts.sensor import SensorModel
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def sample_phase_ks(
     forward-recurrence law F0(x) = E[min(T, x)] / E[T] (uniform on [0, period) only without jitter); F0 is
     taken from the observed intervals (gaps > 3x the median left out). Runs whose first sample comes after
     a gap are left out. `period_ns` is unused (kept for callers); (None, n) when n < 2."""
-    starts = runs.filter(pl.col("phase").is_in(["sse", "ssp", "measure"]))["host_start_ns"].drop_nulls().to_numpy()
+    starts = runs.filter(pl.col("phase").is_in(list(MEASURE_PHASES)))["host_start_ns"].drop_nulls().to_numpy()
     t = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns").collect()["t_ns"].sort().to_numpy()
     if starts.size < 2 or t.size < 3:
         return None, int(starts.size)

@@ -14,14 +14,14 @@ NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=
    of torch), gloo on the simulator (`device.dist_backend` overrides); on GPUs a second, gloo group carries
    the host-side control traffic (barriers, the plan) so that it never puts work on a GPU;
 2. opens its own device: index = device.index + k, device seed = `fingrav.ranks.rank_seed(seed, k)` (the
-   simulator also mixes the index into its streams), and rank k's calibration (`calibration.rank<k>.json`);
+   simulator also mixes the index into its streams), and rank k's calibration (`calibration/gpu<k>.json`);
 3. runs `fingrav.collect.runner.collect_scenario` with a `TorchLockstep`: a barrier before every run; rank
    0's timing decides the probe length; rank 0 makes the plan (its timing, the most conservative probe of
    all ranks) and BROADCASTS it (broadcast_object_list), so every rank issues exactly the same executions
    (unequal counts would hang NCCL); delays and the order of SSE/SSP runs come from the sweep seed, the
    same on every rank; at the end the ranks compare their run and execution counts;
 4. writes its raw files: rank 0 to raw/<scenario>/ (the single-GPU contract), rank k to
-   raw/<scenario>/rank<k>/ (`fingrav.ranks`), with plan.json recording the rank, its own timing and probe.
+   raw/gpu<k>/<scenario>/ (`fingrav.layout`), with plan.json recording the rank, its own timing and probe.
 
 Every rank's log records are forwarded to the parent's loggers, prefixed with "[rank k]". A rank that
 fails makes the whole collection fail (the others are terminated).

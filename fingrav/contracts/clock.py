@@ -29,7 +29,7 @@ class ClockMap(BaseModel):
 
     @classmethod
     def from_record(cls, rec: Any) -> ClockMap:
-        """From a clock-fit record (calibration.json / summary.json "clock", a `ClockFit`): `drift` (fraction)
+        """From a clock-fit record (calibration/gpu<k>.json or summary.json "clock", a `ClockFit`): `drift` (fraction)
         or `drift_ppm`; a missing residual is NaN."""
         get = rec.get if isinstance(rec, dict) else (lambda k, d=None: getattr(rec, k, d))
         drift = get("drift")

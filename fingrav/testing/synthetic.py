@@ -78,7 +78,6 @@ class SynthSpec:
     noise_mw: float = 0.0  # sd of AR(1) sample noise (before channel scaling)
     noise_ar: float = 0.0  # AR(1) coefficient of the noise from one sample to the next
     truth_rows: str = "relevant"  # "relevant" (SSE, first, SSP tail of measure runs) | "all"
-    legacy_measure_phase: bool = False  # SSP runs as phase "measure" (raw data from before SSE runs)
     levels_mw: dict[str, float] = field(
         default_factory=lambda: {
             "idle": 100_000.0,
@@ -221,7 +220,7 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             energy += float(idle_mj[k])
             e0 = energy
             energy += float(busy_mj[k])
-            phase = "measure" if (b.phase == "ssp" and spec.legacy_measure_phase) else b.phase
+            phase = b.phase
             run_rows.append((int(b.run_ids[k]), phase, int(host_start[k]), int(b.delay[k]), spec.idle_ns, e0, energy))
         starts_l.append(starts.ravel())
         ends_l.append(ends.ravel())

@@ -22,6 +22,7 @@ from fingrav.config import AnalysisConfig, Scenario
 from fingrav.contracts import summary as S
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import pct as _pct
@@ -80,7 +81,7 @@ def differentiate(
     binning: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
     seed: int = 0,
-) -> tuple[pl.DataFrame, dict[str, Any]]:
+) -> tuple[pl.DataFrame, ScenarioSummary]:
     """LOIs and the summary of one scenario.
 
     executions / runs / samples: raw frames (`fingrav.contracts.tables.RAW`); plan: plan.json; binned: bin
@@ -91,7 +92,7 @@ def differentiate(
     (raw sample clock); binning: bin-stage metadata, copied into the summary.
     The reference run (phase "reference"), when there is one, gives the reference_* columns
     (reference.reference_stats); without one they are null.
-    Returns (lois frame per `fingrav.contracts.tables.LOIS`, summary.json dict per ARCHITECTURE.md)."""
+    Returns (lois frame per `fingrav.contracts.tables.LOIS`, the typed summary.json)."""
     view = plan
     cp = clock
     tot_sensor = sensors[TOTAL]
@@ -226,7 +227,7 @@ def differentiate(
                 if g in ch_stats.get(ch, {}):
                     ch_stats[ch][g]["truth_mw"] = v
 
-    summary: dict[str, Any] = {
+    summary = {
         "scenario": row["scenario"],
         "row": row,
         "channels": ch_stats,
@@ -269,4 +270,4 @@ def differentiate(
         row["reference_power_w"] or math.nan,
         valid,
     )
-    return lois, summary
+    return lois, ScenarioSummary.model_validate(summary)

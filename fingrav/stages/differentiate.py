@@ -106,9 +106,9 @@ def run(
     meta = {
         "scenario": scenario,
         "rank": rank,
-        "clock": summary["clock"],
+        "clock": summary.clock,
         "clock_source": clock_source,
-        "delay_correction_ns": summary["sensor"]["delay_correction_ns"],
+        "delay_correction_ns": summary.sensor["delay_correction_ns"],
         "provenance": prov,
     }
     rawio.write_arrow(lois_path, lois.to_arrow(), meta, dictionary_columns=LOIS_DICTIONARY_COLUMNS)

@@ -428,4 +428,4 @@ def analyze(
         data["truth"] if truth else None,
         **kw,
     )
-    return summary
+    return summary.model_dump()

@@ -1,0 +1,299 @@
+"""Profiles: SSE/SSP separation, cluster bootstrap CIs, polynomial fits, energy, execution time."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fingrav import rawio
+from fingrav.analysis.binning import bin_runs
+from fingrav.analysis.differentiate import differentiate as _differentiate
+from fingrav.analysis.profiles import ClusterBootstrap, compute_profiles, poly_fit
+from fingrav.config import AnalysisConfig
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.sensor import PlanSensor
+from fingrav.testing.synthetic import SynthSpec, generate
+
+ANALYSIS = AnalysisConfig(bootstrap_reps=400, ci_level=0.95, fit_degree=4, min_lois=10)
+PLAN = Plan(
+    exec_time_ns=100_000,
+    cycle_ns=100_000,
+    warmups=1,
+    sse_index=1,
+    ssp_index=2,
+    tail=2,
+    trailing=0,
+    executions_per_run=4,
+    runs=40,
+    sse_runs=0,
+    sse_executions_per_run=2,
+    predecessor_count=0,
+    idle_ns=1_000_000,
+    delay_max_ns=1_000_000,
+    lois_wanted=30,
+    sensor=PlanSensor(period_ns=20_000, delay_ns=0, window_ns=1_000, lag_ns=0, settle_ns=0),
+)
+
+
+def differentiate(*args: object, **kw: object) -> tuple[pl.DataFrame, dict]:
+    """`fingrav.analysis.differentiate.differentiate` with the clock-residual limit of the default config."""
+    kw.setdefault("max_clock_residual_us", 20.0)
+    lois, summary = _differentiate(*args, **kw)  # type: ignore[arg-type]
+    return lois, summary.model_dump()
+
+
+def run_synth(**kw: object) -> tuple[pl.DataFrame, dict, dict]:
+    d = generate(SynthSpec(**kw))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    lois, summary = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, d["truth"]
+    )
+    return lois, summary, d
+
+
+def test_sse_ssp_separation_exact_means_and_error():
+    lois, s, _ = run_synth(runs=40, outlier_runs=(4,), delay_ns=25_000, drift=30e-6, offset_ns=-7_777_777)
+    row = s["row"]
+    assert row["ssp_power_w"] == pytest.approx(400.0, abs=1e-9)
+    assert row["sse_power_w"] == pytest.approx(350.0, abs=1e-9)
+    assert row["sse_vs_ssp_error_pct"] == pytest.approx(-12.5, abs=1e-9)
+    assert row["ssp_memory_power_w"] == pytest.approx(100.0, abs=1e-9)
+    assert s["channels"]["total"]["warmup"]["mean_mw"] == pytest.approx(300_000.0)
+    # every LOI carries exactly its role's level: delay correction and the clock mapping are right
+    levels = {"ssp": 400_000.0, "sse": 350_000.0, "warmup": 300_000.0}
+    tot = lois.filter(pl.col("channel") == "total")
+    assert (tot["power_mw"] == tot["role"].replace_strict(levels, return_dtype=pl.Float64)).all()
+    assert row["runs_golden"] == 39 and row["valid"] is True
+
+
+def test_interleaved_vs_ssp():
+    _, s, _ = run_synth(runs=30, predecessor_count=3)
+    row = s["row"]
+    assert row["interleaved_power_w"] == pytest.approx(450.0)
+    assert row["interleaved_vs_ssp_pct"] == pytest.approx(12.5)
+    assert s["channels"]["total"]["pred"]["mean_mw"] == pytest.approx(500_000.0)
+
+
+def test_energy_and_exec_time():
+    _, s, d = run_synth(runs=30, exec_jitter=0.0, exec_time_ns=300_000, margin=0.02)
+    row = s["row"]
+    assert row["exec_time_us"] == pytest.approx(300.0)
+    assert row["exec_time_ci_low_us"] == pytest.approx(300.0) and row["exec_time_ci_high_us"] == pytest.approx(300.0)
+    assert row["energy_per_exec_mj"] == pytest.approx(400.0 * 300e-6 * 1e3)  # W x s -> mJ
+    assert row["energy_per_exec_ci_low_mj"] <= row["energy_per_exec_mj"] <= row["energy_per_exec_ci_high_mj"]
+
+
+def _cluster_lois(n_runs: int, rng: np.random.Generator, mean: float = 300_000.0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """SSP LOIs of golden runs: a run effect (sd 20 W) plus noise (sd 30 W), 5-15 LOIs per run."""
+    run_eff = rng.normal(0, 20_000, n_runs)
+    k = rng.integers(5, 16, n_runs)
+    run = np.repeat(np.arange(n_runs), k)
+    p = mean + run_eff[run] + rng.normal(0, 30_000, run.size)
+    lois = pl.DataFrame(
+        {
+            "run": run.astype(np.int32),
+            "golden": True,
+            "role": "ssp",
+            "segment": "main",
+            "exec_index": np.int32(2),
+            "channel": "total",
+            "toi_frac": rng.uniform(0, 1, run.size),
+            "power_mw": p,
+        }
+    )
+    hx = pl.DataFrame(
+        {
+            "run": np.arange(n_runs, dtype=np.int32),
+            "golden": True,
+            "segment": "main",
+            "exec_index": np.int32(2),
+            "dur_ns": 100_000,
+            "cycle_ns": 100_000,
+            "has_next": True,
+        }
+    )
+    return lois, hx
+
+
+def test_bootstrap_ci_covers_known_mean_and_shrinks():
+    rng = np.random.default_rng(7)
+    widths = {}
+    covered = 0
+    trials = 60
+    for n_runs in (30, 480):
+        for t in range(trials if n_runs == 30 else 1):
+            lois, hx = _cluster_lois(n_runs, rng)
+            prof = compute_profiles(lois, hx, PLAN, ANALYSIS, seed=t)
+            st = prof.channels["total"]["ssp"]
+            covered += n_runs == 30 and st["ci_low_mw"] <= 300_000.0 <= st["ci_high_mw"]
+            widths[n_runs] = st["ci_high_mw"] - st["ci_low_mw"]
+            assert st["lois"] == lois.height
+            assert st["mean_mw"] == pytest.approx(lois["power_mw"].mean())
+    assert covered / trials >= 0.85  # nominal 95 %; percentile bootstrap with 30 clusters is a bit short
+    assert widths[480] < widths[30] / 2.5  # ~ sqrt(16) = 4 x narrower
+
+
+def test_bootstrap_counts_and_median():
+    b = ClusterBootstrap(7, 500, 0.9, seed=1)
+    assert b.counts.shape == (500, 7) and (b.counts.sum(axis=1) == 7).all()
+    vals = np.array([5.0, 1.0, 3.0, 2.0, 4.0, 7.0, 6.0])
+    one = ClusterBootstrap(7, 1, 0.9)
+    one.counts[:] = 1.0
+    assert one.median(vals)[0] == 4.0
+    one6 = ClusterBootstrap(6, 1, 0.9)
+    one6.counts[:] = 1.0
+    assert one6.median(vals[:6])[0] == 3.5
+    assert one.ratio(np.arange(7.0), np.ones(7))[0] == pytest.approx(3.0)
+    lo, hi = b.ci(b.median(vals))
+    assert 1.0 <= lo <= 4.0 <= hi <= 7.0
+
+
+def test_poly_fit_recovers_quartic():
+    rng = np.random.default_rng(3)
+    coeffs = [-2.0e5, 3.0e5, -1.0e5, 2.0e4, 3.0e5]
+    x = rng.uniform(0, 1, 2000)
+    got = poly_fit(x, np.polyval(coeffs, x), 4)
+    assert got == pytest.approx(coeffs, rel=1e-6)
+    noisy = poly_fit(x, np.polyval(coeffs, x) + rng.normal(0, 100, x.size), 4)
+    assert np.polyval(noisy, 0.5) == pytest.approx(np.polyval(coeffs, 0.5), abs=50)
+
+
+def test_poly_fit_lowers_degree_with_few_points():
+    assert poly_fit(np.array([]), np.array([]), 4) is None
+    assert len(poly_fit(np.array([0.1, 0.5, 0.9]), np.array([1.0, 2.0, 1.0]), 4)) == 3
+    assert poly_fit(np.array([0.3, 0.3]), np.array([2.0, 4.0]), 4) == pytest.approx([3.0])
+
+
+def test_profile_fit_in_summary_recovers_shape():
+    """LOIs whose power follows a known quartic of toi_frac: summary fit_coeffs recover it."""
+    rng = np.random.default_rng(5)
+    coeffs = [1.0e5, -2.0e5, 5.0e4, 1.0e4, 4.0e5]
+    lois, hx = _cluster_lois(40, rng)
+    lois = lois.with_columns(power_mw=pl.col("toi_frac").map_batches(lambda s: pl.Series(np.polyval(coeffs, s))))
+    prof = compute_profiles(lois, hx, PLAN, ANALYSIS)
+    assert prof.channels["total"]["ssp"]["fit_coeffs"] == pytest.approx(coeffs, rel=1e-6)
+
+
+def test_sse_is_first_ssp_execution_when_indices_coincide():
+    """ssp_index == sse_index: LOIs carry role "ssp", but the SSE statistics still come from execution
+    sse_index (here at the SSP level, so the SSE-vs-SSP error is 0). No SSE runs: the synthetic SSE runs
+    would put their SSE execution at the "sse" level."""
+    lois, s, _ = run_synth(runs=20, sse_runs=0, warmups=3, ssp_index=3, tail=3)
+    assert set(lois["role"].unique()) == {"ssp", "warmup"}
+    assert s["channels"]["total"]["sse"]["mean_mw"] == pytest.approx(400_000.0)
+    assert (
+        s["channels"]["total"]["sse"]["lois"]
+        == lois.filter((pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
+    )
+    assert s["row"]["sse_vs_ssp_error_pct"] == pytest.approx(0.0)
+
+
+def test_interleaved_first_execution_is_also_sse_without_warmups():
+    lois, s, _ = run_synth(runs=20, warmups=0, ssp_index=2, tail=2, predecessor_count=2)
+    # exec 0 has role "sse" (precedence) and level "sse"; the interleaved group is the same execution
+    assert s["channels"]["total"]["first"]["mean_mw"] == pytest.approx(350_000.0)
+    assert s["row"]["interleaved_power_w"] == pytest.approx(350.0)
+    assert s["row"]["sse_power_w"] == pytest.approx(350.0)
+
+
+def test_no_lois_gives_nulls_not_errors():
+    d = generate(SynthSpec(runs=5))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    _, s = differentiate(
+        d["executions"], d["runs"], d["samples"].clear(), d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
+    )
+    assert s["row"]["ssp_power_w"] is None and s["row"]["energy_per_exec_mj"] is None
+    assert s["row"]["lois"] == 0 and s["row"]["valid"] is False and "too_few_lois" in s["flags"]
+    assert "NaN" not in rawio.dumps(s)  # strict JSON
+    # every run incomplete: no golden runs at all
+    ex = d["executions"].filter(pl.col("exec_index") != d["plan"].ssp_index)
+    binned, meta = bin_runs(ex, d["runs"], d["plan"], d["margin"])
+    assert meta["runs_golden"] == 0 and meta["bin_low_ns"] is None
+    _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None)
+    assert s["row"]["runs_golden"] == 0 and s["row"]["exec_time_us"] is None
+    assert {"too_few_lois", "low_golden_fraction"} <= set(s["flags"])
+
+
+def test_large_fit_path_matches_polyfit():
+    from fingrav.analysis.profiles import SMALL_FIT_POINTS
+
+    rng = np.random.default_rng(9)
+    x = rng.uniform(0, 1, SMALL_FIT_POINTS + 5000)
+    y = np.polyval([3e4, -5e4, 1e4, 2e3, 3e5], x) + rng.normal(0, 5e3, x.size)
+    assert poly_fit(x, y, 4) == pytest.approx(list(np.polyfit(x, y, 4)), rel=1e-7, abs=1e-6)
+    assert len(poly_fit(np.full(SMALL_FIT_POINTS + 1, 0.25), np.ones(SMALL_FIT_POINTS + 1), 4)) == 1
+
+
+def test_sse_lois_from_golden_runs_of_both_kinds():
+    """SSE statistics pool the SSE executions of golden SSE and SSP runs; SSP statistics use SSP runs
+    only; outlier runs of either kind are left out."""
+    lois, s, d = run_synth(runs=30, sse_runs=40, outlier_runs=(2,), sse_outlier_runs=(5,), predecessor_count=2)
+    tot = lois.filter((pl.col("channel") == "total") & pl.col("golden"))
+    sse = s["channels"]["total"]["sse"]
+    n_sse_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "sse")).height
+    n_ssp_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "ssp")).height
+    assert n_sse_runs > 0 and n_ssp_runs > 0
+    assert sse["lois"] == n_sse_runs + n_ssp_runs == s["row"]["lois_sse"]
+    assert sse["lois_by_phase"] == {"sse": n_sse_runs, "ssp": n_ssp_runs}
+    assert sse["mean_mw"] == pytest.approx(350_000.0)
+    assert s["channels"]["total"]["first"]["lois_by_phase"]["sse"] > 0
+    assert s["channels"]["total"]["ssp"]["lois_by_phase"]["sse"] == 0
+    assert set(lois.filter(pl.col("role") == "ssp")["phase"].unique()) == {"ssp"}
+    assert lois.filter(pl.col("run").is_in([2, 35]))["golden"].unique().to_list() == [False]
+    row = s["row"]
+    assert (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["sse_runs_golden"]) == (30, 29, 40, 39)
+    assert row["ssp_power_w"] == pytest.approx(400.0) and row["interleaved_power_w"] == pytest.approx(450.0)
+
+
+def test_legacy_measure_runs_are_not_read():
+    """The legacy phase name "measure" (raw data from before SSE runs) is no longer read as "ssp": such runs
+    are not measure runs, so nothing is binned or profiled (and nothing breaks)."""
+    lois, s_new, d = run_synth(runs=20, sse_runs=0)
+    assert s_new["row"]["runs_total"] == 20 and s_new["row"]["ssp_power_w"] == pytest.approx(400.0)
+    runs = d["runs"].with_columns(phase=pl.col("phase").replace({"ssp": "measure"}))
+    assert runs["phase"].unique().to_list() == ["measure"]
+    binned, _ = bin_runs(d["executions"], runs, d["plan"], d["margin"])
+    assert binned.height == 0
+    lois, s = differentiate(
+        d["executions"], runs, d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
+    )
+    assert lois.height == 0
+    row = s["row"]
+    counts = (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["lois"], row["lois_sse"])
+    assert counts == (0, 0, 0, 0, 0)
+    assert row["ssp_power_w"] is None and row["sse_power_w"] is None and row["exec_time_us"] is None
+    assert "too_few_lois" in s["flags"] and row["valid"] is False
+    assert s["sample_phase"]["runs"] == 0  # nor are their starts used by the sampling-phase check
+
+
+def test_stratified_bootstrap_keeps_run_counts_per_kind():
+    strata = np.array([0] * 30 + [1] * 12)
+    b = ClusterBootstrap(42, 300, 0.95, seed=3, strata=strata)
+    assert (b.counts[:, :30].sum(axis=1) == 30).all() and (b.counts[:, 30:].sum(axis=1) == 12).all()
+    # one stratum: the same draws as without strata
+    assert np.array_equal(
+        ClusterBootstrap(9, 50, 0.9, seed=4).counts,
+        ClusterBootstrap(9, 50, 0.9, seed=4, strata=np.zeros(9, int)).counts,
+    )
+    # a median over the members only (the SSE runs' huge values do not count)
+    vals = np.concatenate([np.arange(30, dtype=float), np.full(12, 1e9)])
+    med = b.median(vals, np.flatnonzero(strata == 0))
+    assert np.isfinite(med).all() and med.max() < 30
+    with pytest.raises(ValueError):
+        ClusterBootstrap(3, 10, 0.9, strata=np.zeros(4, int))
+
+
+def test_exec_time_from_ssp_runs_only():
+    """The SSE runs' executions (3x slower here) do not enter the execution or cycle time."""
+    d = generate(SynthSpec(runs=20, sse_runs=20, exec_jitter=0.0))
+    ex = d["executions"].with_columns(
+        gpu_end_ns=pl.when(pl.col("run") >= 20)
+        .then(pl.col("gpu_start_ns") + (pl.col("gpu_end_ns") - pl.col("gpu_start_ns")) * 3)
+        .otherwise("gpu_end_ns")
+    )
+    binned, _ = bin_runs(ex, d["runs"], d["plan"], d["margin"])
+    assert binned.filter(pl.col("phase") == "sse")["golden"].all()
+    _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS)
+    assert s["row"]["exec_time_us"] == pytest.approx(200.0)
+    assert s["row"]["exec_time_ci_high_us"] == pytest.approx(200.0)

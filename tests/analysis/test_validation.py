@@ -1,0 +1,126 @@
+"""Truth comparison (simulator): truth per role over golden runs, signed errors in % of truth."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from fingrav.analysis.binning import bin_runs
+from fingrav.analysis.differentiate import differentiate as _differentiate
+from fingrav.analysis.validation import truth_by_group, validate
+from fingrav.config import AnalysisConfig
+from fingrav.testing.synthetic import SynthSpec, generate
+
+ANALYSIS = AnalysisConfig(bootstrap_reps=200)
+
+
+def differentiate(*args: object, **kw: object) -> tuple[pl.DataFrame, dict]:
+    """`fingrav.analysis.differentiate.differentiate` with the clock-residual limit of the default config."""
+    kw.setdefault("max_clock_residual_us", 20.0)
+    lois, summary = _differentiate(*args, **kw)  # type: ignore[arg-type]
+    return lois, summary.model_dump()
+
+
+def test_truth_by_group_uses_golden_runs_and_tail():
+    d = generate(SynthSpec(runs=8, sse_runs=0, outlier_runs=(2,), predecessor_count=2, truth_rows="all"))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    ssp = d["plan"].ssp_index
+    # the outlier (non-golden) run's truth is absurd; the SSP tail of run 0 differs by execution
+    truth = d["truth"].with_columns(
+        power_mw=pl.when(pl.col("run") == 2)
+        .then(1e12)
+        .when((pl.col("run") == 0) & (pl.col("exec_index") == ssp) & (pl.col("segment") == "main"))
+        .then(pl.col("power_mw") + 40_000.0 * 4)  # +160 W on 1 of 4 tail executions: run 0 mean +40 W
+        .otherwise(pl.col("power_mw"))
+    )
+    tb = truth_by_group(truth, binned, d["plan"])
+    tot = {r["group"]: r["power_mw"] for r in tb.filter(pl.col("channel") == "total").iter_rows(named=True)}
+    assert tot["ssp"] == pytest.approx(400_000.0 + 40_000.0 / 7)  # mean over 7 golden runs of run means
+    assert tot["sse"] == pytest.approx(350_000.0)
+    assert tot["first"] == pytest.approx(450_000.0)
+    assert tot["pred"] == pytest.approx(500_000.0)
+
+
+def test_validate_signed_errors():
+    d = generate(SynthSpec(runs=6))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 0.8, energy_mj=pl.col("energy_mj") * 1.25)
+    v = validate(truth, binned, d["plan"], ssp_power_mw=400_000.0, sse_power_mw=350_000.0, energy_per_exec_mj=80.0)
+    assert v["truth_ssp_power_w"] == pytest.approx(320.0)
+    assert v["ssp_error_pct"] == pytest.approx(25.0)  # (400 - 320) / 320
+    assert v["truth_sse_power_w"] == pytest.approx(280.0)
+    assert v["sse_error_pct"] == pytest.approx(25.0)
+    e_true = v["truth_energy_per_exec_mj"]
+    assert v["energy_error_pct"] == pytest.approx((80.0 - e_true) / e_true * 100)
+    assert v["truth_interleaved_power_w"] is None and v["interleaved_error_pct"] is None
+
+
+def test_differentiate_row_has_truth_columns():
+    d = generate(SynthSpec(runs=20, predecessor_count=2))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 1.1)
+    _, s = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, truth
+    )
+    row = s["row"]
+    assert row["truth_ssp_power_w"] == pytest.approx(440.0)
+    assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
+    assert row["truth_interleaved_power_w"] == pytest.approx(495.0)
+    # energy truth = true cycle power x cycle time: 10 % high like the power
+    assert row["energy_error_pct"] == pytest.approx((400 / 440 - 1) * 100)
+    assert s["validation"]["energy_truth"] == "cycle"
+    assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
+    assert s["validation"]["sse_error_pct"] == pytest.approx((350 - 385) / 385 * 100)
+    # without truth: no truth columns
+    _, s2 = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
+    )
+    assert "truth_ssp_power_w" not in s2["row"] and s2["validation"] is None
+
+
+def test_cycle_power_with_launch_gaps_and_trailing_execution():
+    """Launch gaps at a lower power: SSP power is the cycle power (gaps included), matching the truth's
+    cycle-mean power within sampling error; energy = SSP power x cycle time; trailing not profiled."""
+    d = generate(SynthSpec(runs=60, launch_gap_ns=20_000, trailing=1, exec_jitter=0.0))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    lois, s = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, d["truth"]
+    )
+    row = s["row"]
+    cycle_w = (400 * 200 + 150 * 20) / 220
+    assert row["truth_ssp_power_w"] == pytest.approx(cycle_w)
+    assert row["ssp_power_ci_low_w"] <= cycle_w <= row["ssp_power_ci_high_w"]
+    assert abs(row["ssp_error_pct"]) < 2.0
+    assert row["exec_time_us"] == pytest.approx(200.0) and row["cycle_time_us"] == pytest.approx(220.0)
+    assert row["energy_per_exec_mj"] == pytest.approx(row["ssp_power_w"] * 220e-6 * 1e3)
+    assert row["truth_energy_per_exec_mj"] == pytest.approx(cycle_w * 220e-6 * 1e3)
+    assert "trail" in lois["role"].unique().to_list() and "trail" not in s["channels"]["total"]
+    assert lois.filter(pl.col("toi_frac") >= 1.0)["power_mw"].unique().sort().to_list() == [37_500.0, 150_000.0]
+
+
+def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
+    """The truth file holds only SSE, first and SSP-tail rows; SSE truth = the SSE executions of golden
+    runs of both kinds (mean over runs of per-run means), SSP truth = SSP runs only."""
+    d = generate(SynthSpec(runs=10, sse_runs=30, predecessor_count=2, outlier_runs=(1,), sse_outlier_runs=(4,)))
+    plan = d["plan"]
+    rows = d["truth"].filter(pl.col("channel") == "total")
+    assert rows["segment"].unique().to_list() == ["main"]
+    assert set(rows["exec_index"].unique().to_list()) == {0, 3, 6, 7, 8, 9}  # first, SSE, SSP tail
+    assert rows.filter(pl.col("run") >= 10).height == 30 * 2  # SSE runs: first + SSE
+    binned, _ = bin_runs(d["executions"], d["runs"], plan, d["margin"])
+    # SSE executions: 300 W in SSE runs, 360 W in SSP runs -> mean over the 9 + 29 golden runs
+    truth = d["truth"].with_columns(
+        power_mw=pl.when(pl.col("exec_index") == 3)
+        .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(360_000.0))
+        .otherwise(pl.col("power_mw"))
+    )
+    tot = {
+        r["group"]: r["power_mw"]
+        for r in truth_by_group(truth, binned, plan).filter(pl.col("channel") == "total").iter_rows(named=True)
+    }
+    assert set(tot) == {"ssp", "sse", "first"}  # no warm-up or predecessor rows: no truth for them
+    assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38)
+    assert tot["ssp"] == pytest.approx(400_000.0) and tot["first"] == pytest.approx(450_000.0)
+    v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
+    assert v["reference_error_pct"] == pytest.approx(1.0)
+    assert validate(truth, binned, plan, 400_000.0, None, None)["reference_error_pct"] is None

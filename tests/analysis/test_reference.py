@@ -168,8 +168,8 @@ def test_reference_unsettled_when_settling_outlasts_the_run():
     )
     assert "reference_unsettled" in s.flags and s.valid is True
     assert s.reference is not None and s.reference["settled_samples"] == 0 and s.row["reference_power_w"] is None
-    assert s["row"]["reference_power_ci_low_w"] is None
-    assert s["row"]["reference_energy_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
+    assert s.row["reference_power_ci_low_w"] is None
+    assert s.row["reference_energy_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
 
 
 def test_settle_time_falls_back_to_the_sensor():

@@ -8,4 +8,4 @@ rule bin:
     log:
         p(L.log("bin", "{scenario}", "{rank}")),
     shell:
-        STAGE
+        stage("bin")

@@ -12,4 +12,4 @@ rule calibrate:
     log:
         p(L.log("calibrate")),
     shell:
-        STAGE
+        stage("calibrate")

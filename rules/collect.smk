@@ -9,4 +9,4 @@ rule collect:
     log:
         p(L.log("collect", "{scenario}")),
     shell:
-        STAGE
+        stage("collect")

@@ -9,4 +9,4 @@ rule combine:
     log:
         p(L.log("combine", "{scenario}")),
     shell:
-        STAGE
+        stage("combine")

@@ -30,8 +30,11 @@ ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]
 RANKS = list(range(CFG.device.world_size))
 IS_SIM = CFG.device.backend == "sim"
-# every rule runs its stage in one line (fingrav.stages.__main__); params.json is the stage's parameters
-STAGE = f"{shlex.quote(sys.executable)} -m fingrav.stages {{rule}} --log {{log:q}} --params {{params.json:q}}"
+
+
+def stage(name):
+    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params.json."""
+    return f"{shlex.quote(sys.executable)} -m fingrav.stages {name} --log {{log:q}} --params {{params.json:q}}"
 
 
 wildcard_constraints:

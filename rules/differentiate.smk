@@ -19,4 +19,4 @@ rule differentiate:
     log:
         p(L.log("differentiate", "{scenario}", "{rank}")),
     shell:
-        STAGE
+        stage("differentiate")

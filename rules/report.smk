@@ -12,4 +12,4 @@ rule report:
     log:
         p(L.log("report")),
     shell:
-        STAGE
+        stage("report")

@@ -28,7 +28,9 @@ import polars as pl
 
 from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.config import AnalysisConfig
-from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.roles import SSP, TOTAL
+from fingrav.contracts.summary import join_flags
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +74,19 @@ def _sum_fits(fits: Sequence[Sequence[float] | None]) -> list[float] | None:
     return [float(c) for c in out]
 
 
+def _ssp(summary: ScenarioSummary, channel: str, key: str) -> Any:
+    """One number of the SSP statistics of `channel` (None when the summary has none)."""
+    st = summary.role(channel, SSP)
+    return getattr(st, key) if st is not None else None
+
+
 def combine_ranks(
-    summaries: Sequence[Mapping[str, Any]],
+    summaries: Sequence[ScenarioSummary],
     lois: Sequence[pl.DataFrame],
     analysis: AnalysisConfig,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """combined.json content from the ranks' summary.json dicts and lois frames (rank order, rank 0 first).
+    """combined.json content from the ranks' summaries and lois frames (rank order, rank 0 first).
 
     analysis: the sweep's analysis settings (bootstrap_reps, ci_level)."""
     if len(summaries) != len(lois) or not summaries:
@@ -86,11 +94,11 @@ def combine_ranks(
     n = len(summaries)
     reps = analysis.bootstrap_reps
     level = analysis.ci_level
-    scenario = str(summaries[0].get("scenario") or summaries[0].get("row", {}).get("scenario"))
-    rows = [dict(s.get("row") or {}) for s in summaries]
+    scenario = summaries[0].scenario
+    rows = [s.row for s in summaries]
 
     # channels every rank has, "total" first
-    chan_sets = [set((s.get("channels") or {}).keys()) for s in summaries]
+    chan_sets = [set(s.channels) for s in summaries]
     channels = sorted(set.intersection(*chan_sets), key=lambda c: (c != TOTAL, c)) if chan_sets else []
 
     ranks_out = []
@@ -108,11 +116,9 @@ def combine_ranks(
             "energy_per_exec_ci_high_mj": row.get("energy_per_exec_ci_high_mj"),
             "lois": row.get("lois"),
             "runs_golden": row.get("runs_golden"),
-            "valid": bool(row.get("valid", s.get("valid", False))),
-            "flags": row.get("flags") if isinstance(row.get("flags"), str) else ";".join(s.get("flags") or []),
-            "channels_w": {
-                ch: _w(((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw")) for ch in channels
-            },
+            "valid": s.valid,
+            "flags": join_flags(s.flags),
+            "channels_w": {ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
         }
         for key in ("truth_ssp_power_w", "ssp_error_pct"):
             if key in row:
@@ -143,7 +149,7 @@ def combine_ranks(
         else:
             lo = hi = None
         mean = _sum_or_none(means) if len(means) == n else None
-        fits = [((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("fit_coeffs") for s in summaries]
+        fits = [_ssp(s, ch, "fit_coeffs") for s in summaries]
         comb_channels[ch] = {
             "mean_w": _w(mean),
             "ci_low_w": _w(lo) if mean is not None else None,
@@ -151,7 +157,7 @@ def combine_ranks(
             "fit_coeffs_mw": _sum_fits(fits),
             "lois": int(sum(c.sum() for _, _, c in per_rank[ch])),
         }
-        summary_means = [((s.get("channels") or {}).get(ch) or {}).get("ssp", {}).get("mean_mw") for s in summaries]
+        summary_means = [_ssp(s, ch, "mean_mw") for s in summaries]
         if mean is not None and all(_finite(m) for m in summary_means):
             gap = abs(mean - sum(summary_means))
             if gap > 1e-6 * max(1.0, abs(mean)):

@@ -1,16 +1,16 @@
-"""Validation against the simulator's ground truth (truth parquet, rawio.SCHEMAS["truth"]).
+"""Validation against the simulator's ground truth (truth parquet, `fingrav.contracts.tables.RAW["truth"]`).
 
-Truth of a group = mean over golden runs of the per-run mean true power of the executions of that
-group (groups as in profiles.group_exprs: SSP truth = the SSP-tail executions of golden SSP runs, SSE
-truth = the SSE executions of golden runs of both kinds, like the measured numbers); the truth power
-is the simulator's cycle-mean power (start of an execution to the start of the next in the same run;
-start to end for a run's last). The truth file need not hold every execution (the collector writes
-only those that matter: SSE, first, SSP tail); a group without truth rows has no truth. The energy truth
-matches the measured energy per execution (SSP cycle power x SSP cycle time): the true cycle-mean
-power x the cycle time of each SSP execution with a successor, when the host-clock executions are
-given; otherwise the truth file's energy_mj (start to end of the execution). Errors are signed, in %
-of truth: (measured - truth) / truth * 100. The reference run's settled power is validated against
-the SSP truth (both are the steady-state back-to-back cycle power).
+Truth of a group (groups as in profiles.group_exprs: SSP truth = the SSP-tail executions of golden SSP runs,
+SSE truth = the SSE executions of golden runs of both kinds, like the measured numbers) is **time-weighted**:
+the true energy of those executions' cycles (start of an execution to the start of the next in the same
+run; start to end for a run's last) over their total duration, pooled over the golden runs. That is what a
+sensor integrates and what a user pays for; an unweighted mean of per-cycle powers reads high when launch
+gaps vary. The truth file need not hold every execution (the collector writes only those that matter: SSE,
+first, SSP tail); a group without truth rows has no truth. The energy truth matches the measured energy per
+execution (SSP cycle power x SSP cycle time): the mean true energy of the SSP cycles that have a successor
+(given the host-clock executions; else of every SSP cycle). Errors are signed, in % of truth:
+(measured - truth) / truth * 100. The reference run's settled power is validated against the SSP truth (both
+are the steady-state back-to-back cycle power).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import polars as pl
 
 from fingrav.analysis.profiles import GROUPS, group_exprs
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.roles import SSP, TOTAL
+from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
@@ -31,29 +31,26 @@ logger = logging.getLogger(__name__)
 def truth_by_group(
     truth: pl.DataFrame, binned: pl.DataFrame, plan: Plan, host_execs: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """channel, group, power_mw, energy_mj (execution, start to end), cycle_energy_mj (true cycle
-    power x host-clock cycle_ns of executions with a successor; null without host_execs): each the
-    mean over golden runs of per-run means, over the truth rows present.
+    """channel, group, power_mw (time-weighted: sum of cycle energies / sum of cycle lengths), energy_mj (mean
+    execution energy, start to end), cycle_energy_mj (mean true cycle energy of the executions with a
+    successor; every execution without host_execs), pooled over the golden runs.
 
-    binned: bin-stage output (run, golden and phase; without phase every run is an SSP run)."""
-    phase = pl.col("phase").cast(pl.String) if "phase" in binned.columns else pl.lit(SSP)
-    golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32), phase.alias("phase"))
+    binned: bin-stage output (run, golden and phase)."""
+    golden = binned.filter(pl.col("golden")).select(pl.col("run").cast(pl.Int32), pl.col("phase").cast(pl.String))
     t = (
         truth.lazy()
         .with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32))
         .join(golden.lazy(), on="run", how="inner")
     )
     if host_execs is not None:
-        cyc = (
-            host_execs.lazy()
-            .filter(pl.col("has_next"))
-            .select(pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), "exec_index", "cycle_ns")
+        nxt = host_execs.lazy().select(
+            pl.col("run").cast(pl.Int32), pl.col("segment").cast(pl.String), "exec_index", "has_next"
         )
-        t = t.join(cyc, on=["run", "segment", "exec_index"], how="left").with_columns(
-            cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * MJ_PER_MW_NS
+        t = t.join(nxt, on=["run", "segment", "exec_index"], how="left").with_columns(
+            pl.col("has_next").fill_null(False)
         )
     else:
-        t = t.with_columns(cycle_energy_mj=pl.lit(None, dtype=pl.Float64))
+        t = t.with_columns(has_next=pl.lit(True))
     groups = group_exprs(plan, "phase")
     label = pl.lit(None, dtype=pl.String)
     for g in reversed(GROUPS):  # first matching group in GROUPS order
@@ -61,8 +58,11 @@ def truth_by_group(
     t = t.with_columns(group=label).collect()
 
     def by_group(frame: pl.DataFrame) -> pl.DataFrame:
-        vals = [pl.col("power_mw").mean(), pl.col("energy_mj").mean(), pl.col("cycle_energy_mj").mean()]
-        return frame.group_by("channel", "group", "run").agg(vals).group_by("channel", "group").agg(vals)
+        return frame.group_by("channel", "group").agg(
+            power_mw=pl.col("cycle_energy_mj").sum() / pl.col("cycle_ns").sum() / MJ_PER_MW_NS,
+            energy_mj=pl.col("energy_mj").mean(),
+            cycle_energy_mj=pl.col("cycle_energy_mj").filter(pl.col("has_next")).mean(),
+        )
 
     out = by_group(t.filter(pl.col("group").is_not_null()))
     # groups overlap only in edge cases (sse inside the SSP tail, first == sse): such a group lost

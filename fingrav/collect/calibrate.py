@@ -237,7 +237,7 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
     meta = rawio.read_metadata(paths["samples.parquet"])
     ch = np.asarray(smp.column("channel").to_pylist(), dtype=object).astype(str)
     channels = list(meta.get("channels") or dict.fromkeys(ch.tolist()))
-    raw_meta = {k: v for k, v in meta.items() if k not in ("gaps", "channels")}
+    raw_meta = {k: v for k, v in meta.items() if k not in ("gaps", "channels", "format_version")}
     return _analyze(
         reads,
         starts,

@@ -20,8 +20,8 @@ NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=
    all ranks) and BROADCASTS it (broadcast_object_list), so every rank issues exactly the same executions
    (unequal counts would hang NCCL); delays and the order of SSE/SSP runs come from the sweep seed, the
    same on every rank; at the end the ranks compare their run and execution counts;
-4. writes its raw files: rank 0 to raw/<scenario>/ (the single-GPU contract), rank k to
-   raw/gpu<k>/<scenario>/ (`fingrav.layout`), with plan.json recording the rank, its own timing and probe.
+4. writes its raw files to raw/gpu<k>/<scenario>/ (`fingrav.layout`), with plan.json recording the rank, its
+   own timing and probe (its plan fields are rank 0's).
 
 Every rank's log records are forwarded to the parent's loggers, prefixed with "[rank k]". A rank that
 fails makes the whole collection fail (the others are terminated).

@@ -232,8 +232,8 @@ class _Recorder:
                     cols["segment"].append(seg_names)
                     cols["exec_index"].append(rec.exec_index.astype(np.int32))
                     cols["channel"].append(np.full(n, str(ch)))
-                    cols["power_mw"].append(np.asarray(d["power_mw"], np.float64))
-                    cols["energy_mj"].append(np.asarray(d["energy_mj"], np.float64))
+                    for key in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj"):
+                        cols[key].append(np.asarray(d[key], np.float64))
             rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
 
 
@@ -257,7 +257,8 @@ def collect_scenario(
        [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs).
 
     sync: several GPUs in lockstep (module docstring); `seed` must then be the same on every rank. None:
-    one GPU. Returns the plan every rank followed (rank 0's).
+    one GPU. Returns this rank's plan (the plan fields are rank 0's; rank, rank_local, distributed and provenance
+    are its own).
     """
     sync = sync if sync is not None else Solo()
     multi = sync.world_size > 1

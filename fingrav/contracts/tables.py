@@ -11,7 +11,8 @@ Raw tables (collect, calibrate; GPU side, pyarrow):
 * `samples` - t_ns:int64 (host clock), channel:str, power_mw:float64; metadata key `gaps` lists known sample
   gaps [[from_ns, to_ns], ...]
 * `steps` - calibration load steps: step:int32, gpu_start_ns, gpu_end_ns:int64 (GPU clock)
-* `truth` - simulator only: run:int32, segment, exec_index, channel, power_mw (cycle mean), energy_mj
+* `truth` - simulator only: run:int32, segment, exec_index, channel, power_mw (true cycle mean: start to the next
+  start), energy_mj (the execution's own), cycle_ns (true cycle length), cycle_energy_mj (true energy over the cycle)
 
 Derived tables (analysis, polars): `binned` (bin stage) and `lois` (differentiate stage).
 """
@@ -65,6 +66,8 @@ RAW: Final[dict[str, pa.Schema]] = {
             ("channel", pa.string()),
             ("power_mw", pa.float64()),
             ("energy_mj", pa.float64()),
+            ("cycle_ns", pa.float64()),
+            ("cycle_energy_mj", pa.float64()),
         ]
     ),
 }

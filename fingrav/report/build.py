@@ -76,7 +76,7 @@ def _sensor_ns(scn: ScenarioData, calibration: Mapping[str, Any] | None) -> dict
     """The total channel's sensor parameters (ns): the calibration's, else summary.json's "sensor", else the
     plan's."""
     cal = ((calibration or {}).get("sensor") or {}).get(R.TOTAL)
-    for src in (cal, scn.summary.get("sensor"), scn.plan.get("sensor")):
+    for src in (cal, scn.summary.sensor, scn.summary.plan.sensor.model_dump(mode="json")):
         if isinstance(src, Mapping) and src:
             return sensor_ns(src)
     return {}

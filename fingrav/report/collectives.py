@@ -203,9 +203,9 @@ def combined_profiles_data(
             continue
         fits: list[tuple[str, Any]] = []
         for k in range(int(c.get("world_size") or 1)):
-            summ = s.summary if k == 0 else (rs.summary if (rs := rank_scenario(layout, s.name, k)) else {})
-            st = ((summ.get("channels") or {}).get(R.TOTAL) or {}).get(R.SSP) or {}
-            fits.append((f"GPU {k}", st.get("fit_coeffs")))
+            scn = s if k == 0 else rank_scenario(layout, s.name, k)
+            st = scn.summary.role(R.TOTAL, R.SSP) if scn is not None else None
+            fits.append((f"GPU {k}", st.fit_coeffs if st is not None else None))
         fits.append(
             (
                 "all GPUs (sum)",
@@ -257,9 +257,8 @@ def combined_profiles_chart(
 # --------------------------------------------------------------------------- paper Fig. 10
 def scenario_kernel(scn: ScenarioData) -> dict[str, Any]:
     """The scenario's kernel model as a dict (from the collect stage's provenance in plan.json)."""
-    plan = scn.plan
-    prov = plan.get("provenance") if isinstance(plan.get("provenance"), Mapping) else {}
-    scen = prov.get("scenario") if isinstance(prov.get("scenario"), Mapping) else {}
+    scen = scn.summary.plan.provenance.get("scenario")
+    scen = scen if isinstance(scen, Mapping) else {}
     k = scen.get("kernel")
     return dict(k) if isinstance(k, Mapping) else {}
 
@@ -339,16 +338,16 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
         else:
             mem = memory_channel(s.channels)
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
-                st = s.role_stats(ch, R.SSP) if ch else None
-                if st and _finite(st.get("mean_mw")):
+                st = s.summary.role(ch, R.SSP) if ch else None
+                if st is not None and _finite(st.mean_mw):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
-                            "power_w": w(st["mean_mw"]),
-                            "lo_w": w(st["ci_low_mw"]) if _finite(st.get("ci_low_mw")) else None,
-                            "hi_w": w(st["ci_high_mw"]) if _finite(st.get("ci_high_mw")) else None,
+                            "power_w": w(st.mean_mw),
+                            "lo_w": w(st.ci_low_mw) if _finite(st.ci_low_mw) else None,
+                            "hi_w": w(st.ci_high_mw) if _finite(st.ci_high_mw) else None,
                         }
                     )
     schema = {

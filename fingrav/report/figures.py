@@ -18,7 +18,6 @@ import polars as pl
 from fingrav.analysis.roles import role_expr
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
-from fingrav.contracts.plan import Plan
 from fingrav.contracts.summary import channel_of_column
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
 from fingrav.report.load import ScenarioData, subsample
@@ -133,11 +132,11 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     frac = np.linspace(0.0, 1.0, 41)
     for ch in channels:
         for role in PROFILE_ROLES:
-            stats = scn.role_stats(ch, role)
-            if not stats or (role == R.SSE and not scn.sse_measurable):  # too few SSE LOIs: no fit, no mean
+            stats = scn.summary.role(ch, role)
+            if stats is None or (role == R.SSE and not scn.sse_measurable):  # too few SSE LOIs: no fit, no mean
                 continue
             label = ROLE_LABELS[role]
-            coeffs = stats.get("fit_coeffs")
+            coeffs = stats.fit_coeffs
             if coeffs and all(_finite(c) for c in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 degrees.add(len(coeffs) - 1)
@@ -145,7 +144,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                     {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "power_w": float(y)}
                     for f, y in zip(frac, ys, strict=True)
                 ]
-            mean, lo, hi = stats.get("mean_mw"), stats.get("ci_low_mw"), stats.get("ci_high_mw")
+            mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
             if _finite(mean):
                 bands.append(
                     {
@@ -344,7 +343,7 @@ def timeline_sync_chart(
         return None
     runs = raw["runs"].filter(pl.col("run") == run)
     t0 = int(runs["host_start_ns"][0])
-    role = role_expr(Plan.model_validate(scn.plan), segment="segment", exec_index="exec_index", phase="phase")
+    role = role_expr(scn.summary.plan, segment="segment", exec_index="exec_index", phase="phase")
     ex = (
         raw["executions"]
         .filter(pl.col("run") == run)
@@ -587,15 +586,15 @@ def components_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     for s in scns:
         seen = set()
         for ch in s.channels:
-            st = s.role_stats(ch, R.SSP)
-            if st and _finite(st.get("mean_mw")):
+            st = s.summary.role(ch, R.SSP)
+            if st is not None and _finite(st.mean_mw):
                 rows.append(
                     {
                         "scenario": s.name,
                         "channel": ch,
-                        "power_w": w(st["mean_mw"]),
-                        "lo_w": w(st.get("ci_low_mw")) if _finite(st.get("ci_low_mw")) else None,
-                        "hi_w": w(st.get("ci_high_mw")) if _finite(st.get("ci_high_mw")) else None,
+                        "power_w": w(st.mean_mw),
+                        "lo_w": w(st.ci_low_mw) if _finite(st.ci_low_mw) else None,
+                        "hi_w": w(st.ci_high_mw) if _finite(st.ci_high_mw) else None,
                         "valid": s.valid,
                     }
                 )

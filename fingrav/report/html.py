@@ -163,12 +163,9 @@ def find_device(
         ((calibration or {}).get("provenance") or {}).get("device"),
     ]
     for s in scns:
-        prov = s.summary.get("provenance") or {}
-        if isinstance(prov, Mapping):
-            candidates += [
-                (prov.get("raw") or {}).get("device") if isinstance(prov.get("raw"), Mapping) else None,
-                prov.get("device"),
-            ]
+        prov = s.summary.provenance
+        raw = prov.get("raw")
+        candidates += [raw.get("device") if isinstance(raw, Mapping) else None, prov.get("device")]
     return next((c for c in candidates if c), None)
 
 
@@ -298,7 +295,7 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     body = []
     for s in scns:
         r = s.row
-        valid = bool(r.get("valid", True))
+        valid = s.valid
         marker = (
             '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
         )
@@ -338,8 +335,8 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             fmt(r.get("interleaved_vs_ssp_pct"), 1),
         ]
         for ch in channels:
-            st = s.role_stats(ch, R.SSP) or {}
-            lo, hi = st.get("ci_low_mw"), st.get("ci_high_mw")
+            st = s.summary.role(ch, R.SSP)
+            lo, hi = (st.ci_low_mw, st.ci_high_mw) if st is not None else (None, None)
             cells.append(
                 fmt_ci(r.get(channel_column(ch)), w(lo) if _finite(lo) else None, w(hi) if _finite(hi) else None, 1)
             )
@@ -352,14 +349,14 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         cells += [
             runs,
             f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
-            flag_chips(split_flags(r.get("flags"))),
+            flag_chips(s.flags),
         ]
         tds = "".join(
             f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
         )
         body.append(f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>')
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
-    n_invalid = sum(not bool(s.row.get("valid", True)) for s in scns)
+    n_invalid = sum(not s.valid for s in scns)
     note = (
         f'<p class="warn">{n_invalid} of {len(scns)} scenarios are <b>invalid</b> (red rows): see their flags '
         "before using their numbers.</p>"
@@ -401,7 +398,7 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
     body = []
     for s in rows:
         r = s.row
-        ref = s.summary.get("reference") if isinstance(s.summary.get("reference"), dict) else {}
+        ref = s.summary.reference or {}
         t_stable = ref.get("t_stable_ns")
         cls = "" if s.valid else ' class="invalid"'
         cells = [
@@ -565,7 +562,7 @@ def render_html(
     if val_html:
         nav.append(("validation", "Validation"))
     created = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    n_valid = sum(bool(s.row.get("valid", True)) for s in scns)
+    n_valid = sum(s.valid for s in scns)
     subtitle = (
         f"backend <b>{esc(sweep_meta.get('backend'))}</b> · {len(scns)} scenarios ({n_valid} valid) · "
         f"config <code>{esc(sweep_meta.get('config_hash'))}</code> · generated {created}"

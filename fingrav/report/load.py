@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
+from pydantic import ValidationError
 
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
-from fingrav.contracts.summary import split_flags
+from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.units import ms_to_ns
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
@@ -45,20 +46,19 @@ class ScenarioData:
     """One scenario's summary.json on one GPU (`rank`) and where its other files are (`layout`).
 
     `name` is what the report shows (GPU k > 0 of a multi-GPU sweep: "<scenario> (GPU k)"); `scenario` is the
-    scenario's file name (defaults to `name`)."""
+    scenario's file name (defaults to `name`); `row` is the summary's summary.csv row, naming the scenario."""
 
     name: str
-    summary: dict[str, Any]
+    summary: ScenarioSummary
     layout: SweepLayout
     rank: int = 0
     scenario: str = ""
-    row: dict[str, Any] = field(default_factory=dict)
+    row: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         """Take the row from the summary and make sure it names the scenario."""
         self.scenario = self.scenario or self.name
-        if not self.row:
-            self.row = dict(self.summary.get("row") or {})
+        self.row = dict(self.summary.row)
         self.row.setdefault("scenario", self.name)
 
     @property
@@ -76,55 +76,31 @@ class ScenarioData:
     @property
     def channels(self) -> list[str]:
         """Channels of the profile, "total" first."""
-        chans = list((self.summary.get("channels") or {}).keys())
-        if R.TOTAL in chans:
-            chans.remove(R.TOTAL)
-        return [R.TOTAL, *chans]
-
-    @property
-    def plan(self) -> dict[str, Any]:
-        """plan.json as copied into summary.json, else raw/gpu<k>/<scenario>/plan.json, else {}."""
-        plan = self.summary.get("plan")
-        if isinstance(plan, dict) and plan:
-            return plan
-        path = self.layout.plan(self.scenario, self.rank)
-        if path.exists():
-            return dict(json.loads(path.read_text()))
-        return {}
+        return [R.TOTAL, *(c for c in self.summary.channels if c != R.TOTAL)]
 
     @property
     def valid(self) -> bool:
-        """The row's validity (True when not stated)."""
-        return bool(self.row.get("valid", True))
+        return self.summary.valid
 
     @property
     def has_predecessor(self) -> bool:
         """Whether the scenario runs a predecessor before the measured kernel."""
-        pred = self.row.get("predecessor")
-        if pred not in (None, "", "none", "None"):
-            return True
-        return int(self.plan.get("predecessor_count") or 0) > 0
+        return self.summary.plan.predecessor_count > 0
 
     @property
     def flags(self) -> list[str]:
-        """The row's flags as a list."""
-        return split_flags(self.row.get("flags", self.summary.get("flags")))
+        return list(self.summary.flags)
 
     @property
     def sse_measurable(self) -> bool:
         """Whether the SSE numbers can be shown: enough SSE LOIs (no too_few_lois_sse flag)."""
-        return "too_few_lois_sse" not in self.flags
+        return "too_few_lois_sse" not in self.summary.flags
 
     @property
     def has_reference(self) -> bool:
         """Whether the scenario has a reference-run power."""
         v = self.row.get("reference_power_w")
         return isinstance(v, int | float) and not isinstance(v, bool) and v == v
-
-    def role_stats(self, channel: str, role: str) -> dict[str, Any] | None:
-        """summary.json channels[channel][role] ({mean_mw, ci_low_mw, ci_high_mw, lois, fit_coeffs, ...})."""
-        stats = (self.summary.get("channels") or {}).get(channel, {}).get(role)
-        return stats if isinstance(stats, dict) else None
 
 
 def _read_json(path: Path) -> Any:
@@ -134,14 +110,28 @@ def _read_json(path: Path) -> Any:
         raise DataError(f"{path}: not valid JSON ({err})") from None
 
 
+def _field(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as a dotted field name ("plan.runs", "channels.total.ssp.mean_mw")."""
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def read_summary(path: Path) -> ScenarioSummary:
+    """summary.json as its typed model; a malformed or invalid file is a DataError naming the file and the
+    offending field(s)."""
+    try:
+        return ScenarioSummary.model_validate(_read_json(path))
+    except ValidationError as err:
+        problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in err.errors()[:5])
+        more = f" (and {err.error_count() - 5} more)" if err.error_count() > 5 else ""
+        raise DataError(f"{path}: not a valid summary.json: {problems}{more}") from None
+
+
 def load_scenario(layout: SweepLayout, scenario: str, rank: int = 0, name: str | None = None) -> ScenarioData:
-    """One scenario's summary.json on GPU `rank`. A missing or malformed one is a DataError."""
+    """One scenario's summary.json on GPU `rank`. A missing, malformed or invalid one is a DataError."""
     path = layout.summary_json(scenario, rank)
     if not path.exists():
         raise DataError(f"{path}: missing; run the differentiate stage for scenario {scenario!r} first")
-    summary = _read_json(path)
-    if not isinstance(summary, dict) or not isinstance(summary.get("row"), dict):
-        raise DataError(f"{path}: expected an object with a 'row' object")
+    summary = read_summary(path)
     return ScenarioData(name=name or scenario, summary=summary, layout=layout, rank=rank, scenario=scenario)
 
 
@@ -251,7 +241,7 @@ def sensor_ns(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def clock_map(scn: ScenarioData, calibration: dict[str, Any] | None) -> ClockMap | None:
     """The clock fit used for a scenario: summary.json "clock", else the calibration's; None without one."""
-    for rec in (scn.summary.get("clock"), (calibration or {}).get("clock")):
+    for rec in (scn.summary.clock, (calibration or {}).get("clock")):
         if isinstance(rec, dict) and "offset_ns" in rec and "gpu_ref_ns" in rec:
             return ClockMap.from_record(rec)
     return None

@@ -250,6 +250,8 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
                     "exec_index": np.tile(b.exec_index, r)[m],
                     "power_mw": cycle_mean.ravel()[m],
                     "energy_mj": (level * b.dur).ravel()[m] * 1e-9,
+                    "cycle_ns": np.broadcast_to(b.dur + b.gap, (r, n)).ravel()[m].astype(np.float64),
+                    "cycle_energy_mj": (cycle_mean * (b.dur + b.gap)).ravel()[m] * 1e-9,
                 }
             )
     host_end = begin + spec.idle_ns
@@ -324,6 +326,8 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             "channel": np.repeat(chans, n_tr),
             "power_mw": np.concatenate([tr["power_mw"] * spec.channel_scale[c] for c in chans]),
             "energy_mj": np.concatenate([tr["energy_mj"] * spec.channel_scale[c] for c in chans]),
+            "cycle_ns": np.tile(tr["cycle_ns"], len(chans)),
+            "cycle_energy_mj": np.concatenate([tr["cycle_energy_mj"] * spec.channel_scale[c] for c in chans]),
         }
     )
     g = to_gpu(np.linspace(spec.host_t0_ns, host_end, 50).astype(np.int64))

@@ -21,6 +21,29 @@ def differentiate(*args: object, **kw: object) -> tuple[pl.DataFrame, dict]:
     return lois, summary.model_dump()
 
 
+def with_cycle_energy(truth: pl.DataFrame) -> pl.DataFrame:
+    """A truth frame whose power_mw a test changed, with the cycle energies that go with it."""
+    return truth.with_columns(cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * 1e-9)
+
+
+def test_truth_is_time_weighted():
+    """Two cycles of 1 µs at 100 W and 3 µs at 500 W: the truth is 400 W (energy / time), not 300 W."""
+    d = generate(SynthSpec(runs=4, sse_runs=0, exec_jitter=0.0, truth_rows="all"))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    tail = pl.col("exec_index").is_between(d["plan"].ssp_index, d["plan"].trail_index - 1)
+    first_of_tail = pl.col("exec_index") == d["plan"].ssp_index
+    truth = d["truth"].with_columns(
+        cycle_ns=pl.when(first_of_tail).then(1_000.0).when(tail).then(3_000.0).otherwise(pl.col("cycle_ns")),
+        power_mw=pl.when(first_of_tail).then(100_000.0).when(tail).then(500_000.0).otherwise(pl.col("power_mw")),
+    )
+    truth = with_cycle_energy(truth)
+    n_tail = d["plan"].tail
+    expected = (100_000.0 * 1_000 + 500_000.0 * 3_000 * (n_tail - 1)) / (1_000 + 3_000 * (n_tail - 1))
+    tb = truth_by_group(truth, binned, d["plan"]).filter((pl.col("channel") == "total") & (pl.col("group") == "ssp"))
+    assert tb["power_mw"].item() == pytest.approx(expected)
+    assert tb["power_mw"].item() != pytest.approx((100_000.0 + 500_000.0 * (n_tail - 1)) / n_tail)
+
+
 def test_truth_by_group_uses_golden_runs_and_tail():
     d = generate(SynthSpec(runs=8, sse_runs=0, outlier_runs=(2,), predecessor_count=2, truth_rows="all"))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
@@ -33,9 +56,10 @@ def test_truth_by_group_uses_golden_runs_and_tail():
         .then(pl.col("power_mw") + 40_000.0 * 4)  # +160 W on 1 of 4 tail executions: run 0 mean +40 W
         .otherwise(pl.col("power_mw"))
     )
-    tb = truth_by_group(truth, binned, d["plan"])
+    tb = truth_by_group(with_cycle_energy(truth), binned, d["plan"])
     tot = {r["group"]: r["power_mw"] for r in tb.filter(pl.col("channel") == "total").iter_rows(named=True)}
-    assert tot["ssp"] == pytest.approx(400_000.0 + 40_000.0 / 7)  # mean over 7 golden runs of run means
+    # pooled over the 7 golden runs' 28 tail cycles (near-equal lengths): +160 W on one of them
+    assert tot["ssp"] == pytest.approx(400_000.0 + 40_000.0 / 7, rel=1e-4)
     assert tot["sse"] == pytest.approx(350_000.0)
     assert tot["first"] == pytest.approx(450_000.0)
     assert tot["pred"] == pytest.approx(500_000.0)
@@ -45,6 +69,7 @@ def test_validate_signed_errors():
     d = generate(SynthSpec(runs=6))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
     truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 0.8, energy_mj=pl.col("energy_mj") * 1.25)
+    truth = with_cycle_energy(truth)
     v = validate(truth, binned, d["plan"], ssp_power_mw=400_000.0, sse_power_mw=350_000.0, energy_per_exec_mj=80.0)
     assert v["truth_ssp_power_w"] == pytest.approx(320.0)
     assert v["ssp_error_pct"] == pytest.approx(25.0)  # (400 - 320) / 320
@@ -58,7 +83,7 @@ def test_validate_signed_errors():
 def test_differentiate_row_has_truth_columns():
     d = generate(SynthSpec(runs=20, predecessor_count=2))
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
-    truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 1.1)
+    truth = with_cycle_energy(d["truth"].with_columns(power_mw=pl.col("power_mw") * 1.1))
     _, s = differentiate(
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, truth
     )
@@ -100,7 +125,7 @@ def test_cycle_power_with_launch_gaps_and_trailing_execution():
 
 def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
     """The truth file holds only SSE, first and SSP-tail rows; SSE truth = the SSE executions of golden
-    runs of both kinds (mean over runs of per-run means), SSP truth = SSP runs only."""
+    runs of both kinds (pooled, time-weighted), SSP truth = SSP runs only."""
     d = generate(SynthSpec(runs=10, sse_runs=30, predecessor_count=2, outlier_runs=(1,), sse_outlier_runs=(4,)))
     plan = d["plan"]
     rows = d["truth"].filter(pl.col("channel") == "total")
@@ -114,12 +139,13 @@ def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
         .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(360_000.0))
         .otherwise(pl.col("power_mw"))
     )
+    truth = with_cycle_energy(truth)
     tot = {
         r["group"]: r["power_mw"]
         for r in truth_by_group(truth, binned, plan).filter(pl.col("channel") == "total").iter_rows(named=True)
     }
     assert set(tot) == {"ssp", "sse", "first"}  # no warm-up or predecessor rows: no truth for them
-    assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38)
+    assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38, rel=1e-4)  # pooled, ~equal cycles
     assert tot["ssp"] == pytest.approx(400_000.0) and tot["first"] == pytest.approx(450_000.0)
     v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
     assert v["reference_error_pct"] == pytest.approx(1.0)

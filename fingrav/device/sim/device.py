@@ -245,7 +245,10 @@ class SimulatedGPU(GPUDevice):
         nch = len(self._channels)
         if n == 0:
             z32, z64, zf = np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0)
-            self._last_truth = {ch: {"power_mw": zf.copy(), "energy_mj": zf.copy()} for ch in self._channels}
+            self._last_truth = {
+                ch: {k: zf.copy() for k in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj")}
+                for ch in self._channels
+            }
             return ExecRecords(z32, z32.copy(), z64, z64.copy())
         rng = self._rng_exec
         cnt = np.asarray(counts)
@@ -337,7 +340,12 @@ class SimulatedGPU(GPUDevice):
         cyc_e[:, -1] = x0[:, -1] - x0[:, -4]
         cyc_e += idle_ch * cyc_len
         self._last_truth = {
-            ch: {"power_mw": cyc_e[i] / cyc_len, "energy_mj": exec_e[i] * _MJ_PER_MWNS}
+            ch: {
+                "power_mw": cyc_e[i] / cyc_len,
+                "energy_mj": exec_e[i] * _MJ_PER_MWNS,
+                "cycle_ns": cyc_len,
+                "cycle_energy_mj": cyc_e[i] * _MJ_PER_MWNS,
+            }
             for i, ch in enumerate(self._channels)
         }
 
@@ -450,8 +458,9 @@ class SimulatedGPU(GPUDevice):
 
     def ground_truth_of_last_execute(self) -> dict[str, dict[str, np.ndarray]] | None:
         """Per channel: "power_mw" = true mean power over each execution's cycle (its start to the next
-        start in the same call; start to end for the last), "energy_mj" = true energy from its start to
-        its end; aligned with the records the last `execute` returned. None before any `execute`."""
+        start in the same call; start to end for the last), "cycle_ns" = that cycle's true length,
+        "cycle_energy_mj" = the true energy over it, "energy_mj" = true energy from its start to its end;
+        aligned with the records the last `execute` returned. None before any `execute`."""
         return self._last_truth
 
     # ------------------------------------------------------------------ simulator-only helpers

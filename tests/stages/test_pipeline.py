@@ -1,28 +1,21 @@
 """The whole Snakemake pipeline on a tiny simulated sweep: outputs, accuracy against ground truth,
-caching (an analysis parameter never re-measures), config errors before any job, replay, dry runs."""
+caching (an analysis parameter never re-measures), config errors before any job, replay, dry runs.
+Every test here runs Snakemake: all are marked slow."""
 
 from __future__ import annotations
 
 import csv
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, tiny_config
+from conftest import ROOT, snakemake, tiny_config
 
-SNAKEFILE = ROOT / "Snakefile"
+SHIPPED_CONFIGS = sorted(f"config/{p.name}" for p in (ROOT / "config").glob("*.yaml"))
 
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
+pytestmark = pytest.mark.slow
 
 
 def write_config(path: Path, data: dict) -> Path:
@@ -44,15 +37,22 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 def test_pipeline_writes_every_stage_output(tiny_run: Path) -> None:
+    """Every per-GPU file sits under a gpu<k> part (fingrav.layout); one GPU: gpu0 only."""
     res = tiny_run / "results" / "tiny"
-    assert (res / "calibration.json").is_file()
+    assert (res / "calibration" / "gpu0.json").is_file()
+    for f in ("clock.parquet", "steps.parquet", "samples.parquet"):
+        assert (res / "raw" / "gpu0" / "calibration" / f).is_file()
+    assert (res / "logs" / "calibrate.log").stat().st_size > 0
     for name in ("cb-2k", "cb-8k", "cb-2k-after-mb-4k"):
         for f in ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json"):
-            assert (res / "raw" / name / f).is_file()
-        assert (res / "truth" / f"{name}.parquet").is_file()
-        assert (res / "binned" / f"{name}.parquet").is_file()
-        assert (res / "profiles" / name / "summary.json").is_file()
+            assert (res / "raw" / "gpu0" / name / f).is_file()
+        assert (res / "truth" / "gpu0" / f"{name}.parquet").is_file()
+        assert (res / "binned" / "gpu0" / f"{name}.parquet").is_file()
+        for f in ("lois.parquet", "summary.json"):
+            assert (res / "profiles" / "gpu0" / name / f).is_file()
         assert (res / "logs" / "collect" / f"{name}.log").stat().st_size > 0
+    assert not (res / "raw" / "gpu1").exists() and not (res / "profiles" / "combined").exists()
+    assert (res / "summary.csv").is_file()
     html = (res / "report" / "index.html").read_text()
     assert "cb-2k-after-mb-4k" in html
     assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']https?://""", html)
@@ -72,7 +72,9 @@ def test_ssp_matches_ground_truth_and_sse_differs(tiny_run: Path) -> None:
 
 
 def test_margin_change_reruns_only_analysis(tiny_run: Path) -> None:
-    data = tiny_config(margin=0.03)
+    """analysis.margin (the binning margin) is an analysis parameter: changing it reruns bin, differentiate
+    and report, never collect or calibrate."""
+    data = tiny_config(analysis={"margin": 0.03})
     cfg = write_config(tiny_run / "margin.yaml", data)
     proc = snakemake(tiny_run, "--configfile", str(cfg), "--cores", "1", "-n", "--quiet", "rules")
     out = proc.stdout + proc.stderr
@@ -87,7 +89,8 @@ def test_margin_change_reruns_only_analysis(tiny_run: Path) -> None:
         (lambda d: d["scenarios"][0]["kernel"].update(m=-8), "scenarios.0.kernel.m = -8"),
         (lambda d: d["scenarios"][1].update(name="cb-2k"), "duplicate scenario name 'cb-2k'"),
         (lambda d: d["device"].update(backend="cuda"), "device.backend = 'cuda'"),
-        (lambda d: d["run_policy"].update(margin=0.9), "run_policy.margin = 0.9"),
+        (lambda d: d["analysis"].update(margin=0.9), "analysis.margin = 0.9"),
+        (lambda d: d["run_policy"].update(margin=0.03), "run_policy.margin: unknown key"),
     ],
 )
 def test_bad_config_stops_before_any_job(tmp_path: Path, mutate, expected: str) -> None:
@@ -118,14 +121,25 @@ def test_replay_reproduces_summary(tiny_run: Path, tmp_path: Path) -> None:
             assert b == pytest.approx(a, rel=1e-3), (name, col)
 
 
-@pytest.mark.parametrize("config", ["config/config.yaml", "config/sim-h200.yaml", "config/h200.yaml",
-                                    "config/mi300x.yaml", "config/h200-replay.yaml"])
+def test_every_shipped_config_is_dry_run() -> None:
+    assert {"config/config.yaml", "config/sim-h200.yaml", "config/h200.yaml", "config/mi300x.yaml",
+            "config/h200-replay.yaml"} <= set(SHIPPED_CONFIGS)
+
+
+@pytest.mark.parametrize("config", SHIPPED_CONFIGS)
 def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
-    """Every shipped sweep plans on a machine without GPU libraries (amdsmi, pynvml, torch are not needed)."""
+    """Every shipped sweep plans on a machine without GPU libraries (amdsmi, pynvml, torch are not needed):
+    one calibrate job, one collect per scenario, bin and differentiate per scenario and GPU, combine per
+    scenario when the sweep spans several GPUs, one report."""
     proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
-    n = len(yaml.safe_load((ROOT / config).read_text())["scenarios"])
-    counts = dict(re.findall(r"^(calibrate|collect|bin|differentiate|report)\s+(\d+)$", proc.stdout, re.M))
-    assert counts == {"calibrate": "1", "collect": str(n), "bin": str(n), "differentiate": str(n), "report": "1"}
+    data = yaml.safe_load((ROOT / config).read_text())
+    n = len(data["scenarios"])
+    w = int((data.get("device") or {}).get("world_size") or 1)
+    counts = dict(re.findall(r"^(calibrate|collect|bin|differentiate|combine|report)\s+(\d+)$", proc.stdout, re.M))
+    want = {"calibrate": "1", "collect": str(n), "bin": str(n * w), "differentiate": str(n * w), "report": "1"}
+    if w > 1:
+        want["combine"] = str(n)
+    assert counts == want
 
 
 def test_lint_has_no_errors() -> None:

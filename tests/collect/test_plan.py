@@ -7,6 +7,8 @@ import pytest
 
 from fingrav.collect.plan import analyze_probe, guidance, make_plan
 from fingrav.config import RunPolicy
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.sensor import PlanSensor
 
 MS = 1_000_000
 
@@ -64,33 +66,36 @@ def test_probe_needs_samples() -> None:
         analyze_probe(np.array([0, 1]), np.array([1.0, 2.0]), 0, 10, 10, 1.0)
 
 
-SENSOR_FAST = {"period_ns": 1 * MS, "delay_ns": 300_000, "window_ns": 1 * MS, "lag_ns": 0, "settle_ns": int(1.3 * MS)}
-SENSOR_H200 = {
+SENSOR_FAST = PlanSensor(period_ns=1 * MS, delay_ns=300_000, window_ns=1 * MS, lag_ns=0, settle_ns=int(1.3 * MS))
+SENSOR_H200 = PlanSensor(**{
     "period_ns": 20 * MS,
     "delay_ns": int(2.8 * MS),
     "window_ns": int(4.5 * MS),
     "lag_ns": 12 * MS,
     "settle_ns": 63 * MS,
-}
+})
 
 
 def test_plan_short_kernel_on_fast_sensor() -> None:
     plan = make_plan(40_000, 42_000, SENSOR_FAST, None, RunPolicy())
+    assert isinstance(plan, Plan) and plan.sensor == SENSOR_FAST
     assert plan.sse_index == 3
     # SSP after the sensor settled (1.3 ms / 42 us = 31 executions) and strictly after the SSE
     assert plan.ssp_index == 30
-    assert plan.margin == 0.05
+    # the plan no longer fixes the margin: binning takes the guidance table's for the measured time
+    assert plan.margin is None and plan.margin_for_binning(None) == 0.05
     # 30 SSE LOIs at 4 % chance per run -> 750 SSE runs; SSP runs from the guidance table
     assert plan.sse_runs == 750 and plan.runs == 400
     assert plan.sse_executions_per_run == 4
     assert plan.executions_per_run == plan.ssp_index + plan.tail + 1 and plan.trailing == 1
-    assert plan.idle_ns >= SENSOR_FAST["settle_ns"]
+    assert plan.idle_ns >= SENSOR_FAST.settle_ns
 
 
 def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
     plan = make_plan(1_500_000, 1_505_000, SENSOR_FAST, None, RunPolicy())
     assert plan.ssp_index == 4 and plan.sse_index == 3
-    assert plan.runs == 200 and plan.sse_runs == 200 and plan.margin == 0.02
+    assert plan.runs == 200 and plan.sse_runs == 200
+    assert plan.margin is None and plan.margin_for_binning(None) == 0.02
     assert plan.reference_executions == 0
 
 
@@ -105,9 +110,11 @@ def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
 
 
 def test_explicit_policy_overrides() -> None:
-    pol = RunPolicy(mode="explicit", runs=50, executions_per_run=12, margin=0.1)
+    pol = RunPolicy(mode="explicit", runs=50, executions_per_run=12)
     plan = make_plan(100_000, 101_000, SENSOR_FAST, None, pol)
-    assert (plan.runs, plan.executions_per_run, plan.margin) == (50, 12, 0.1)
+    assert (plan.runs, plan.executions_per_run, plan.mode) == (50, 12, "explicit")
+    # an explicit margin is analysis.margin now; it overrides the guidance table when binning
+    assert plan.margin is None and plan.margin_for_binning(0.1) == 0.1
     assert plan.ssp_index == 10 and plan.tail == 1 and plan.trailing == 1
 
 

@@ -1,5 +1,5 @@
-"""File-level stages: run_bin / run_differentiate read raw files and write the contracted outputs;
-summary_table builds summary.csv."""
+"""File-level stages: stages.bin / stages.differentiate read a sweep's raw files (SweepLayout, gpu<k> paths)
+and write the contracted outputs; the report's summary_frame builds summary.csv."""
 
 from __future__ import annotations
 
@@ -12,24 +12,29 @@ import pytest
 from fingrav import rawio
 from fingrav.analysis.binning import BINNED_SCHEMA
 from fingrav.analysis.loi import LOIS_SCHEMA
-from fingrav.analysis.stages import run_bin, run_differentiate, scenario_sensor
-from fingrav.analysis.summarize import ROW_EXTRA, ROW_HEAD, ROW_TAIL, ROW_TRUTH, ROW_TRUTH_EXTRA, summary_table
-from fingrav.analysis.synthetic import SynthSpec, generate
+from fingrav.config import AnalysisConfig
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.sensor import PlanSensor, SensorModel
+from fingrav.contracts.summary import COUNTS, EXTRA, HEAD, TRUTH, TRUTH_EXTRA
+from fingrav.layout import SweepLayout
+from fingrav.report.table import summary_frame
+from fingrav.stages import bin as bin_stage
+from fingrav.stages import differentiate
+from fingrav.stages.differentiate import scenario_sensors
+from fingrav.testing.synthetic import SynthSpec, generate
 
-ANALYSIS = {
-    "bootstrap_reps": 200,
-    "ci_level": 0.95,
-    "fit_degree": 4,
-    "min_lois": 10,
-    "delay_correction": True,
-    "max_drift_ppm": 200.0,
-    "max_clock_residual_us": 20.0,
-}
+ANALYSIS = AnalysisConfig(
+    bootstrap_reps=200, ci_level=0.95, fit_degree=4, min_lois=10, delay_correction=True, max_drift_ppm=200.0
+)
+MAX_CLOCK_RESIDUAL_US = 20.0  # calibration.max_clock_residual_us: a differentiate argument of its own
 
 
-def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = True) -> tuple[Path, Path, dict]:
+def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = True) -> tuple[SweepLayout, dict]:
+    """A synthetic scenario on GPU 0 of a sweep under `tmp`: raw/gpu0/<name>/, truth/gpu0/<name>.parquet and
+    calibration/gpu0.json (its clock deliberately 50 us off)."""
+    layout = SweepLayout(tmp)
     d = generate(spec)
-    raw = tmp / "raw" / name
+    raw = layout.scenario_dir(name, 0)
     prov = {
         "stage": "collect",
         "device": {"backend": "sim", "name": "synthetic"},
@@ -43,25 +48,17 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
         frame = d[kind] if (kind != "clock" or with_clock) else d[kind].clear()
         meta = {**prov, "gaps": []} if kind == "samples" else prov
         rawio.write_table(raw / f"{kind}.parquet", kind, {c: frame[c].to_numpy() for c in frame.columns}, meta)
-    plan = {k: v for k, v in d["plan"].items() if k not in ("kernel", "backend")}
-    rawio.write_json(raw / "plan.json", {**plan, "provenance": prov})
-    truth = tmp / "truth" / f"{name}.parquet"
-    rawio.write_table(truth, "truth", {c: d["truth"][c].to_numpy() for c in d["truth"].columns}, prov)
-    s = d["sensor"]
-    cal = {
-        "clock": {**d["clock_fit"], "offset_ns": d["clock_fit"]["offset_ns"] + 50_000.0},  # deliberately off
-        "sensor": {
-            "total": {
-                "period_ms": s["period_ns"] / 1e6,
-                "delay_ms": s["delay_ns"] / 1e6,
-                "window_ms": 0.001,
-                "lag_ms": 0.0,
-                "settle_ms": 0.0,
-            }
-        },
-    }
-    rawio.write_json(tmp / "calibration.json", cal)
-    return raw, truth, d
+    rawio.write_json(layout.plan(name, 0), d["plan"].model_copy(update={"provenance": prov}).to_json())
+    rawio.write_table(layout.truth(name, 0), "truth", {c: d["truth"][c].to_numpy() for c in d["truth"].columns}, prov)
+    clock = d["clock_fit"]
+    cal = Calibration(
+        clock={**clock.model_dump(), "offset_ns": clock.offset_ns + 50_000.0},  # deliberately off
+        sensor={"total": SensorModel.model_validate(d["sensor"]["total"].model_dump())},
+        channels=["total"],
+        steps={"count": 0, "on_ns": None, "off_ns": None},
+    )
+    rawio.write_json(layout.calibration_json(0), cal)
+    return layout, d
 
 
 def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
@@ -77,25 +74,26 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
         reference_executions=1000,
         reference_transient_ns=20_000_000,
     )  # reads span > 0.3 s: clocksync fits the drift
-    raw, truth, d = write_scenario(tmp_path, "cb-2k", spec)
-    binned_path = tmp_path / "binned" / "cb-2k.parquet"
-    meta = run_bin(raw, raw / "plan.json", binned_path, None, {"stage": "bin"})
+    layout, d = write_scenario(tmp_path, "cb-2k", spec)
+    binned_path = bin_stage.run(layout, "cb-2k", 0, ANALYSIS.model_copy(update={"margin": 0.05}))
+    assert binned_path == tmp_path / "binned" / "gpu0" / "cb-2k.parquet"
+    meta = rawio.read_metadata(binned_path)
     assert meta["runs_golden"] == 29 and meta["bins"]["sse"]["runs_golden"] == 19
     b = pl.read_parquet(binned_path)
     assert b.schema == pl.Schema(BINNED_SCHEMA)
     assert list(BINNED_SCHEMA) == ["run", "phase", "bin_exec_time_ns", "ssp_exec_time_ns", "golden", "reason"]
-    bmeta = rawio.read_metadata(binned_path)
-    assert {"margin", "bin_low_ns", "bin_high_ns", "bins", "provenance"} <= set(bmeta) and bmeta["margin"] == 0.05
-    assert set(bmeta["bins"]) == {"ssp", "sse"}
+    assert {"margin", "bin_low_ns", "bin_high_ns", "bins", "provenance"} <= set(meta) and meta["margin"] == 0.05
+    assert meta["margin_source"] == "analysis.margin"
+    assert set(meta["bins"]) == {"ssp", "sse"}
 
-    out = tmp_path / "profiles" / "cb-2k"
-    summary = run_differentiate(
-        raw, binned_path, tmp_path / "calibration.json", truth, ANALYSIS, out, {"stage": "differentiate"}
-    )
+    written = differentiate.run(layout, "cb-2k", 0, ANALYSIS, MAX_CLOCK_RESIDUAL_US, with_truth=True)
+    out = tmp_path / "profiles" / "gpu0" / "cb-2k"
+    assert written == [out / "lois.parquet", out / "summary.json"]
     lois = pl.read_parquet(out / "lois.parquet")
     assert lois.schema == pl.Schema(LOIS_SCHEMA)
     assert rawio.read_metadata(out / "lois.parquet")["clock_source"] == "scenario"
     on_disk = json.loads((out / "summary.json").read_text())
+    summary = on_disk
     assert on_disk["scenario"] == "cb-2k" and on_disk["row"]["scenario"] == "cb-2k"
     assert set(on_disk) >= {"scenario", "row", "channels", "clock", "flags", "plan", "provenance"}
     assert set(on_disk["clock"]) == {"offset_ns", "gpu_ref_ns", "drift_ppm", "residual_ns"}
@@ -114,10 +112,20 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert set(ch) >= {"mean_mw", "ci_low_mw", "ci_high_mw", "lois", "fit_coeffs", "truth_mw"}
 
 
+def test_bin_margin_unset_is_the_guidance_tables(tmp_path: Path):
+    """analysis.margin unset: the bin stage takes METHOD.md's guidance table for the measured kernel time
+    (200 us -> 2 %), not a margin fixed at collection time."""
+    layout, d = write_scenario(tmp_path, "s", SynthSpec(runs=10))
+    meta = rawio.read_metadata(bin_stage.run(layout, "s", 0, AnalysisConfig()))
+    assert d["plan"].exec_time_ns == 200_000
+    assert meta["margin"] == 0.02 and meta["margin_source"] == "guidance table"
+
+
 def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
-    raw, _, _ = write_scenario(tmp_path, "s", SynthSpec(runs=10), with_clock=False)
-    run_bin(raw, raw / "plan.json", tmp_path / "b.parquet")
-    s = run_differentiate(raw, tmp_path / "b.parquet", tmp_path / "calibration.json", None, ANALYSIS, tmp_path / "out")
+    layout, _ = write_scenario(tmp_path, "s", SynthSpec(runs=10), with_clock=False)
+    bin_stage.run(layout, "s", 0, ANALYSIS)
+    differentiate.run(layout, "s", 0, ANALYSIS, MAX_CLOCK_RESIDUAL_US, with_truth=False)
+    s = json.loads(layout.summary_json("s", 0).read_text())
     assert s["provenance"]["clock_source"] == "calibration"
     assert s["clock"]["offset_ns"] == pytest.approx(163_000 + 50_000)  # the calibration's (50 us off)
     assert s["row"]["ssp_power_w"] is not None and "truth_ssp_power_w" not in s["row"]
@@ -125,38 +133,47 @@ def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
 
 
 def test_scenario_sensor_merges_calibration_over_plan():
-    got = scenario_sensor(
-        {"sensor": {"total": {"delay_ms": 2.8}, "memory": {"delay_ms": 50.0}}},
-        {"sensor": {"period_ns": 20_000_000, "delay_ns": 1, "window_ns": 4_500_000}},
+    ms = 1_000_000
+    cal = Calibration(
+        clock={"offset_ns": 0.0, "gpu_ref_ns": 0},
+        sensor={
+            "total": SensorModel(channel="total", delay_ns=2.8 * ms),
+            "memory": SensorModel(channel="memory", delay_ns=50.0 * ms),
+        },
+        channels=["total", "memory"],
+        steps={},
     )
-    assert got["total"]["delay_ns"] == 2_800_000 and got["total"]["window_ns"] == 4_500_000
-    assert got["memory"]["delay_ns"] == 50_000_000
+    plan = generate(SynthSpec(runs=2, sse_runs=2))["plan"].model_copy(
+        update={"sensor": PlanSensor(period_ns=20 * ms, delay_ns=1, window_ns=4_500_000, lag_ns=0, settle_ns=0)}
+    )
+    got = scenario_sensors(cal, plan)
+    assert got["total"].delay_ns == 2_800_000 and got["total"].window_ns == 4_500_000
+    assert got["total"].period_ns == 20 * ms
+    assert got["memory"].delay_ns == 50_000_000
 
 
 def test_summary_table_column_order_and_types():
     rows = [
         {"scenario": "a", "ssp_power_w": 1.0, "ssp_memory_power_w": 0.5, "runs_total": 3, "valid": True, "flags": ""},
-        {
-            "row": {
-                "scenario": "b",
-                "ssp_xcd_power_w": 2.0,
-                "truth_ssp_power_w": 2.1,
-                "valid": False,
-                "flags": "too_few_lois",
-            }
+        {  # a summary.json's "row"
+            "scenario": "b",
+            "ssp_xcd_power_w": 2.0,
+            "truth_ssp_power_w": 2.1,
+            "valid": False,
+            "flags": "too_few_lois",
         },
     ]
-    t = summary_table(rows)
+    t = summary_frame(rows)
     assert t.columns == [
-        *ROW_HEAD,
+        *HEAD,
         "ssp_memory_power_w",
         "ssp_xcd_power_w",
-        *ROW_TAIL,
-        *ROW_TRUTH,
-        *ROW_EXTRA,
-        *ROW_TRUTH_EXTRA,
+        *COUNTS,
+        *TRUTH,
+        *EXTRA,
+        *TRUTH_EXTRA,
     ]
-    assert ROW_EXTRA[3:] == (
+    assert EXTRA[3:] == (
         "sse_runs_total",
         "sse_runs_golden",
         "reference_power_w",
@@ -174,4 +191,4 @@ def test_summary_table_column_order_and_types():
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
-    assert summary_table(rows[:1]).columns == [*ROW_HEAD, "ssp_memory_power_w", *ROW_TAIL, *ROW_EXTRA]
+    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA]

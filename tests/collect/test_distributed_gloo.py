@@ -15,10 +15,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from conftest import tiny_config
-from test_pipeline import snakemake
+from conftest import snakemake, tiny_config
 
 pytest.importorskip("torch.distributed")
+
+# whole multi-process collections (and Snakemake): seconds to a minute
+pytestmark = pytest.mark.slow
 
 SCENARIO = "ar-1m"
 
@@ -41,14 +43,18 @@ def x2_run(tmp_path_factory) -> Path:
 
 def test_every_rank_has_its_files_and_the_same_runs(x2_run: Path) -> None:
     res = x2_run / "results" / "tiny-x2"
-    for f in ("calibration.json", "calibration.rank1.json"):
-        assert (res / f).is_file()
-    raw0, raw1 = res / "raw" / SCENARIO, res / "raw" / SCENARIO / "rank1"
+    for k in (0, 1):
+        assert (res / "calibration" / f"gpu{k}.json").is_file()
+        for f in ("clock.parquet", "steps.parquet", "samples.parquet"):
+            assert (res / "raw" / f"gpu{k}" / "calibration" / f).is_file()
+        assert (res / "truth" / f"gpu{k}" / f"{SCENARIO}.parquet").is_file()
+        assert (res / "binned" / f"gpu{k}" / f"{SCENARIO}.parquet").is_file()
+        for f in ("lois.parquet", "summary.json"):
+            assert (res / "profiles" / f"gpu{k}" / SCENARIO / f).is_file()
+    raw0, raw1 = res / "raw" / "gpu0" / SCENARIO, res / "raw" / "gpu1" / SCENARIO
     for d in (raw0, raw1):
         for f in ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json"):
             assert (d / f).is_file(), d / f
-    assert (res / "truth" / "rank1" / f"{SCENARIO}.parquet").is_file()
-    assert (res / "binned" / "rank1" / f"{SCENARIO}.parquet").is_file()
     plans = [json.loads((d / "plan.json").read_text()) for d in (raw0, raw1)]
     keys = ("runs", "sse_runs", "executions_per_run", "sse_executions_per_run", "ssp_index", "tail", "idle_ns")
     assert [p["rank"] for p in plans] == [0, 1] and all(p["world_size"] == 2 for p in plans)
@@ -76,11 +82,12 @@ def test_ssp_matches_truth_on_every_rank_and_combined(x2_run: Path) -> None:
     total = float(row["combined_ssp_power_w"])
     assert total == pytest.approx(float(row["ssp_power_w"]) + float(row["rank1_ssp_power_w"]))
     assert float(row["combined_ssp_power_ci_low_w"]) < total < float(row["combined_ssp_power_ci_high_w"])
-    combined = json.loads((res / "profiles" / SCENARIO / "combined.json").read_text())
+    combined = json.loads((res / "profiles" / "combined" / f"{SCENARIO}.json").read_text())
     assert [r["rank"] for r in combined["ranks"]] == [0, 1]
     html = (res / "report" / "index.html").read_text()
     assert "Several GPUs" in html and "Fig. 10" in html
-    assert (res / "report" / f"profile_{SCENARIO}_rank1.png").is_file()
+    assert (res / "report" / f"profile_{SCENARIO}.png").is_file()
+    assert (res / "report" / f"profile_{SCENARIO}_gpu1.png").is_file()
     assert (res / "report" / "collectives_fig10.png").is_file() and (res / "report" / "gpus_profiles.png").is_file()
 
 
@@ -93,24 +100,30 @@ def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) ->
     """Rank 1's simulated GPU has much longer launch gaps, so its own timing would plan other execution counts;
     it still follows rank 0's broadcast plan and issues exactly the same executions."""
     from fingrav.collect.distributed import collect_distributed
-    from fingrav.collect.plan import ProbeResult, make_plan
+    from fingrav.collect.plan import make_plan
     from fingrav.config import parse_config
+    from fingrav.contracts.plan import Probe
+    from fingrav.contracts.sensor import PlanSensor
+    from fingrav.layout import SweepLayout
 
     cfg = parse_config(x2_config())
-    res = x2_run / "results" / "tiny-x2"
-    for name in ("calibration.json", "calibration.rank1.json"):
-        (tmp_path / name).write_text((res / name).read_text())
+    src, layout = SweepLayout(x2_run / "results" / "tiny-x2"), SweepLayout(tmp_path / "results" / "tiny-x2")
+    for k in (0, 1):
+        layout.calibration_json(k).parent.mkdir(parents=True, exist_ok=True)
+        layout.calibration_json(k).write_text(src.calibration_json(k).read_text())
     policy = cfg.policy_for(SCENARIO).model_copy(update={"runs": 20, "sse_runs": 20})
-    plan0 = collect_distributed(cfg.device, cfg.scenario(SCENARIO), policy, tmp_path / "calibration.json", cfg.seed,
-                                tmp_path / "raw", rank_sim_overrides={1: {"launch_gap_us": 60.0}})
-    plan1 = json.loads((tmp_path / "raw" / "rank1" / "plan.json").read_text())
+    plan0 = collect_distributed(cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed, layout,
+                                rank_sim_overrides={1: {"launch_gap_us": 60.0}})
+    assert plan0 == json.loads(layout.plan(SCENARIO, 0).read_text())  # rank 0's plan.json
+    plan1 = json.loads(layout.plan(SCENARIO, 1).read_text())
     local0, local1 = plan0["rank_local"], plan1["rank_local"]
     assert local1["cycle_ns"] > local0["cycle_ns"] + 40_000
-    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plan0["sensor"], ProbeResult(**local1["probe"]),
-                    policy)
+    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], PlanSensor(**plan0["sensor"]),
+                    Probe(**local1["probe"]), policy)
     assert own.executions_per_run != plan0["executions_per_run"]  # rank 1 alone would have planned otherwise
     assert plan1["executions_per_run"] == plan0["executions_per_run"] and plan1["runs"] == plan0["runs"]
     key = ["run", "segment"]
-    e0, e1 = (pl.read_parquet(d / "executions.parquet").group_by(key).len().sort(key)
-              for d in (tmp_path / "raw", tmp_path / "raw" / "rank1"))
+    e0, e1 = (pl.read_parquet(layout.scenario_dir(SCENARIO, k) / "executions.parquet").group_by(key).len().sort(key)
+              for k in (0, 1))
     assert e0.equals(e1)
+    assert layout.truth(SCENARIO, 1).is_file()

@@ -1,11 +1,13 @@
 """Collectives and several GPUs without torch: config validation, the simulator's collective model, the
 file layout of ranks, the runner's lockstep (ranks as threads), combining ranks, the report's multi-GPU
 part, and the torch device's collective handles on a fake torch. The multi-process gloo tests are in
-test_distributed_gloo.py (they need torch)."""
+tests/collect/test_distributed_gloo.py (they need torch)."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from conftest import tiny_config
+from conftest import ROOT, tiny_config
 
 from fingrav.config import AllGatherKernel, AllReduceKernel, DeviceConfig, GemmKernel, SimConfig, parse_config
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.plan import Probe
+from fingrav.contracts.sensor import SensorModel
 from fingrav.errors import ConfigError, DeviceError
+from fingrav.layout import SweepLayout
 
 MS = 1_000_000
 US = 1_000
@@ -76,13 +82,12 @@ def test_gloo_on_gpus_is_rejected() -> None:
 
 
 def test_one_gpu_device_params_keep_their_form() -> None:
-    """Snakemake's params of a one-GPU sweep must not change (no re-measuring of existing sweeps)."""
-    from fingrav.config import DeviceConfig
-
+    """A one-GPU sweep's device section defaults to world_size 1 and no torch.distributed backend, and the
+    collect rule's params are the device config as validated (the rules pass whole config sections)."""
     d = DeviceConfig().model_dump(mode="json")
     assert d["world_size"] == 1 and d["dist_backend"] is None
-    text = Path(__file__).resolve().parent.parent.joinpath("rules", "common.smk").read_text()
-    assert '("world_size", 1), ("dist_backend", None)' in text
+    text = ROOT.joinpath("rules", "common.smk").read_text()
+    assert "device=CFG.device.model_dump(mode=\"json\")" in text
 
 
 # --------------------------------------------------------------------------- simulator
@@ -137,20 +142,20 @@ def test_sim_collective_power_and_execution() -> None:
 
 # --------------------------------------------------------------------------- file layout
 def test_rank_paths(tmp_path: Path) -> None:
-    from fingrav.ranks import (
-        rank_calibration_json,
-        rank_device_config,
-        rank_raw_dir,
-        rank_seed,
-        rank_truth_path,
-    )
+    """Every per-GPU path has a gpu<k> part (fingrav.layout), rank 0 included."""
+    from fingrav.ranks import rank_device_config, rank_seed
 
-    assert rank_raw_dir(tmp_path / "raw" / "ar", 0) == tmp_path / "raw" / "ar"
-    assert rank_raw_dir(tmp_path / "raw" / "ar", 2) == tmp_path / "raw" / "ar" / "rank2"
-    assert rank_truth_path(tmp_path / "truth" / "ar.parquet", 1) == tmp_path / "truth" / "rank1" / "ar.parquet"
-    assert rank_truth_path(None, 1) is None
-    assert rank_calibration_json(tmp_path / "calibration.json", 1) == tmp_path / "calibration.rank1.json"
-    assert rank_calibration_json(tmp_path / "calibration.json", 0) == tmp_path / "calibration.json"
+    L = SweepLayout(tmp_path)
+    assert L.scenario_dir("ar", 0) == tmp_path / "raw" / "gpu0" / "ar"
+    assert L.scenario_dir("ar", 2) == tmp_path / "raw" / "gpu2" / "ar"
+    assert L.plan("ar", 1) == tmp_path / "raw" / "gpu1" / "ar" / "plan.json"
+    assert L.truth("ar", 1) == tmp_path / "truth" / "gpu1" / "ar.parquet"
+    assert L.calibration_json(1) == tmp_path / "calibration" / "gpu1.json"
+    assert L.calibration_json(0) == tmp_path / "calibration" / "gpu0.json"
+    assert L.calibration_dir(1) == tmp_path / "raw" / "gpu1" / "calibration"
+    assert L.binned("ar", 1) == tmp_path / "binned" / "gpu1" / "ar.parquet"
+    assert L.summary_json("ar", 1) == tmp_path / "profiles" / "gpu1" / "ar" / "summary.json"
+    assert L.combined("ar") == tmp_path / "profiles" / "combined" / "ar.json"
     assert rank_seed(7, 0) == 7 and rank_seed(7, 1) != rank_seed(7, 2)
     assert rank_device_config(DeviceConfig(index=2, world_size=2), 1).index == 3
 
@@ -186,20 +191,21 @@ class ThreadLockstep:
         return {"rank": self.rank, "world_size": self.world_size, "backend": "threads"}
 
 
-def _calibration(preset: str = "mi300x") -> dict:
+def _calibration(preset: str = "mi300x") -> Calibration:
     from fingrav.device.sim.presets import PRESETS
 
     s = PRESETS[preset].sensors[0]
-    total = {"period_ms": s.period_ns / MS, "delay_ms": s.delay_ns / MS, "window_ms": s.window_ns / MS,
-             "lag_ms": s.lag_ns / MS, "settle_ms": (s.window_ns + 5 * s.lag_ns) / MS + 0.3, "noise_mw": s.noise_mw}
-    return {"sensor": {"total": total}}
+    total = SensorModel(period_ns=s.period_ns, delay_ns=s.delay_ns, window_ns=s.window_ns, lag_ns=s.lag_ns,
+                        settle_ns=s.window_ns + 5 * s.lag_ns + 0.3 * MS, noise_mw=s.noise_mw)
+    return Calibration(clock={"offset_ns": 0.0, "gpu_ref_ns": 0}, sensor={"total": total}, channels=["total"],
+                       steps={})
 
 
 def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
     """Two ranks as threads: rank 1's GPU has much longer launch gaps (its own plan would differ), yet it
     issues exactly rank 0's executions; the delays are the same on both."""
     from fingrav.collect.plan import make_plan
-    from fingrav.collect.runner import ProbeResult, collect_scenario
+    from fingrav.collect.runner import collect_scenario
     from fingrav.config import RunPolicy, Scenario
     from fingrav.device.sim import SimulatedGPU
 
@@ -225,14 +231,17 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
     for t in threads:
         t.join(120)
     assert not errors, errors
-    assert plans[0] == plans[1]
+    # every rank followed the same plan; only what says which rank it is (and its own device) differs
+    per_rank = {"rank", "rank_local", "distributed", "provenance"}
+    assert plans[0].model_dump(exclude=per_rank) == plans[1].model_dump(exclude=per_rank)
+    assert (plans[0].rank, plans[1].rank) == (0, 1)
     import json
 
     p0, p1 = (json.loads((tmp_path / f"r{r}" / "plan.json").read_text()) for r in (0, 1))
     assert p0["rank"] == 0 and p1["rank"] == 1 and p1["world_size"] == 2
     local0, local1 = p0["rank_local"], p1["rank_local"]
     assert local1["cycle_ns"] > local0["cycle_ns"] + 40 * US  # rank 1 alone would have planned differently
-    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plans[0].sensor, ProbeResult(**local1["probe"]),
+    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plans[0].sensor, Probe(**local1["probe"]),
                     policy)
     assert own.executions_per_run != plans[0].executions_per_run
     r0, r1 = (pl.read_parquet(tmp_path / f"r{r}" / "runs.parquet") for r in (0, 1))
@@ -244,11 +253,12 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
 
 
 def test_merge_probes_is_conservative_and_solo_is_identity() -> None:
-    from fingrav.collect.plan import ProbeResult
     from fingrav.collect.runner import Solo, merge_probes
 
-    a = ProbeResult(1, 10, 100.0, 400.0, 420.0, 4.0, 5 * MS, 7 * MS, True, 50)
-    b = ProbeResult(1, 10, 101.0, 401.0, 421.0, 4.0, 9 * MS, 3 * MS, False, 50)
+    fields = ("busy_ns", "executions", "idle_level_mw", "level_mw", "peak_mw", "tol_mw", "t_stable_ns",
+              "t_recover_ns", "settled", "samples")
+    a = Probe(**dict(zip(fields, (1, 10, 100.0, 400.0, 420.0, 4.0, 5 * MS, 7 * MS, True, 50), strict=True)))
+    b = Probe(**dict(zip(fields, (1, 10, 101.0, 401.0, 421.0, 4.0, 9 * MS, 3 * MS, False, 50), strict=True)))
     m = merge_probes([a, b])
     assert (m.t_stable_ns, m.t_recover_ns, m.settled, m.level_mw) == (9 * MS, 7 * MS, False, 400.0)
     assert merge_probes([a]) is a
@@ -284,6 +294,7 @@ def _rank_data(rng: np.random.Generator, level_mw: float, runs: np.ndarray, gold
 
 def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     from fingrav.analysis.combine import combine_ranks
+    from fingrav.config import AnalysisConfig
 
     rng = np.random.default_rng(0)
     runs = np.arange(60)
@@ -292,7 +303,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     g1[::7] = False  # rank 1 keeps fewer golden runs
     s0, l0 = _rank_data(rng, 300_000.0, runs, np.ones(60, bool), common)
     s1, l1 = _rank_data(rng, 310_000.0, runs, g1, common)
-    out = combine_ranks([s0, s1], [l0, l1], {"bootstrap_reps": 400, "ci_level": 0.95})
+    out = combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=400, ci_level=0.95))
     c = out["combined"]
     expect = s0["row"]["ssp_power_w"] + s1["row"]["ssp_power_w"]
     assert c["ssp_power_w"] == pytest.approx(expect)
@@ -312,7 +323,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     assert "combined_ssp_memory_power_w" in row and "rank1_ssp_memory_power_w" in row
     assert row["rank1_ssp_power_w"] == s1["row"]["ssp_power_w"] and "rank0_ssp_power_w" not in row
     s1["row"]["valid"] = False
-    assert combine_ranks([s0, s1], [l0, l1], {"bootstrap_reps": 100})["row"]["combined_valid"] is False
+    assert combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=100))["row"]["combined_valid"] is False
 
 
 # --------------------------------------------------------------------------- report
@@ -324,7 +335,7 @@ def _scn(tmp_path: Path, name: str, kernel: dict, channels: dict, predecessor: d
                "channels": {ch: {"ssp": {"mean_mw": v, "ci_low_mw": v * 0.99, "ci_high_mw": v * 1.01}}
                             for ch, v in channels.items()},
                "plan": {"provenance": {"scenario": {"name": name, "kernel": kernel, "predecessor": predecessor}}}}
-    return ScenarioData(name=name, summary=summary, sweep_dir=tmp_path)
+    return ScenarioData(name=name, summary=summary, layout=SweepLayout(tmp_path))
 
 
 def _combined(world: int, total_w: float, memory_w: float) -> dict:
@@ -372,14 +383,26 @@ def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
 
 
 def test_kernel_label_of_collectives() -> None:
-    from fingrav.analysis.summarize import describe_plan
+    from fingrav.analysis.differentiate import describe_plan
+    from fingrav.testing.synthetic import SynthSpec, generate
 
-    plan = {"provenance": {"scenario": {"name": "ar", "kernel": {"kind": "allreduce", "size_bytes": 1 << 29,
-                                                                  "dtype": "bf16"}}}}
+    prov = {"scenario": {"name": "ar", "kernel": {"kind": "allreduce", "size_bytes": 1 << 29, "dtype": "bf16"}}}
+    plan = generate(SynthSpec(runs=2, sse_runs=2))["plan"].model_copy(update={"provenance": prov})
     assert describe_plan(plan)["kernel"] == "allreduce 512MiB bf16"
 
 
 # --------------------------------------------------------------------------- torch device on a fake torch
+def _nvml_test_module():
+    """tests/device/test_nvml.py (its fake torch and clock), imported as pytest does: module `test_nvml`."""
+    mod = sys.modules.get("test_nvml")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("test_nvml", ROOT / "tests" / "device" / "test_nvml.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["test_nvml"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
 def test_torch_collective_handles_on_a_fake_torch(monkeypatch) -> None:
     """Bookkeeping only (a fake torch.distributed that advances a fake clock): the collective is bracketed by
     stamps like a GEMM, launched from the stream (no graph capture), warmed up once in prepare. The real
@@ -387,7 +410,8 @@ def test_torch_collective_handles_on_a_fake_torch(monkeypatch) -> None:
     import sys
     import types
 
-    from test_nvml import _Clock, _device_class, _fake_torch
+    nvml_tests = _nvml_test_module()
+    _Clock, _device_class, _fake_torch = nvml_tests._Clock, nvml_tests._device_class, nvml_tests._fake_torch
 
     clock = _Clock()
     torch = _fake_torch(clock)

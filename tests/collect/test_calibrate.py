@@ -14,11 +14,15 @@ from fingrav import rawio
 from fingrav.clocksync import ClockFit
 from fingrav.collect.calibrate import analyze_calibration, calibrate
 from fingrav.config import CalibrationConfig
+from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.sensor import SensorModel
 from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
 from fingrav.errors import DataError
+from fingrav.layout import CALIBRATION_RAW_FILES
 
 HOST0 = 1_764_400_000_000_000_000
 GPU0 = 5_000_000_000  # the GPU clock counts from its own epoch
+MS = 1_000_000
 
 
 class FakeGPU(GPUDevice):
@@ -118,39 +122,45 @@ CFG = CalibrationConfig(clock_bursts=6, clock_reads_per_burst=30, steps=12, step
 def test_calibrate_end_to_end(tmp_path: Path) -> None:
     dev = FakeGPU(offset_ns=250_000.0, drift_ppm=30.0, seed=1)
     result = calibrate(dev, CFG, seed=4, raw_dir=tmp_path)
-    json.dumps(result)  # JSON-able as is
+    assert isinstance(result, Calibration)
+    # JSON-able as is, and calibration/gpu<k>.json reads back into the same model
+    assert Calibration.model_validate_json(json.dumps(result.model_dump(mode="json"))) == result
+    assert Calibration.model_validate(json.loads(rawio.dumps(result))) == result
 
-    clock = result["clock"]
+    clock = result.clock
     true_offset = dev.offset + dev.drift * (clock["gpu_ref_ns"] - GPU0)
     assert abs(clock["offset_ns"] - true_offset) < 1_000
     assert clock["drift_ppm"] == pytest.approx(30.0, abs=1.0)
-    assert clock["valid"] and result["valid"]
+    assert clock["valid"] and result.valid
     assert clock["n_pairs"] == 6 * 30
 
-    assert result["channels"] == ["total", "memory"]
-    tot = result["sensor"]["total"]
-    assert tot["responds"]
-    assert tot["period_ms"] == pytest.approx(1.0, abs=0.05)
-    assert tot["delay_ms"] == pytest.approx(0.3, abs=0.1)
-    assert tot["window_ms"] == pytest.approx(1.0, abs=0.15)
-    assert tot["lag_ms"] < 0.1
-    assert tot["settle_ms"] == pytest.approx(1.29, abs=0.15)
-    assert tot["step_mw"] == pytest.approx(200_000.0, rel=0.01)
-    assert tot["quantization_mw"] == pytest.approx(1_000.0)
-    assert not result["sensor"]["memory"]["responds"]
-    assert result["flags"] == ["memory:no_response"]
-    assert result["steps"]["count"] == 12
-    assert result["steps"]["on_ms"] == pytest.approx(30.0, abs=0.01)
+    assert result.channels == ["total", "memory"]
+    assert list(result.sensor) == ["total", "memory"]
+    tot = result.sensor["total"]
+    assert isinstance(tot, SensorModel) and tot is result.total and tot.channel == "total"
+    assert tot.responds
+    # the sensor model is in ns
+    assert tot.period_ns == pytest.approx(1.0 * MS, abs=0.05 * MS)
+    assert tot.delay_ns == pytest.approx(0.3 * MS, abs=0.1 * MS)
+    assert tot.window_ns == pytest.approx(1.0 * MS, abs=0.15 * MS)
+    assert tot.lag_ns < 0.1 * MS
+    assert tot.settle_ns == pytest.approx(1.29 * MS, abs=0.15 * MS)
+    assert tot.step_mw == pytest.approx(200_000.0, rel=0.01)
+    assert tot.quantization_mw == pytest.approx(1_000.0)
+    assert not result.sensor["memory"].responds
+    assert result.flags == ["memory:no_response"]
+    assert result.steps["count"] == 12
+    assert result.steps["on_ns"] == pytest.approx(30.0 * MS, abs=0.01 * MS)
 
     # raw files with schemas and provenance
-    for name in rawio.CALIBRATION_RAW_FILES:
+    for name in CALIBRATION_RAW_FILES:
         meta = rawio.read_metadata(tmp_path / name)
         assert meta["device"]["name"] == "fake gpu" and meta["stage"] == "calibrate" and meta["seed"] == 4
         kind = name.removesuffix(".parquet")
         assert rawio.read_table(tmp_path / name).schema.remove_metadata() == rawio.SCHEMAS[kind]
     assert rawio.read_metadata(tmp_path / "samples.parquet")["channels"] == ["total", "memory"]
     assert rawio.read_table(tmp_path / "steps.parquet").num_rows == 12
-    assert result["provenance"]["device"]["name"] == "fake gpu"
+    assert result.provenance["device"]["name"] == "fake gpu"
 
     # the spins happened where the calibration says (host clock) and the edges are at random phases
     host = np.array(dev.on)
@@ -160,28 +170,34 @@ def test_calibrate_end_to_end(tmp_path: Path) -> None:
     assert np.max(np.abs(mapped - host[:, 0])) < 2_000
     assert np.std(np.diff(host[:, 0])) > 0.5e6
 
-    # replay: the same dict from the raw files alone (up to creation time)
+    # replay: the same calibration from the raw files alone (up to creation time)
     again = analyze_calibration(tmp_path, CFG)
+    assert isinstance(again, Calibration)
 
-    def strip(d: dict[str, Any]) -> dict[str, Any]:
+    def strip(c: Calibration) -> dict[str, Any]:
+        d = c.model_dump(mode="json")
         return {**d, "provenance": {k: v for k, v in d["provenance"].items() if k != "created_utc"}}
 
-    assert json.loads(rawio.dumps(strip(again))) == json.loads(rawio.dumps(strip(result)))
+    replayed, live = json.loads(rawio.dumps(strip(again))), json.loads(rawio.dumps(strip(result)))
+    assert {k: v for k, v in replayed.items() if k != "provenance"} == {
+        k: v for k, v in live.items() if k != "provenance"
+    }
+    assert replayed["provenance"] == live["provenance"]
 
 
 def test_invalid_clock_is_flagged(tmp_path: Path) -> None:
     cfg = CFG.model_copy(update={"max_clock_residual_us": 1e-4})
     result = calibrate(FakeGPU(seed=2), cfg, seed=0, raw_dir=tmp_path)
-    assert not result["clock"]["valid"] and not result["valid"]
-    assert "clock_residual" in result["flags"]
+    assert not result.clock["valid"] and not result.valid
+    assert "clock_residual" in result.flags
 
 
 def test_slow_sensor_and_missing_raw(tmp_path: Path) -> None:
     dev = FakeGPU(period_ms=5.0, delay_ms=2.0, window_ms=10.0, seed=3)
     cfg = CFG.model_copy(update={"steps": 10, "step_on_ms": 60.0, "step_off_ms": 60.0})
-    tot = calibrate(dev, cfg, seed=1, raw_dir=tmp_path)["sensor"]["total"]
-    assert tot["delay_ms"] == pytest.approx(2.0, abs=0.6)
-    assert tot["window_ms"] == pytest.approx(10.0, abs=1.0)
+    tot = calibrate(dev, cfg, seed=1, raw_dir=tmp_path).total
+    assert tot.delay_ns == pytest.approx(2.0 * MS, abs=0.6 * MS)
+    assert tot.window_ns == pytest.approx(10.0 * MS, abs=1.0 * MS)
     with pytest.raises(DataError):
         analyze_calibration(tmp_path / "nothing", cfg)
 
@@ -200,26 +216,30 @@ def test_calibrate_on_simulated_h200(tmp_path: Path) -> None:
     dev = SimulatedGPU(SimConfig(preset="h200"), seed=3)
     p = dev.preset
     result = calibrate(dev, CalibrationConfig(steps=30), seed=3, raw_dir=tmp_path)
-    assert result["valid"] and result["flags"] == []
+    assert result.valid and result.flags == []
 
     # sim: gpu = host0 + x + offset + drift * x for host time host0 + x
-    fit = ClockFit.from_dict(result["clock"])
+    fit = ClockFit.from_dict(result.clock)
     host0 = dev.describe()["host_epoch_ns"]
     g = fit.gpu_ref_ns + np.array([-6e9, 0, 6e9]).astype(np.int64)
     truth = host0 + np.rint((g - host0 - p.clock_offset_ns) / (1.0 + p.clock_drift)).astype(np.int64)
     assert np.max(np.abs(fit.gpu_to_host(g) - truth)) < 1_000
     assert fit.drift_ppm == pytest.approx(-p.clock_drift * 1e6, abs=0.5)
 
-    tot, mem = result["sensor"]["total"], result["sensor"]["memory"]
+    # the clock mapping of the contracts agrees with the fit
+    cmap = result.clock_map
+    assert np.max(np.abs(cmap.to_host_ns(g) - fit.gpu_to_host(g))) <= 1
+
+    tot, mem = result.sensor["total"], result.sensor["memory"]
     spec = p.sensors[0]
-    assert tot["period_ms"] == pytest.approx(spec.period_ns / 1e6, abs=1.0)
-    assert tot["delay_ms"] == pytest.approx(spec.delay_ns / 1e6, abs=1.0)
-    assert tot["window_ms"] == pytest.approx(spec.window_ns / 1e6, abs=1.5)
-    assert tot["lag_ms"] == pytest.approx(spec.lag_ns / 1e6, abs=1.0)
-    assert tot["settle_ms"] == pytest.approx(60.0, abs=3.0)
+    assert tot.period_ns == pytest.approx(spec.period_ns, abs=1.0 * MS)
+    assert tot.delay_ns == pytest.approx(spec.delay_ns, abs=1.0 * MS)
+    assert tot.window_ns == pytest.approx(spec.window_ns, abs=1.5 * MS)
+    assert tot.lag_ns == pytest.approx(spec.lag_ns, abs=1.0 * MS)
+    assert tot.settle_ns == pytest.approx(60.0 * MS, abs=3.0 * MS)
     # the memory stream (100 ms samples of a 100 ms average, 2.5 W step) pins down the group delay
     # (5 + 100 / 2 ms) better than how it splits into delay / window / lag
     mspec = p.sensors[1]
-    assert mem["responds"] and mem["period_ms"] == pytest.approx(mspec.period_ns / 1e6, abs=5.0)
-    true_gd = (mspec.delay_ns + mspec.window_ns / 2 + mspec.lag_ns) / 1e6
-    assert mem["group_delay_ms"] == pytest.approx(true_gd, abs=4 * mem["group_delay_se_ms"])
+    assert mem.responds and mem.period_ns == pytest.approx(mspec.period_ns, abs=5.0 * MS)
+    true_gd = mspec.delay_ns + mspec.window_ns / 2 + mspec.lag_ns
+    assert mem.group_delay_ns == pytest.approx(true_gd, abs=4 * mem.group_delay_se_ns)

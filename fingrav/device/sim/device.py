@@ -345,6 +345,7 @@ class SimulatedGPU(GPUDevice):
                 "energy_mj": exec_e[i] * _MJ_PER_MWNS,
                 "cycle_ns": cyc_len,
                 "cycle_energy_mj": cyc_e[i] * _MJ_PER_MWNS,
+                "start_host_ns": self._host0 + starts,
             }
             for i, ch in enumerate(self._channels)
         }
@@ -459,7 +460,8 @@ class SimulatedGPU(GPUDevice):
     def ground_truth_of_last_execute(self) -> dict[str, dict[str, np.ndarray]] | None:
         """Per channel: "power_mw" = true mean power over each execution's cycle (its start to the next
         start in the same call; start to end for the last), "cycle_ns" = that cycle's true length,
-        "cycle_energy_mj" = the true energy over it, "energy_mj" = true energy from its start to its end;
+        "cycle_energy_mj" = the true energy over it, "energy_mj" = true energy from its start to its end,
+        "start_host_ns" = its true start on the host clock;
         aligned with the records the last `execute` returned. None before any `execute`."""
         return self._last_truth
 

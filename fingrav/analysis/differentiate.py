@@ -17,6 +17,7 @@ from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
 from fingrav.analysis.reference import reference_stats
+from fingrav.analysis.samples import screen_samples
 from fingrav.analysis.validation import validate
 from fingrav.config import AnalysisConfig, Scenario
 from fingrav.contracts import summary as S
@@ -102,6 +103,7 @@ def differentiate(
     else:
         delay_ns, delays = 0, {}
 
+    samples, sample_counts = screen_samples(samples)
     hx = host_executions(executions, runs, plan, cp, binned)
     lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
     prof = compute_profiles(lois, hx, plan, analysis, seed=seed)
@@ -144,6 +146,7 @@ def differentiate(
             reference_ci_mw=(ref["ci_low_mw"], ref["ci_high_mw"]) if ref is not None else (None, None),
             ssp_vs_reference_pct=_pct(stat(TOTAL, "ssp", "mean_mw"), ref["power_mw"] if ref is not None else None),
             sample_phase_ks=phase_ks,
+            samples_rejected=sample_counts["rejected"],
         )
     )
 
@@ -246,6 +249,7 @@ def differentiate(
         "runs": counts,
         "reference": ref,
         "gaps": gap_counts,
+        "samples": {"total": samples.height + sample_counts["rejected"], **sample_counts},
         "sample_phase": {
             "ks_d": phase_ks[0],
             "runs": phase_ks[1],

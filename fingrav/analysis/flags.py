@@ -131,6 +131,7 @@ class FlagInputs:
     reference_ci_mw: tuple[float | None, float | None] = (None, None)
     ssp_vs_reference_pct: float | None = None
     sample_phase_ks: tuple[float | None, int] = (None, 0)
+    samples_rejected: int = 0
 
 
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
@@ -177,6 +178,8 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     d, n = inp.sample_phase_ks
     if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
         fired.add("sample_phase_nonuniform")
+    if inp.samples_rejected > 0:
+        fired.add("nonphysical_samples")
     flags = [f for f in FLAG_ORDER if f in fired]
     valid = not (fired & INVALIDATING)
     if flags:

@@ -19,6 +19,7 @@ MAX_SSP_VS_REFERENCE_PCT: Final = 2.0
 KS_CRITICAL: Final = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity at the 0.1 % level
 MIN_PHASE_RUNS: Final = 30
 MIN_SETTLED_REFERENCE_SAMPLES: Final = 10
+MAX_PLAUSIBLE_MW: Final = 5_000_000.0  # 5 kW: above any single GPU board; all-ones sentinels land above it
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,14 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "delay did not randomize the sampling phase): means stay right in steady state, but some TOIs, and the "
         "SSE, get fewer LOIs",
         f"Kolmogorov-Smirnov D > {KS_CRITICAL:g} / sqrt(n), n ≥ {MIN_PHASE_RUNS} runs (0.1 % level)",
+    ),
+    Flag(
+        "nonphysical_samples",
+        False,
+        "the power logger returned samples that cannot be real (not finite, ≤ 0 W, above 5 kW, or two different "
+        "values at one timestamp): they were set aside before any statistic (counts in summary.json "
+        "\"samples\"), so the numbers rest on the remaining samples",
+        "any sample set aside",
     ),
 )
 BY_NAME: Final[dict[str, Flag]] = {f.name: f for f in REGISTRY}

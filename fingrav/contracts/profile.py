@@ -62,6 +62,7 @@ class ScenarioSummary(_Model):
     runs: dict[str, RunCount]
     reference: dict[str, Any] | None = None
     gaps: dict[str, int]
+    samples: dict[str, int]  # {total, rejected, nonfinite, nonpositive, implausible, ...}: fingrav.analysis.samples
     sample_phase: dict[str, Any]
     exec_time_ns: Estimate
     exec_time_mean_ns: float | None = None

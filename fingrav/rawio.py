@@ -11,13 +11,16 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fingrav.contracts import FORMAT_VERSION, tables
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 logger = logging.getLogger(__name__)
 
@@ -118,4 +121,30 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file; DataError naming the file when it is missing or not JSON."""
+    from fingrav.errors import DataError
+
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: not valid JSON ({err})") from None
+
+
+M = TypeVar("M", bound="BaseModel")
+
+
+def read_model(path: str | Path, model: type[M]) -> M:
+    """A JSON artifact as its contract model (`fingrav.contracts`); DataError naming the file and the fields."""
+    from pydantic import ValidationError
+
+    from fingrav.errors import DataError
+
+    try:
+        return model.model_validate(read_json(path))
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in err.errors()[:5])
+        more = f" (and {err.error_count() - 5} more)" if err.error_count() > 5 else ""
+        raise DataError(f"{path}: not a valid {model.__name__}: {problems}{more}") from None

@@ -15,6 +15,7 @@ import re
 import struct
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,12 @@ import pytest
 from fingrav import rawio
 from fingrav.contracts import summary as S
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import Estimate, RunCount, ScenarioSummary
+from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.report import build_report, summary_frame
 from fingrav.report.figures import binning_chart, pick_run, reference_data, sse_error_data, validation_data
-from fingrav.report.load import ScenarioData, fair_quotas, load_scenarios, subsample
+from fingrav.report.load import ScenarioData, fair_quotas, load_scenario, load_scenarios, subsample
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,72 @@ class Spec:
     reference_ms: float = 0.0  # back-to-back reference run length (0: none)
     flags: tuple[str, ...] = ()
     valid: bool = True
+
+
+def make_plan(**kw: Any) -> Plan:
+    """A plan like the collect stage writes (3 warm-ups, SSP tail 8..11, 2 trailing executions); `kw` overrides."""
+    fields: dict[str, Any] = {
+        "exec_time_ns": 100_000,
+        "cycle_ns": 100_000,
+        "warmups": 3,
+        "sse_index": 3,
+        "ssp_index": 8,
+        "tail": 4,
+        "trailing": 2,
+        "executions_per_run": 14,
+        "runs": 36,
+        "sse_runs": 24,
+        "sse_executions_per_run": 4,
+        "idle_ns": 15_000_000,
+        "delay_max_ns": PERIOD_NS,
+        "lois_wanted": 30,
+        "sensor": {
+            "period_ns": PERIOD_NS,
+            "delay_ns": DELAY_NS,
+            "window_ns": 1_000_000,
+            "lag_ns": LAG_NS,
+            "settle_ns": 10_000_000,
+        },
+    }
+    return Plan.model_validate({**fields, **kw})
+
+
+def summary_of(
+    name: str,
+    row: dict[str, Any],
+    channels: dict[str, Any] | None = None,
+    *,
+    plan: Plan | None = None,
+    flags: Sequence[str] = (),
+    valid: bool = True,
+    **fields: Any,
+) -> ScenarioSummary:
+    """A summary.json model with `row` and `channels` ({channel: {role: RoleStats fields}}); everything else
+    empty unless given in `fields`."""
+    none = Estimate()
+    base: dict[str, Any] = {
+        "clock": {},
+        "provenance": {},
+        "sensor": {},
+        "runs": {},
+        "gaps": {},
+        "samples": {},
+        "sample_phase": {},
+        "exec_time_ns": none,
+        "cycle_time_ns": none,
+        "energy_per_exec_mj": none,
+        "sse_vs_ssp_error_pct": none,
+        "interleaved_vs_ssp_pct": none,
+    }
+    return ScenarioSummary(
+        scenario=name,
+        row=row,
+        channels=channels or {},
+        flags=list(flags),
+        valid=valid,
+        plan=plan or make_plan(),
+        **{**base, **fields},
+    )
 
 
 def _polyfit(x: np.ndarray, y: np.ndarray) -> list[float]:
@@ -151,9 +220,17 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
                 if seg == "pred":
                     role, p = "pred", spec.pred[3] if spec.pred else 0.0
                 else:
-                    role = ("trail" if (i >= ssp_index + tail and kind == "ssp")
-                            else "ssp" if (i >= ssp_index and kind == "ssp") else "sse" if i == warmups
-                            else "first" if (i == 0 and pred_count) else "warmup")
+                    role = (
+                        "trail"
+                        if (i >= ssp_index + tail and kind == "ssp")
+                        else "ssp"
+                        if (i >= ssp_index and kind == "ssp")
+                        else "sse"
+                        if i == warmups
+                        else "first"
+                        if (i == 0 and pred_count)
+                        else "warmup"
+                    )
                     p = spec.ssp_mw * (0.9 if role == "warmup" else 1.0)
                 level[(grid >= t) & (grid < t + d)] = p
                 host_execs.append((r, kind, seg, i, role, t, t + d))
@@ -179,45 +256,95 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
     rawio.write_table(raw / "runs.parquet", "runs", {k: np.asarray(v) for k, v in run_rows.items()}, prov)
     t_all, p_all = np.concatenate(s_t), np.concatenate(s_p)
     chans = list(spec.channels)
-    rawio.write_table(raw / "samples.parquet", "samples", {
-        "t_ns": np.tile(t_all, len(chans)), "channel": np.repeat(np.array(chans, dtype=object), t_all.size),
-        "power_mw": np.concatenate([p_all * spec.channels[c] for c in chans]),
-    }, {**prov, "gaps": []})
+    rawio.write_table(
+        raw / "samples.parquet",
+        "samples",
+        {
+            "t_ns": np.tile(t_all, len(chans)),
+            "channel": np.repeat(np.array(chans, dtype=object), t_all.size),
+            "power_mw": np.concatenate([p_all * spec.channels[c] for c in chans]),
+        },
+        {**prov, "gaps": []},
+    )
     g = np.linspace(T0_NS - OFFSET_NS, begin, 20).astype(np.int64)
     h = g + OFFSET_NS + np.rint(DRIFT * (g - GPU_REF_NS)).astype(np.int64)
-    rawio.write_table(raw / "clock.parquet", "clock", {
-        "host_before_ns": h - 4000, "gpu_ns": g, "host_after_ns": h + 4000,
-        "source": np.array(["burst"] * g.size, dtype=object), "run": np.full(g.size, -1, np.int32)}, prov)
+    rawio.write_table(
+        raw / "clock.parquet",
+        "clock",
+        {
+            "host_before_ns": h - 4000,
+            "gpu_ns": g,
+            "host_after_ns": h + 4000,
+            "source": np.array(["burst"] * g.size, dtype=object),
+            "run": np.full(g.size, -1, np.int32),
+        },
+        prov,
+    )
     if truth:
         # only the executions that matter, like the collector: SSE, first and the SSP tail
-        rel = [x for x in truth_rows if x[1] == "main" and (x[2] == warmups or (x[2] == 0 and pred_count)
-                                                          or (ssp_index <= x[2] < ssp_index + tail
-                                                              and x[0] < spec.runs))]
+        rel = [
+            x
+            for x in truth_rows
+            if x[1] == "main"
+            and (
+                x[2] == warmups
+                or (x[2] == 0 and pred_count)
+                or (ssp_index <= x[2] < ssp_index + tail and x[0] < spec.runs)
+            )
+        ]
         tr = list(zip(*rel, strict=True))
         n_t = len(rel)
-        rawio.write_table(sweep.truth(spec.name), "truth", {
-            "run": np.tile(np.asarray(tr[0], np.int32), len(chans)),
-            "segment": np.tile(np.asarray(tr[1], dtype=object), len(chans)),
-            "exec_index": np.tile(np.asarray(tr[2], np.int32), len(chans)),
-            "channel": np.repeat(np.array(chans, dtype=object), n_t),
-            "power_mw": np.concatenate([np.asarray(tr[3]) * spec.channels[c] for c in chans]),
-            "energy_mj": np.concatenate([np.asarray(tr[3]) * spec.channels[c] * np.asarray(tr[4]) * 1e-9
-                                         for c in chans]),
-        }, prov)
-    probe = {"busy_ns": 50_000_000, "executions": 50_000_000 // spec.exec_ns, "idle_level_mw": 80_000.0,
-             "level_mw": spec.ssp_mw, "peak_mw": spec.ssp_mw, "tol_mw": 2_000.0, "t_stable_ns": t_stable_ns,
-             "t_recover_ns": 5_000_000, "settled": True, "samples": 100}
-    plan = Plan.model_validate({
-        "exec_time_ns": spec.exec_ns, "cycle_ns": spec.exec_ns, "warmups": warmups, "sse_index": warmups,
-        "ssp_index": ssp_index, "tail": tail, "trailing": trailing, "executions_per_run": n_main,
-        "runs": spec.runs, "sse_runs": spec.sse_runs, "sse_executions_per_run": warmups + 1,
-        "reference_executions": n_ref, "reference_ms": float(spec.reference_ms), "predecessor_count": pred_count,
-        "idle_ns": idle_ns, "delay_max_ns": PERIOD_NS, "lois_wanted": 30,
-        "sensor": {"period_ns": PERIOD_NS, "delay_ns": DELAY_NS, "window_ns": 1_000_000, "lag_ns": LAG_NS,
-                   "settle_ns": 10_000_000},
-        "probe": probe,
-    }).to_json()
-    rawio.write_json(sweep.plan(spec.name), plan)
+        rawio.write_table(
+            sweep.truth(spec.name),
+            "truth",
+            {
+                "run": np.tile(np.asarray(tr[0], np.int32), len(chans)),
+                "segment": np.tile(np.asarray(tr[1], dtype=object), len(chans)),
+                "exec_index": np.tile(np.asarray(tr[2], np.int32), len(chans)),
+                "channel": np.repeat(np.array(chans, dtype=object), n_t),
+                "power_mw": np.concatenate([np.asarray(tr[3]) * spec.channels[c] for c in chans]),
+                "energy_mj": np.concatenate(
+                    [np.asarray(tr[3]) * spec.channels[c] * np.asarray(tr[4]) * 1e-9 for c in chans]
+                ),
+                # back to back: an execution's cycle is its duration
+                "cycle_ns": np.tile(np.asarray(tr[4], np.float64), len(chans)),
+                "cycle_energy_mj": np.concatenate(
+                    [np.asarray(tr[3]) * spec.channels[c] * np.asarray(tr[4]) * 1e-9 for c in chans]
+                ),
+            },
+            prov,
+        )
+    probe = {
+        "busy_ns": 50_000_000,
+        "executions": 50_000_000 // spec.exec_ns,
+        "idle_level_mw": 80_000.0,
+        "level_mw": spec.ssp_mw,
+        "peak_mw": spec.ssp_mw,
+        "tol_mw": 2_000.0,
+        "t_stable_ns": t_stable_ns,
+        "t_recover_ns": 5_000_000,
+        "settled": True,
+        "samples": 100,
+    }
+    plan = make_plan(
+        exec_time_ns=spec.exec_ns,
+        cycle_ns=spec.exec_ns,
+        warmups=warmups,
+        sse_index=warmups,
+        ssp_index=ssp_index,
+        tail=tail,
+        trailing=trailing,
+        executions_per_run=n_main,
+        runs=spec.runs,
+        sse_runs=spec.sse_runs,
+        sse_executions_per_run=warmups + 1,
+        reference_executions=n_ref,
+        reference_ms=float(spec.reference_ms),
+        predecessor_count=pred_count,
+        idle_ns=idle_ns,
+        probe=probe,
+    )
+    rawio.write_json(sweep.plan(spec.name), plan.to_json())
 
     # binning, each kind on its own
     binned_rows, bins = [], {}
@@ -226,34 +353,69 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
         times = np.array([bin_time[r][1] for r in runs_k], dtype=np.int64)
         low = float(np.median(times)) * 0.98 if times.size else 0.0
         gold = (times >= low) & (times <= low * 1.05)
-        bins[kind] = {"bin_low_ns": low, "bin_high_ns": low * 1.05, "runs_total": len(runs_k),
-                      "runs_golden": int(gold.sum())}
-        binned_rows += [(r, kind, int(t), int(t) if kind == "ssp" else None, bool(gd), None if gd else "outside_bin")
-                        for r, t, gd in zip(runs_k, times, gold, strict=True)]
-    binned = pl.DataFrame(binned_rows, schema={"run": pl.Int32, "phase": pl.String, "bin_exec_time_ns": pl.Int64,
-                                               "ssp_exec_time_ns": pl.Int64, "golden": pl.Boolean,
-                                               "reason": pl.String}, orient="row").sort("run")
-    _write_parquet_with_meta(binned, sweep.binned(spec.name),
-                             {"margin": 0.05, **{k: v for k, v in bins["ssp"].items()}, "bins": bins})
+        bins[kind] = {
+            "bin_low_ns": low,
+            "bin_high_ns": low * 1.05,
+            "runs_total": len(runs_k),
+            "runs_golden": int(gold.sum()),
+        }
+        binned_rows += [
+            (r, kind, int(t), int(t) if kind == "ssp" else None, bool(gd), None if gd else "outside_bin")
+            for r, t, gd in zip(runs_k, times, gold, strict=True)
+        ]
+    binned = pl.DataFrame(
+        binned_rows,
+        schema={
+            "run": pl.Int32,
+            "phase": pl.String,
+            "bin_exec_time_ns": pl.Int64,
+            "ssp_exec_time_ns": pl.Int64,
+            "golden": pl.Boolean,
+            "reason": pl.String,
+        },
+        orient="row",
+    ).sort("run")
+    _write_parquet_with_meta(
+        binned, sweep.binned(spec.name), {"margin": 0.05, **{k: v for k, v in bins["ssp"].items()}, "bins": bins}
+    )
     golden_runs = binned.filter(pl.col("golden"))["run"].to_list()
 
     # LOIs: delay-corrected samples inside an execution of a measure run
-    hx = pl.DataFrame(host_execs, schema=["run", "phase", "segment", "exec_index", "role", "exec_start_ns",
-                                          "exec_end_ns"], orient="row").sort("exec_start_ns")
+    hx = pl.DataFrame(
+        host_execs,
+        schema=["run", "phase", "segment", "exec_index", "role", "exec_start_ns", "exec_end_ns"],
+        orient="row",
+    ).sort("exec_start_ns")
     samples = pl.DataFrame({"t_ns": t_all - DELAY_NS, "p": p_all}).sort("t_ns")
     j = samples.join_asof(hx, left_on="t_ns", right_on="exec_start_ns").filter(pl.col("t_ns") < pl.col("exec_end_ns"))
     j = j.with_columns(
         (pl.col("t_ns") - pl.col("exec_start_ns")).alias("toi_ns"),
-        ((pl.col("t_ns") - pl.col("exec_start_ns")) / (pl.col("exec_end_ns") - pl.col("exec_start_ns")))
-        .alias("toi_frac"),
-        pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32),
+        ((pl.col("t_ns") - pl.col("exec_start_ns")) / (pl.col("exec_end_ns") - pl.col("exec_start_ns"))).alias(
+            "toi_frac"
+        ),
+        pl.col("run").cast(pl.Int32),
+        pl.col("exec_index").cast(pl.Int32),
         pl.col("run").is_in(golden_runs).alias("golden"),
     )
-    lois = pl.concat([
-        j.select("run", "phase", "golden", "role", "segment", "exec_index", pl.lit(c).alias("channel"), "t_ns",
-                 "exec_start_ns", "toi_ns", "toi_frac", (pl.col("p") * s).alias("power_mw"))
-        for c, s in spec.channels.items()
-    ])
+    lois = pl.concat(
+        [
+            j.select(
+                "run",
+                "phase",
+                "golden",
+                "role",
+                "segment",
+                "exec_index",
+                pl.lit(c).alias("channel"),
+                "t_ns",
+                "exec_start_ns",
+                "toi_ns",
+                "toi_frac",
+                (pl.col("p") * s).alias("power_mw"),
+            )
+            for c, s in spec.channels.items()
+        ]
+    )
     sweep.lois(spec.name).parent.mkdir(parents=True, exist_ok=True)
     lois.write_parquet(sweep.lois(spec.name))
 
@@ -265,8 +427,13 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
             if sel.height == 0:
                 continue
             m, lo, hi = _ci(sel["power_mw"].to_numpy(), sel["run"].to_numpy())
-            stats[c][role] = {"mean_mw": m, "ci_low_mw": lo, "ci_high_mw": hi, "lois": sel.height,
-                              "fit_coeffs": _polyfit(sel["toi_frac"].to_numpy(), sel["power_mw"].to_numpy())}
+            stats[c][role] = {
+                "mean_mw": m,
+                "ci_low_mw": lo,
+                "ci_high_mw": hi,
+                "lois": sel.height,
+                "fit_coeffs": _polyfit(sel["toi_frac"].to_numpy(), sel["power_mw"].to_numpy()),
+            }
             if truth:
                 stats[c][role]["truth_mw"] = spec.ssp_mw * spec.channels[c]
 
@@ -279,12 +446,18 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
     ssp = w("total", "ssp", "mean_mw")
     sse = w("total", "sse", "mean_mw")
     row: dict[str, Any] = {
-        "scenario": spec.name, "kernel": spec.kernel, "backend": backend,
+        "scenario": spec.name,
+        "kernel": spec.kernel,
+        "backend": backend,
         "predecessor": f"{spec.pred[0]} x{spec.pred[1]}" if spec.pred else None,
-        "exec_time_us": ex_us, "exec_time_ci_low_us": ex_us * 0.998, "exec_time_ci_high_us": ex_us * 1.002,
-        "ssp_power_w": ssp, "ssp_power_ci_low_w": w("total", "ssp", "ci_low_mw"),
+        "exec_time_us": ex_us,
+        "exec_time_ci_low_us": ex_us * 0.998,
+        "exec_time_ci_high_us": ex_us * 1.002,
+        "ssp_power_w": ssp,
+        "ssp_power_ci_low_w": w("total", "ssp", "ci_low_mw"),
         "ssp_power_ci_high_w": w("total", "ssp", "ci_high_mw"),
-        "sse_power_w": sse, "sse_power_ci_low_w": w("total", "sse", "ci_low_mw"),
+        "sse_power_w": sse,
+        "sse_power_ci_low_w": w("total", "sse", "ci_low_mw"),
         "sse_power_ci_high_w": w("total", "sse", "ci_high_mw"),
         "sse_vs_ssp_error_pct": (sse - ssp) / ssp * 100 if sse and ssp else None,
         "energy_per_exec_mj": ssp * ex_us * 1e-3 if ssp else None,
@@ -297,50 +470,98 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
     }
     for c in sorted(x for x in chans if x != "total"):
         row[f"ssp_{c}_power_w"] = w(c, "ssp", "mean_mw")
-    row.update(runs_total=bins["ssp"]["runs_total"], runs_golden=bins["ssp"]["runs_golden"],
-               lois=stats["total"].get("ssp", {}).get("lois", 0), lois_sse=stats["total"].get("sse", {}).get("lois", 0),
-               valid=spec.valid, flags=";".join(spec.flags))
+    row.update(
+        runs_total=bins["ssp"]["runs_total"],
+        runs_golden=bins["ssp"]["runs_golden"],
+        lois=stats["total"].get("ssp", {}).get("lois", 0),
+        lois_sse=stats["total"].get("sse", {}).get("lois", 0),
+        valid=spec.valid,
+        flags=";".join(spec.flags),
+    )
     if truth:
         t_ssp = spec.ssp_mw / 1000.0
-        row.update(truth_ssp_power_w=t_ssp, ssp_error_pct=(ssp - t_ssp) / t_ssp * 100, truth_sse_power_w=t_ssp,
-                   truth_energy_per_exec_mj=t_ssp * ex_us * 1e-3, energy_error_pct=(ssp - t_ssp) / t_ssp * 100,
-                   truth_interleaved_power_w=t_ssp if spec.pred else None)
-    row.update(sse_runs_total=bins["sse"]["runs_total"], sse_runs_golden=bins["sse"]["runs_golden"],
-               reference_power_w=None, reference_power_ci_low_w=None, reference_power_ci_high_w=None,
-               ssp_vs_reference_pct=None, reference_energy_power_w=None, reference_counter_vs_samples_pct=None)
+        row.update(
+            truth_ssp_power_w=t_ssp,
+            ssp_error_pct=(ssp - t_ssp) / t_ssp * 100,
+            truth_sse_power_w=t_ssp,
+            truth_energy_per_exec_mj=t_ssp * ex_us * 1e-3,
+            energy_error_pct=(ssp - t_ssp) / t_ssp * 100,
+            truth_interleaved_power_w=t_ssp if spec.pred else None,
+        )
+    row.update(
+        sse_runs_total=bins["sse"]["runs_total"],
+        sse_runs_golden=bins["sse"]["runs_golden"],
+        reference_power_w=None,
+        reference_power_ci_low_w=None,
+        reference_power_ci_high_w=None,
+        ssp_vs_reference_pct=None,
+        reference_energy_power_w=None,
+        reference_counter_vs_samples_pct=None,
+    )
     reference = None
     if ref_info:
         settled = p_all[(t_all - DELAY_NS >= ref_info["start"] + t_stable_ns) & (t_all - DELAY_NS <= ref_info["end"])]
         ref_w = float(settled.mean()) / 1000.0
         counter_w = (ref_info["e1"] - ref_info["e0"]) / (ref_info["end"] - ref_info["start"]) * 1e6
-        row.update(reference_power_w=ref_w, reference_power_ci_low_w=ref_w * 0.997,
-                   reference_power_ci_high_w=ref_w * 1.003, ssp_vs_reference_pct=(ssp - ref_w) / ref_w * 100,
-                   reference_energy_power_w=counter_w, reference_counter_vs_samples_pct=0.12)
+        row.update(
+            reference_power_w=ref_w,
+            reference_power_ci_low_w=ref_w * 0.997,
+            reference_power_ci_high_w=ref_w * 1.003,
+            ssp_vs_reference_pct=(ssp - ref_w) / ref_w * 100,
+            reference_energy_power_w=counter_w,
+            reference_counter_vs_samples_pct=0.12,
+        )
         if truth:
             row["reference_error_pct"] = (ref_w - spec.ssp_mw / 1000.0) / (spec.ssp_mw / 1000.0) * 100
         reference = {"run": ref_info["run"], "settled_samples": int(settled.size), "t_stable_ns": t_stable_ns}
-    summary = {"scenario": spec.name, "row": row, "channels": stats,
-               "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift_ppm": DRIFT * 1e6,
-                         "residual_ns": 800.0},
-               "flags": list(spec.flags), "plan": plan, "provenance": {"stage": "differentiate"},
-               "reference": reference}
+    summary = summary_of(
+        spec.name,
+        row,
+        stats,
+        plan=plan,
+        flags=spec.flags,
+        valid=spec.valid,
+        clock={"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift_ppm": DRIFT * 1e6, "residual_ns": 800.0},
+        provenance={"stage": "differentiate"},
+        reference=reference,
+        runs={k: RunCount(total=b["runs_total"], golden=b["runs_golden"]) for k, b in bins.items()},
+    )
     rawio.write_json(sweep.summary_json(spec.name), summary)
 
 
 def default_specs() -> list[Spec]:
     return [
-        Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0, flags=("kernel_shorter_than_window",),
-             reference_ms=120.0),
-        Spec("gemm2k_after_gemv", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0,
-             pred=("gemv 4096x4096 bf16", 40, 30_000, 250_000.0), flags=("kernel_shorter_than_window",)),
-        Spec("gemv4k", "gemv 4096x4096 bf16", 450_000, 300_000.0,
-             channels={"total": 1.0, "memory": 0.35, "compute": 0.5}, flags=("too_few_lois", "too_few_lois_sse"),
-             valid=False),
+        Spec(
+            "gemm2k",
+            "gemm 2048x2048x2048 bf16",
+            180_000,
+            400_000.0,
+            flags=("kernel_shorter_than_window",),
+            reference_ms=120.0,
+        ),
+        Spec(
+            "gemm2k_after_gemv",
+            "gemm 2048x2048x2048 bf16",
+            180_000,
+            400_000.0,
+            pred=("gemv 4096x4096 bf16", 40, 30_000, 250_000.0),
+            flags=("kernel_shorter_than_window",),
+        ),
+        Spec(
+            "gemv4k",
+            "gemv 4096x4096 bf16",
+            450_000,
+            300_000.0,
+            channels={"total": 1.0, "memory": 0.35, "compute": 0.5},
+            flags=("too_few_lois", "too_few_lois_sse"),
+            valid=False,
+        ),
     ]
 
 
-def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, calibration: bool = True,
-               sensor_units: str = "ns") -> SweepLayout:
+def make_sweep(
+    root: Path, specs: list[Spec], *, truth: bool, backend: str, calibration: bool = True, sensor_units: str = "ns"
+) -> SweepLayout:
     """A synthetic sweep with every scenario of `specs`; its calibration's sensor times in `sensor_units`
     ("ns": the contract; "ms": calibration files from before it)."""
     sweep = SweepLayout(root / "sweep")
@@ -349,22 +570,41 @@ def make_sweep(root: Path, specs: list[Spec], *, truth: bool, backend: str, cali
     if calibration:
         f = 1e6 if sensor_units == "ns" else 1.0
         times = {"period": 0.5, "delay": 0.5, "window": 1.0, "lag": 0.3, "settle": 10.0}
-        sensor = {ch: {**{f"{k}_{sensor_units}": v * f for k, v in times.items()}, "noise_mw": noise}
-                  for ch, noise in (("total", 1500.0), ("memory", 600.0))}
-        rawio.write_json(sweep.calibration_json(), {
-            "clock": {"offset_ns": OFFSET_NS, "gpu_ref_ns": GPU_REF_NS, "drift": DRIFT, "drift_ppm": DRIFT * 1e6,
-                      "residual_ns": 800.0, "pairs_kept": 120},
-            "sensor": sensor,
-            "flags": [], "provenance": {"stage": "calibrate"},
-        })
+        sensor = {
+            ch: {**{f"{k}_{sensor_units}": v * f for k, v in times.items()}, "noise_mw": noise}
+            for ch, noise in (("total", 1500.0), ("memory", 600.0))
+        }
+        rawio.write_json(
+            sweep.calibration_json(),
+            {
+                "clock": {
+                    "offset_ns": OFFSET_NS,
+                    "gpu_ref_ns": GPU_REF_NS,
+                    "drift": DRIFT,
+                    "drift_ppm": DRIFT * 1e6,
+                    "residual_ns": 800.0,
+                    "pairs_kept": 120,
+                },
+                "sensor": sensor,
+                "flags": [],
+                "provenance": {"stage": "calibrate"},
+            },
+        )
     return sweep
 
 
 def sweep_meta(backend: str) -> dict[str, Any]:
     return {
-        "sweep": "synthetic", "backend": backend, "config_hash": "0123456789abcdef",
-        "provenance": {"git_commit": "deadbeef", "fingrav_version": "0.1.0", "python": "3.11",
-                       "packages": {"polars": pl.__version__}, "device": {"name": "Simulated MI300X", "index": 0}},
+        "sweep": "synthetic",
+        "backend": backend,
+        "config_hash": "0123456789abcdef",
+        "provenance": {
+            "git_commit": "deadbeef",
+            "fingrav_version": "0.1.0",
+            "python": "3.11",
+            "packages": {"polars": pl.__version__},
+            "device": {"name": "Simulated MI300X", "index": 0},
+        },
         "paper_sse_vs_ssp_pct": {"CB-2K": 80.0, "CB-4K": 36.0, "CB-8K": 20.0},
     }
 
@@ -375,10 +615,10 @@ def assert_valid_png(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
     pos, kinds, size = 8, [], (0, 0)
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
         assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, f"bad CRC in {kind!r}"
         if kind == b"IHDR":
             size = struct.unpack(">II", body[:8])
@@ -427,14 +667,21 @@ def test_summary_csv(sim_report: dict[str, Any]) -> None:
     assert cols[: len(S.HEAD)] == list(S.HEAD)
     assert {"ssp_memory_power_w", "ssp_compute_power_w"} <= set(cols)
     tail_at = cols.index("runs_total")
-    assert cols[tail_at: tail_at + len(S.COUNTS)] == list(S.COUNTS)
+    assert cols[tail_at : tail_at + len(S.COUNTS)] == list(S.COUNTS)
     assert all(c in cols for c in S.TRUTH)
     assert df["valid"].to_list() == [True, True, False]
     assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois;too_few_lois_sse"
     assert df["ssp_power_w"].is_not_null().all()
     # reference-run and SSE-run columns after the contract's columns
-    for c in ("sse_runs_total", "sse_runs_golden", "reference_power_w", "ssp_vs_reference_pct",
-              "reference_energy_power_w", "reference_counter_vs_samples_pct", "reference_error_pct"):
+    for c in (
+        "sse_runs_total",
+        "sse_runs_golden",
+        "reference_power_w",
+        "ssp_vs_reference_pct",
+        "reference_energy_power_w",
+        "reference_counter_vs_samples_pct",
+        "reference_error_pct",
+    ):
         assert cols.index(c) > cols.index("flags"), c
     assert df["reference_power_w"].is_not_null().to_list() == [True, False, False]
 
@@ -452,8 +699,16 @@ def test_html_self_contained(sim_report: dict[str, Any]) -> None:
     for p in pngs:
         assert p.read_bytes() in embedded, f"{p.name} is not embedded"
     # sweep meta, provenance, calibration and the guide are on the page
-    for text in ("deadbeef", "0123456789abcdef", "Simulated MI300X", "How to read this", "drift", "lag_ms",
-                 "window_ms", "kernel_shorter_than_window"):
+    for text in (
+        "deadbeef",
+        "0123456789abcdef",
+        "Simulated MI300X",
+        "How to read this",
+        "drift",
+        "lag_ms",
+        "window_ms",
+        "kernel_shorter_than_window",
+    ):
         assert text in html, text
     assert "could not be drawn" not in html
 
@@ -462,8 +717,13 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
     out: Path = sim_report["out"]
     names = {p.name for p in out.glob("*.png")}
     expected = {f"profile_{s.name}.png" for s in sim_report["specs"]} | {
-        "timeline_sync_gemm2k.png", "timeline_binning_gemm2k.png", "components_ssp.png",
-        "interleaved_vs_isolated.png", "sse_vs_ssp_error.png", "validation_truth.png", "ssp_vs_reference.png",
+        "timeline_sync_gemm2k.png",
+        "timeline_binning_gemm2k.png",
+        "components_ssp.png",
+        "interleaved_vs_isolated.png",
+        "sse_vs_ssp_error.png",
+        "validation_truth.png",
+        "ssp_vs_reference.png",
     }
     assert names == expected
     for name in names:
@@ -473,7 +733,7 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
 
 def test_invalid_rows_marked_and_truth_table(sim_report: dict[str, Any]) -> None:
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
-    summary_part = html[html.index('id="summary"'): html.index('id="how"')]
+    summary_part = html[html.index('id="summary"') : html.index('id="how"')]
     assert summary_part.count('<tr class="invalid">') == 1
     assert "✗ invalid" in html
     assert 'class="validation"' in html
@@ -515,10 +775,44 @@ def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
 
 
 def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
-    from fingrav.errors import DataError
-
     with pytest.raises(DataError, match="summary.json"):
         build_report(SweepLayout(tmp_path), ["nope"], sweep_meta("sim"))
+
+
+def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
+    """load_scenario keeps the typed summary.json (ScenarioSummary); its row is the summary's, a copy."""
+    scn = load_scenario(sim_report["sweep"], "gemv4k")
+    assert isinstance(scn.summary, ScenarioSummary) and isinstance(scn.summary.plan, Plan)
+    assert scn.channels == ["total", "compute", "memory"]  # "total" first, then as summary.json has them
+    assert scn.summary.role("memory", "ssp").mean_mw == pytest.approx(
+        0.35 * scn.summary.role("total", "ssp").mean_mw, rel=0.05
+    )
+    assert scn.summary.role("nope", "ssp") is None and scn.summary.role("total", "nope") is None
+    assert scn.flags == ["too_few_lois", "too_few_lois_sse"] and not scn.valid and not scn.sse_measurable
+    assert scn.row == scn.summary.row and scn.row is not scn.summary.row
+    assert not scn.has_predecessor and load_scenario(sim_report["sweep"], "gemm2k_after_gemv").has_predecessor
+
+
+@pytest.mark.parametrize(
+    ("change", "field_name"),
+    [
+        (lambda d: d["plan"].pop("runs"), "plan.runs"),
+        (lambda d: d["channels"]["total"]["ssp"].update(mean_mw="lots"), "channels.total.ssp.mean_mw"),
+        (lambda d: d.update(surprise=1), "surprise"),
+        (lambda d: d.pop("row"), "row"),
+    ],
+)
+def test_invalid_summary_is_a_data_error_naming_file_and_field(tmp_path: Path, change: Any, field_name: str) -> None:
+    sweep = SweepLayout(tmp_path)
+    data = summary_of("s", {"scenario": "s"}, {"total": {"ssp": {"mean_mw": 1.0}}}).model_dump(mode="json")
+    change(data)
+    path = rawio.write_json(sweep.summary_json("s"), data)
+    with pytest.raises(DataError, match=re.escape(str(path))) as err:
+        load_scenario(sweep, "s")
+    assert field_name in str(err.value)
+    path.write_text("{not json")
+    with pytest.raises(DataError, match="not valid JSON"):
+        load_scenario(sweep, "s")
 
 
 # --------------------------------------------------------------------------- units
@@ -539,11 +833,13 @@ def test_subsample_is_deterministic_and_bounded() -> None:
 
 
 def test_summary_frame_follows_the_contract() -> None:
-    rows = [{"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "runs_total": 3},
-            {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True, "truth_ssp_power_w": 2.5}]
+    rows = [
+        {"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "runs_total": 3},
+        {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True, "truth_ssp_power_w": 2.5},
+    ]
     df = summary_frame(rows)
     assert df.columns == S.columns(rows)
-    assert df.columns[len(S.HEAD): len(S.HEAD) + 2] == ["ssp_hbm_power_w", "ssp_xcd_power_w"]
+    assert df.columns[len(S.HEAD) : len(S.HEAD) + 2] == ["ssp_hbm_power_w", "ssp_xcd_power_w"]
     types = {"str": pl.String, "int": pl.Int64, "bool": pl.Boolean, "float": pl.Float64}
     assert all(df[c].dtype == types[S.column_type(c)] for c in df.columns)
     assert df["flags"].to_list() == ["", None]
@@ -574,13 +870,13 @@ def test_calibration_sensor_in_ms_is_still_read(tmp_path: Path) -> None:
         sweep = make_sweep(tmp_path / units, specs, truth=False, backend="nvml", sensor_units=units)
         build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
         html = sweep.report_html.read_text(encoding="utf-8")
-        pages.append(html[html.index('id="calibration"'): html.index("Power sensor") + 2000])
+        pages.append(html[html.index('id="calibration"') : html.index("Power sensor") + 2000])
     assert "lag_ms" in pages[0] and "0.300" in pages[0]
     assert pages[0] == pages[1]
 
 
 def test_paper_values_match_scenarios_by_name() -> None:
-    scn = ScenarioData("cb-2k", {"row": {"sse_vs_ssp_error_pct": -75.0}}, SweepLayout(Path(".")))
+    scn = ScenarioData("cb-2k", summary_of("cb-2k", {"sse_vs_ssp_error_pct": -75.0}), SweepLayout(Path(".")))
     df = sse_error_data([scn], {"CB-2K": 80.0, "CB-8K": 20.0}, "this sweep")
     groups = dict(zip(df["group"].to_list(), df["source"].to_list(), strict=True))
     assert "cb-2k" in df["group"].to_list() and "CB-8K (paper)" in groups
@@ -596,16 +892,21 @@ def test_pa_schema_of_fixture_matches_contract(sim_report: dict[str, Any]) -> No
 def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     """The contract end to end: the analysis' own bin and differentiate stages on the synthetic raw data,
     then the report."""
-    stages = pytest.importorskip("fingrav.analysis.stages")
     from fingrav.config import AnalysisConfig
+    from fingrav.contracts.calibration import Calibration
+    from fingrav.stages import bin as bin_stage
+    from fingrav.stages import differentiate
 
     specs = default_specs()
     sweep = make_sweep(tmp_path, specs, truth=True, backend="sim")
+    cal = rawio.read_json(sweep.calibration_json())  # the calibrate stage's contract: every channel named
+    cal["sensor"] = {ch: {"channel": ch, **v} for ch, v in cal["sensor"].items()}
+    cal.update(channels=list(cal["sensor"]), steps={"count": 0, "on_ns": 0, "off_ns": 0})
+    rawio.write_json(sweep.calibration_json(), Calibration.model_validate(cal))
+    analysis = AnalysisConfig()
     for s in specs:
-        raw, binned = sweep.scenario_dir(s.name), sweep.binned(s.name)
-        stages.run_bin(raw, sweep.plan(s.name), binned)
-        stages.run_differentiate(raw, binned, sweep.calibration_json(), sweep.truth(s.name),
-                                 AnalysisConfig().model_dump(mode="json"), sweep.profile_dir(s.name))
+        bin_stage.run(sweep, s.name, 0, analysis)
+        differentiate.run(sweep, s.name, 0, analysis, max_clock_residual_us=20.0, with_truth=True)
     out = sweep.report_dir
     build_report(sweep, [s.name for s in specs], sweep_meta("sim"), strict=True)
     df = pl.read_csv(sweep.summary_csv)
@@ -632,8 +933,13 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
 def test_merge_spans() -> None:
     from fingrav.report.figures import merge_spans
 
-    ex = pl.DataFrame({"x0": [0.0, 1.0, 2.0, 3.0, 4.0], "x1": [1.0, 2.0, 3.0, 4.0, 5.0],
-                       "role_label": ["warm-up", "warm-up", "SSE", "SSP", "SSP"]})
+    ex = pl.DataFrame(
+        {
+            "x0": [0.0, 1.0, 2.0, 3.0, 4.0],
+            "x1": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "role_label": ["warm-up", "warm-up", "SSE", "SSP", "SSP"],
+        }
+    )
     spans = merge_spans(ex)
     assert spans.rows() == [(0.0, 2.0, "warm-up"), (2.0, 3.0, "SSE"), (3.0, 5.0, "SSP")]
 
@@ -643,16 +949,29 @@ def test_profile_chart_caps_points() -> None:
 
     rng = np.random.default_rng(0)
     n = 40_000
-    lois = pl.DataFrame({
-        "run": rng.integers(0, 200, n).astype(np.int32), "golden": np.ones(n, bool),
-        "role": rng.choice(["ssp", "sse", "first"], n, p=[0.9, 0.05, 0.05]),
-        "channel": rng.choice(["total", "memory"], n), "toi_ns": rng.integers(0, 100_000, n),
-        "toi_frac": rng.random(n), "power_mw": rng.normal(300_000, 5_000, n),
-    })
-    stats = {"mean_mw": 300_000.0, "ci_low_mw": 299_000.0, "ci_high_mw": 301_000.0, "lois": 100,
-             "fit_coeffs": [0.0, 0.0, 0.0, 0.0, 300_000.0]}
-    summary = {"row": {"exec_time_us": 100.0, "kernel": "k", "valid": True},
-               "channels": {c: {r: dict(stats) for r in ("ssp", "sse")} for c in ("total", "memory")}}
+    lois = pl.DataFrame(
+        {
+            "run": rng.integers(0, 200, n).astype(np.int32),
+            "golden": np.ones(n, bool),
+            "role": rng.choice(["ssp", "sse", "first"], n, p=[0.9, 0.05, 0.05]),
+            "channel": rng.choice(["total", "memory"], n),
+            "toi_ns": rng.integers(0, 100_000, n),
+            "toi_frac": rng.random(n),
+            "power_mw": rng.normal(300_000, 5_000, n),
+        }
+    )
+    stats = {
+        "mean_mw": 300_000.0,
+        "ci_low_mw": 299_000.0,
+        "ci_high_mw": 301_000.0,
+        "lois": 100,
+        "fit_coeffs": [0.0, 0.0, 0.0, 0.0, 300_000.0],
+    }
+    summary = summary_of(
+        "big",
+        {"exec_time_us": 100.0, "kernel": "k", "valid": True},
+        {c: {r: dict(stats) for r in ("ssp", "sse")} for c in ("total", "memory")},
+    )
     chart = profile_chart(ScenarioData("big", summary, SweepLayout(Path("."))), lois, max_points=3000)
     assert chart is not None
     spec = chart.to_dict()
@@ -663,7 +982,7 @@ def test_profile_chart_caps_points() -> None:
 def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None:
     """gemv4k has too few SSE LOIs: no SSE number on the page, "not measurable" with its flag instead."""
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
-    summary_part = html[html.index('id="summary"'): html.index('id="how"')]
+    summary_part = html[html.index('id="summary"') : html.index('id="how"')]
     row = next(r for r in summary_part.split("<tr") if "<b>gemv4k</b>" in r)
     assert row.count('class="nm"') == 2 and "too_few_lois_sse" in row
     scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
@@ -690,19 +1009,33 @@ def test_reference_section_and_figure_data(sim_report: dict[str, Any]) -> None:
 
 def test_binning_chart_uses_ssp_runs() -> None:
     """The binned frame holds SSE and SSP runs: the histogram counts only the SSP runs."""
-    binned = pl.DataFrame({
-        "run": [0, 1, 2, 3, 4], "phase": ["ssp", "ssp", "sse", "sse", "sse"],
-        "bin_exec_time_ns": [100_000, 101_000, 60_000, 61_000, 62_000],
-        "ssp_exec_time_ns": [100_000, 101_000, None, None, None], "golden": [True] * 5, "reason": [None] * 5,
-    }, schema_overrides={"reason": pl.String})
-    meta = {"margin": 0.05, "bin_low_ns": 100_000, "bin_high_ns": 105_000,
-            "bins": {"ssp": {"bin_low_ns": 100_000, "bin_high_ns": 105_000, "runs_total": 2, "runs_golden": 2},
-                     "sse": {"bin_low_ns": 60_000, "bin_high_ns": 63_000, "runs_total": 3, "runs_golden": 3}}}
-    chart = binning_chart(ScenarioData("s", {"row": {}}, SweepLayout(Path("."))), None, binned, meta)
+    binned = pl.DataFrame(
+        {
+            "run": [0, 1, 2, 3, 4],
+            "phase": ["ssp", "ssp", "sse", "sse", "sse"],
+            "bin_exec_time_ns": [100_000, 101_000, 60_000, 61_000, 62_000],
+            "ssp_exec_time_ns": [100_000, 101_000, None, None, None],
+            "golden": [True] * 5,
+            "reason": [None] * 5,
+        },
+        schema_overrides={"reason": pl.String},
+    )
+    meta = {
+        "margin": 0.05,
+        "bin_low_ns": 100_000,
+        "bin_high_ns": 105_000,
+        "bins": {
+            "ssp": {"bin_low_ns": 100_000, "bin_high_ns": 105_000, "runs_total": 2, "runs_golden": 2},
+            "sse": {"bin_low_ns": 60_000, "bin_high_ns": 63_000, "runs_total": 3, "runs_golden": 3},
+        },
+    }
+    chart = binning_chart(ScenarioData("s", summary_of("s", {}), SweepLayout(Path("."))), None, binned, meta)
     spec = chart.to_dict()
     hist = [v for v in spec["datasets"].values() if v and "y1" in v[0]]
     assert sum(r["y1"] - r["y0"] for r in hist[0]) == 2
     assert "SSE runs binned separately: 3 of 3 golden" in json.dumps(spec)
-    raw = {"runs": pl.DataFrame({"run": [2, 0, 1], "phase": ["sse", "ssp", "ssp"]}),
-           "executions": pl.DataFrame({"run": [0, 1, 2]})}
+    raw = {
+        "runs": pl.DataFrame({"run": [2, 0, 1], "phase": ["sse", "ssp", "ssp"]}),
+        "executions": pl.DataFrame({"run": [0, 1, 2]}),
+    }
     assert pick_run(raw, binned) == 0

@@ -106,7 +106,8 @@ def differentiate(
     samples, sample_counts = screen_samples(samples)
     hx = host_executions(executions, runs, plan, cp, binned)
     lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
-    prof = compute_profiles(lois, hx, plan, analysis, seed=seed)
+    group_delay_ns = float(tot_sensor.window_ns or 0.0) / 2.0 + float(tot_sensor.lag_ns or 0.0)
+    prof = compute_profiles(lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns)
     ch_stats = prof.channels
     d = prof.derived
 
@@ -147,6 +148,7 @@ def differentiate(
             ssp_vs_reference_pct=_pct(stat(TOTAL, "ssp", "mean_mw"), ref["power_mw"] if ref is not None else None),
             sample_phase_ks=phase_ks,
             samples_rejected=sample_counts["rejected"],
+            tail_unsettled=bool(d.get("tail_unsettled")),
         )
     )
 

@@ -132,6 +132,7 @@ class FlagInputs:
     ssp_vs_reference_pct: float | None = None
     sample_phase_ks: tuple[float | None, int] = (None, 0)
     samples_rejected: int = 0
+    tail_unsettled: bool = False  # the SSP tail still trends beyond its CI (fingrav.analysis.settling)
 
 
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
@@ -159,7 +160,7 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("clock_drift")
     if inp.clock.residual_ns == inp.clock.residual_ns and inp.clock.residual_ns > inp.max_clock_residual_us * 1e3:
         fired.add("clock_residual")
-    if inp.probe is not None and not inp.probe.settled:
+    if (inp.probe is not None and not inp.probe.settled) or inp.tail_unsettled:
         fired.add("unsettled")
     if inp.runs_total == 0 or inp.runs_golden / inp.runs_total < MIN_GOLDEN_FRACTION:
         fired.add("low_golden_fraction")

@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import ROLE_DTYPE
+from fingrav.analysis.settling import TailTrend, tail_trend
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
@@ -251,8 +252,12 @@ def compute_profiles(
     plan: Plan,
     analysis: AnalysisConfig,
     seed: int = 0,
+    group_delay_ns: float = 0.0,
 ) -> ProfileResult:
     """Profiles of the golden runs.
+
+    group_delay_ns: the sensor's group delay after delay correction (window / 2 + lag): how far the reading
+    lags a trend; with it, the SSP CI includes the bias a trend over the SSP tail implies (`settling`).
 
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
     phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
@@ -348,11 +353,45 @@ def compute_profiles(
     c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
     derived["cycle_time_mean_ns"] = _f(c_mean)
 
+    # steady state over the SSP tail: the trend test, and the lag bias it implies, in every channel's SSP CI
+    trends: dict[str, TailTrend] = {}
+    for ch in channels:
+        st = channels[ch].get("ssp")
+        if st is None or st["mean_mw"] is None:
+            continue
+        tr = tail_trend(lois, ch, run_ids, view, boot, c_mean, group_delay_ns)
+        trends[ch] = tr
+        lo_b, hi_b = st["ci_low_mw"], st["ci_high_mw"]
+        st["ci_components"] = {
+            "bootstrap_low_mw": lo_b,
+            "bootstrap_high_mw": hi_b,
+            "tail_trend_bias_mw": tr.bias_bound_mw,
+        }
+        st["tail_trend"] = tr.to_summary()
+        if lo_b is not None and hi_b is not None:
+            st["ci_low_mw"], st["ci_high_mw"] = lo_b - tr.bias_bound_mw, hi_b + tr.bias_bound_mw
+    tot = trends.get(TOTAL)
+    boot_half = None
+    if TOTAL in channels and "ssp" in channels[TOTAL]:
+        c = channels[TOTAL]["ssp"].get("ci_components") or {}
+        if c.get("bootstrap_low_mw") is not None and c.get("bootstrap_high_mw") is not None:
+            boot_half = 0.5 * (c["bootstrap_high_mw"] - c["bootstrap_low_mw"])
+    derived["tail_unsettled"] = bool(
+        tot is not None
+        and tot.significant
+        and boot_half is not None
+        and (tot.change_over_tail_mw or 0.0) > boot_half
+    )
+
     ssp_p = points.get((TOTAL, "ssp"))
     if ssp_p is not None and c_mean is not None:
         e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * MJ_PER_MW_NS
         e_lo, e_hi = boot.ci(e_rep)
-        derived["energy_per_exec_mj"] = {"value": ssp_p * c_mean * MJ_PER_MW_NS, "ci_low": e_lo, "ci_high": e_hi}
+        e_val = ssp_p * c_mean * MJ_PER_MW_NS
+        bias = (tot.bias_bound_mw / ssp_p * e_val) if tot is not None and ssp_p else 0.0
+        if e_lo is not None and e_hi is not None:
+            e_lo, e_hi = e_lo - bias, e_hi + bias
+        derived["energy_per_exec_mj"] = {"value": e_val, "ci_low": e_lo, "ci_high": e_hi}
     else:
         derived["energy_per_exec_mj"] = {"value": None, "ci_low": None, "ci_high": None}
 

@@ -193,7 +193,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
     log.info("joined %s group of %d (device index %d)", backend, world_size, device_cfg.index)
     try:
         layout = SweepLayout(Path(spec["root"]))
-        calibration = Calibration.model_validate(rawio.read_json(layout.calibration_json(rank)))
+        calibration = rawio.read_model(layout.calibration_json(rank), Calibration)
         name = str(spec["scenario"]["name"])
         truth = layout.truth(name, rank) if device_cfg.backend == "sim" else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:

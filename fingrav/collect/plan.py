@@ -19,6 +19,8 @@ from fingrav.contracts.units import NS_PER_MS
 
 logger = logging.getLogger(__name__)
 
+PROBE_Z = 3.0  # standard errors of the compared statistic allowed on top of the tolerance
+
 
 def analyze_probe(
     t_ns: np.ndarray,
@@ -33,8 +35,13 @@ def analyze_probe(
     """Find when the sensor output of a long back-to-back run stops changing, and how long it takes to
     return to idle after the run (METHOD.md step 4: the execution count after which power is stable).
 
-    A fast sensor resolves the power shape inside each execution; the output is therefore smoothed with
-    a moving mean over at least eight execution cycles (and >= 3 samples) before judging stability."""
+    A fast sensor resolves the power shape inside each execution; the output is therefore smoothed with a
+    moving mean over at least eight execution cycles (and >= 3 samples) before judging stability. The test
+    is on that statistic: a smoothed value is at the final level when it is within `tol_pct` of it plus
+    `PROBE_Z` standard errors of the comparison (the moving mean's and the final level's own, from the
+    sample noise measured here: never the raw per-sample noise, which would let a noisy sensor call a
+    ramp "stable"). Settled: the level is reached before the last quarter and the second half shows no
+    linear trend beyond the tolerance (slope test with its standard error)."""
     t = np.asarray(t_ns, dtype=np.int64)
     p = np.asarray(power_mw, dtype=np.float64)
     order = np.argsort(t)
@@ -50,26 +57,36 @@ def analyze_probe(
     k = max(3, int(np.ceil(8 * cycle_ns / max(period, 1.0))))
     k = min(k, max(3, len(pb) // 4))
     smooth = _moving_mean(pb, k)
-    tail = smooth[int(len(pb) * 0.75) :]
-    level = float(np.median(tail))
-    # tolerance: the configured fraction of the level, but never below the sensor's own scatter
-    scatter = float(np.median(np.abs(tail - level))) * 1.4826 if len(tail) > 2 else 0.0
-    tol = max(level * tol_pct / 100.0, 3.0 * noise_mw, 3.0 * scatter)
-    outside = np.abs(smooth - level) > tol
+    q = len(pb) // 4
+    tail_raw = pb[len(pb) - max(q, 2) :]
+    level = float(np.mean(tail_raw))
+    # per-sample noise from the data: first differences cancel slow changes (never below the calibration's)
+    d = np.diff(pb)
+    sd = max(float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2.0) if d.size else 0.0, noise_mw)
+    se = sd * np.sqrt(1.0 / k + 1.0 / max(len(tail_raw), 1))
+    tol = level * tol_pct / 100.0
+    allow = tol + PROBE_Z * se
+    outside = np.abs(smooth - level) > allow
     # stable from the first sample after which at most 5 % of the (smoothed) samples stray outside the
-    # tolerance, so that one noisy sample near the end does not void a settled run
+    # allowance, so that one noisy sample near the end does not void a settled run
     frac_after = np.cumsum(outside[::-1])[::-1] / np.arange(len(outside), 0, -1)
     ok = (frac_after <= 0.05) & ~outside
     first_ok = int(np.argmax(ok)) if ok.any() else len(pb) - 1
     t_stable = int(tb[first_ok])
-    # settled: the level was reached before the last quarter and does not drift over the second half
-    q = len(pb) // 4
-    drift = abs(float(np.mean(smooth[-q:])) - float(np.mean(smooth[-2 * q : -q]))) if q >= 1 else 0.0
-    settled = ok.any() and first_ok < len(pb) - max(2, q) and drift <= tol
+    # settled: reached before the last quarter, and no trend over the second half beyond the tolerance
+    half = slice(len(pb) // 2, len(pb))
+    x = (tb[half] - tb[half].mean()).astype(np.float64)
+    trend_ok = True
+    if x.size >= 4 and float(np.sum(x * x)) > 0:
+        slope = float(np.sum(x * (pb[half] - pb[half].mean())) / np.sum(x * x))
+        slope_se = sd / float(np.sqrt(np.sum(x * x)))
+        span = float(x.max() - x.min())
+        trend_ok = abs(slope) * span <= tol + PROBE_Z * slope_se * span
+    settled = ok.any() and first_ok < len(pb) - max(2, q) and trend_ok
     ta, pa = t[after] - busy_end_ns, p[after]
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):
-        idle_tol = max(abs(level - idle_level) * tol_pct / 100.0, 3.0 * noise_mw, 3.0 * scatter)
+        idle_tol = abs(level - idle_level) * tol_pct / 100.0 + PROBE_Z * se
         away = np.abs(_moving_mean(pa, k) - idle_level) > idle_tol
         if away.any():
             last = int(np.nonzero(away)[0][-1])
@@ -82,7 +99,7 @@ def analyze_probe(
         idle_level_mw=idle_level,
         level_mw=level,
         peak_mw=float(pb.max()),
-        tol_mw=tol,
+        tol_mw=allow,
         t_stable_ns=t_stable,
         t_recover_ns=t_recover,
         settled=bool(settled),

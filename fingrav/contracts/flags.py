@@ -82,8 +82,9 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     Flag(
         "unsettled",
         True,
-        "the stability probe never reached stable power: the 'SSP' may not be steady state",
-        "probe not settled",
+        "the power was not steady over the SSP: the stability probe never settled, or the SSP tail's readings "
+        "still trend (first vs second half, 0.1 % test) by more than the SSP's CI: the number is not the SSP",
+        "probe not settled, or SSP-tail trend |z| > 3.29 and its change over the tail > the CI half-width",
     ),
     Flag(
         "low_golden_fraction",
@@ -124,8 +125,8 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     Flag(
         "nonphysical_samples",
         False,
-        "the power logger returned samples that cannot be real (not finite, ≤ 0 W, above 5 kW, or two different "
-        "values at one timestamp): they were set aside before any statistic (counts in summary.json "
+        "the power logger returned samples that cannot be real (not finite, above 5 kW, ≤ 0 W total power, or two "
+        "different values at one timestamp): they were set aside before any statistic (counts in summary.json "
         "\"samples\"), so the numbers rest on the remaining samples",
         "any sample set aside",
     ),

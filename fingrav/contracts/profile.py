@@ -38,6 +38,10 @@ class RoleStats(_Model):
     runs_with_lois: int = 0
     fit_coeffs: list[float] | None = None
     truth_mw: float | None = None  # simulator
+    # SSP only: what the CI is made of (bootstrap interval over runs, + the lag bias of a tail trend) and the
+    # tail's trend test (`fingrav.analysis.settling`)
+    ci_components: dict[str, float | None] | None = None
+    tail_trend: dict[str, float | bool | None] | None = None
 
 
 class RunCount(_Model):

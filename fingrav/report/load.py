@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
-from pydantic import ValidationError
 
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
@@ -118,12 +117,9 @@ def _field(loc: Sequence[int | str]) -> str:
 def read_summary(path: Path) -> ScenarioSummary:
     """summary.json as its typed model; a malformed or invalid file is a DataError naming the file and the
     offending field(s)."""
-    try:
-        return ScenarioSummary.model_validate(_read_json(path))
-    except ValidationError as err:
-        problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in err.errors()[:5])
-        more = f" (and {err.error_count() - 5} more)" if err.error_count() > 5 else ""
-        raise DataError(f"{path}: not a valid summary.json: {problems}{more}") from None
+    from fingrav import rawio
+
+    return rawio.read_model(path, ScenarioSummary)
 
 
 def load_scenario(layout: SweepLayout, scenario: str, rank: int = 0, name: str | None = None) -> ScenarioData:

@@ -37,12 +37,7 @@ def read_frame(path: Path) -> pl.DataFrame:
 
 def read_plan(path: Path) -> Plan:
     """plan.json; DataError naming the file and field when it does not match the contract."""
-    from pydantic import ValidationError
-
-    try:
-        return Plan.model_validate(rawio.read_json(path))
-    except ValidationError as err:
-        raise DataError(f"{path}: not a valid plan: {err}") from None
+    return rawio.read_model(path, Plan)
 
 
 def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig) -> Path:

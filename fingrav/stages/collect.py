@@ -22,11 +22,6 @@ from fingrav.stages.calibrate import replay_source
 logger = logging.getLogger(__name__)
 
 
-def read_calibration(path: Path) -> Calibration:
-    """calibration/gpu<k>.json."""
-    return Calibration.model_validate(rawio.read_json(path))
-
-
 def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: RunPolicy, seed: int) -> list[Path]:
     """Collect (or, replaying, copy) `scenario` on GPUs 0 .. device.world_size - 1; returns the raw files."""
     if device.backend == "replay":
@@ -47,7 +42,7 @@ def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: R
         truth = layout.truth(scenario.name, 0) if device.backend == "sim" else None
         with open_device(device, seed=seed) as dev:
             collect_scenario(
-                dev, scenario, policy, read_calibration(layout.calibration_json(0)), seed,
+                dev, scenario, policy, rawio.read_model(layout.calibration_json(0), Calibration), seed,
                 layout.scenario_dir(scenario.name, 0), truth,
             )  # fmt: skip
     return [f for k in range(device.world_size) for f in layout.scenario_files(scenario.name, k)]

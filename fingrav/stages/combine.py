@@ -6,13 +6,11 @@ Reads every GPU's `profiles/gpu<k>/<scenario>/{summary.json,lois.parquet}`, writ
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from pydantic import ValidationError
 
 from fingrav import rawio
 from fingrav.analysis.combine import combine_ranks
@@ -26,17 +24,6 @@ from fingrav.stages import typed
 logger = logging.getLogger(__name__)
 
 
-def _read_summary(path: Path) -> ScenarioSummary:
-    """summary.json as its model; an invalid one is a DataError naming the file and the field(s)."""
-    try:
-        return ScenarioSummary.model_validate(rawio.read_json(path))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in err.errors()[:5])
-        raise DataError(f"{path}: not a valid summary.json: {problems}") from None
-
-
 def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisConfig) -> Path:
     """Combine GPUs 0 .. world_size - 1 of `scenario`; returns the combined JSON path."""
     summaries: list[ScenarioSummary] = []
@@ -45,7 +32,7 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
         for path in (layout.summary_json(scenario, k), layout.lois(scenario, k)):
             if not path.exists():
                 raise DataError(f"{path}: missing; run differentiate for GPU {k} of {scenario!r} first")
-        summaries.append(_read_summary(layout.summary_json(scenario, k)))
+        summaries.append(rawio.read_model(layout.summary_json(scenario, k), ScenarioSummary))
         lois.append(pl.read_parquet(layout.lois(scenario, k), columns=["run", "golden", "role", "channel", "power_mw"]))
     out = combine_ranks(summaries, lois, analysis)
     out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))

@@ -70,7 +70,7 @@ def run(
     """Differentiate one scenario on GPU `rank`; returns [lois.parquet, summary.json]."""
     raw = layout.scenario_dir(scenario, rank)
     plan = read_plan(raw / "plan.json")
-    calibration = Calibration.model_validate(rawio.read_json(layout.calibration_json(rank)))
+    calibration = rawio.read_model(layout.calibration_json(rank), Calibration)
     samples_path = raw / "samples.parquet"
     binned_path = layout.binned(scenario, rank)
     binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}

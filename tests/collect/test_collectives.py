@@ -19,7 +19,8 @@ from conftest import ROOT, tiny_config
 
 from fingrav.config import AllGatherKernel, AllReduceKernel, DeviceConfig, GemmKernel, SimConfig, parse_config
 from fingrav.contracts.calibration import Calibration
-from fingrav.contracts.plan import Probe
+from fingrav.contracts.plan import Plan, Probe
+from fingrav.contracts.profile import Estimate, ScenarioSummary
 from fingrav.contracts.sensor import SensorModel
 from fingrav.errors import ConfigError, DeviceError
 from fingrav.layout import SweepLayout
@@ -267,8 +268,24 @@ def test_merge_probes_is_conservative_and_solo_is_identity() -> None:
 
 
 # --------------------------------------------------------------------------- combining ranks
+def _summary(name: str, row: dict, channels: dict, *, predecessor_count: int = 0, provenance: dict | None = None,
+             valid: bool = True) -> ScenarioSummary:
+    """A summary.json model (differentiate's output) with only what combine and the report read."""
+    plan = Plan(exec_time_ns=9_000, cycle_ns=10_000, warmups=3, sse_index=3, ssp_index=8, tail=4, trailing=0,
+                executions_per_run=12, runs=60, sse_runs=60, sse_executions_per_run=4, idle_ns=10_000_000,
+                delay_max_ns=1_000_000, lois_wanted=30, predecessor_count=predecessor_count,
+                sensor={"period_ns": 1_000_000, "delay_ns": 300_000, "window_ns": 1_000_000, "lag_ns": 0,
+                        "settle_ns": 10_000_000},
+                provenance=provenance or {})
+    none = Estimate()
+    return ScenarioSummary(scenario=name, row=row, channels=channels, clock={}, flags=[], valid=valid, plan=plan,
+                           provenance={}, sensor={}, runs={}, gaps={}, samples={}, sample_phase={},
+                           exec_time_ns=none, cycle_time_ns=none, energy_per_exec_mj=none,
+                           sse_vs_ssp_error_pct=none, interleaved_vs_ssp_pct=none)
+
+
 def _rank_data(rng: np.random.Generator, level_mw: float, runs: np.ndarray, golden: np.ndarray,
-               common: np.ndarray) -> tuple[dict, pl.DataFrame]:
+               common: np.ndarray) -> tuple[ScenarioSummary, pl.DataFrame]:
     rows = {"run": [], "golden": [], "role": [], "channel": [], "power_mw": []}
     for r, g in zip(runs, golden, strict=True):
         for ch, base in (("total", level_mw), ("memory", level_mw / 5)):
@@ -284,12 +301,11 @@ def _rank_data(rng: np.random.Generator, level_mw: float, runs: np.ndarray, gold
                           "fit_coeffs": [0.0, 0.0, float(gold.filter(pl.col("channel") == ch)["power_mw"].mean())]}}
              for ch in ("total", "memory")}
     mean_w = stats["total"]["ssp"]["mean_mw"] / 1e3
-    summary = {"scenario": "ar", "channels": stats, "valid": True, "flags": [],
-               "row": {"scenario": "ar", "ssp_power_w": mean_w, "ssp_power_ci_low_w": mean_w - 1,
-                       "ssp_power_ci_high_w": mean_w + 1, "exec_time_us": 9.0, "energy_per_exec_mj": 2.0,
-                       "energy_per_exec_ci_low_mj": 1.9, "energy_per_exec_ci_high_mj": 2.1, "valid": True,
-                       "flags": "", "truth_ssp_power_w": mean_w * 1.01, "ssp_error_pct": -1.0}}
-    return summary, lois
+    row = {"scenario": "ar", "ssp_power_w": mean_w, "ssp_power_ci_low_w": mean_w - 1,
+           "ssp_power_ci_high_w": mean_w + 1, "exec_time_us": 9.0, "energy_per_exec_mj": 2.0,
+           "energy_per_exec_ci_low_mj": 1.9, "energy_per_exec_ci_high_mj": 2.1, "valid": True,
+           "flags": "", "truth_ssp_power_w": mean_w * 1.01, "ssp_error_pct": -1.0}
+    return _summary("ar", row, stats), lois
 
 
 def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
@@ -305,7 +321,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     s1, l1 = _rank_data(rng, 310_000.0, runs, g1, common)
     out = combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=400, ci_level=0.95))
     c = out["combined"]
-    expect = s0["row"]["ssp_power_w"] + s1["row"]["ssp_power_w"]
+    expect = s0.row["ssp_power_w"] + s1.row["ssp_power_w"]
     assert c["ssp_power_w"] == pytest.approx(expect)
     assert c["ssp_power_ci_low_w"] < expect < c["ssp_power_ci_high_w"]
     # the joint bootstrap keeps the correlation: the CI is wider than treating the GPUs as independent
@@ -313,7 +329,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     sd_run = 20.0 / np.sqrt(60)  # W, per GPU
     assert half > 1.96 * np.sqrt(2) * sd_run * 1.15
     assert c["channels"]["memory"]["mean_w"] == pytest.approx(
-        (s0["channels"]["memory"]["ssp"]["mean_mw"] + s1["channels"]["memory"]["ssp"]["mean_mw"]) / 1e3)
+        (s0.role("memory", "ssp").mean_mw + s1.role("memory", "ssp").mean_mw) / 1e3)
     assert c["channels"]["total"]["fit_coeffs_mw"][-1] == pytest.approx(expect * 1e3)
     assert c["energy_per_exec_mj"] == 4.0 and c["energy_per_exec_ci_low_mj"] == pytest.approx(3.8)
     assert c["truth_ssp_power_w"] == pytest.approx(expect * 1.01) and c["valid"] is True
@@ -321,8 +337,9 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     assert list(row) == out["row_columns"]
     assert row["world_size"] == 2 and row["combined_ssp_power_w"] == c["ssp_power_w"]
     assert "combined_ssp_memory_power_w" in row and "rank1_ssp_memory_power_w" in row
-    assert row["rank1_ssp_power_w"] == s1["row"]["ssp_power_w"] and "rank0_ssp_power_w" not in row
-    s1["row"]["valid"] = False
+    assert row["rank1_ssp_power_w"] == s1.row["ssp_power_w"] and "rank0_ssp_power_w" not in row
+    assert out["ranks"][1]["channels_w"]["memory"] == pytest.approx(s1.role("memory", "ssp").mean_mw / 1e3)
+    s1 = s1.model_copy(update={"valid": False})
     assert combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=100))["row"]["combined_valid"] is False
 
 
@@ -330,11 +347,12 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
 def _scn(tmp_path: Path, name: str, kernel: dict, channels: dict, predecessor: dict | None = None):
     from fingrav.report.load import ScenarioData
 
-    summary = {"scenario": name, "row": {"scenario": name, "ssp_power_w": channels["total"] / 1e3,
-                                         "predecessor": None if predecessor is None else "x"},
-               "channels": {ch: {"ssp": {"mean_mw": v, "ci_low_mw": v * 0.99, "ci_high_mw": v * 1.01}}
-                            for ch, v in channels.items()},
-               "plan": {"provenance": {"scenario": {"name": name, "kernel": kernel, "predecessor": predecessor}}}}
+    summary = _summary(
+        name, {"scenario": name, "ssp_power_w": channels["total"] / 1e3,
+               "predecessor": None if predecessor is None else "x"},
+        {ch: {"ssp": {"mean_mw": v, "ci_low_mw": v * 0.99, "ci_high_mw": v * 1.01}} for ch, v in channels.items()},
+        predecessor_count=predecessor["count"] if predecessor else 0,
+        provenance={"scenario": {"name": name, "kernel": kernel, "predecessor": predecessor}})
     return ScenarioData(name=name, summary=summary, layout=SweepLayout(tmp_path))
 
 

@@ -1,0 +1,223 @@
+"""Fidelity matrix: simulated GPUs with randomly drawn sensors, clocks and kernels, run through the real
+stages, every number compared with the simulator's truth.
+
+Each *sweep* draws one simulated GPU (preset h200 or mi300x with overrides: sensor period 0.5-100 ms, window
+0.01-50 ms, lag 0-40 ms, dead time 0-10 ms, period jitter 0-40 %, noise 0-25 W, quantization 0-10 W, clock
+offset +-10 ms, drift +-300 ppm, execution jitter 0-8 %, outlier runs 0-20 %, launch gaps 0-100 us) and
+`--scenarios` scenarios (GEMMs and GEMVs of random shapes and dtypes, some interleaved after another kernel),
+then runs calibrate -> collect -> bin -> differentiate in process (`fingrav.stages.*.run`, exactly what the
+rules call). Writes one JSON line per scenario to `--out` and prints the summary table (markdown) that
+benchmarks/RESULTS.md records.
+
+    python benchmarks/fidelity_matrix.py --sweeps 50 --scenarios 4 --seed 1 --jobs 2 --out /tmp/fidelity.jsonl
+
+A fixed-seed slice runs in the tests (tests/benchmarks/test_fidelity_slice.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger("fidelity")
+
+DTYPES = ("bf16", "fp16", "fp32")
+
+
+def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[str, Any]:
+    """A sweep config (as a dict for fingrav.config.parse_config) with one randomly drawn simulated GPU."""
+    period = _log_uniform(rng, 0.5, 100.0)
+    window = _log_uniform(rng, 0.01, 50.0)
+    lag = float(rng.uniform(0, 40.0)) if rng.random() < 0.8 else 0.0
+    delay = float(rng.uniform(0, 10.0))
+    overrides = {
+        "sensor_period_ms": round(period, 4),
+        "sensor_period_jitter_ms": round(period * float(rng.uniform(0, 0.4)), 4),
+        "sensor_window_ms": round(window, 4),
+        "sensor_lag_ms": round(lag, 4),
+        "sensor_delay_ms": round(delay, 4),
+        "sensor_noise_mw": round(float(rng.uniform(0, 25_000.0)), 1),
+        "sensor_quantization_mw": round(float(rng.uniform(0, 10_000.0)), 1) if rng.random() < 0.7 else 0.0,
+        "clock_offset_us": round(float(rng.uniform(-10_000, 10_000)), 3),
+        "clock_drift_ppm": round(float(rng.uniform(-300, 300)), 3),
+        "exec_jitter_pct": round(float(rng.uniform(0, 8.0)), 3),
+        "outlier_run_fraction": round(float(rng.uniform(0, 0.2)), 3),
+        "launch_gap_us": round(float(rng.uniform(0, 100.0)), 3),
+    }
+    response_ms = delay + window + 5.0 * lag + 2.0 * period
+    step_ms = max(150.0, 3.0 * response_ms)
+    scenarios = []
+    for k in range(n_scenarios):
+        kernel = _draw_kernel(rng)
+        sc: dict[str, Any] = {"name": f"s{k}", "kernel": kernel}
+        if rng.random() < 0.3:
+            sc["predecessor"] = {"count": int(rng.integers(2, 60)), "kernel": _draw_kernel(rng)}
+        scenarios.append(sc)
+    return {
+        "sweep": f"fidelity-{index}",
+        "seed": int(rng.integers(0, 2**31 - 1)),
+        "device": {"backend": "sim", "sim": {"preset": str(rng.choice(["h200", "mi300x"])), "overrides": overrides}},
+        "calibration": {"steps": 24, "step_on_ms": round(step_ms, 1), "step_off_ms": round(step_ms, 1)},
+        "run_policy": {"mode": "auto", "max_runs": 600, "min_lois": 30},
+        "analysis": {"bootstrap_reps": 400},
+        "scenarios": scenarios,
+    }
+
+
+def _draw_kernel(rng: np.random.Generator) -> dict[str, Any]:
+    dtype = str(rng.choice(DTYPES))
+    if rng.random() < 0.55:
+        m, n, k = (int(2 ** rng.integers(9, 14)) for _ in range(3))
+        return {"kind": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
+    m, k = (int(2 ** rng.integers(10, 15)) for _ in range(2))
+    return {"kind": "gemv", "m": m, "k": k, "dtype": dtype}
+
+
+def run_sweep(cfg_dict: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run one sweep through the stages in a temporary folder; one result row per scenario."""
+    from fingrav import rawio
+    from fingrav.config import parse_config
+    from fingrav.layout import SweepLayout
+    from fingrav.stages import bin as bin_stage
+    from fingrav.stages import calibrate, collect, differentiate
+
+    cfg = parse_config(cfg_dict)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fingrav-fidelity-") as tmp:
+        layout = SweepLayout(Path(tmp))
+        t0 = time.perf_counter()
+        try:
+            calibrate.run(layout, cfg.device, cfg.calibration, cfg.seed)
+        except Exception as err:  # a drawn sensor the calibration cannot characterize: recorded, not hidden
+            return [{"sweep": cfg.sweep, "scenario": s.name, "error": f"calibrate: {err}"} for s in cfg.scenarios]
+        for s in cfg.scenarios:
+            t1 = time.perf_counter()
+            try:
+                collect.run(layout, cfg.device, s, cfg.policy_for(s.name), cfg.seed)
+                bin_stage.run(layout, s.name, 0, cfg.analysis)
+                differentiate.run(layout, s.name, 0, cfg.analysis, cfg.calibration.max_clock_residual_us, True)
+            except Exception as err:
+                rows.append({"sweep": cfg.sweep, "scenario": s.name, "error": f"{type(err).__name__}: {err}"})
+                continue
+            summary = rawio.read_json(layout.summary_json(s.name))
+            row = summary["row"]
+            rows.append(
+                {
+                    "sweep": cfg.sweep,
+                    "scenario": s.name,
+                    "sim": cfg_dict["device"]["sim"],
+                    "kernel": row["kernel"],
+                    "predecessor": row["predecessor"],
+                    "wall_s": round(time.perf_counter() - t1, 2),
+                    **{k: row.get(k) for k in _ROW_KEYS},
+                }
+            )
+        logger.info("%s: %d scenarios in %.1f s", cfg.sweep, len(cfg.scenarios), time.perf_counter() - t0)
+    return rows
+
+
+_ROW_KEYS = (
+    "exec_time_us",
+    "valid",
+    "flags",
+    "ssp_power_w",
+    "ssp_power_ci_low_w",
+    "ssp_power_ci_high_w",
+    "truth_ssp_power_w",
+    "ssp_error_pct",
+    "energy_per_exec_mj",
+    "energy_per_exec_ci_low_mj",
+    "energy_per_exec_ci_high_mj",
+    "truth_energy_per_exec_mj",
+    "energy_error_pct",
+    "sse_power_w",
+    "sse_power_ci_low_w",
+    "sse_power_ci_high_w",
+    "truth_sse_power_w",
+    "interleaved_power_w",
+    "interleaved_power_ci_low_w",
+    "interleaved_power_ci_high_w",
+    "truth_interleaved_power_w",
+)
+
+
+def _covers(r: dict[str, Any], lo: str, hi: str, truth: str) -> bool | None:
+    if r.get(lo) is None or r.get(hi) is None or r.get(truth) is None:
+        return None
+    return bool(r[lo] <= r[truth] <= r[hi])
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The matrix's headline numbers over valid rows."""
+    ok = [r for r in rows if "error" not in r]
+    valid = [r for r in ok if r.get("valid")]
+    ssp_err = [abs(r["ssp_error_pct"]) for r in valid if r.get("ssp_error_pct") is not None]
+    en_err = [abs(r["energy_error_pct"]) for r in valid if r.get("energy_error_pct") is not None]
+    cov = [c for r in valid if (c := _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w"))
+           is not None]
+    cov_e = [
+        c
+        for r in valid
+        if (c := _covers(r, "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj", "truth_energy_per_exec_mj"))
+        is not None
+    ]
+    return {
+        "scenarios": len(rows),
+        "errors": len(rows) - len(ok),
+        "valid": len(valid),
+        "ssp_max_abs_error_pct": max(ssp_err, default=None),
+        "ssp_within_1pct": sum(e <= 1.0 for e in ssp_err) / len(ssp_err) if ssp_err else None,
+        "ssp_over_2pct": sum(e > 2.0 for e in ssp_err),
+        "energy_max_abs_error_pct": max(en_err, default=None),
+        "energy_over_2pct": sum(e > 2.0 for e in en_err),
+        "ssp_ci_coverage": sum(cov) / len(cov) if cov else None,
+        "energy_ci_coverage": sum(cov_e) / len(cov_e) if cov_e else None,
+        "silently_wrong": sum(
+            1
+            for r in valid
+            if r.get("ssp_error_pct") is not None
+            and abs(r["ssp_error_pct"]) > 2.0
+            and not _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sweeps", type=int, default=50)
+    ap.add_argument("--scenarios", type=int, default=4, help="scenarios per sweep")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/fidelity.jsonl"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logger.setLevel(logging.INFO)
+    rng = np.random.default_rng(args.seed)
+    cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
+    t0 = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = pool.map(run_sweep, cfgs, chunksize=1)
+    rows = [r for rs in results for r in rs]
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = summarize(rows)
+    summary["wall_s"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

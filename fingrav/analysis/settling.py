@@ -1,0 +1,112 @@
+"""Is the SSP tail in steady state? A trend test on the statistic itself, and the bias it implies.
+
+The SSP is the mean reading over the SSP tail of golden SSP runs. If the power the kernel draws still
+changes across the tail (the clock still ramping, the limiter still pulling power down), the sensor's reading
+lags it by the sensor's group delay (boxcar window / 2 + lag; the dead time is corrected), so the mean
+reading is off the true tail power by about slope x group delay. The test compares the mean reading of the
+tail's first half with its second half (whole executions each, so a kernel's own power shape cancels), per
+golden run, with the same cluster bootstrap as every other statistic:
+
+* `trend_z` = difference / its bootstrap standard error;
+* `bias_bound_mw` = |slope| x group delay, slope = difference / distance between the halves' centres; it is
+  added to the SSP CI (and, relatively, to the energy CI): the systematic part the run-to-run scatter misses;
+* `unsettled` when the trend is significant (|z| > `TREND_Z`, a 0.1 % two-sided test) and the change across
+  the tail exceeds the SSP CI's half-width: the tail is not steady state and the number is not the SSP.
+
+Tails of one execution cannot be split into whole executions: then nothing is tested (`tested` false).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.roles import MAIN, SSP
+
+logger = logging.getLogger(__name__)
+
+TREND_Z = 3.29  # two-sided 0.1 %
+
+
+@dataclass(frozen=True)
+class TailTrend:
+    """The SSP tail's trend on one channel (mW, ns)."""
+
+    tested: bool
+    first_half_mw: float | None = None
+    second_half_mw: float | None = None
+    difference_mw: float | None = None
+    difference_se_mw: float | None = None
+    trend_z: float | None = None
+    slope_mw_per_ms: float | None = None
+    change_over_tail_mw: float | None = None
+    bias_bound_mw: float = 0.0
+    significant: bool = False
+
+    def to_summary(self) -> dict[str, float | bool | None]:
+        return dict(self.__dict__)
+
+
+def tail_trend(
+    lois: pl.DataFrame,
+    channel: str,
+    run_ids: np.ndarray,
+    plan: Plan,
+    boot: object,
+    cycle_ns: float | None,
+    group_delay_ns: float,
+) -> TailTrend:
+    """The trend of `channel`'s SSP readings over the tail (module docstring). run_ids: the golden runs in the
+    bootstrap's order; boot: the `profiles.ClusterBootstrap` every statistic shares; cycle_ns: the SSP cycle."""
+    half = plan.tail // 2
+    if half < 1 or not cycle_ns:
+        return TailTrend(tested=False)
+    sub = (
+        lois.lazy()
+        .filter(
+            pl.col("golden")
+            & (pl.col("channel") == channel)
+            & (pl.col("role").cast(pl.String) == SSP)
+            & (pl.col("segment").cast(pl.String) == MAIN)
+            & pl.col("exec_index").is_between(plan.ssp_index, plan.ssp_index + 2 * half - 1)
+        )
+        .select("run", (pl.col("exec_index") >= plan.ssp_index + half).alias("late"), "power_mw")
+        .collect()
+    )
+    lut = {int(r): i for i, r in enumerate(run_ids)}
+    pos = np.array([lut.get(int(r), -1) for r in sub["run"].to_numpy()], dtype=np.int64)
+    ok = pos >= 0
+    late = sub["late"].to_numpy()[ok]
+    power = sub["power_mw"].to_numpy()[ok]
+    pos = pos[ok]
+    n = len(run_ids)
+    s1 = np.bincount(pos[~late], weights=power[~late], minlength=n)
+    n1 = np.bincount(pos[~late], minlength=n).astype(np.float64)
+    s2 = np.bincount(pos[late], weights=power[late], minlength=n)
+    n2 = np.bincount(pos[late], minlength=n).astype(np.float64)
+    if n1.sum() < 3 or n2.sum() < 3:
+        return TailTrend(tested=False)
+    m1, m2 = float(s1.sum() / n1.sum()), float(s2.sum() / n2.sum())
+    rep = boot.ratio(s2, n2) - boot.ratio(s1, n1)  # type: ignore[attr-defined]
+    rep = rep[np.isfinite(rep)]
+    diff = m2 - m1
+    se = float(rep.std(ddof=1)) if rep.size > 2 else float("nan")
+    z = diff / se if se > 0 else (0.0 if diff == 0 else float("inf"))
+    distance_ns = half * float(cycle_ns)
+    slope = diff / distance_ns  # mW per ns
+    return TailTrend(
+        tested=True,
+        first_half_mw=m1,
+        second_half_mw=m2,
+        difference_mw=diff,
+        difference_se_mw=se,
+        trend_z=float(z),
+        slope_mw_per_ms=slope * 1e6,
+        change_over_tail_mw=abs(slope) * plan.tail * float(cycle_ns),
+        bias_bound_mw=abs(slope) * float(group_delay_ns),
+        significant=bool(abs(z) > TREND_Z),
+    )

@@ -35,7 +35,8 @@ Dtype = Literal["bf16", "fp16", "fp32"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no bool -> int, no "2048" -> 2048; finite numbers only (a config value is never inf or NaN)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- kernels
@@ -349,11 +350,55 @@ def parse_config(data: dict[str, Any]) -> SweepConfig:
         raise ConfigError(format_validation_error(err, data)) from None
 
 
-def load_config(path: str | Path) -> SweepConfig:
+MAX_CONFIG_BYTES = 1 << 20  # a sweep config is a small file; anything larger is a mistake (or an attack)
+MAX_YAML_ALIASES = 100
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file parsed safely: no Python objects, duplicate keys rejected, aliases limited (no alias bombs),
+    size limited. ConfigError names the file and the problem."""
     import yaml
 
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes; a sweep config is at most {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text (UTF-8) file") from None
+
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:  # count alias uses
+            if self.check_event(yaml.AliasEvent):
+                Loader.aliases += 1
+                if Loader.aliases > MAX_YAML_ALIASES:
+                    raise ConfigError(f"{path}: more than {MAX_YAML_ALIASES} YAML aliases")
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise ConfigError(f"{path}: line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    try:
+        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep config file (`read_yaml`, then the models)."""
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a sweep config must be a mapping")
     return parse_config(data)

@@ -6,7 +6,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from fingrav.config import config_hash, parse_config
+from fingrav.config import config_hash, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
 from fingrav.stages.report import PAPER_SSE_VS_SSP_PCT
@@ -19,6 +19,8 @@ def _load_sweep_config():
     settings = workflow.config_settings
     data = dict(settings.overwrite_config) if settings.configfiles else dict(config)
     try:
+        for path in settings.configfiles or ["config/config.yaml"]:
+            read_yaml(path)  # fingrav's own safe parse: duplicate keys, aliases and size are refused
         return parse_config(data)
     except ConfigError as err:
         raise WorkflowError(str(err)) from None

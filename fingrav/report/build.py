@@ -150,7 +150,8 @@ INTERLEAVED_CAPTION = (
     "The kernel's first execution right after many executions of its predecessor (paper Fig. 9) vs its isolated "
     "SSP: the SSP of the scenario with the same kernel and no predecessor, or the scenario's own SSP if the sweep "
     "has none. Labels: difference in %. Look for: short kernels pulled towards their predecessor's power, long "
-    "compute-heavy ones barely moved."
+    "compute-heavy ones barely moved. The interleaved number is a <b>sensor reading</b> (what the sensor reported "
+    "during that execution), not the kernel's own power, when the kernel is shorter than the sensor's window + lag."
 )
 
 
@@ -168,7 +169,8 @@ def _sse_caption(paper: Mapping[str, Any] | None) -> str:
         "How far the SSE reading (what one measures naively) is from the steady-state power, per scenario (red)."
         f"{ref} <i>not measurable</i>: too few SSE LOIs (flag too_few_lois_sse), no number is shown. Look for: "
         "large errors for kernels much shorter than the sensor's averaging window, shrinking as the kernel gets "
-        "longer. The sign is in the summary table."
+        "longer. The sign is in the summary table. SSE numbers are <b>sensor readings</b>: for a kernel shorter than "
+        "the sensor's window + lag they show what the sensor reported, not what the kernel drew."
     )
 
 

@@ -11,33 +11,13 @@ from pydantic import ValidationError
 from fingrav.analysis.binning import BINNED_SCHEMA, bin_runs, golden_window
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.sensor import PlanSensor
+from fingrav.testing.plans import make_plan as _make_plan
 from fingrav.testing.synthetic import SynthSpec, generate
 
 
 def make_plan(**kw: object) -> Plan:
-    """A Plan with the given fields, the rest at small defaults (trailing: what executions_per_run leaves)."""
-    f: dict = {
-        "exec_time_ns": 100_000,
-        "cycle_ns": 100_000,
-        "warmups": 1,
-        "sse_index": 1,
-        "ssp_index": 2,
-        "tail": 2,
-        "runs": 40,
-        "sse_runs": 0,
-        "idle_ns": 1_000_000,
-        "delay_max_ns": 1_000_000,
-        "lois_wanted": 30,
-        "sensor": PlanSensor(period_ns=20_000, delay_ns=0, window_ns=1_000, lag_ns=0, settle_ns=0),
-        **kw,
-    }
-    f.setdefault("sse_executions_per_run", f["sse_index"] + 1)
-    if "executions_per_run" in f:
-        f.setdefault("trailing", f["executions_per_run"] - f["ssp_index"] - f["tail"])
-    f.setdefault("trailing", 0)
-    f.setdefault("executions_per_run", f["ssp_index"] + f["tail"] + f["trailing"])
-    return Plan(**f)
+    """`fingrav.testing.plans.make_plan` with this module's defaults (a 2-execution tail, 40 runs)."""
+    return _make_plan(**{"tail": 2, "runs": 40, **kw})
 
 
 PLAN = make_plan(executions_per_run=4, sse_executions_per_run=2, predecessor_count=0)

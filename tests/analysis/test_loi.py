@@ -11,38 +11,14 @@ from fingrav.analysis.loi import LOIS_SCHEMA, assign_lois, host_executions, lois
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.sensor import PlanSensor, SensorModel
+from fingrav.contracts.sensor import SensorModel
+from fingrav.testing.plans import make_plan
 from fingrav.testing.synthetic import SynthSpec, generate
 
 OFFSET = 1_234_567
 DRIFT = 100e-6  # 100 ppm
 GPU_REF = 5_000_000_000
 CLOCK = ClockMap(offset_ns=OFFSET, gpu_ref_ns=GPU_REF, drift=DRIFT, residual_ns=50.0)
-
-
-def make_plan(**kw: object) -> Plan:
-    """A Plan with the given fields, the rest at small defaults (trailing: what executions_per_run leaves)."""
-    f: dict = {
-        "exec_time_ns": 100_000,
-        "cycle_ns": 100_000,
-        "warmups": 1,
-        "sse_index": 1,
-        "ssp_index": 2,
-        "tail": 1,
-        "runs": 1,
-        "sse_runs": 0,
-        "idle_ns": 1_000_000,
-        "delay_max_ns": 1_000_000,
-        "lois_wanted": 30,
-        "sensor": PlanSensor(period_ns=20_000, delay_ns=0, window_ns=1_000, lag_ns=0, settle_ns=0),
-        **kw,
-    }
-    f.setdefault("sse_executions_per_run", f["sse_index"] + 1)
-    if "executions_per_run" in f:
-        f.setdefault("trailing", f["executions_per_run"] - f["ssp_index"] - f["tail"])
-    f.setdefault("trailing", 0)
-    f.setdefault("executions_per_run", f["ssp_index"] + f["tail"] + f["trailing"])
-    return Plan(**f)
 
 
 PLAN_FIELDS = {"ssp_index": 2, "sse_index": 1, "warmups": 1, "executions_per_run": 3, "tail": 1, "predecessor_count": 0}

@@ -250,6 +250,11 @@ class AnalysisConfig(_Model):
     min_lois: PositiveInt = Field(10, description="fewer LOIs than this flags a profile as too_few_lois")
     delay_correction: bool = Field(True, description="shift samples back by the calibrated sensor delay")
     max_drift_ppm: PositiveFloat = Field(200.0, description="flag clock_drift beyond this")
+    max_ci_pct: PositiveFloat = Field(
+        1.0,
+        description="a row is valid only when the 95 % CIs of its SSP power and energy per execution are within "
+        "+- this many % of the value (flag imprecise); collect more runs to get there",
+    )
 
 
 class SweepConfig(_Model):

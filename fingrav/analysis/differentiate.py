@@ -149,6 +149,13 @@ def differentiate(
             sample_phase_ks=phase_ks,
             samples_rejected=sample_counts["rejected"],
             tail_unsettled=bool(d.get("tail_unsettled")),
+            max_ci_pct=analysis.max_ci_pct,
+            ssp_mw=stat(TOTAL, "ssp", "mean_mw"),
+            energy_mj=(
+                d["energy_per_exec_mj"]["value"],
+                d["energy_per_exec_mj"]["ci_low"],
+                d["energy_per_exec_mj"]["ci_high"],
+            ),
         )
     )
 

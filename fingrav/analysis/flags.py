@@ -133,12 +133,25 @@ class FlagInputs:
     sample_phase_ks: tuple[float | None, int] = (None, 0)
     samples_rejected: int = 0
     tail_unsettled: bool = False  # the SSP tail still trends beyond its CI (fingrav.analysis.settling)
+    max_ci_pct: float = float("inf")  # analysis.max_ci_pct
+    ssp_mw: float | None = None
+    energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # value, CI low, CI high
 
 
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
     if None in a or None in b:
         return True
     return a[1] < b[0] or b[1] < a[0]
+
+
+def _half_width_pct(value: float | None, ci: tuple[float | None, ...]) -> float:
+    """Half the CI's width in % of the value (0 without a value: too_few_lois covers that; inf without a CI)."""
+    if value is None or value == 0:
+        return 0.0
+    lo, hi = ci
+    if lo is None or hi is None:
+        return float("inf")
+    return 0.5 * (hi - lo) / abs(value) * 100.0
 
 
 def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
@@ -179,6 +192,10 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     d, n = inp.sample_phase_ks
     if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
         fired.add("sample_phase_nonuniform")
+    if _half_width_pct(inp.ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct or _half_width_pct(
+        inp.energy_mj[0], inp.energy_mj[1:]
+    ) > inp.max_ci_pct:
+        fired.add("imprecise")
     if inp.samples_rejected > 0:
         fired.add("nonphysical_samples")
     flags = [f for f in FLAG_ORDER if f in fired]

@@ -40,6 +40,13 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "SSP LOIs < analysis.min_lois",
     ),
     Flag(
+        "imprecise",
+        True,
+        "the 95 % CI of the SSP power or of the energy per execution is wider than ±analysis.max_ci_pct of the "
+        "value: the number is honest but too uncertain to cite; collect more runs (run_policy.runs, max_runs)",
+        "CI half-width > analysis.max_ci_pct (1 %) of the SSP power or energy per execution",
+    ),
+    Flag(
         "too_few_lois_sse",
         False,
         "fewer SSE LOIs than analysis.min_lois: the SSE numbers are not measurable",

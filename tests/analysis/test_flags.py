@@ -159,3 +159,13 @@ def test_sample_phase_flag_uniform_vs_locked() -> None:
     locked = pl.DataFrame({"run": np.arange(400), "phase": ["ssp"] * 400, "host_start_ns": t[100:500] + 1_000_000})
     d2, n2 = sample_phase_ks(samples, locked, period)
     assert d2 > KS_CRITICAL / np.sqrt(n2)
+
+
+def test_imprecise_invalidates_a_row_whose_ci_is_too_wide():
+    d = generate(SynthSpec(runs=12, sse_runs=4, noise_mw=60_000.0, seed=5))
+    strict = analyze(d, AnalysisConfig(bootstrap_reps=200, max_ci_pct=0.1))
+    assert "imprecise" in strict["flags"] and strict["valid"] is False
+    loose = analyze(d, AnalysisConfig(bootstrap_reps=200, max_ci_pct=50.0))
+    assert "imprecise" not in loose["flags"]
+    r = strict["row"]
+    assert 0.5 * (r["ssp_power_ci_high_w"] - r["ssp_power_ci_low_w"]) / r["ssp_power_w"] * 100 > 0.1

@@ -7,7 +7,6 @@ Units: frames carry ns / mW / mJ; the summary "row" reports W (`_w`), µs (`_us`
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -273,14 +272,20 @@ def differentiate(
         "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"],
         "validation": validation,
     }
+
+    def watts(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.4g} W"
+
     logger.info(
-        "differentiate %s: SSP %.4g W (%d LOIs), SSE %.4g W (%d LOIs), reference %.4g W, valid=%s",
+        "differentiate %s: SSP %s (%d LOIs), SSE reading %s (%d LOIs), reference %s, margin %s, valid=%s, flags %s",
         row["scenario"],
-        row["ssp_power_w"] or math.nan,
+        watts(row["ssp_power_w"]),
         ssp_lois,
-        row["sse_power_w"] or math.nan,
+        watts(row["sse_power_w"]),
         sse_lois,
-        row["reference_power_w"] or math.nan,
+        watts(row["reference_power_w"]),
+        "n/a" if not binning else f"{100 * float(binning.get('margin', 0.0)):g} %",
         valid,
+        ";".join(flags) or "none",
     )
     return lois, ScenarioSummary.model_validate(summary)

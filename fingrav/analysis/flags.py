@@ -192,9 +192,10 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     d, n = inp.sample_phase_ks
     if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
         fired.add("sample_phase_nonuniform")
-    if _half_width_pct(inp.ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct or _half_width_pct(
-        inp.energy_mj[0], inp.energy_mj[1:]
-    ) > inp.max_ci_pct:
+    if (
+        _half_width_pct(inp.ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct
+        or _half_width_pct(inp.energy_mj[0], inp.energy_mj[1:]) > inp.max_ci_pct
+    ):
         fired.add("imprecise")
     if inp.samples_rejected > 0:
         fired.add("nonphysical_samples")

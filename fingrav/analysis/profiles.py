@@ -377,10 +377,7 @@ def compute_profiles(
         if c.get("bootstrap_low_mw") is not None and c.get("bootstrap_high_mw") is not None:
             boot_half = 0.5 * (c["bootstrap_high_mw"] - c["bootstrap_low_mw"])
     derived["tail_unsettled"] = bool(
-        tot is not None
-        and tot.significant
-        and boot_half is not None
-        and (tot.change_over_tail_mw or 0.0) > boot_half
+        tot is not None and tot.significant and boot_half is not None and (tot.change_over_tail_mw or 0.0) > boot_half
     )
 
     ssp_p = points.get((TOTAL, "ssp"))

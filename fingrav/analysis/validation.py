@@ -131,10 +131,14 @@ def validate(
         "energy_error_pct": _err(energy_per_exec_mj, t_energy),
         "reference_error_pct": _err(reference_power_mw, t_ssp),
     }
+    shown = {
+        k: "n/a" if out[k] is None else f"{out[k]:+.3f} %"
+        for k in ("ssp_error_pct", "sse_error_pct", "energy_error_pct")
+    }
     logger.info(
-        "validation: ssp error %s %%, sse error %s %%, energy error %s %%",
-        out["ssp_error_pct"],
-        out["sse_error_pct"],
-        out["energy_error_pct"],
+        "validation: SSP error %s, SSE error %s, energy error %s",
+        shown["ssp_error_pct"],
+        shown["sse_error_pct"],
+        shown["energy_error_pct"],
     )
     return out

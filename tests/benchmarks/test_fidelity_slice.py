@@ -1,0 +1,36 @@
+"""A fixed-seed slice of benchmarks/fidelity_matrix.py: randomly drawn simulated GPUs through the real stages,
+held to the same acceptance criteria as the full matrix (benchmarks/RESULTS.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _matrix():
+    spec = importlib.util.spec_from_file_location("fidelity_matrix", ROOT / "benchmarks" / "fidelity_matrix.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity_matrix"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_fidelity_slice() -> None:
+    fm = _matrix()
+    rng = np.random.default_rng(20261201)
+    rows = [r for i in range(3) for r in fm.run_sweep(fm.draw_sweep(rng, i, 2))]
+    assert not [r for r in rows if "error" in r]
+    s = fm.summarize(rows)
+    assert s["silently_wrong"] == 0
+    for r in rows:
+        if r["valid"]:
+            assert abs(r["ssp_error_pct"]) <= 2.0, r
+            assert abs(r["energy_error_pct"]) <= 2.0, r

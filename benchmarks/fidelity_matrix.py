@@ -167,8 +167,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     valid = [r for r in ok if r.get("valid")]
     ssp_err = [abs(r["ssp_error_pct"]) for r in valid if r.get("ssp_error_pct") is not None]
     en_err = [abs(r["energy_error_pct"]) for r in valid if r.get("energy_error_pct") is not None]
-    cov = [c for r in valid if (c := _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w"))
-           is not None]
+    cov = [
+        c
+        for r in valid
+        if (c := _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")) is not None
+    ]
     cov_e = [
         c
         for r in valid

@@ -91,8 +91,14 @@ def test_single_burst_and_few_reads() -> None:
 
 def test_mapping_round_trip_and_dict() -> None:
     fit = ClockFit(
-        offset_ns=163_123.4, gpu_ref_ns=GPU_EPOCH + 7_000_000_000, drift=-43.2e-6, residual_ns=350.0,
-        n_pairs=500, n_kept=100, round_trip_min_ns=12_400.0, round_trip_median_ns=15_000.0,
+        offset_ns=163_123.4,
+        gpu_ref_ns=GPU_EPOCH + 7_000_000_000,
+        drift=-43.2e-6,
+        residual_ns=350.0,
+        n_pairs=500,
+        n_kept=100,
+        round_trip_min_ns=12_400.0,
+        round_trip_median_ns=15_000.0,
     )
     g = GPU_EPOCH + np.array([0, 1, 5_000_000_000, 14_999_999_999], dtype=np.int64)
     h = fit.gpu_to_host(g)

@@ -30,8 +30,9 @@ class Sensor:
     res_ms: float = 0.01  # simulation grid
 
 
-def square_wave(rng: np.random.Generator, steps: int, on_ms: float, off_ms: float, res_ms: float
-                ) -> tuple[np.ndarray, np.ndarray, float]:
+def square_wave(
+    rng: np.random.Generator, steps: int, on_ms: float, off_ms: float, res_ms: float
+) -> tuple[np.ndarray, np.ndarray, float]:
     """On-intervals (ms, on the simulation grid) after a lead-in idle, random extra off time; total ms."""
     starts, ends = [], []
     t = off_ms
@@ -45,8 +46,9 @@ def square_wave(rng: np.random.Generator, steps: int, on_ms: float, off_ms: floa
     return np.array(starts), np.array(ends), t + off_ms
 
 
-def simulate(sensor: Sensor, starts: np.ndarray, ends: np.ndarray, total_ms: float,
-             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    sensor: Sensor, starts: np.ndarray, ends: np.ndarray, total_ms: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Samples (t_ns, power_mw): true power -> boxcar -> first-order lag -> dead time -> sampled with
     jitter -> noise -> quantization. Everything by brute force on a fine grid."""
     res = sensor.res_ms
@@ -54,13 +56,13 @@ def simulate(sensor: Sensor, starts: np.ndarray, ends: np.ndarray, total_ms: flo
     grid = np.arange(n) * res
     on = np.zeros(n)
     for a, b in zip(starts, ends, strict=True):
-        on[int(round(a / res)):int(round(b / res))] = 1.0
+        on[int(round(a / res)) : int(round(b / res))] = 1.0
     p = sensor.idle_mw + (sensor.load_mw - sensor.idle_mw) * on
     # boxcar: mean of p over the last window (cell i covers [grid[i], grid[i] + res))
     w = int(round(sensor.window_ms / res))
     if w > 0:
         c = np.concatenate([[0.0], np.cumsum(np.concatenate([np.full(w, sensor.idle_mw), p]))])
-        p = (c[w + 1:] - c[1:-w]) / w  # value at grid[i + 1]: mean of cells i - w + 1 .. i
+        p = (c[w + 1 :] - c[1:-w]) / w  # value at grid[i + 1]: mean of cells i - w + 1 .. i
         p = np.concatenate([[sensor.idle_mw], p[:-1]])
     if sensor.lag_ms > 0:  # first-order lag by FFT convolution with its impulse response
         k = int(12 * sensor.lag_ms / res)
@@ -86,10 +88,28 @@ def to_ns(ms: np.ndarray) -> np.ndarray:
     return T0_NS + np.rint(ms * 1e6).astype(np.int64)
 
 
-FAST = Sensor(period_ms=1.0, jitter_ms=0.05, delay_ms=0.3, window_ms=1.0, lag_ms=0.0,
-              noise_mw=1_500.0, quant_mw=1_000.0, res_ms=0.01)
-H200 = Sensor(period_ms=20.0, jitter_ms=3.0, delay_ms=2.8, window_ms=4.5, lag_ms=12.0,
-              noise_mw=3_000.0, quant_mw=1.0, idle_mw=121_000.0, load_mw=328_000.0, res_ms=0.05)
+FAST = Sensor(
+    period_ms=1.0,
+    jitter_ms=0.05,
+    delay_ms=0.3,
+    window_ms=1.0,
+    lag_ms=0.0,
+    noise_mw=1_500.0,
+    quant_mw=1_000.0,
+    res_ms=0.01,
+)
+H200 = Sensor(
+    period_ms=20.0,
+    jitter_ms=3.0,
+    delay_ms=2.8,
+    window_ms=4.5,
+    lag_ms=12.0,
+    noise_mw=3_000.0,
+    quant_mw=1.0,
+    idle_mw=121_000.0,
+    load_mw=328_000.0,
+    res_ms=0.05,
+)
 
 
 def test_model_step_response() -> None:
@@ -154,8 +174,18 @@ def test_channels_and_non_responding_channel() -> None:
     rng = np.random.default_rng(3)
     starts, ends, total = square_wave(rng, 12, 60.0, 60.0, FAST.res_ms)
     t_ns, p_total = simulate(FAST, starts, ends, total, rng)
-    slow = Sensor(period_ms=1.0, jitter_ms=0.0, delay_ms=1.0, window_ms=5.0, lag_ms=3.0, noise_mw=300.0,
-                  quant_mw=0.0, idle_mw=40_000.0, load_mw=60_000.0, res_ms=0.01)
+    slow = Sensor(
+        period_ms=1.0,
+        jitter_ms=0.0,
+        delay_ms=1.0,
+        window_ms=5.0,
+        lag_ms=3.0,
+        noise_mw=300.0,
+        quant_mw=0.0,
+        idle_mw=40_000.0,
+        load_mw=60_000.0,
+        res_ms=0.01,
+    )
     t2, p_xcd = simulate(slow, starts, ends, total, rng)
     mem = 40_500.0 + rng.normal(0, 200.0, len(t_ns))
     samples = PowerSamples(

@@ -134,7 +134,7 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         False,
         "the power logger returned samples that cannot be real (not finite, above 5 kW, ≤ 0 W total power, or two "
         "different values at one timestamp): they were set aside before any statistic (counts in summary.json "
-        "\"samples\"), so the numbers rest on the remaining samples",
+        '"samples"), so the numbers rest on the remaining samples',
         "any sample set aside",
     ),
 )

@@ -32,8 +32,16 @@ class FakeGPU(GPUDevice):
 
     backend = "fake"
 
-    def __init__(self, offset_ns: float = 250_000.0, drift_ppm: float = 30.0, period_ms: float = 1.0,
-                 delay_ms: float = 0.3, window_ms: float = 1.0, step_mw: float = 200_000.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        offset_ns: float = 250_000.0,
+        drift_ppm: float = 30.0,
+        period_ms: float = 1.0,
+        delay_ms: float = 0.3,
+        window_ms: float = 1.0,
+        step_mw: float = 200_000.0,
+        seed: int = 0,
+    ) -> None:
         self.now = HOST0
         self.offset = float(offset_ns) + (HOST0 - GPU0)
         self.drift = drift_ppm * 1e-6
@@ -80,8 +88,12 @@ class FakeGPU(GPUDevice):
         start = self.now
         self.now += int(duration_ns * (1.0 + self.drift))  # duration is GPU time
         self.on.append((start, self.now))
-        rec = ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), np.array([self._gpu(start)], np.int64),
-                          np.array([self._gpu(self.now)], np.int64))
+        rec = ExecRecords(
+            np.zeros(1, np.int32),
+            np.zeros(1, np.int32),
+            np.array([self._gpu(start)], np.int64),
+            np.array([self._gpu(self.now)], np.int64),
+        )
         self.now += 8_000  # synchronize
         return rec
 

@@ -55,13 +55,19 @@ def test_collective_configs_and_labels() -> None:
         (lambda d: d["scenarios"][3]["kernel"].update(size_bytes=3), ["size_bytes=3", "whole number of bf16"]),
         (lambda d: d["scenarios"][3]["kernel"].update(size_bytes=0), ["scenarios.3.kernel.size_bytes", "0"]),
         (lambda d: d["scenarios"][3]["kernel"].update(bytes=8), ["scenarios.3.kernel.bytes", "unknown key"]),
-        (lambda d: d["scenarios"][3].update(kernel={"kind": "allgather", "size_bytes": 6}),
-         ["scenarios.3.kernel", "allgather size_bytes=6", "device.world_size=2"]),
+        (
+            lambda d: d["scenarios"][3].update(kernel={"kind": "allgather", "size_bytes": 6}),
+            ["scenarios.3.kernel", "allgather size_bytes=6", "device.world_size=2"],
+        ),
         (lambda d: d["device"].update(dist_backend="nccl"), ["'nccl' needs GPUs"]),
         (lambda d: d["device"].update(dist_backend="mpi"), ["device.dist_backend", "'mpi'"]),
-        (lambda d: d["scenarios"][0].update(predecessor={"count": 2, "kernel": {"kind": "allgather",
-                                                                                  "size_bytes": 64}})
-         or d["device"].update(world_size=1), ["scenario 'cb-2k'", "device.world_size must be >= 2"]),
+        (
+            lambda d: (
+                d["scenarios"][0].update(predecessor={"count": 2, "kernel": {"kind": "allgather", "size_bytes": 64}})
+                or d["device"].update(world_size=1)
+            ),
+            ["scenario 'cb-2k'", "device.world_size must be >= 2"],
+        ),
     ],
 )
 def test_bad_collective_configs_name_the_field(mutate, expected) -> None:
@@ -88,7 +94,7 @@ def test_one_gpu_device_params_keep_their_form() -> None:
     d = DeviceConfig().model_dump(mode="json")
     assert d["world_size"] == 1 and d["dist_backend"] is None
     text = ROOT.joinpath("rules", "common.smk").read_text()
-    assert "device=CFG.device.model_dump(mode=\"json\")" in text
+    assert 'device=CFG.device.model_dump(mode="json")' in text
 
 
 # --------------------------------------------------------------------------- simulator
@@ -122,8 +128,12 @@ def test_sim_collective_power_and_execution() -> None:
 
     dev = SimulatedGPU(SimConfig(preset="h200", overrides={"exec_jitter_pct": 0.0}), seed=1, world_size=2)
     info = {}
-    for name, k in (("lat", AllReduceKernel(size_bytes=65536)), ("bw", AllReduceKernel(size_bytes=1 << 30)),
-                    ("ag", AllGatherKernel(size_bytes=1 << 30)), ("gemm", GemmKernel(m=8192, n=8192, k=8192))):
+    for name, k in (
+        ("lat", AllReduceKernel(size_bytes=65536)),
+        ("bw", AllReduceKernel(size_bytes=1 << 30)),
+        ("ag", AllGatherKernel(size_bytes=1 << 30)),
+        ("gemm", GemmKernel(m=8192, n=8192, k=8192)),
+    ):
         info[name] = dev.kernel_info(dev.prepare(k))
     w = {k: v["steady_cycle_w"] for k, v in info.items()}
     assert w["bw"]["memory"] > w["lat"]["memory"] + 20  # bandwidth-bound: much more memory-side power
@@ -196,10 +206,15 @@ def _calibration(preset: str = "mi300x") -> Calibration:
     from fingrav.device.sim.presets import PRESETS
 
     s = PRESETS[preset].sensors[0]
-    total = SensorModel(period_ns=s.period_ns, delay_ns=s.delay_ns, window_ns=s.window_ns, lag_ns=s.lag_ns,
-                        settle_ns=s.window_ns + 5 * s.lag_ns + 0.3 * MS, noise_mw=s.noise_mw)
-    return Calibration(clock={"offset_ns": 0.0, "gpu_ref_ns": 0}, sensor={"total": total}, channels=["total"],
-                       steps={})
+    total = SensorModel(
+        period_ns=s.period_ns,
+        delay_ns=s.delay_ns,
+        window_ns=s.window_ns,
+        lag_ns=s.lag_ns,
+        settle_ns=s.window_ns + 5 * s.lag_ns + 0.3 * MS,
+        noise_mw=s.noise_mw,
+    )
+    return Calibration(clock={"offset_ns": 0.0, "gpu_ref_ns": 0}, sensor={"total": total}, channels=["total"], steps={})
 
 
 def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
@@ -220,8 +235,9 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
         try:
             over = {"launch_gap_us": 60.0} if rank == 1 else {}
             dev = SimulatedGPU(SimConfig(overrides=over), index=rank, seed=10 + rank, world_size=2)
-            plans[rank] = collect_scenario(dev, scenario, policy, _calibration(), 5, tmp_path / f"r{rank}",
-                                           sync=ThreadLockstep(rank, 2, shared))
+            plans[rank] = collect_scenario(
+                dev, scenario, policy, _calibration(), 5, tmp_path / f"r{rank}", sync=ThreadLockstep(rank, 2, shared)
+            )
         except BaseException as err:  # noqa: BLE001 - reported below
             errors.append(err)
             shared["barrier"].abort()
@@ -242,8 +258,7 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
     assert p0["rank"] == 0 and p1["rank"] == 1 and p1["world_size"] == 2
     local0, local1 = p0["rank_local"], p1["rank_local"]
     assert local1["cycle_ns"] > local0["cycle_ns"] + 40 * US  # rank 1 alone would have planned differently
-    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plans[0].sensor, Probe(**local1["probe"]),
-                    policy)
+    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], plans[0].sensor, Probe(**local1["probe"]), policy)
     assert own.executions_per_run != plans[0].executions_per_run
     r0, r1 = (pl.read_parquet(tmp_path / f"r{r}" / "runs.parquet") for r in (0, 1))
     cols = ["run", "phase", "delay_ns", "idle_ns"]
@@ -256,8 +271,18 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
 def test_merge_probes_is_conservative_and_solo_is_identity() -> None:
     from fingrav.collect.runner import Solo, merge_probes
 
-    fields = ("busy_ns", "executions", "idle_level_mw", "level_mw", "peak_mw", "tol_mw", "t_stable_ns",
-              "t_recover_ns", "settled", "samples")
+    fields = (
+        "busy_ns",
+        "executions",
+        "idle_level_mw",
+        "level_mw",
+        "peak_mw",
+        "tol_mw",
+        "t_stable_ns",
+        "t_recover_ns",
+        "settled",
+        "samples",
+    )
     a = Probe(**dict(zip(fields, (1, 10, 100.0, 400.0, 420.0, 4.0, 5 * MS, 7 * MS, True, 50), strict=True)))
     b = Probe(**dict(zip(fields, (1, 10, 101.0, 401.0, 421.0, 4.0, 9 * MS, 3 * MS, False, 50), strict=True)))
     m = merge_probes([a, b])
@@ -268,24 +293,67 @@ def test_merge_probes_is_conservative_and_solo_is_identity() -> None:
 
 
 # --------------------------------------------------------------------------- combining ranks
-def _summary(name: str, row: dict, channels: dict, *, predecessor_count: int = 0, provenance: dict | None = None,
-             valid: bool = True) -> ScenarioSummary:
+def _summary(
+    name: str,
+    row: dict,
+    channels: dict,
+    *,
+    predecessor_count: int = 0,
+    provenance: dict | None = None,
+    valid: bool = True,
+) -> ScenarioSummary:
     """A summary.json model (differentiate's output) with only what combine and the report read."""
-    plan = Plan(exec_time_ns=9_000, cycle_ns=10_000, warmups=3, sse_index=3, ssp_index=8, tail=4, trailing=0,
-                executions_per_run=12, runs=60, sse_runs=60, sse_executions_per_run=4, idle_ns=10_000_000,
-                delay_max_ns=1_000_000, lois_wanted=30, predecessor_count=predecessor_count,
-                sensor={"period_ns": 1_000_000, "delay_ns": 300_000, "window_ns": 1_000_000, "lag_ns": 0,
-                        "settle_ns": 10_000_000},
-                provenance=provenance or {})
+    plan = Plan(
+        exec_time_ns=9_000,
+        cycle_ns=10_000,
+        warmups=3,
+        sse_index=3,
+        ssp_index=8,
+        tail=4,
+        trailing=0,
+        executions_per_run=12,
+        runs=60,
+        sse_runs=60,
+        sse_executions_per_run=4,
+        idle_ns=10_000_000,
+        delay_max_ns=1_000_000,
+        lois_wanted=30,
+        predecessor_count=predecessor_count,
+        sensor={
+            "period_ns": 1_000_000,
+            "delay_ns": 300_000,
+            "window_ns": 1_000_000,
+            "lag_ns": 0,
+            "settle_ns": 10_000_000,
+        },
+        provenance=provenance or {},
+    )
     none = Estimate()
-    return ScenarioSummary(scenario=name, row=row, channels=channels, clock={}, flags=[], valid=valid, plan=plan,
-                           provenance={}, sensor={}, runs={}, gaps={}, samples={}, sample_phase={},
-                           exec_time_ns=none, cycle_time_ns=none, energy_per_exec_mj=none,
-                           sse_vs_ssp_error_pct=none, interleaved_vs_ssp_pct=none)
+    return ScenarioSummary(
+        scenario=name,
+        row=row,
+        channels=channels,
+        clock={},
+        flags=[],
+        valid=valid,
+        plan=plan,
+        provenance={},
+        sensor={},
+        runs={},
+        gaps={},
+        samples={},
+        sample_phase={},
+        exec_time_ns=none,
+        cycle_time_ns=none,
+        energy_per_exec_mj=none,
+        sse_vs_ssp_error_pct=none,
+        interleaved_vs_ssp_pct=none,
+    )
 
 
-def _rank_data(rng: np.random.Generator, level_mw: float, runs: np.ndarray, golden: np.ndarray,
-               common: np.ndarray) -> tuple[ScenarioSummary, pl.DataFrame]:
+def _rank_data(
+    rng: np.random.Generator, level_mw: float, runs: np.ndarray, golden: np.ndarray, common: np.ndarray
+) -> tuple[ScenarioSummary, pl.DataFrame]:
     rows = {"run": [], "golden": [], "role": [], "channel": [], "power_mw": []}
     for r, g in zip(runs, golden, strict=True):
         for ch, base in (("total", level_mw), ("memory", level_mw / 5)):
@@ -297,14 +365,30 @@ def _rank_data(rng: np.random.Generator, level_mw: float, runs: np.ndarray, gold
                 rows["power_mw"].append(base + common[r] * (1 if ch == "total" else 0.2) + rng.normal(0, 500))
     lois = pl.DataFrame(rows)
     gold = lois.filter(pl.col("golden"))
-    stats = {ch: {"ssp": {"mean_mw": float(gold.filter(pl.col("channel") == ch)["power_mw"].mean()),
-                          "fit_coeffs": [0.0, 0.0, float(gold.filter(pl.col("channel") == ch)["power_mw"].mean())]}}
-             for ch in ("total", "memory")}
+    stats = {
+        ch: {
+            "ssp": {
+                "mean_mw": float(gold.filter(pl.col("channel") == ch)["power_mw"].mean()),
+                "fit_coeffs": [0.0, 0.0, float(gold.filter(pl.col("channel") == ch)["power_mw"].mean())],
+            }
+        }
+        for ch in ("total", "memory")
+    }
     mean_w = stats["total"]["ssp"]["mean_mw"] / 1e3
-    row = {"scenario": "ar", "ssp_power_w": mean_w, "ssp_power_ci_low_w": mean_w - 1,
-           "ssp_power_ci_high_w": mean_w + 1, "exec_time_us": 9.0, "energy_per_exec_mj": 2.0,
-           "energy_per_exec_ci_low_mj": 1.9, "energy_per_exec_ci_high_mj": 2.1, "valid": True,
-           "flags": "", "truth_ssp_power_w": mean_w * 1.01, "ssp_error_pct": -1.0}
+    row = {
+        "scenario": "ar",
+        "ssp_power_w": mean_w,
+        "ssp_power_ci_low_w": mean_w - 1,
+        "ssp_power_ci_high_w": mean_w + 1,
+        "exec_time_us": 9.0,
+        "energy_per_exec_mj": 2.0,
+        "energy_per_exec_ci_low_mj": 1.9,
+        "energy_per_exec_ci_high_mj": 2.1,
+        "valid": True,
+        "flags": "",
+        "truth_ssp_power_w": mean_w * 1.01,
+        "ssp_error_pct": -1.0,
+    }
     return _summary("ar", row, stats), lois
 
 
@@ -329,7 +413,8 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     sd_run = 20.0 / np.sqrt(60)  # W, per GPU
     assert half > 1.96 * np.sqrt(2) * sd_run * 1.15
     assert c["channels"]["memory"]["mean_w"] == pytest.approx(
-        (s0.role("memory", "ssp").mean_mw + s1.role("memory", "ssp").mean_mw) / 1e3)
+        (s0.role("memory", "ssp").mean_mw + s1.role("memory", "ssp").mean_mw) / 1e3
+    )
     assert c["channels"]["total"]["fit_coeffs_mw"][-1] == pytest.approx(expect * 1e3)
     assert c["energy_per_exec_mj"] == 4.0 and c["energy_per_exec_ci_low_mj"] == pytest.approx(3.8)
     assert c["truth_ssp_power_w"] == pytest.approx(expect * 1.01) and c["valid"] is True
@@ -348,23 +433,38 @@ def _scn(tmp_path: Path, name: str, kernel: dict, channels: dict, predecessor: d
     from fingrav.report.load import ScenarioData
 
     summary = _summary(
-        name, {"scenario": name, "ssp_power_w": channels["total"] / 1e3,
-               "predecessor": None if predecessor is None else "x"},
+        name,
+        {"scenario": name, "ssp_power_w": channels["total"] / 1e3, "predecessor": None if predecessor is None else "x"},
         {ch: {"ssp": {"mean_mw": v, "ci_low_mw": v * 0.99, "ci_high_mw": v * 1.01}} for ch, v in channels.items()},
         predecessor_count=predecessor["count"] if predecessor else 0,
-        provenance={"scenario": {"name": name, "kernel": kernel, "predecessor": predecessor}})
+        provenance={"scenario": {"name": name, "kernel": kernel, "predecessor": predecessor}},
+    )
     return ScenarioData(name=name, summary=summary, layout=SweepLayout(tmp_path))
 
 
 def _combined(world: int, total_w: float, memory_w: float) -> dict:
-    ch = {"total": {"mean_w": total_w * world, "ci_low_w": total_w * world * 0.99, "ci_high_w": total_w * world * 1.01},
-          "memory": {"mean_w": memory_w * world, "ci_low_w": None, "ci_high_w": None}}
-    row = {"world_size": world, "combined_ssp_power_w": total_w * world, "combined_valid": True,
-           "rank1_ssp_power_w": total_w, "rank1_valid": True, "rank1_flags": "x;y"}
-    return {"world_size": world, "combined": {"ssp_power_w": total_w * world, "channels": ch, "valid": True},
-            "ranks": [{"rank": 0, "ssp_power_w": total_w, "valid": True},
-                      {"rank": 1, "ssp_power_w": total_w, "valid": True}],
-            "row": row, "row_columns": list(row)}
+    ch = {
+        "total": {"mean_w": total_w * world, "ci_low_w": total_w * world * 0.99, "ci_high_w": total_w * world * 1.01},
+        "memory": {"mean_w": memory_w * world, "ci_low_w": None, "ci_high_w": None},
+    }
+    row = {
+        "world_size": world,
+        "combined_ssp_power_w": total_w * world,
+        "combined_valid": True,
+        "rank1_ssp_power_w": total_w,
+        "rank1_valid": True,
+        "rank1_flags": "x;y",
+    }
+    return {
+        "world_size": world,
+        "combined": {"ssp_power_w": total_w * world, "channels": ch, "valid": True},
+        "ranks": [
+            {"rank": 0, "ssp_power_w": total_w, "valid": True},
+            {"rank": 1, "ssp_power_w": total_w, "valid": True},
+        ],
+        "row": row,
+        "row_columns": list(row),
+    }
 
 
 def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
@@ -375,16 +475,27 @@ def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
         _scn(tmp_path, "ag-1g", {"kind": "allgather", "size_bytes": 1 << 30}, {"total": 340e3, "memory": 75e3}),
         _scn(tmp_path, "cb-4k", {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096}, {"total": 650e3, "memory": 60e3}),
         _scn(tmp_path, "cb-8k", {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192}, {"total": 690e3, "memory": 66e3}),
-        _scn(tmp_path, "ar-1g-after-cb-8k", {"kind": "allreduce", "size_bytes": 1 << 30},
-             {"total": 390e3, "memory": 87e3}, predecessor={"count": 4, "kernel": {"kind": "gemm"}}),
+        _scn(
+            tmp_path,
+            "ar-1g-after-cb-8k",
+            {"kind": "allreduce", "size_bytes": 1 << 30},
+            {"total": 390e3, "memory": 87e3},
+            predecessor={"count": 4, "kernel": {"kind": "gemm"}},
+        ),
     ]
     combined = {"ar-64k": _combined(2, 180, 42), "ag-1g": _combined(2, 340, 75), "cb-8k": _combined(2, 690, 66)}
     assert [G.kernel_class(G.scenario_kernel(s)) for s in scns] == [
-        "latency-bound collective", "bandwidth-bound collective", "GEMM", "GEMM", "bandwidth-bound collective"]
+        "latency-bound collective",
+        "bandwidth-bound collective",
+        "GEMM",
+        "GEMM",
+        "bandwidth-bound collective",
+    ]
     df = G.fig10_data(scns, combined)
     assert set(df["scenario"].to_list()) == {"ar-64k", "ag-1g", "cb-8k"}  # the 8K GEMM, no interleaved scenario
-    tot = dict(zip(*df.filter(pl.col("channel") == "total").select("scenario", "power_w").to_dict().values(),
-                   strict=True))
+    tot = dict(
+        zip(*df.filter(pl.col("channel") == "total").select("scenario", "power_w").to_dict().values(), strict=True)
+    )
     assert tot == {"ar-64k": pytest.approx(180), "ag-1g": pytest.approx(340), "cb-8k": pytest.approx(690)}
     assert "memory-side (memory)" in df["channel"].to_list()
     assert G.fig10_chart(scns, combined) is not None and G.gpus_chart(scns, combined) is not None
@@ -393,8 +504,14 @@ def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
     table = pl.DataFrame({"scenario": [s.name for s in scns], "ssp_power_w": [1.0] * 5})
     out = G.add_rank_columns(table, combined)
     assert out.columns[:2] == ["scenario", "ssp_power_w"]
-    assert out.columns[2:] == ["world_size", "combined_ssp_power_w", "combined_valid", "rank1_ssp_power_w",
-                               "rank1_valid", "rank1_flags"]
+    assert out.columns[2:] == [
+        "world_size",
+        "combined_ssp_power_w",
+        "combined_valid",
+        "rank1_ssp_power_w",
+        "rank1_valid",
+        "rank1_flags",
+    ]
     assert out.schema["world_size"] == pl.Int64 and out.schema["rank1_valid"] == pl.Boolean
     assert out.schema["rank1_flags"] == pl.String and out["combined_ssp_power_w"][2] is None
     assert G.add_rank_columns(table, {}) is table
@@ -445,8 +562,12 @@ def test_torch_collective_handles_on_a_fake_torch(monkeypatch) -> None:
         clock.t += 5_000
 
     torch.distributed = types.SimpleNamespace(
-        is_available=lambda: True, is_initialized=lambda: True, get_world_size=lambda: 2, get_backend=lambda: "nccl",
-        ReduceOp=types.SimpleNamespace(AVG="avg", SUM="sum"), all_reduce=all_reduce,
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        get_world_size=lambda: 2,
+        get_backend=lambda: "nccl",
+        ReduceOp=types.SimpleNamespace(AVG="avg", SUM="sum"),
+        all_reduce=all_reduce,
         all_gather_into_tensor=all_gather_into_tensor,
     )
     monkeypatch.setitem(sys.modules, "torch", torch)

@@ -112,18 +112,22 @@ def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) ->
         layout.calibration_json(k).parent.mkdir(parents=True, exist_ok=True)
         layout.calibration_json(k).write_text(src.calibration_json(k).read_text())
     policy = cfg.policy_for(SCENARIO).model_copy(update={"runs": 20, "sse_runs": 20})
-    plan0 = collect_distributed(cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed, layout,
-                                rank_sim_overrides={1: {"launch_gap_us": 60.0}})
+    plan0 = collect_distributed(
+        cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed, layout, rank_sim_overrides={1: {"launch_gap_us": 60.0}}
+    )
     assert plan0 == json.loads(layout.plan(SCENARIO, 0).read_text())  # rank 0's plan.json
     plan1 = json.loads(layout.plan(SCENARIO, 1).read_text())
     local0, local1 = plan0["rank_local"], plan1["rank_local"]
     assert local1["cycle_ns"] > local0["cycle_ns"] + 40_000
-    own = make_plan(local1["exec_time_ns"], local1["cycle_ns"], PlanSensor(**plan0["sensor"]),
-                    Probe(**local1["probe"]), policy)
+    own = make_plan(
+        local1["exec_time_ns"], local1["cycle_ns"], PlanSensor(**plan0["sensor"]), Probe(**local1["probe"]), policy
+    )
     assert own.executions_per_run != plan0["executions_per_run"]  # rank 1 alone would have planned otherwise
     assert plan1["executions_per_run"] == plan0["executions_per_run"] and plan1["runs"] == plan0["runs"]
     key = ["run", "segment"]
-    e0, e1 = (pl.read_parquet(layout.scenario_dir(SCENARIO, k) / "executions.parquet").group_by(key).len().sort(key)
-              for k in (0, 1))
+    e0, e1 = (
+        pl.read_parquet(layout.scenario_dir(SCENARIO, k) / "executions.parquet").group_by(key).len().sort(key)
+        for k in (0, 1)
+    )
     assert e0.equals(e1)
     assert layout.truth(SCENARIO, 1).is_file()

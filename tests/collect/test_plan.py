@@ -67,13 +67,15 @@ def test_probe_needs_samples() -> None:
 
 
 SENSOR_FAST = PlanSensor(period_ns=1 * MS, delay_ns=300_000, window_ns=1 * MS, lag_ns=0, settle_ns=int(1.3 * MS))
-SENSOR_H200 = PlanSensor(**{
-    "period_ns": 20 * MS,
-    "delay_ns": int(2.8 * MS),
-    "window_ns": int(4.5 * MS),
-    "lag_ns": 12 * MS,
-    "settle_ns": 63 * MS,
-})
+SENSOR_H200 = PlanSensor(
+    **{
+        "period_ns": 20 * MS,
+        "delay_ns": int(2.8 * MS),
+        "window_ns": int(4.5 * MS),
+        "lag_ns": 12 * MS,
+        "settle_ns": 63 * MS,
+    }
+)
 
 
 def test_plan_short_kernel_on_fast_sensor() -> None:

@@ -74,9 +74,16 @@ def test_open_device_and_describe() -> None:
 
 def test_overrides_are_applied() -> None:
     ov = SimOverrides(
-        sensor_period_ms=5.0, sensor_period_jitter_ms=0.0, sensor_window_ms=2.0, sensor_lag_ms=0.0,
-        sensor_delay_ms=1.0, clock_offset_us=-50.0, clock_drift_ppm=7.0, exec_jitter_pct=0.0,
-        outlier_run_fraction=0.0, launch_gap_us=0.0,
+        sensor_period_ms=5.0,
+        sensor_period_jitter_ms=0.0,
+        sensor_window_ms=2.0,
+        sensor_lag_ms=0.0,
+        sensor_delay_ms=1.0,
+        clock_offset_us=-50.0,
+        clock_drift_ppm=7.0,
+        exec_jitter_pct=0.0,
+        outlier_run_fraction=0.0,
+        launch_gap_us=0.0,
     )
     dev = SimulatedGPU(SimConfig(preset="h200", overrides=ov), seed=0)
     par = dev.describe()["parameters"]
@@ -115,8 +122,9 @@ def test_sensor_step_response_matches_analytic(preset: str) -> None:
     step_mw = sum(c.spin_mw for c in idle)
     rel_s = (t - start - spec.delay_ns).astype(float)
     rel_e = (t - end - spec.delay_ns).astype(float)
-    expect = idle_mw + step_mw * (response_cdf(rel_s, spec.window_ns, spec.lag_ns)
-                                  - response_cdf(rel_e, spec.window_ns, spec.lag_ns))
+    expect = idle_mw + step_mw * (
+        response_cdf(rel_s, spec.window_ns, spec.lag_ns) - response_cdf(rel_e, spec.window_ns, spec.lag_ns)
+    )
     # taps approximate the lag kernel; stamps are floored to 1 us on h200
     assert np.max(np.abs(p - expect)) < 0.004 * step_mw
     # before the step + delay: exactly idle
@@ -384,10 +392,22 @@ def test_kernel_times_warmups_outliers_and_spin() -> None:
 
 def test_default_kernel_times() -> None:
     targets = {
-        "mi300x": {gemm(2048): (40, 50), gemm(4096): (200, 250), gemm(8192): (1400, 1600),
-                   gemv(8192): (30, 40), gemv(4096): (10, 14), gemv(2048): (5, 7)},
-        "h200": {gemm(2048): (22, 28), gemm(4096): (160, 185), gemm(8192): (1300, 1500),
-                 gemv(8192): (30, 40), gemv(4096): (10, 14), gemv(2048): (4, 7)},
+        "mi300x": {
+            gemm(2048): (40, 50),
+            gemm(4096): (200, 250),
+            gemm(8192): (1400, 1600),
+            gemv(8192): (30, 40),
+            gemv(4096): (10, 14),
+            gemv(2048): (5, 7),
+        },
+        "h200": {
+            gemm(2048): (22, 28),
+            gemm(4096): (160, 185),
+            gemm(8192): (1300, 1500),
+            gemv(8192): (30, 40),
+            gemv(4096): (10, 14),
+            gemv(2048): (4, 7),
+        },
     }
     for preset, ks in targets.items():
         dev = SimulatedGPU(SimConfig(preset=preset))

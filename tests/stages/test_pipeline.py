@@ -122,8 +122,13 @@ def test_replay_reproduces_summary(tiny_run: Path, tmp_path: Path) -> None:
 
 
 def test_every_shipped_config_is_dry_run() -> None:
-    assert {"config/config.yaml", "config/sim-h200.yaml", "config/h200.yaml", "config/mi300x.yaml",
-            "config/h200-replay.yaml"} <= set(SHIPPED_CONFIGS)
+    assert {
+        "config/config.yaml",
+        "config/sim-h200.yaml",
+        "config/h200.yaml",
+        "config/mi300x.yaml",
+        "config/h200-replay.yaml",
+    } <= set(SHIPPED_CONFIGS)
 
 
 @pytest.mark.parametrize("config", SHIPPED_CONFIGS)

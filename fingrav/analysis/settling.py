@@ -13,7 +13,8 @@ golden run, with the same cluster bootstrap as every other statistic:
 * `unsettled` when the trend is significant (|z| > `TREND_Z`, a 0.1 % two-sided test) and the change across
   the tail exceeds the SSP CI's half-width: the tail is not steady state and the number is not the SSP.
 
-Tails of one execution cannot be split into whole executions: then nothing is tested (`tested` false).
+A tail of one execution is compared with the execution right before it (in SSP runs every execution is
+stamped); without one, nothing is tested (`tested` false).
 """
 
 from __future__ import annotations
@@ -62,19 +63,28 @@ def tail_trend(
 ) -> TailTrend:
     """The trend of `channel`'s SSP readings over the tail (module docstring). run_ids: the golden runs in the
     bootstrap's order; boot: the `profiles.ClusterBootstrap` every statistic shares; cycle_ns: the SSP cycle."""
+    if not cycle_ns:
+        return TailTrend(tested=False)
     half = plan.tail // 2
-    if half < 1 or not cycle_ns:
+    if half >= 1:  # the tail's first half vs its second half
+        first_lo, split, hi = plan.ssp_index, plan.ssp_index + half, plan.ssp_index + 2 * half - 1
+        in_window = pl.col("role").cast(pl.String) == SSP
+    elif plan.ssp_index >= 1 and "phase" in lois.columns:  # one-execution tail: the execution before it vs it
+        half = 1
+        first_lo, split, hi = plan.ssp_index - 1, plan.ssp_index, plan.ssp_index
+        in_window = pl.col("phase").cast(pl.String) == SSP
+    else:
         return TailTrend(tested=False)
     sub = (
         lois.lazy()
         .filter(
             pl.col("golden")
             & (pl.col("channel") == channel)
-            & (pl.col("role").cast(pl.String) == SSP)
+            & in_window
             & (pl.col("segment").cast(pl.String) == MAIN)
-            & pl.col("exec_index").is_between(plan.ssp_index, plan.ssp_index + 2 * half - 1)
+            & pl.col("exec_index").is_between(first_lo, hi)
         )
-        .select("run", (pl.col("exec_index") >= plan.ssp_index + half).alias("late"), "power_mw")
+        .select("run", (pl.col("exec_index") >= split).alias("late"), "power_mw")
         .collect()
     )
     lut = {int(r): i for i, r in enumerate(run_ids)}

@@ -106,7 +106,7 @@ def differentiate(
     hx = host_executions(executions, runs, plan, cp, binned)
     lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
     group_delay_ns = float(tot_sensor.window_ns or 0.0) / 2.0 + float(tot_sensor.lag_ns or 0.0)
-    prof = compute_profiles(lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns)
+    prof = compute_profiles(lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns, sensors=sensors)
     ch_stats = prof.channels
     d = prof.derived
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +34,11 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import ROLE_DTYPE
-from fingrav.analysis.settling import TailTrend, tail_trend
+from fingrav.analysis.settling import TailTrend, residual_transient_mw, tail_trend
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
+from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
@@ -253,11 +255,14 @@ def compute_profiles(
     analysis: AnalysisConfig,
     seed: int = 0,
     group_delay_ns: float = 0.0,
+    sensors: Mapping[str, SensorModel] | None = None,
 ) -> ProfileResult:
     """Profiles of the golden runs.
 
     group_delay_ns: the sensor's group delay after delay correction (window / 2 + lag): how far the reading
     lags a trend; with it, the SSP CI includes the bias a trend over the SSP tail implies (`settling`).
+    sensors: the calibrated sensor per channel; with them the SSP CI also includes the residual of the level
+    before the main segment that the sensor still shows during the tail (`settling.residual_transient_mw`).
 
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
     phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
@@ -355,21 +360,34 @@ def compute_profiles(
 
     # steady state over the SSP tail: the trend test, and the lag bias it implies, in every channel's SSP CI
     trends: dict[str, TailTrend] = {}
+    systematic: dict[str, float] = {}
     for ch in channels:
         st = channels[ch].get("ssp")
         if st is None or st["mean_mw"] is None:
             continue
         tr = tail_trend(lois, ch, run_ids, view, boot, c_mean, group_delay_ns)
         trends[ch] = tr
+        residual = 0.0
+        sensor = (sensors or {}).get(ch)
+        if sensor is not None and c_mean:
+            before = (
+                [sensor.idle_mw] + [channels[ch]["pred"]["mean_mw"]] if "pred" in channels[ch] else [sensor.idle_mw]
+            )
+            steps = [abs(st["mean_mw"] - b) for b in before if b is not None]
+            t0 = view.ssp_index * c_mean
+            residual = residual_transient_mw(sensor, t0, t0 + view.tail * c_mean, max(steps, default=0.0))
         lo_b, hi_b = st["ci_low_mw"], st["ci_high_mw"]
+        sys_mw = tr.bias_bound_mw + residual
         st["ci_components"] = {
             "bootstrap_low_mw": lo_b,
             "bootstrap_high_mw": hi_b,
             "tail_trend_bias_mw": tr.bias_bound_mw,
+            "residual_transient_mw": residual,
         }
         st["tail_trend"] = tr.to_summary()
+        systematic[ch] = sys_mw
         if lo_b is not None and hi_b is not None:
-            st["ci_low_mw"], st["ci_high_mw"] = lo_b - tr.bias_bound_mw, hi_b + tr.bias_bound_mw
+            st["ci_low_mw"], st["ci_high_mw"] = lo_b - sys_mw, hi_b + sys_mw
     tot = trends.get(TOTAL)
     boot_half = None
     if TOTAL in channels and "ssp" in channels[TOTAL]:
@@ -385,7 +403,7 @@ def compute_profiles(
         e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * MJ_PER_MW_NS
         e_lo, e_hi = boot.ci(e_rep)
         e_val = ssp_p * c_mean * MJ_PER_MW_NS
-        bias = (tot.bias_bound_mw / ssp_p * e_val) if tot is not None and ssp_p else 0.0
+        bias = (systematic.get(TOTAL, 0.0) / ssp_p * e_val) if ssp_p else 0.0
         if e_lo is not None and e_hi is not None:
             e_lo, e_hi = e_lo - bias, e_hi + bias
         derived["energy_per_exec_mj"] = {"value": e_val, "ci_low": e_lo, "ci_high": e_hi}

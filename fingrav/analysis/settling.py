@@ -10,6 +10,9 @@ golden run, with the same cluster bootstrap as every other statistic:
 * `trend_z` = difference / its bootstrap standard error;
 * `bias_bound_mw` = |slope| x group delay, slope = difference / distance between the halves' centres; it is
   added to the SSP CI (and, relatively, to the energy CI): the systematic part the run-to-run scatter misses;
+* `residual_transient_mw`: what the sensor still shows of the level before the main segment (idle or the
+  predecessor) during the SSP tail, from the calibrated step response (the start-up transient that leaks into
+  an SSP taken when the reading is "within 1 %"); added to the CI too;
 * `unsettled` when the trend is significant (|z| > `TREND_Z`, a 0.1 % two-sided test) and the change across
   the tail exceeds the SSP CI's half-width: the tail is not steady state and the number is not the SSP.
 
@@ -27,6 +30,9 @@ import polars as pl
 
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, SSP
+from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.units import NS_PER_MS
+from fingrav.sensorfit import step_response
 
 logger = logging.getLogger(__name__)
 
@@ -120,3 +126,18 @@ def tail_trend(
         bias_bound_mw=abs(slope) * float(group_delay_ns),
         significant=bool(abs(z) > TREND_Z),
     )
+
+
+def residual_transient_mw(
+    sensor: SensorModel, t_from_ns: float, t_to_ns: float, step_mw: float, n_grid: int = 64
+) -> float:
+    """The part of an earlier level still in the (delay-corrected) readings between t_from_ns and t_to_ns after
+    the main segment started: mean over that span of (1 - step response) x |step|, from the calibrated sensor
+    model (dead time, window, lag + 2 standard errors: conservative). 0 when the model is unknown."""
+    if sensor.delay_ns is None or sensor.window_ns is None or t_to_ns <= t_from_ns or step_mw == 0:
+        return 0.0
+    lag_ns = float(sensor.lag_ns or 0.0) + 2.0 * float(sensor.lag_se_ns or 0.0)
+    d_ms = float(sensor.delay_ns) / NS_PER_MS
+    t_ms = np.linspace(t_from_ns, t_to_ns, n_grid) / NS_PER_MS + d_ms  # raw sample time = corrected + delay
+    s = step_response(t_ms, d_ms, float(sensor.window_ns) / NS_PER_MS, lag_ns / NS_PER_MS)
+    return float(np.mean(1.0 - np.clip(s, 0.0, 1.0))) * abs(step_mw)

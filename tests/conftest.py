@@ -19,14 +19,15 @@ def repo_root() -> Path:
 
 def tiny_config(sweep: str = "tiny", preset: str = "mi300x", analysis: dict | None = None, **policy: object) -> dict:
     """A sweep small enough for a full pipeline run in tests (seconds). `policy`: run_policy fields;
-    `analysis`: analysis fields (e.g. {"margin": 0.03}: the binning margin is an analysis parameter)."""
+    `analysis`: analysis fields (e.g. {"margin": 0.03}: the binning margin is an analysis parameter). A tiny
+    sweep's CIs are wide: rows stay valid up to +-5 % (analysis.max_ci_pct) unless the test says otherwise."""
     return {
         "sweep": sweep,
         "seed": 3,
         "device": {"backend": "sim", "sim": {"preset": preset}},
         "calibration": {"steps": 12, "clock_bursts": 4, "clock_reads_per_burst": 20},
         "run_policy": {"mode": "auto", "max_runs": 600, "min_lois": 15, "probe_ms": 200.0, **policy},
-        "analysis": {"bootstrap_reps": 200, **(analysis or {})},
+        "analysis": {"bootstrap_reps": 200, "max_ci_pct": 5.0, **(analysis or {})},
         "scenarios": [
             {"name": "cb-2k", "kernel": {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048}},
             {"name": "cb-8k", "kernel": {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192}},

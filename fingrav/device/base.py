@@ -93,6 +93,8 @@ class PowerSamples:
         parts = [p for p in parts if p is not None]
         if not parts:
             return PowerSamples.empty()
+        if len(parts) == 1:  # nothing to join: no copy (these arrays hold millions of rows)
+            return parts[0]
         return PowerSamples(
             np.concatenate([p.t_ns for p in parts]).astype(np.int64),
             np.concatenate([np.asarray(p.channel, dtype=str) for p in parts]),

@@ -8,8 +8,9 @@ tail's first half with its second half (whole executions each, so a kernel's own
 golden run, with the same cluster bootstrap as every other statistic:
 
 * `trend_z` = difference / its bootstrap standard error;
-* `bias_bound_mw` = |slope| x group delay, slope = difference / distance between the halves' centres; it is
-  added to the SSP CI (and, relatively, to the energy CI): the systematic part the run-to-run scatter misses;
+* `bias_bound_mw` = sqrt(slope² − se²) x group delay (the part of the slope beyond its own noise), slope =
+  difference / distance between the halves' centres; it is added to the SSP CI (and, relatively, to the energy
+  CI): the systematic part the run-to-run scatter misses;
 * `residual_transient_mw`: what the sensor still shows of the level before the main segment (idle or the
   predecessor) during the SSP tail, from the calibrated step response (the start-up transient that leaks into
   an SSP taken when the reading is "within 1 %"); added to the CI too;
@@ -123,7 +124,11 @@ def tail_trend(
         trend_z=float(z),
         slope_mw_per_ms=slope * 1e6,
         change_over_tail_mw=abs(slope) * plan.tail * float(cycle_ns),
-        bias_bound_mw=abs(slope) * float(group_delay_ns),
+        # the slope beyond its own noise (sqrt(slope^2 - se^2)): a flat tail's noisy slope adds nothing, a real
+        # trend adds about |slope| x group delay
+        bias_bound_mw=float(np.sqrt(max(0.0, slope**2 - (se / distance_ns) ** 2))) * float(group_delay_ns)
+        if np.isfinite(se)
+        else abs(slope) * float(group_delay_ns),
         significant=bool(abs(z) > TREND_Z),
     )
 

@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import ROLE_DTYPE
-from fingrav.analysis.settling import TailTrend, residual_transient_mw, tail_trend
+from fingrav.analysis.settling import TailTrend, quantization_bias_mw, residual_transient_mw, tail_trend
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
@@ -376,13 +376,17 @@ def compute_profiles(
             steps = [abs(st["mean_mw"] - b) for b in before if b is not None]
             t0 = view.ssp_index * c_mean
             residual = residual_transient_mw(sensor, t0, t0 + view.tail * c_mean, max(steps, default=0.0))
+            quant = quantization_bias_mw(sensor)
+        else:
+            quant = 0.0
         lo_b, hi_b = st["ci_low_mw"], st["ci_high_mw"]
-        sys_mw = tr.bias_bound_mw + residual
+        sys_mw = tr.bias_bound_mw + residual + quant
         st["ci_components"] = {
             "bootstrap_low_mw": lo_b,
             "bootstrap_high_mw": hi_b,
             "tail_trend_bias_mw": tr.bias_bound_mw,
             "residual_transient_mw": residual,
+            "quantization_mw": quant,
         }
         st["tail_trend"] = tr.to_summary()
         systematic[ch] = sys_mw

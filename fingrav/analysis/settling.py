@@ -146,3 +146,16 @@ def residual_transient_mw(
     t_ms = np.linspace(t_from_ns, t_to_ns, n_grid) / NS_PER_MS + d_ms  # raw sample time = corrected + delay
     s = step_response(t_ms, d_ms, float(sensor.window_ns) / NS_PER_MS, lag_ns / NS_PER_MS)
     return float(np.mean(1.0 - np.clip(s, 0.0, 1.0))) * abs(step_mw)
+
+
+def quantization_bias_mw(sensor: SensorModel) -> float:
+    """How far a mean of quantized readings can sit from the mean of the unquantized ones, for step q and
+    Gaussian noise σ (the calibrated ones): the rounding error's Fourier series bounded term by term,
+    Σ_k (q / (π k)) exp(-2 π² k² σ² / q²), and never more than q / 2. Negligible once σ ≳ q / 2."""
+    q = float(sensor.quantization_mw or 0.0)
+    if q <= 0:
+        return 0.0
+    r = float(sensor.noise_mw or 0.0) / q
+    k = np.arange(1, 201, dtype=np.float64)
+    series = float(np.sum(q / (np.pi * k) * np.exp(-2.0 * np.pi**2 * k**2 * r**2)))
+    return min(q / 2.0, series)

@@ -47,3 +47,18 @@ def test_a_flat_tail_is_not_significant(tail: int) -> None:
         hits += tr.significant
         assert tr.bias_bound_mw < 2_000.0  # a noise-sized slope: a small bound
     assert hits <= 1  # a 0.1 % test
+
+
+def test_quantization_bias_is_large_without_noise_and_vanishes_with_it() -> None:
+    from fingrav.analysis.settling import quantization_bias_mw
+    from fingrav.contracts.sensor import SensorModel
+
+    assert quantization_bias_mw(SensorModel(quantization_mw=10_000.0, noise_mw=0.0)) == pytest.approx(5_000.0)
+    assert quantization_bias_mw(SensorModel(quantization_mw=10_000.0, noise_mw=10_000.0)) < 1e-5
+    assert quantization_bias_mw(SensorModel(quantization_mw=0.0, noise_mw=0.0)) == 0.0
+    # the bound holds for a constant signal rounded to the step (worst case without noise: q / 2)
+    rng = np.random.default_rng(0)
+    for sigma in (0.05, 0.2, 0.5):
+        x = 0.37 + rng.normal(0, sigma, 200_000)  # in units of q
+        bias = abs(np.round(x).mean() - 0.37)
+        assert bias <= quantization_bias_mw(SensorModel(quantization_mw=1.0, noise_mw=sigma)) + 0.005

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 from fingrav.config import config_hash, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
-from fingrav.stages.report import PAPER_SSE_VS_SSP_PCT
+from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
 # Snakemake merges --configfile over the default `configfile:`; a sweep config given on the command line
@@ -106,5 +106,5 @@ def sweep_meta():
         "backend": CFG.device.backend,
         "config_hash": config_hash(CFG),
         "config": CFG.model_dump(mode="json"),
-        "paper_sse_vs_ssp_pct": PAPER_SSE_VS_SSP_PCT,
+        "paper_sse_vs_ssp_pct": SSE_VS_SSP_PCT,
     }

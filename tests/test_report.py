@@ -724,6 +724,7 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
         "sse_vs_ssp_error.png",
         "validation_truth.png",
         "ssp_vs_reference.png",
+        "sensor_readings.png",
     }
     assert names == expected
     for name in names:
@@ -1039,3 +1040,29 @@ def test_binning_chart_uses_ssp_runs() -> None:
         "executions": pl.DataFrame({"run": [0, 1, 2]}),
     }
     assert pick_run(raw, binned) == 0
+
+
+def test_readings_panel_and_kernel_power_validation_axis() -> None:
+    """Sensor readings have their own panel; the truth panel shows only kernel-power numbers on a ±2.5 % axis."""
+    from fingrav.report import figures as F
+
+    val = pl.DataFrame(
+        {
+            "scenario": ["a", "a", "a"],
+            "quantity": ["SSP power (W)", "SSE power (W)", "energy per execution (mJ)"],
+            "measured": [1.0, 0.5, 1.0],
+            "ci_low": [0.9, 0.4, 0.9],
+            "ci_high": [1.1, 0.6, 1.1],
+            "truth": [1.0, 1.0, 1.0],
+            "error_pct": [0.3, -50.0, 7.0],
+            "err_lo": [-0.1, -60.0, 6.0],
+            "err_hi": [0.7, -40.0, 8.0],
+            "covered": [True, False, False],
+            "within_tol": [True, False, False],
+            "valid": [True, True, True],
+        }
+    )
+    spec = F.truth_chart(val, ["a"]).to_dict(validate=False)
+    data = [v for d in spec.get("datasets", {}).values() for v in d]
+    assert {r["quantity"] for r in data if "quantity" in r} == {"SSP power (W)", "energy per execution (mJ)"}
+    assert max(r["error_pct"] for r in data if "error_pct" in r) == F.TRUTH_AXIS_PCT  # clipped to the axis

@@ -21,6 +21,7 @@ import vl_convert as vlc
 
 from fingrav.contracts import flags as FL
 from fingrav.contracts import roles as R
+from fingrav.contracts.paper import SSE_VS_SSP_PCT
 from fingrav.contracts.units import ms
 from fingrav.layout import SweepLayout
 from fingrav.report import collectives as G
@@ -46,10 +47,8 @@ PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG: Final = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
-    r"|ssp_vs_reference|validation_truth|gpus_ssp|gpus_profiles|collectives_fig10)\.png$"
+    r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10)\.png$"
 )
-# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), used when meta does not give them
-PAPER_SSE_VS_SSP_PCT: Final[dict[str, float]] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
 
 
@@ -174,9 +173,17 @@ def _sse_caption(paper: Mapping[str, Any] | None) -> str:
     )
 
 
+READINGS_CAPTION = (
+    "The SSE and interleaved numbers are <b>sensor readings</b>: what the power sensor reported during that one "
+    "execution, the number naive profiling gives. The SSP is the kernel's steady-state power. For a kernel shorter "
+    "than the sensor's window + lag a reading is not what the kernel drew; on the simulator, grey is the SSE "
+    "execution's true power."
+)
+
 TRUTH_CAPTION = (
-    "Simulator only: each quantity's measured value minus the simulator's ground truth, in % of the truth, with "
-    "its {ci} CI; green band: ±2 %. Look for: every point inside the band and CIs that cross zero."
+    "Simulator only: each kernel-power number (SSP, energy per execution, reference) minus the simulator's "
+    "ground truth, in % of the truth, with its {ci} CI, on a ±2.5 % axis; green band: ±2 %. Look for: every point "
+    "inside the band and CIs that cross zero. Sensor readings are in their own panel above."
 )
 
 
@@ -279,7 +286,7 @@ def build_report(
 
     meta: {"sweep", "backend", "config_hash", "provenance", "config" (its analysis.ci_level sets the CI level
     shown), "paper_sse_vs_ssp_pct" (optional dict name -> % error, matched to scenarios by name; default
-    PAPER_SSE_VS_SSP_PCT, None or {} for none), "timeline_scenario" (optional)}. world_size: GPUs per
+    SSE_VS_SSP_PCT, None or {} for none), "timeline_scenario" (optional)}. world_size: GPUs per
     scenario (> 1: GPU k's profiles and the combined numbers of `fingrav.analysis.combine` are shown too).
     `max_points` caps the points drawn per chart (deterministic subsampling). A figure that fails is logged and
     reported in the page; with `strict=True` it raises instead (and every spec is schema-validated)."""
@@ -395,7 +402,7 @@ def _add_figures(
     if backend == "replay":  # name the device the replayed data was measured on
         backend = _recorded_device(calibration) or backend
     source = f"this sweep ({backend})" if backend else "this sweep"
-    paper = meta.get("paper_sse_vs_ssp_pct", PAPER_SSE_VS_SSP_PCT)
+    paper = meta.get("paper_sse_vs_ssp_pct", SSE_VS_SSP_PCT)
     add(
         "components_ssp",
         "across",
@@ -450,6 +457,14 @@ def _add_figures(
             G.fig10_caption(scns, combined, ci),
             lambda: G.fig10_chart(scns, combined),
         )
+
+    add(
+        "sensor_readings",
+        "across",
+        "Sensor readings next to kernel power",
+        READINGS_CAPTION,
+        lambda: F.readings_chart(F.readings_data(scns), [s.name for s in scns]),
+    )
 
     # 6. simulator truth
     if F.has_truth(scns):

@@ -1090,17 +1090,31 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+KERNEL_POWER_QUANTITIES = ("SSP power (W)", "energy per execution (mJ)", "reference power vs SSP truth (W)")
+TRUTH_AXIS_PCT = 2.5  # the validation axis: ±2 % band with a little room; points beyond sit at its edge
+
+
 def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
-    """Measured vs simulator truth: error (% of truth) with CI per scenario and quantity, ±2 % band."""
+    """Measured vs simulator truth for the kernel-power numbers (SSP, energy, reference): error (% of truth)
+    with CI per scenario and quantity, ±2 % band, on a ±2.5 % axis (values beyond are drawn at its edge, as
+    crosses). Sensor readings (SSE, interleaved) have their own panel (`readings_chart`)."""
+    val = val.filter(pl.col("quantity").is_in(list(KERNEL_POWER_QUANTITIES)))
     if val.height == 0:
         return None
+    lim = TRUTH_AXIS_PCT
+    val = val.with_columns(
+        pl.col("error_pct").clip(-lim, lim), pl.col("err_lo").clip(-lim, lim), pl.col("err_hi").clip(-lim, lim)
+    )
     quantities = [q[0] for q in TRUTH_QUANTITIES if q[0] in set(val["quantity"].to_list())]
     order = [o for o in order if o in set(val["scenario"].to_list())]
     tol = TRUTH_TOLERANCE_PCT
     band = (
         alt.Chart(pl.DataFrame({"lo": [-tol], "hi": [tol]}))
         .mark_rect(color="#2ca02c", opacity=0.12)
-        .encode(y=alt.Y("lo:Q", title="measured − truth (% of truth)"), y2="hi:Q")
+        .encode(
+            y=alt.Y("lo:Q", title="measured − truth (% of truth)", scale=alt.Scale(domain=[-lim, lim], nice=False)),
+            y2="hi:Q",
+        )
     )
     zero = alt.Chart(pl.DataFrame({"z": [0.0]})).mark_rule(color="#555555").encode(y="z:Q")
     base = alt.Chart(val).encode(x=_scenario_x(order), xOffset=alt.XOffset("quantity:N", sort=quantities))
@@ -1127,7 +1141,87 @@ def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
         height=240,
         title=_title(
             "validation against the simulator's ground truth",
-            "points: measured − truth with CI; green band: ±2 %; crosses: outside ±2 %",
+            "SSP, energy, reference: measured − truth with CI; green band: ±2 %; crosses: outside ±2 % (at the edge)",
+        ),
+    )
+    return configure(chart)
+
+
+READING_MEASURES = ("SSP (kernel power)", "SSE (sensor reading)", "interleaved (sensor reading)", "SSE true power")
+
+
+def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """Per scenario: the SSP (kernel power), the SSE and interleaved sensor readings with CIs, and on the
+    simulator the SSE execution's true power (W)."""
+    rows = []
+    for s in scns:
+        r = s.row
+        items = [
+            ("SSP (kernel power)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),
+            ("SSE (sensor reading)", "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w"),
+            (
+                "interleaved (sensor reading)",
+                "interleaved_power_w",
+                "interleaved_power_ci_low_w",
+                "interleaved_power_ci_high_w",
+            ),
+            ("SSE true power", "truth_sse_power_w", None, None),
+        ]
+        for label, m, lo, hi in items:
+            if label.startswith("SSE (") and not s.sse_measurable:
+                continue
+            v = r.get(m)
+            if not _finite(v):
+                continue
+            rows.append(
+                {
+                    "scenario": s.name,
+                    "measure": label,
+                    "power_w": float(v),
+                    "ci_low": float(r[lo]) if lo and _finite(r.get(lo)) else None,
+                    "ci_high": float(r[hi]) if hi and _finite(r.get(hi)) else None,
+                }
+            )
+    schema = {
+        "scenario": pl.String,
+        "measure": pl.String,
+        "power_w": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def readings_chart(data: pl.DataFrame, order: Sequence[str]) -> Chart | None:
+    """Sensor readings next to kernel power, per scenario (W, with CIs)."""
+    if data.height == 0 or not data.filter(pl.col("measure") != "SSP (kernel power)").height:
+        return None
+    order = [o for o in order if o in set(data["scenario"].to_list())]
+    measures = [m for m in READING_MEASURES if m in set(data["measure"].to_list())]
+    colors = {
+        "SSP (kernel power)": "#1f77b4",
+        "SSE (sensor reading)": "#d62728",
+        "interleaved (sensor reading)": "#ff7f0e",
+        "SSE true power": "#7f7f7f",
+    }
+    base = alt.Chart(data).encode(x=_scenario_x(order), xOffset=alt.XOffset("measure:N", sort=measures))
+    color = alt.Color(
+        "measure:N", sort=measures, title="", scale=alt.Scale(domain=measures, range=[colors[m] for m in measures])
+    )
+    err = (
+        base.transform_filter("isValid(datum.ci_low) && isValid(datum.ci_high)")
+        .mark_rule(size=1.5)
+        .encode(y="ci_low:Q", y2="ci_high:Q", color=color)
+    )
+    pts = base.mark_point(filled=True, size=45).encode(
+        y=alt.Y("power_w:Q", title="power (W)", scale=alt.Scale(zero=False)), color=color
+    )
+    chart = alt.layer(err, pts).properties(
+        width=min(max(320, 18 * len(measures) * len(order)), 900),
+        height=240,
+        title=_title(
+            "sensor readings next to kernel power",
+            "SSE and interleaved: what the sensor reported during that execution; SSP: the kernel's steady-state power",
         ),
     )
     return configure(chart)

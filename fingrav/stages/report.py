@@ -16,9 +16,6 @@ from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
 
-# the paper's SSE-vs-SSP errors on the MI300X (METHOD.md), shown next to ours
-PAPER_SSE_VS_SSP_PCT: dict[str, float] = {"cb-2k": 80.0, "cb-4k": 36.0, "cb-8k": 20.0}
-
 
 def run(layout: SweepLayout, scenarios: Sequence[str], meta: Mapping[str, Any], world_size: int = 1) -> list[Path]:
     """Write summary.csv and report/index.html (+ figures); returns their paths."""

@@ -755,3 +755,54 @@ def test_nvml_device_glue_matches_the_gpu_by_uuid(fake, fake_torch):
     fake.configure(device_count=1)
     with cls(index=0, sampler_mode="thread") as dev:
         assert dev.power.nvml_index == 0
+
+
+# --------------------------------------------------------------------------- sampler faults (set aside, counted, loud)
+@pytest.mark.parametrize("fault", ["zero", "all_ones"])
+def test_poller_sets_aside_nonphysical_values(fake, fault):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, faults={10: fault, 20: fault})
+    poller = _poller(fake, clock, interval_ms=10.0)
+    poller.start()
+    _run(poller, clock, 1.0)
+    s = poller.take()
+    assert poller.stats["nonphysical"] == 2
+    assert np.all(s.power_mw > 0) and np.all(s.power_mw < 5e6)
+    assert any("nonphysical" in w for w in poller.stats["warnings"])
+
+
+def test_poller_drops_both_samples_of_a_conflicting_duplicate(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, faults={15: "conflict"})
+    poller = _poller(fake, clock, interval_ms=10.0)
+    poller.start()
+    _run(poller, clock, 1.0)
+    s = poller.take()
+    conflicted = fake.STATE.sample_time_ns(15) // 1000 * 1000
+    assert poller.stats["conflicting_duplicates"] == 1
+    assert conflicted not in set(s.t_ns.tolist())
+    assert len(set(s.t_ns.tolist())) == len(s)  # no timestamp twice
+
+
+def test_poller_counts_time_going_backwards(fake):
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, buffer_size=200, faults={12: "backwards"})
+    clock.advance_ms(400)  # the faulty sample is already buffered: it arrives inside one batch
+    poller = _poller(fake, clock, interval_ms=10.0, history_ms=1000.0)
+    poller.start()
+    poller.poll()
+    assert poller.stats["time_backwards"] >= 1
+    assert np.all(np.diff(poller.take().t_ns) > 0)  # what is kept is in time order
+
+
+def test_unknown_value_type_fails_loudly(fake):
+    from fingrav.device.nvidia.poller import value_of
+
+    with pytest.raises(DeviceError, match="unknown value type"):
+        value_of(fake.c_nvmlValue_t(), 42)
+    clock = ManualClock()
+    fake.configure(clock_ns=clock, period_ms=20.0, value_type=42)
+    poller = _poller(fake, clock, interval_ms=10.0, max_consecutive_errors=2)
+    poller.start()
+    with pytest.raises(DeviceError):
+        _run(poller, clock, 0.5)

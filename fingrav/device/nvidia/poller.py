@@ -124,12 +124,24 @@ class NVMLSamplerConfig:
 
 
 # --------------------------------------------------------------------------- NVML reads
+VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+# the all-ones "not available" patterns of the unsigned value types, and no board draws more than this
+SENTINELS = frozenset({0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
+MAX_PLAUSIBLE_MW = 5_000_000.0
+
+
 def value_of(value: Any, value_type: int) -> float:
-    """The number in a c_nvmlValue_t union, read through its NVML_VALUE_TYPE_* tag."""
-    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
-        int(value_type), "uiVal"
-    )
+    """The number in a c_nvmlValue_t union, read through its NVML_VALUE_TYPE_* tag; an unknown tag is a
+    DeviceError (reading the wrong union member would give plausible garbage)."""
+    member = VALUE_MEMBERS.get(int(value_type))
+    if member is None:
+        raise DeviceError(f"NVML returned samples of unknown value type {value_type!r}")
     return float(getattr(value, member))
+
+
+def physical_mw(v: float) -> bool:
+    """A total-power sample that can be real: finite, > 0 (0 is "no value"), not a sentinel, <= 5 kW."""
+    return np.isfinite(v) and 0.0 < v <= MAX_PLAUSIBLE_MW and int(v) not in SENTINELS
 
 
 def read_memory_power(nvml: Any, handle: Any) -> tuple[int, float] | None:
@@ -269,6 +281,9 @@ class PowerPoller:
             "memory_samples": 0,
             "not_found": 0,
             "duplicates": 0,
+            "time_backwards": 0,
+            "conflicting_duplicates": 0,
+            "nonphysical": 0,
             "errors": 0,
             "memory_errors": 0,
             "gaps": 0,
@@ -281,6 +296,7 @@ class PowerPoller:
             "warnings": [],
         }
         self._last_poll_ns: int | None = None
+        self._reported: dict[str, int] = {}
 
     @property
     def running(self) -> bool:
@@ -366,12 +382,42 @@ class PowerPoller:
         if not samples:
             return 0
         self.stats["max_batch"] = max(self.stats["max_batch"], len(samples))
-        pairs = sorted({int(s.timeStamp): value_of(s.sampleValue, value_type) for s in samples}.items())
-        fresh = [(ts, v) for ts, v in pairs if ts > self._last_ts_us]
-        self.stats["duplicates"] += len(samples) - len(fresh)
+        by_ts: dict[int, set[float]] = {}
+        order: list[int] = []
+        prev: int | None = None
+        for smp in samples:
+            ts, v = int(smp.timeStamp), value_of(smp.sampleValue, value_type)
+            if prev is not None and ts < prev:
+                self.stats["time_backwards"] += 1
+            prev = ts
+            if ts <= self._last_ts_us:  # delivered before
+                self.stats["duplicates"] += 1
+                continue
+            if ts not in by_ts:
+                by_ts[ts] = set()
+                order.append(ts)
+            by_ts[ts].add(v)
+        pairs = []
+        for ts in sorted(order):
+            values = by_ts[ts]
+            if len(values) > 1:  # one timestamp, different values: neither can be trusted
+                self.stats["conflicting_duplicates"] += 1
+                continue
+            (v,) = values
+            if not physical_mw(v):
+                self.stats["nonphysical"] += 1
+                continue
+            pairs.append((ts, v))
+        fresh = pairs
+        if order:  # every timestamp seen, kept or set aside, is never read again
+            self._last_ts_us = max(self._last_ts_us, max(order))
+        # (a batch out of time order is only counted: the driver's ring buffer may legitimately wrap)
+        for key in ("conflicting_duplicates", "nonphysical"):
+            if self.stats[key] and self.stats[key] != self._reported.get(key):
+                self._reported[key] = self.stats[key]
+                self._warn(f"power samples set aside or out of order: {key} = {self.stats[key]}")
         if not fresh:
             return 0
-        self._last_ts_us = fresh[-1][0]
         t_ns = [ts * 1000 for ts, _ in fresh]
         self._t.extend(t_ns)
         self._p.extend(v for _, v in fresh)

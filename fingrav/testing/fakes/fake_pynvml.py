@@ -238,6 +238,11 @@ class FakeGPU:
     drop: set[int] = field(default_factory=set)
     serial_error: int | None = NVML_ERROR_NO_PERMISSION
     seed: int = 0
+    # sampler faults real drivers show: {sample index: "zero" | "all_ones" | "conflict" (the sample is delivered
+    # twice, the copy with another value) | "backwards" (stamped 1 ms before the previous sample)}; value_type:
+    # the NVML_VALUE_TYPE the buffer claims
+    faults: dict[int, str] = field(default_factory=dict)
+    value_type: int = 1
     # state
     t0_ns: int = 0
     initialized: int = 0
@@ -435,13 +440,22 @@ def nvmlDeviceGetSamples(device: Any, sampling_type: int, timeStamp: int) -> tup
             ts_us = t_ns // 1000
             if ts_us <= int(timeStamp):
                 continue
+            fault = s.faults.get(k)
+            if fault == "backwards" and k > 0:
+                ts_us = s.sample_time_ns(k - 1) // 1000 - 1000
             sample = c_nvmlSample_t()
             sample.timeStamp = ts_us
-            sample.sampleValue.uiVal = int(round(s.power_mw(t_ns)))
+            value = int(round(s.power_mw(t_ns)))
+            sample.sampleValue.uiVal = {"zero": 0, "all_ones": 0xFFFFFFFF}.get(fault or "", value)
             out.append(sample)
+            if fault == "conflict":
+                twin = c_nvmlSample_t()
+                twin.timeStamp = ts_us
+                twin.sampleValue.uiVal = value + 50_000
+                out.append(twin)
     if not out:
         raise NVMLError(NVML_ERROR_NOT_FOUND)
-    return NVML_VALUE_TYPE_UNSIGNED_INT, out
+    return s.value_type, out
 
 
 def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> list[c_nvmlFieldValue_t]:  # noqa: N802, N803

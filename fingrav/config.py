@@ -31,6 +31,7 @@ from fingrav.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+RESERVED_SCENARIO_NAMES = frozenset({"calibration"})  # fingrav.layout: raw/gpu<k>/calibration/
 Dtype = Literal["bf16", "fp16", "fp32"]
 
 
@@ -139,6 +140,13 @@ class Scenario(_Model):
     run_policy: RunPolicy | None = Field(
         None, description="per-scenario run policy: the fields given here override the sweep's run_policy"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name.lower() in RESERVED_SCENARIO_NAMES:
+            raise ValueError(f"{name!r} is reserved (raw/gpu<k>/{name}/ holds other files): choose another name")
+        return name
 
     @property
     def has_collective(self) -> bool:

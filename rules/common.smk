@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from fingrav.config import config_hash, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
+from fingrav.preflight import check_sweep
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
@@ -21,7 +22,9 @@ def _load_sweep_config():
     try:
         for path in settings.configfiles or ["config/config.yaml"]:
             read_yaml(path)  # fingrav's own safe parse: duplicate keys, aliases and size are refused
-        return parse_config(data)
+        cfg = parse_config(data)
+        check_sweep(cfg)  # what the sweep needs beyond a valid config: files, libraries, the results folder
+        return cfg
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
 

@@ -50,6 +50,7 @@ GPU_SIDE = (
     "fingrav.stages.calibrate",
     "fingrav.stages.collect",
     "fingrav.cli",
+    "fingrav.preflight",
 )
 FORBIDDEN = ("polars", "altair", "vl_convert", "snakemake")
 

@@ -133,11 +133,25 @@ def test_every_shipped_config_is_dry_run() -> None:
 
 @pytest.mark.parametrize("config", SHIPPED_CONFIGS)
 def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
-    """Every shipped sweep plans on a machine without GPU libraries (amdsmi, pynvml, torch are not needed):
-    one calibrate job, one collect per scenario, bin and differentiate per scenario and GPU, combine per
-    scenario when the sweep spans several GPUs, one report."""
-    proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
+    """Every shipped sweep plans: one calibrate job, one collect per scenario, bin and differentiate per scenario
+    and GPU, combine per scenario when the sweep spans several GPUs, one report. What the sweep needs beyond its
+    config is checked when it is planned (fingrav.preflight): a GPU sweep on a machine without its vendor
+    library, or a replay of a dataset that does not exist, stops the dry run with one message saying so."""
+    import importlib.util
+
+    (tmp_path / "datasets").symlink_to(ROOT / "datasets")  # replays read the committed datasets
     data = yaml.safe_load((ROOT / config).read_text())
+    device = data.get("device") or {}
+    module = {"nvml": "pynvml", "amdsmi": "amdsmi"}.get(device.get("backend", "sim"))
+    if module is not None and importlib.util.find_spec(module) is None:
+        proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1", check=False)
+        assert proc.returncode != 0 and f"needs the {module} module" in proc.stdout + proc.stderr
+        return
+    if device.get("backend") == "replay" and not (ROOT / device["replay_dir"]).is_dir():
+        proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1", check=False)
+        assert proc.returncode != 0 and "device.replay_dir" in proc.stdout + proc.stderr
+        return
+    proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
     n = len(data["scenarios"])
     w = int((data.get("device") or {}).get("world_size") or 1)
     counts = dict(re.findall(r"^(calibrate|collect|bin|differentiate|combine|report)\s+(\d+)$", proc.stdout, re.M))

@@ -51,6 +51,7 @@ GPU_SIDE = (
     "fingrav.stages.collect",
     "fingrav.cli",
     "fingrav.preflight",
+    "fingrav.gpulock",
 )
 FORBIDDEN = ("polars", "altair", "vl_convert", "snakemake")
 

@@ -7,6 +7,7 @@ calibration data and analyzes it again. GPU side: no polars.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from pathlib import Path
@@ -16,6 +17,7 @@ from fingrav import rawio
 from fingrav.config import CalibrationConfig, DeviceConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import DataError
+from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import CALIBRATION_RAW_FILES, SweepLayout, dataset
 from fingrav.stages import typed
 
@@ -43,15 +45,20 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
                 shutil.copyfile(replay_source(device, src.calibration_dir(rank) / name), dst / name)
             out.append(rawio.write_json(layout.calibration_json(rank), analyze_calibration(dst, calibration)))
         return out
-    if device.world_size > 1:
-        from fingrav.collect.distributed import calibrate_ranks
+    with contextlib.ExitStack() as locks:
+        if device.backend != "sim":  # real GPUs: one measurement per GPU at a time, never an orphan
+            die_with_parent()
+            for k in range(device.world_size):
+                locks.enter_context(gpu_lock(device.backend, device.index + k))
+        if device.world_size > 1:
+            from fingrav.collect.distributed import calibrate_ranks
 
-        calibrate_ranks(device, calibration, seed, layout)
-        return [layout.calibration_json(k) for k in range(device.world_size)]
-    from fingrav.device import open_device
+            calibrate_ranks(device, calibration, seed, layout)
+            return [layout.calibration_json(k) for k in range(device.world_size)]
+        from fingrav.device import open_device
 
-    with open_device(device, seed=seed) as dev:
-        result: Calibration = calibrate(dev, calibration, seed, layout.calibration_dir(0))
+        with open_device(device, seed=seed) as dev:
+            result: Calibration = calibrate(dev, calibration, seed, layout.calibration_dir(0))
     return [rawio.write_json(layout.calibration_json(0), result)]
 
 

@@ -7,6 +7,7 @@ GPU side: no polars.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from fingrav import rawio
 from fingrav.config import DeviceConfig, RunPolicy, Scenario
 from fingrav.contracts.calibration import Calibration
+from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import SCENARIO_RAW_FILES, SweepLayout, dataset
 from fingrav.stages import typed
 from fingrav.stages.calibrate import replay_source
@@ -34,13 +36,22 @@ def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: R
     elif device.world_size > 1:
         from fingrav.collect.distributed import collect_distributed
 
-        collect_distributed(device, scenario, policy, seed, layout)
+        with contextlib.ExitStack() as locks:
+            if device.backend != "sim":
+                die_with_parent()
+                for k in range(device.world_size):
+                    locks.enter_context(gpu_lock(device.backend, device.index + k))
+            collect_distributed(device, scenario, policy, seed, layout)
     else:
         from fingrav.collect.runner import collect_scenario
         from fingrav.device import open_device
 
         truth = layout.truth(scenario.name, 0) if device.backend == "sim" else None
-        with open_device(device, seed=seed) as dev:
+        lock: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if device.backend != "sim":  # real GPUs: one measurement per GPU at a time, never an orphan
+            die_with_parent()
+            lock = gpu_lock(device.backend, device.index)
+        with lock, open_device(device, seed=seed) as dev:
             collect_scenario(
                 dev, scenario, policy, rawio.read_model(layout.calibration_json(0), Calibration), seed,
                 layout.scenario_dir(scenario.name, 0), truth,

@@ -1,0 +1,57 @@
+"""One measurement per GPU at a time; a measurement dies with the process that started it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fingrav.errors import DeviceError
+from fingrav.gpulock import gpu_lock
+
+
+def test_second_measurement_of_one_gpu_fails_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FINGRAV_LOCK_DIR", str(tmp_path))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "from fingrav.gpulock import gpu_lock\nimport time\nwith gpu_lock('nvml', 0):\n"
+         "    print('held', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True, env={**__import__("os").environ, "FINGRAV_LOCK_DIR": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(DeviceError, match=r"nvml GPU 0 is being measured by pid \d+"), gpu_lock("nvml", 0):
+            pass
+        with gpu_lock("nvml", 1):  # another GPU is free
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with gpu_lock("nvml", 0):  # released when its holder died
+        pass
+
+
+def test_measurement_dies_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
+    """A 'Snakemake' (grandparent) starts a 'shell' (parent) that starts the stage; SIGKILL the grandparent."""
+    marker = tmp_path / "alive"
+    stage = (
+        "import time, pathlib\nfrom fingrav.gpulock import die_with_parent\ndie_with_parent(0.1)\n"
+        f"p = pathlib.Path({str(marker)!r})\n"
+        "for i in range(300):\n    p.write_text(str(i)); time.sleep(0.05)\n"
+    )
+    shell = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {stage!r}])\n"
+    grandparent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {shell!r}])\n"]
+    )
+    deadline = time.time() + 20
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+    grandparent.kill()
+    grandparent.wait()
+    time.sleep(1.0)
+    before = marker.read_text()
+    time.sleep(0.5)
+    assert marker.read_text() == before  # the stage stopped writing: it is gone

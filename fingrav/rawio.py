@@ -148,3 +148,43 @@ def read_model(path: str | Path, model: type[M]) -> M:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in err.errors()[:5])
         more = f" (and {err.error_count() - 5} more)" if err.error_count() > 5 else ""
         raise DataError(f"{path}: not a valid {model.__name__}: {problems}{more}") from None
+
+
+MANIFEST = "MANIFEST.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_manifest(folder: str | Path, names: Sequence[str]) -> Path:
+    """MANIFEST.json in `folder`: the sha256 and size of each named file that exists (raw data, once written)."""
+    folder = Path(folder)
+    files = {
+        n: {"sha256": _sha256(folder / n), "bytes": (folder / n).stat().st_size} for n in names if (folder / n).exists()
+    }
+    return write_json(folder / MANIFEST, {"format_version": FORMAT_VERSION, "files": files})
+
+
+def verify_manifest(folder: str | Path) -> bool:
+    """Check every file MANIFEST.json lists against its sha256 (DataError naming the file on a mismatch or a
+    missing file). False when the folder has no manifest (data from before manifests existed)."""
+    from fingrav.errors import DataError
+
+    folder = Path(folder)
+    if not (folder / MANIFEST).exists():
+        return False
+    listed = read_json(folder / MANIFEST).get("files") or {}
+    for name, rec in listed.items():
+        path = folder / name
+        if not path.exists():
+            raise DataError(f"{path}: listed in {folder / MANIFEST} but missing")
+        if path.stat().st_size != rec.get("bytes") or _sha256(path) != rec.get("sha256"):
+            raise DataError(f"{path}: its content differs from what was written (sha256 mismatch): damaged or altered")
+    return True

@@ -193,6 +193,7 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
         cfg,
         meta,
     )
+    rawio.write_manifest(raw_dir, CALIBRATION_RAW_FILES)
     _check_brackets(ClockFit.from_dict(result.clock), starts, ends, brackets)
     return result
 

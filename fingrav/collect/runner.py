@@ -31,6 +31,7 @@ from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
+from fingrav.layout import SCENARIO_RAW_FILES
 from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -393,6 +394,7 @@ def collect_scenario(
     rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
+    rawio.write_manifest(raw_dir, SCENARIO_RAW_FILES)
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 

@@ -43,6 +43,7 @@ def read_plan(path: Path) -> Plan:
 def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig) -> Path:
     """Bin one scenario's runs on GPU `rank`; returns the binned parquet path."""
     raw = layout.scenario_dir(scenario, rank)
+    rawio.verify_manifest(raw)  # a damaged or altered raw file stops here, named
     plan = read_plan(raw / "plan.json")
     margin = plan.margin_for_binning(analysis.margin)
     binned, meta = bin_runs(read_frame(raw / "executions.parquet"), read_frame(raw / "runs.parquet"), plan, margin)

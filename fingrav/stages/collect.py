@@ -31,7 +31,10 @@ def run(layout: SweepLayout, device: DeviceConfig, scenario: Scenario, policy: R
         for rank in range(device.world_size):
             dst = layout.scenario_dir(scenario.name, rank)
             dst.mkdir(parents=True, exist_ok=True)
-            for name in SCENARIO_RAW_FILES:
+            rawio.verify_manifest(src.scenario_dir(scenario.name, rank))
+            for name in (*SCENARIO_RAW_FILES, rawio.MANIFEST):
+                if name == rawio.MANIFEST and not (src.scenario_dir(scenario.name, rank) / name).exists():
+                    continue
                 shutil.copyfile(replay_source(device, src.scenario_dir(scenario.name, rank) / name), dst / name)
     elif device.world_size > 1:
         from fingrav.collect.distributed import collect_distributed

@@ -69,6 +69,7 @@ def run(
 ) -> list[Path]:
     """Differentiate one scenario on GPU `rank`; returns [lois.parquet, summary.json]."""
     raw = layout.scenario_dir(scenario, rank)
+    rawio.verify_manifest(raw)  # a damaged or altered raw file stops here, named
     plan = read_plan(raw / "plan.json")
     calibration = rawio.read_model(layout.calibration_json(rank), Calibration)
     samples_path = raw / "samples.parquet"

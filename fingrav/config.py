@@ -35,6 +35,14 @@ RESERVED_SCENARIO_NAMES = frozenset({"calibration"})  # fingrav.layout: raw/gpu<
 Dtype = Literal["bf16", "fp16", "fp32"]
 
 
+# bounds that keep a sweep finite (sizes, counts, durations): a value past them is a typo, not a measurement
+Dim = Annotated[int, Field(ge=1, le=1 << 20)]  # a matrix dimension (elements)
+Count = Annotated[int, Field(ge=1, le=1_000_000)]  # runs, executions, reads
+DurationMs = Annotated[float, Field(gt=0, le=600_000.0)]  # at most 10 minutes
+MAX_SCENARIOS = 2000
+MAX_OPERAND_BYTES = 64 << 30  # a kernel's operands: larger than any GPU's memory here (H200: 141 GB) is a typo
+
+
 class _Model(BaseModel):
     # strict: no bool -> int, no "2048" -> 2048; finite numbers only (a config value is never inf or NaN)
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
@@ -45,25 +53,39 @@ class GemmKernel(_Model):
     """C[m,n] = A[m,k] @ B[k,n]; compute-bound for large square sizes."""
 
     kind: Literal["gemm"] = "gemm"
-    m: PositiveInt
-    n: PositiveInt
-    k: PositiveInt
+    m: Dim
+    n: Dim
+    k: Dim
     dtype: Dtype = "bf16"
 
     def label(self) -> str:
         return f"gemm {self.m}x{self.n}x{self.k} {self.dtype}"
+
+    @model_validator(mode="after")
+    def _fits(self) -> GemmKernel:
+        size = (self.m * self.k + self.k * self.n + self.m * self.n) * DTYPE_BYTES[self.dtype]
+        if size > MAX_OPERAND_BYTES:
+            raise ValueError(f"gemm {self.m}x{self.n}x{self.k} {self.dtype} needs {size / 2**30:.0f} GiB of operands")
+        return self
 
 
 class GemvKernel(_Model):
     """y[m] = A[m,k] @ x[k] (a GEMM with n = 1); memory-bound."""
 
     kind: Literal["gemv"] = "gemv"
-    m: PositiveInt
-    k: PositiveInt
+    m: Dim
+    k: Dim
     dtype: Dtype = "bf16"
 
     def label(self) -> str:
         return f"gemv {self.m}x{self.k} {self.dtype}"
+
+    @model_validator(mode="after")
+    def _fits(self) -> GemvKernel:
+        size = (self.m * self.k + self.m + self.k) * DTYPE_BYTES[self.dtype]
+        if size > MAX_OPERAND_BYTES:
+            raise ValueError(f"gemv {self.m}x{self.k} {self.dtype} needs {size / 2**30:.0f} GiB of operands")
+        return self
 
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -130,7 +152,7 @@ class Predecessor(_Model):
     """Interleaving: run `kernel` `count` times right before the measured kernel in every run."""
 
     kernel: Kernel
-    count: PositiveInt
+    count: Count
 
 
 class Scenario(_Model):
@@ -158,9 +180,9 @@ class Scenario(_Model):
 class SimOverrides(_Model):
     """Overrides of the simulated GPU preset; None keeps the preset's value."""
 
-    sensor_period_ms: PositiveFloat | None = None
+    sensor_period_ms: Annotated[float, Field(ge=0.05, le=10_000.0)] | None = None
     sensor_period_jitter_ms: Annotated[float, Field(ge=0)] | None = None
-    sensor_window_ms: PositiveFloat | None = None
+    sensor_window_ms: Annotated[float, Field(gt=0, le=10_000.0)] | None = None
     sensor_lag_ms: Annotated[float, Field(ge=0)] | None = None
     sensor_delay_ms: Annotated[float, Field(ge=0)] | None = None
     sensor_noise_mw: Annotated[float, Field(ge=0)] | None = None
@@ -203,11 +225,11 @@ class DeviceConfig(_Model):
 class CalibrationConfig(_Model):
     """Clock synchronization and sensor characterization settings."""
 
-    clock_bursts: PositiveInt = Field(10, description="bursts of GPU-timestamp reads spread over the calibration")
-    clock_reads_per_burst: PositiveInt = 50
+    clock_bursts: Count = Field(10, description="bursts of GPU-timestamp reads spread over the calibration")
+    clock_reads_per_burst: Count = 50
     steps: Annotated[int, Field(ge=4, le=1000)] = Field(40, description="on/off load cycles")
-    step_on_ms: PositiveFloat = 150.0
-    step_off_ms: PositiveFloat = 150.0
+    step_on_ms: DurationMs = 150.0
+    step_off_ms: DurationMs = 150.0
     max_clock_residual_us: PositiveFloat = Field(20.0, description="validity limit for the clock fit")
 
 
@@ -217,17 +239,17 @@ class RunPolicy(_Model):
     measured sensor. Explicit values override the automatic choice field by field."""
 
     mode: Literal["auto", "explicit"] = "auto"
-    runs: PositiveInt | None = Field(None, description="SSP runs (default: the guidance table)")
-    sse_runs: PositiveInt | None = Field(
+    runs: Count | None = Field(None, description="SSP runs (default: the guidance table)")
+    sse_runs: Count | None = Field(
         None, description="SSE runs (default: enough for min_lois SSE LOIs, at least the guidance table, <= max_runs)"
     )
-    executions_per_run: PositiveInt | None = Field(None, description="executions of the measured kernel per run")
+    executions_per_run: Count | None = Field(None, description="executions of the measured kernel per run")
     warmups: Annotated[int, Field(ge=0, le=50)] = 3
     timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
     min_lois: PositiveInt = Field(30, description="LOIs wanted per profile (SSE and SSP)")
-    max_runs: PositiveInt = Field(4000, description="upper bound on runs when more are needed for LOIs")
-    probe_ms: PositiveFloat = Field(400.0, description="length of the stability probe (back-to-back executions)")
-    reference_ms: Annotated[float, Field(ge=0)] = Field(
+    max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
+    probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
+    reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
         0.0, description="length of a back-to-back reference run (settled power, energy-counter cross-check); 0: none"
     )
     stability_tol_pct: PositiveFloat = Field(
@@ -274,12 +296,12 @@ class SweepConfig(_Model):
     sweep: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)] = Field(
         description="name of the sweep; results go to results/<sweep>/"
     )
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
     device: DeviceConfig = DeviceConfig()
     calibration: CalibrationConfig = CalibrationConfig()
     run_policy: RunPolicy = RunPolicy()
     analysis: AnalysisConfig = AnalysisConfig()
-    scenarios: Annotated[list[Scenario], Field(min_length=1)]
+    scenarios: Annotated[list[Scenario], Field(min_length=1, max_length=MAX_SCENARIOS)]
 
     @field_validator("scenarios")
     @classmethod

@@ -44,7 +44,10 @@ def _bad(mutate) -> str:
     [
         (lambda d: d.update(bogus=1), ["bogus", "unknown key"]),
         (lambda d: d["run_policy"].update(runz=5), ["run_policy.runz", "unknown key"]),
-        (lambda d: d["scenarios"][0]["kernel"].update(m=-8), ["scenarios.0.kernel.m", "-8", "greater than 0"]),
+        (
+            lambda d: d["scenarios"][0]["kernel"].update(m=-8),
+            ["scenarios.0.kernel.m", "-8", "greater than or equal to 1"],
+        ),
         (lambda d: d["scenarios"][1]["kernel"].update(k=0), ["scenarios.1.kernel.k", "0"]),
         (lambda d: d["scenarios"][1].update(name="cb-2k"), ["scenarios", "duplicate scenario name 'cb-2k'"]),
         (lambda d: d["device"].update(backend="cuda"), ["device.backend", "'cuda'", "'sim'"]),

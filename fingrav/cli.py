@@ -79,12 +79,74 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _archive(path: Path, layout: SweepLayout, why: str) -> Path:
+    """Move an earlier measurement aside (never delete it): archive/<name>-<UTC time>/ in the results folder."""
+    import datetime as dt
+    import shutil
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%f")
+    dest = layout.root / "archive" / f"{path.name}-{stamp}"
+    n = 1
+    while dest.exists():  # never move into (or over) an earlier archive
+        dest = layout.root / "archive" / f"{path.name}-{stamp}-{n}"
+        n += 1
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(path), str(dest))
+    logger.warning("%s: %s; moved to %s", path, why, dest)
+    return dest
+
+
+def _collected(cfg: SweepConfig, name: str, layout: SweepLayout) -> bool:
+    """Whether scenario `name` is already collected, complete and by this config on every GPU; an incomplete or
+    differently configured earlier collection is archived (it will be measured again)."""
+    from fingrav import rawio
+    from fingrav.errors import DataError
+
+    scenario, policy = cfg.scenario(name), cfg.policy_for(name)
+    want = config_hash(
+        {"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"), "seed": cfg.seed}
+    )
+    done = True
+    for k in range(cfg.device.world_size):
+        d = layout.scenario_dir(name, k)
+        if not d.exists():
+            done = False
+            continue
+        try:
+            complete = rawio.verify_manifest(d)
+            got = rawio.read_json(d / "plan.json").get("provenance", {}).get("config_hash") if complete else None
+        except DataError as err:
+            complete, got = False, None
+            logger.warning("%s", err)
+        if not complete:
+            _archive(d, layout, "an incomplete or damaged collection")
+            done = False
+        elif got != want:
+            _archive(d, layout, f"collected with another configuration (config hash {got}, now {want})")
+            done = False
+    return done
+
+
 def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
+    """Calibrate (unless a calibration of this layout exists) and collect every scenario not yet collected:
+    rerunning after an interruption resumes where it stopped; nothing measured is ever deleted (`_archive`)."""
+    from fingrav import rawio
+
     cfg = load_config(args.config)
     layout = _layout(cfg, args.out)
-    _cmd_calibrate(args)
+    have_cal = all(
+        layout.calibration_json(k).exists() and rawio.verify_manifest(layout.calibration_dir(k))
+        for k in range(cfg.device.world_size)
+    )
+    if have_cal:
+        logger.info("calibration found in %s: kept (delete it to calibrate again)", layout.root)
+    else:
+        _cmd_calibrate(args)
     names = args.scenario or [s.name for s in cfg.scenarios]
     for i, name in enumerate(names):
+        if _collected(cfg, name, layout):
+            logger.info("scenario %d/%d: %s already collected: kept", i + 1, len(names), name)
+            continue
         logger.info("scenario %d/%d: %s", i + 1, len(names), name)
         _collect_one(cfg, name, layout)
     (layout.root / "gpu-sweep.json").write_text(

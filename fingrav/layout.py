@@ -15,9 +15,10 @@ GPU-side module (stdlib only). One folder per sweep, `results/<sweep>/`; every p
 | summary and report | `summary.csv`, `report/index.html` + `*.png` | report |
 | logs | `logs/<stage>/...` | every rule |
 
-Committed real-GPU measurements are *datasets*, `datasets/<name>/`, with the same `raw/gpu<k>/...` layout
-(and `calibration/gpu<k>.json` as measured). They are inputs: the replay backend copies them into a sweep's
-`raw/`, and no rule ever writes under `datasets/`.
+Committed real-GPU measurements are *datasets*: folders that the replay backend reads and copies into a sweep's
+`raw/`, and that no rule ever writes (e.g. `results/h200/gpu/`, beside the replay's outputs). A dataset written
+before this layout (format 1: `raw/<scenario>/`, `raw/calibration/`, rank k in `rank<k>/` below them) is read as
+it is (`dataset` picks the layout): committed measurements are never moved or rewritten.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Final
 
 RESULTS_ROOT: Final = Path("results")
-DATASETS_ROOT: Final = Path("datasets")
+# what the rules write under results/<sweep>/: a dataset (replay_dir) must not lie in any of these
+WRITTEN_DIRS: Final = ("raw", "calibration", "truth", "binned", "profiles", "report", "logs", "archive")
 SCENARIO_RAW_FILES: Final = ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json")
 CALIBRATION_RAW_FILES: Final = ("clock.parquet", "steps.parquet", "samples.parquet")
 PROFILE_FILES: Final = ("lois.parquet", "summary.json")
@@ -122,6 +124,25 @@ class SweepLayout(RawLayout):
         return self.root / "logs" / stage / gpu_dir(rank) / f"{name}.log"
 
 
+@dataclass(frozen=True)
+class LegacyRawLayout(RawLayout):
+    """Format 1 (before `gpu<k>` folders): GPU 0 in raw/<scenario>/ and raw/calibration/, GPU k in rank<k>/."""
+
+    def gpu(self, rank: int | str = 0) -> Path:
+        return self.root / "raw"
+
+    def scenario_dir(self, scenario: str, rank: int | str = 0) -> Path:
+        d = self.root / "raw" / scenario
+        return d if int(rank) == 0 else d / f"rank{rank}"
+
+    def calibration_dir(self, rank: int | str = 0) -> Path:
+        d = self.root / "raw" / CALIBRATION_DIR
+        return d if int(rank) == 0 else d / f"rank{rank}"
+
+
 def dataset(path: Path | str) -> RawLayout:
-    """The raw layout of a committed dataset folder (e.g. datasets/h200)."""
-    return RawLayout(Path(path))
+    """The raw layout of a committed dataset folder (e.g. results/h200/gpu), format 1 or 2 as found there."""
+    path = Path(path)
+    if not (path / "raw" / gpu_dir(0)).is_dir() and (path / "raw" / CALIBRATION_DIR).is_dir():
+        return LegacyRawLayout(path)
+    return RawLayout(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fingrav.config import SweepConfig
 from fingrav.errors import ConfigError
-from fingrav.layout import RESULTS_ROOT, SweepLayout, dataset
+from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, dataset
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,12 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
         src = src if src.is_absolute() else root / src
         if not src.is_dir():
             raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: no such folder")
-        if src.resolve() == layout.root.resolve() or layout.root.resolve() in src.resolve().parents:
+        written = [layout.root.resolve() / d for d in WRITTEN_DIRS]
+        here = src.resolve()
+        if here == layout.root.resolve() or any(w == here or w in here.parents for w in written):
             raise ConfigError(
-                f"device.replay_dir = {dev.replay_dir!r} lies inside this sweep's own results ({layout.root}): "
-                "a replay would delete the data it replays; replay a dataset (datasets/<name>)"
+                f"device.replay_dir = {dev.replay_dir!r} lies where this sweep writes ({layout.root}): a replay "
+                "would delete the data it replays; keep a dataset in a folder no rule writes (e.g. results/<name>/gpu)"
             )
         for k in range(dev.world_size):
             cal = dataset(src).calibration_dir(k)

@@ -29,11 +29,11 @@ def test_results_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
         check_sweep(cfg(), tmp_path)
 
 
-def test_replay_of_its_own_results_is_refused(tmp_path: Path) -> None:
-    own = tmp_path / "results" / "s" / "raw"
-    own.mkdir(parents=True)
-    with pytest.raises(ConfigError, match="inside this sweep's own results"):
-        check_sweep(cfg(backend="replay", replay_dir="results/s"), tmp_path)
+@pytest.mark.parametrize("replay_dir", ["results/s", "results/s/raw/gpu0", "results/s/profiles"])
+def test_replay_of_what_its_own_rules_write_is_refused(tmp_path: Path, replay_dir: str) -> None:
+    (tmp_path / replay_dir).mkdir(parents=True)
+    with pytest.raises(ConfigError, match="lies where this sweep writes"):
+        check_sweep(cfg(backend="replay", replay_dir=replay_dir), tmp_path)
 
 
 def test_replay_of_a_missing_dataset_is_refused_at_planning(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_replay_of_a_missing_dataset_is_refused_at_planning(tmp_path: Path) -> N
 
 
 def test_the_committed_h200_dataset_replays() -> None:
-    check_sweep(cfg(sweep="h200", backend="replay", replay_dir="datasets/h200"), ROOT)
+    check_sweep(cfg(sweep="h200", backend="replay", replay_dir="results/h200/gpu"), ROOT)  # no rule writes gpu/
 
 
 def test_a_measuring_sweep_never_writes_over_committed_results() -> None:

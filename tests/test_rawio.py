@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _copy_scenario(tmp_path: Path, name: str = "mb-4k") -> SweepLayout:
     layout = SweepLayout(tmp_path / "results" / "s")
-    shutil.copytree(dataset(ROOT / "datasets" / "h200").scenario_dir(name), layout.scenario_dir(name))
+    shutil.copytree(dataset(ROOT / "results" / "h200" / "gpu").scenario_dir(name), layout.scenario_dir(name))
     return layout
 
 
 def test_the_committed_dataset_matches_its_manifests() -> None:
-    ds = dataset(ROOT / "datasets" / "h200")
+    ds = dataset(ROOT / "results" / "h200" / "gpu")  # the committed format-1 dataset
     folders = sorted(ds.gpu(0).iterdir())
     assert len(folders) == 15 and all(rawio.verify_manifest(f) for f in folders)
 

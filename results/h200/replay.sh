@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate results/h200/{summary.csv,report/,calibration.json} from the committed raw data
+# Regenerate results/h200/{summary.csv,report/,calibration/} from the committed raw data
 # (results/h200/gpu/) on any machine, no GPU needed, and check that every number matches the committed
 # summary.csv within 0.1 %. Run from anywhere after `pip install -e .` (see README.md).
 set -euo pipefail

@@ -139,4 +139,6 @@ def test_layout_paths() -> None:
     assert lay.scenario_dir("x", 0) == Path("results/s/raw/gpu0/x")
     assert lay.binned("{scenario}", "{rank}") == Path("results/s/binned/gpu{rank}/{scenario}.parquet")
     assert lay.combined("x") == Path("results/s/profiles/combined/x.json")
-    assert dataset("datasets/h200").calibration_dir(0) == Path("datasets/h200/raw/gpu0/calibration")
+    assert dataset("results/h200/gpu").calibration_dir(0) == Path("results/h200/gpu/raw/calibration")  # format 1
+    assert dataset("results/h200/gpu").scenario_dir("cb-2k", 1) == Path("results/h200/gpu/raw/cb-2k/rank1")
+    assert dataset("/nonexistent").scenario_dir("x", 1) == Path("/nonexistent/raw/gpu1/x")

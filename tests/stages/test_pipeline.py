@@ -139,9 +139,11 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
     library, or a replay of a dataset that does not exist, stops the dry run with one message saying so."""
     import importlib.util
 
-    (tmp_path / "datasets").symlink_to(ROOT / "datasets")  # replays read the committed datasets
     data = yaml.safe_load((ROOT / config).read_text())
     device = data.get("device") or {}
+    if device.get("backend") == "replay" and (ROOT / device["replay_dir"]).is_dir():  # the committed dataset
+        (tmp_path / device["replay_dir"]).parent.mkdir(parents=True)
+        (tmp_path / device["replay_dir"]).symlink_to(ROOT / device["replay_dir"])
     module = {"nvml": "pynvml", "amdsmi": "amdsmi"}.get(device.get("backend", "sim"))
     if module is not None and importlib.util.find_spec(module) is None:
         proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1", check=False)

@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.roles import FIRST, PRED, SSE, SSP, TRAIL, WARMUP
 from fingrav.contracts.sensor import PlanSensor
 
@@ -155,6 +154,3 @@ class Plan(BaseModel):
             if out.get(key) is None:
                 out.pop(key, None)
         return out
-
-
-NEW_PLAN_FORMAT: Final = FORMAT_VERSION

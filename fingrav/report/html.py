@@ -283,13 +283,13 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         "kernel",
         "predecessor",
         "exec time (µs)",
-        "SSP power (W)",
-        "SSE power (W)",
-        "SSE vs SSP (%)",
+        "SSP power (W, kernel)",
+        "SSE reading (W, sensor)",
+        "SSE reading vs SSP (%)",
     ]
     if with_ref:
         heads += ["reference power (W)", "SSP vs reference (%)"]
-    heads += ["energy / exec (mJ)", "interleaved power (W)", "interleaved vs SSP (%)"]
+    heads += ["energy / exec (mJ)", "interleaved reading (W, sensor)", "interleaved reading vs SSP (%)"]
     heads += [f"SSP {ch} (W)" for ch in channels]
     heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
     body = []

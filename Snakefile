@@ -1,5 +1,5 @@
 # fingrav: the FinGraV method as a Snakemake pipeline.
-# calibrate -> collect (per scenario) -> bin -> differentiate (per scenario and GPU) -> [combine] -> report
+# calibrate -> collect (per scenario) -> bin -> differentiate (per scenario and GPU) -> [combine | fleet] -> report
 # Run the default sweep on the simulated GPU:  snakemake --cores 1
 # Another sweep:                               snakemake --cores 1 --configfile config/sim-h200.yaml
 
@@ -13,6 +13,7 @@ include: "rules/collect.smk"
 include: "rules/bin.smk"
 include: "rules/differentiate.smk"
 include: "rules/combine.smk"
+include: "rules/fleet.smk"
 include: "rules/report.smk"
 
 

@@ -144,14 +144,14 @@ _ROW_KEYS = (
     "energy_per_exec_ci_high_mj",
     "truth_energy_per_exec_mj",
     "energy_error_pct",
-    "sse_power_w",
-    "sse_power_ci_low_w",
-    "sse_power_ci_high_w",
-    "truth_sse_power_w",
-    "interleaved_power_w",
-    "interleaved_power_ci_low_w",
-    "interleaved_power_ci_high_w",
-    "truth_interleaved_power_w",
+    "sse_reading_w",
+    "sse_reading_ci_low_w",
+    "sse_reading_ci_high_w",
+    "truth_sse_kernel_power_w",
+    "interleaved_reading_w",
+    "interleaved_reading_ci_low_w",
+    "interleaved_reading_ci_high_w",
+    "truth_interleaved_kernel_power_w",
 )
 
 

@@ -1,4 +1,4 @@
-"""Command line: `fingrav schema|validate|gpu-sweep|calibrate|collect`.
+"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export`.
 
 The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
 (calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
@@ -14,13 +14,14 @@ import logging
 import sys
 from pathlib import Path
 
-from fingrav.config import SweepConfig, config_hash, json_schema, load_config
+from fingrav.config import SweepConfig, collection_hash, config_hash, json_schema, load_config
 from fingrav.errors import FingravError
 from fingrav.layout import SweepLayout
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.json"
+RESULT_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "result.schema.json"
 
 
 def schema_text() -> str:
@@ -40,6 +41,45 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def result_schema_text() -> str:
+    """docs/result.schema.json: the JSON schema of the result file (`fingrav.contracts.export`)."""
+    from fingrav.contracts.export import result_schema
+
+    return json.dumps(result_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _cmd_result_schema(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    text = result_schema_text()
+    if args.check:
+        if not out.exists() or out.read_text() != text:
+            logger.error("%s is out of date: run `fingrav result-schema`", out)
+            return 1
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    logger.info("wrote %s", out)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    """Write the JSON result file and/or the aiconfigurator-style CSV of a sweep's results (`fingrav.export`)."""
+    from fingrav.export import FORMATS, export
+
+    if args.results:
+        layout = SweepLayout(Path(args.results))
+    elif args.config:
+        layout = SweepLayout.of(load_config(args.config).sweep)
+    else:
+        raise FingravError("export needs --results <results folder> or --config <sweep config>")
+    formats = args.format or list(FORMATS)
+    if args.out and len(formats) != 1:
+        raise FingravError("--out names one file: give one --format with it")
+    for fmt in formats:
+        export(layout, fmt, Path(args.out) if args.out else None, args.scenario, args.rank)
+    return 0
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     logger.info(
@@ -49,6 +89,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _layout(cfg: SweepConfig, out: str | None) -> SweepLayout:
+    if cfg.device.cards:
+        raise FingravError(
+            f"device.gpus = {cfg.device.gpus}: the command line measures one GPU (or one lockstep group); run a sweep "
+            "over listed GPUs with Snakemake (snakemake --cores <GPUs> --configfile ...), which runs them at once"
+        )
     return SweepLayout(Path(out)) if out else SweepLayout.of(cfg.sweep)
 
 
@@ -79,57 +124,29 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _archive(path: Path, layout: SweepLayout, why: str) -> Path:
-    """Move an earlier measurement aside (never delete it): archive/<name>-<UTC time>/ in the results folder."""
-    import datetime as dt
-    import shutil
-
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%f")
-    dest = layout.root / "archive" / f"{path.name}-{stamp}"
-    n = 1
-    while dest.exists():  # never move into (or over) an earlier archive
-        dest = layout.root / "archive" / f"{path.name}-{stamp}-{n}"
-        n += 1
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(path), str(dest))
-    logger.warning("%s: %s; moved to %s", path, why, dest)
-    return dest
-
-
 def _collected(cfg: SweepConfig, name: str, layout: SweepLayout) -> bool:
     """Whether scenario `name` is already collected, complete and by this config on every GPU; an incomplete or
-    differently configured earlier collection is archived (it will be measured again)."""
+    differently configured earlier collection is archived (`fingrav.rawio.archive`; it will be measured again)."""
     from fingrav import rawio
-    from fingrav.errors import DataError
 
-    scenario, policy = cfg.scenario(name), cfg.policy_for(name)
-    want = config_hash(
-        {"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"), "seed": cfg.seed}
-    )
+    want = collection_hash(cfg.scenario(name), cfg.policy_for(name), cfg.seed)
     done = True
     for k in range(cfg.device.world_size):
         d = layout.scenario_dir(name, k)
         if not d.exists():
             done = False
             continue
-        try:
-            complete = rawio.verify_manifest(d)
-            got = rawio.read_json(d / "plan.json").get("provenance", {}).get("config_hash") if complete else None
-        except DataError as err:
-            complete, got = False, None
-            logger.warning("%s", err)
-        if not complete:
-            _archive(d, layout, "an incomplete or damaged collection")
-            done = False
-        elif got != want:
-            _archive(d, layout, f"collected with another configuration (config hash {got}, now {want})")
+        why = rawio.collection_state(d, want)
+        if why is not None:
+            rawio.archive(d, layout.archive_dir, why, layout.archive_name(d, k))
             done = False
     return done
 
 
 def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     """Calibrate (unless a calibration of this layout exists) and collect every scenario not yet collected:
-    rerunning after an interruption resumes where it stopped; nothing measured is ever deleted (`_archive`)."""
+    rerunning after an interruption resumes where it stopped; nothing measured is ever deleted
+    (`fingrav.rawio.archive`)."""
     from fingrav import rawio
 
     cfg = load_config(args.config)
@@ -162,6 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=str(SCHEMA_PATH))
     s.add_argument("--check", action="store_true")
     s.set_defaults(func=_cmd_schema)
+    r = sub.add_parser("result-schema", help="write (or --check) docs/result.schema.json from the pydantic models")
+    r.add_argument("--out", default=str(RESULT_SCHEMA_PATH))
+    r.add_argument("--check", action="store_true")
+    r.set_defaults(func=_cmd_result_schema)
+    e = sub.add_parser("export", help="a sweep's results as JSON (results.json) and aiconfigurator-style CSV")
+    e.add_argument("--results", help="the sweep's results folder (results/<sweep>)")
+    e.add_argument("--config", help="or the sweep config (results/<sweep>)")
+    e.add_argument("--format", action="append", choices=("json", "aiconfigurator"), help="default: both")
+    e.add_argument("--out", help="output file (one --format; default <results>/export/...)")
+    e.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
+    e.add_argument("--rank", type=int, default=0, help="which GPU of a multi-GPU sweep (default 0)")
+    e.set_defaults(func=_cmd_export)
     v = sub.add_parser("validate", help="validate a sweep config")
     v.add_argument("config")
     v.set_defaults(func=_cmd_validate)

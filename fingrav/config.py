@@ -9,11 +9,15 @@ Units are in the field names (`_ms`, `_us`, `_mw`, `_pct`, `_ppm`); sizes are el
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
+import reprlib
+import types
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -22,10 +26,12 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
+from fingrav.contracts.work import Work
 from fingrav.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -61,6 +67,12 @@ class GemmKernel(_Model):
     def label(self) -> str:
         return f"gemm {self.m}x{self.n}x{self.k} {self.dtype}"
 
+    def work(self) -> Work:
+        """flop = 2 m n k; bytes = A and B read + C written, once each."""
+        m, n, k = self.m, self.n, self.k
+        nbytes = float(DTYPE_BYTES[self.dtype] * (m * k + k * n + m * n))
+        return Work(flop=2.0 * m * n * k, bytes=nbytes, source="model")
+
     @model_validator(mode="after")
     def _fits(self) -> GemmKernel:
         size = (self.m * self.k + self.k * self.n + self.m * self.n) * DTYPE_BYTES[self.dtype]
@@ -79,6 +91,11 @@ class GemvKernel(_Model):
 
     def label(self) -> str:
         return f"gemv {self.m}x{self.k} {self.dtype}"
+
+    def work(self) -> Work:
+        """flop = 2 m k; bytes = A and x read + y written."""
+        m, k = self.m, self.k
+        return Work(flop=2.0 * m * k, bytes=float(DTYPE_BYTES[self.dtype] * (m * k + k + m)), source="model")
 
     @model_validator(mode="after")
     def _fits(self) -> GemvKernel:
@@ -117,6 +134,10 @@ class AllReduceKernel(_Model):
     def label(self) -> str:
         return f"allreduce {size_label(self.size_bytes)} {self.dtype}"
 
+    def work(self) -> None:
+        """No throughput columns for collectives (their bandwidth is a bus bandwidth, not a memory one)."""
+        return None
+
 
 class AllGatherKernel(_Model):
     """All-gather into a `size_bytes` output buffer on every GPU: each of the `device.world_size` GPUs
@@ -135,10 +156,101 @@ class AllGatherKernel(_Model):
     def label(self) -> str:
         return f"allgather {size_label(self.size_bytes)} {self.dtype}"
 
+    def work(self) -> None:
+        """No throughput columns for collectives (their bandwidth is a bus bandwidth, not a memory one)."""
+        return None
 
-# Room for attention / user callables: add a model with its own `kind`.
-Kernel = Annotated[GemmKernel | GemvKernel | AllReduceKernel | AllGatherKernel, Field(discriminator="kind")]
-KERNEL_KINDS = ("gemm", "gemv", "allreduce", "allgather")
+
+class AttentionKernel(_Model):
+    """Scaled dot-product attention, softmax(Q K^T / sqrt(head_dim)) V, through
+    torch.nn.functional.scaled_dot_product_attention: torch picks the backend (FlashAttention, memory-efficient,
+    cuDNN or math) and the one it chose is recorded in the plan's provenance (`kernels.main.sdpa_backend`).
+    Q and the output: [batch, heads, q_len, head_dim]; K, V: [batch, heads, kv_len, head_dim]. Prefill: q_len =
+    kv_len, causal; decode: q_len = 1 against a kv_len cache, not causal (the one query sees every key)."""
+
+    kind: Literal["attention"] = "attention"
+    batch: Dim
+    heads: Annotated[int, Field(ge=1, le=1024)]
+    q_len: Dim = Field(description="query length (tokens)")
+    kv_len: Dim = Field(description="key/value length (tokens)")
+    head_dim: Annotated[int, Field(ge=1, le=1024)]
+    causal: bool = Field(False, description="causal mask (needs q_len == kv_len)")
+    dtype: Dtype = "bf16"
+
+    def label(self) -> str:
+        causal = " causal" if self.causal else ""
+        shape = f"b{self.batch} h{self.heads} q{self.q_len} kv{self.kv_len} d{self.head_dim}"
+        return f"attention {shape}{causal} {self.dtype}"
+
+    @model_validator(mode="after")
+    def _fits(self) -> AttentionKernel:
+        if self.causal and self.q_len != self.kv_len:
+            raise ValueError(
+                f"causal attention needs q_len == kv_len (q_len={self.q_len}, kv_len={self.kv_len}): torch's is_causal "
+                "masks from the top-left corner, so a shorter query block would see only the first keys; a decode "
+                "step (q_len 1) is not causal"
+            )
+        size = self.work().bytes or 0.0
+        if size > MAX_OPERAND_BYTES:
+            raise ValueError(f"{self.label()} needs {size / 2**30:.0f} GiB of operands")
+        return self
+
+    def work(self) -> Work:
+        """flop = 4 b h q kv d (two matmuls), halved when causal; bytes = Q, K, V read + the output written."""
+        b, h, q, kv, d = self.batch, self.heads, self.q_len, self.kv_len, self.head_dim
+        flop = 4.0 * b * h * q * kv * d * (0.5 if self.causal else 1.0)
+        return Work(flop=flop, bytes=float(DTYPE_BYTES[self.dtype] * b * h * d * (2 * q + 2 * kv)), source="model")
+
+
+# "package.module:factory" or "path/to/file.py:factory" (a file path relative to the working directory)
+TARGET_PATTERN = r"^([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*|[^:\s]+\.py):[A-Za-z_][A-Za-z0-9_]*$"
+Amount = Annotated[float, Field(ge=0, le=1e21)]
+
+
+class CallableSim(_Model):
+    """How the simulated GPU models a callable, which it cannot run: a roofline of the declared flops and bytes
+    at these fractions of the preset's peak flop rate (of the kernel's dtype) and memory bandwidth."""
+
+    compute_efficiency: Annotated[float, Field(gt=0, le=1)] = 0.7
+    memory_efficiency: Annotated[float, Field(gt=0, le=1)] = 0.8
+
+
+class CallableKernel(_Model):
+    """A user kernel: `target` names a factory, "package.module:factory" (importable from the working directory
+    or sys.path) or "path/to/file.py:factory". `factory(**args)` builds its inputs on the current GPU and returns
+    a function of no arguments that launches the work once on the current stream (CUDA-graph capturable; when
+    capture fails the whole device falls back to stream launches, recorded in the plan's provenance).
+    `flops` / `bytes` per execution give the throughput columns; the simulated GPU needs at least one of them
+    (its roofline, `sim`) and never calls the factory (it imports it, so a broken target fails there too)."""
+
+    kind: Literal["callable"] = "callable"
+    target: Annotated[str, Field(pattern=TARGET_PATTERN, max_length=300)] = Field(
+        description='the factory: "package.module:factory" or "path/to/file.py:factory"'
+    )
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)] | None = Field(
+        None, description="the kernel's label (default: the factory's name)"
+    )
+    flops: Amount | None = Field(None, description="floating-point operations per execution")
+    bytes: Amount | None = Field(None, description="bytes read + written in memory per execution")
+    dtype: Dtype | None = Field(None, description="the dtype of its arithmetic (simulator peak: fp32 when unset)")
+    sim: CallableSim = CallableSim()
+
+    def label(self) -> str:
+        return f"callable {self.name or self.target.rsplit(':', 1)[1]}"
+
+    def work(self) -> Work | None:
+        """The declared work (None when neither flops nor bytes is declared)."""
+        if self.flops is None and self.bytes is None:
+            return None
+        return Work(flop=self.flops, bytes=self.bytes, source="declared")
+
+
+Kernel = Annotated[
+    GemmKernel | GemvKernel | AllReduceKernel | AllGatherKernel | AttentionKernel | CallableKernel,
+    Field(discriminator="kind"),
+]
+KERNEL_KINDS = ("gemm", "gemv", "allreduce", "allgather", "attention", "callable")
 COLLECTIVE_KINDS = ("allreduce", "allgather")
 
 
@@ -159,8 +271,10 @@ class Scenario(_Model):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=80)]
     kernel: Kernel
     predecessor: Predecessor | None = None
-    run_policy: RunPolicy | None = Field(
-        None, description="per-scenario run policy: the fields given here override the sweep's run_policy"
+    run_policy: RunPolicyOverride | None = Field(
+        None,
+        description="per-scenario run policy: the fields given here override the sweep's run_policy; the merged "
+        "policy is what is checked (SweepConfig.policy_for)",
     )
 
     @field_validator("name")
@@ -197,6 +311,13 @@ class SimOverrides(_Model):
 class SimConfig(_Model):
     preset: Literal["mi300x", "h200"] = "mi300x"
     overrides: SimOverrides = SimOverrides()
+    card_spread_pct: Annotated[float, Field(ge=0, le=10)] = Field(
+        0.0,
+        description="card-to-card differences of the simulated GPUs (sd, % of the preset's values): every card "
+        "(device index) draws its own power coefficients (idle, dynamic), sensor timing (delay, window, lag: 2x "
+        "this) and noise (5x), and clock offset and drift, from a generator seeded by the card alone, whatever the "
+        "sweep's seed (fingrav.device.sim.presets.card_preset); 0: every card is the preset",
+    )
 
 
 class DeviceConfig(_Model):
@@ -213,12 +334,58 @@ class DeviceConfig(_Model):
     replay_dir: str | None = Field(
         default=None, description="replay backend: folder holding raw/ and calibration raw data to replay"
     )
+    gpus: Annotated[list[Annotated[int, Field(ge=0, le=1023)]], Field(min_length=1, max_length=64)] | None = Field(
+        None,
+        description="GPUs of this node (device indices) the sweep may use, one job per scenario and GPU: scenarios "
+        "are spread over them (scenario i on gpus[i % len(gpus)]), each job pinned to its GPU, every listed GPU "
+        "calibrated; files under results/<sweep>/cards/<index>/ (fingrav.layout). Not with world_size > 1 "
+        "(a lockstep group) nor with index (list the GPUs here)",
+    )
+    fleet: bool = Field(
+        False,
+        description="with gpus: run every scenario on every listed GPU (a fleet survey); the report shows the "
+        "card-to-card spread with CIs (profiles/fleet/<scenario>.json)",
+    )
 
     @model_validator(mode="after")
     def _replay_needs_dir(self) -> DeviceConfig:
         if self.backend == "replay" and not self.replay_dir:
             raise ValueError("backend 'replay' needs device.replay_dir")
         return self
+
+    @model_validator(mode="after")
+    def _listed_gpus(self) -> DeviceConfig:
+        if self.gpus is None:
+            if self.fleet:
+                raise ValueError("device.fleet needs device.gpus: the GPUs every scenario runs on")
+            return self
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"device.gpus = {self.gpus}: a GPU is listed twice")
+        if self.world_size > 1:
+            raise ValueError(
+                f"device.gpus = {self.gpus} and device.world_size = {self.world_size}: listed GPUs run scenarios each "
+                "on its own; a lockstep group (collectives) is world_size GPUs from device.index: give one of them"
+            )
+        if self.index != 0:
+            raise ValueError(f"device.gpus = {self.gpus} and device.index = {self.index}: list the GPUs in device.gpus")
+        if self.fleet and len(self.gpus) < 2:
+            raise ValueError(f"device.fleet with device.gpus = {self.gpus}: a fleet survey needs at least 2 GPUs")
+        return self
+
+    @property
+    def cards(self) -> list[int]:
+        """The listed GPUs (device.gpus) in their order; [] for a sweep of device.index (+ world_size ranks)."""
+        return list(self.gpus or [])
+
+    def card(self, index: int) -> DeviceConfig:
+        """The device config of listed GPU `index`'s jobs: a one-GPU sweep of that device (replay: the dataset's
+        cards/<index>/ folder, `fingrav.layout.card_root`)."""
+        from fingrav.layout import card_root
+
+        if index not in self.cards:
+            raise KeyError(f"GPU {index} is not in device.gpus = {self.gpus}")
+        replay_dir = str(card_root(self.replay_dir, index)) if self.replay_dir is not None else None
+        return self.model_copy(update={"index": index, "gpus": None, "fleet": False, "replay_dir": replay_dir})
 
 
 # --------------------------------------------------------------------------- calibration
@@ -270,6 +437,24 @@ class RunPolicy(_Model):
         return self
 
 
+def _partial(model: type[_Model], name: str, doc: str) -> type[_Model]:
+    """`model` with every field optional (None: not given) and its bounds kept, but without its cross-field
+    checks: a part of a model that is validated as a whole only once merged with the rest."""
+    fields: dict[str, Any] = {}
+    for fname, f in model.model_fields.items():
+        tp = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        fields[fname] = (tp | None, Field(None, description=f.description))
+    return create_model(name, __base__=_Model, __doc__=doc, **fields)
+
+
+RunPolicyOverride = _partial(
+    RunPolicy,
+    "RunPolicyOverride",
+    "A scenario's own run-policy fields, on top of the sweep's run_policy; checked once merged (so `mode: explicit` "
+    "here may take `runs` from the sweep).",
+)
+
+
 Scenario.model_rebuild()
 
 
@@ -290,6 +475,12 @@ class AnalysisConfig(_Model):
         description="a row is valid only when the 95 % CIs of its SSP power and energy per execution are within "
         "+- this many % of the value (flag imprecise); collect more runs to get there",
     )
+    kernel_power_max_ci_pct: PositiveFloat = Field(
+        10.0,
+        description="the kernel power of the SSE and of the interleaved execution (estimated through the sensor "
+        "model) is reported only when its 95 % CI is within +- this many % of the value; otherwise it is "
+        "'not measurable' and only the sensor reading is given",
+    )
 
 
 class SweepConfig(_Model):
@@ -303,29 +494,43 @@ class SweepConfig(_Model):
     analysis: AnalysisConfig = AnalysisConfig()
     scenarios: Annotated[list[Scenario], Field(min_length=1, max_length=MAX_SCENARIOS)]
 
-    @field_validator("scenarios")
-    @classmethod
-    def _unique_names(cls, scenarios: list[Scenario]) -> list[Scenario]:
-        seen: set[str] = set()
-        for s in scenarios:
-            if s.name in seen:
-                raise ValueError(f"duplicate scenario name {s.name!r}")
-            seen.add(s.name)
-        return scenarios
+    @model_validator(mode="after")
+    def _unique_names(self) -> SweepConfig:
+        counts = Counter(s.name for s in self.scenarios)
+        dup = next((name for name, c in counts.items() if c > 1), None)
+        if dup is not None:
+            raise ValueError(f"scenarios: duplicate scenario name {dup!r} (given {counts[dup]} times)")
+        return self
+
+    @model_validator(mode="after")
+    def _merged_policies(self) -> SweepConfig:
+        for s in self.scenarios:
+            if s.run_policy is not None:
+                try:
+                    self.policy_for(s.name)
+                except ValidationError as err:
+                    msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+                    raise ValueError(f"scenarios[{s.name!r}].run_policy (merged with the sweep's): {msg}") from None
+        return self
 
     @model_validator(mode="after")
     def _collectives_need_gpus(self) -> SweepConfig:
         n = self.device.world_size
-        for i, s in enumerate(self.scenarios):
+        for s in self.scenarios:
             if s.has_collective and n < 2:
-                raise ValueError(
-                    f"scenario {s.name!r} (scenarios.{i}) runs a collective: device.world_size must be >= 2 (it is {n})"
-                )
+                raise ValueError(f"scenario {s.name!r} runs a collective: device.world_size must be >= 2 (it is {n})")
             for part, k in (("kernel", s.kernel), ("predecessor", s.predecessor.kernel if s.predecessor else None)):
                 if k is not None and k.kind == "allgather" and k.size_bytes % (n * DTYPE_BYTES[k.dtype]):
                     raise ValueError(
-                        f"scenarios.{i}.{part}: allgather size_bytes={k.size_bytes} must split into "
+                        f"scenarios[{s.name!r}].{part}: allgather size_bytes={k.size_bytes} must split into "
                         f"device.world_size={n} whole {k.dtype} parts"
+                    )
+            pred = s.predecessor.kernel if s.predecessor else None
+            for part, k in (("kernel", s.kernel), ("predecessor.kernel", pred)):
+                if self.device.backend == "sim" and k is not None and k.kind == "callable" and k.work() is None:
+                    raise ValueError(
+                        f"scenarios[{s.name!r}].{part}: a callable on the simulated GPU needs flops and/or bytes "
+                        f"(the simulator cannot run {k.target!r}: it models it as a roofline of the declared work)"
                     )
         if self.device.dist_backend == "gloo" and self.device.backend in ("nvml", "amdsmi"):
             raise ValueError("device.dist_backend 'gloo' cannot run collectives on GPUs: use 'nccl' (or leave it out)")
@@ -341,6 +546,18 @@ class SweepConfig(_Model):
         merged = {**self.run_policy.model_dump(), **own.model_dump(include=own.model_fields_set)}
         return RunPolicy.model_validate(merged)
 
+    def gpus_of(self, name: str) -> list[int]:
+        """The listed GPUs (device.gpus) scenario `name` runs on: every one in a fleet survey (device.fleet), else
+        gpus[i % len(gpus)] for the i-th scenario (a fixed spread: the same sweep always measures a scenario on the
+        same GPU, so its numbers never depend on which job ran first); [] when the sweep lists no GPUs."""
+        cards = self.device.cards
+        if not cards:
+            return []
+        if self.device.fleet:
+            return cards
+        i = [s.name for s in self.scenarios].index(name)
+        return [cards[i % len(cards)]]
+
     def scenario(self, name: str) -> Scenario:
         for s in self.scenarios:
             if s.name == name:
@@ -349,8 +566,22 @@ class SweepConfig(_Model):
 
 
 # --------------------------------------------------------------------------- loading
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "<root>"
+_REPR = reprlib.Repr()  # values in messages: short (a huge list or string is cut, never printed whole)
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 60, 60, 4, 4, 2
+
+
+def _loc(loc: tuple[Any, ...], data: Any = None) -> str:
+    """A config path for a message; a scenario is named by its name (`scenarios['cb-8k'].kernel.m`), by its
+    position only when the name itself is the problem or missing (`scenarios[3].name`)."""
+    parts: list[str] = []
+    for i, p in enumerate(loc):
+        if isinstance(p, int):
+            name = _value_at(data, (*loc[:i], p, "name")) if loc[:i] == ("scenarios",) else None
+            named = isinstance(name, str) and loc[i + 1 : i + 2] != ("name",)
+            parts.append(f"[{name!r}]" if named else f"[{p}]")
+        else:
+            parts.append(("." if parts else "") + str(p))
+    return "".join(parts) or "<root>"
 
 
 def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
@@ -363,22 +594,86 @@ def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
     return cur
 
 
+def _step(tp: Any, p: Any) -> Any:
+    """The type one config-path step `p` below type `tp` (a model field, a list item, a kernel kind's model)."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _step(get_args(tp)[0], p)
+    if origin in (Union, types.UnionType):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return _step(members[0], p)
+        for m in members:  # a discriminated union: the step is the member's `kind`
+            kind = getattr(m, "model_fields", {}).get("kind")
+            if kind is not None and kind.default == p:
+                return m
+        return None
+    if origin is list:
+        return get_args(tp)[0] if isinstance(p, int) else None
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(p, str) and p in tp.model_fields:
+        return tp.model_fields[p].annotation
+    return None
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model at config path `loc` (pydantic's, kernel kinds included); [] if unknown."""
+    tp: Any = SweepConfig
+    for p in loc:
+        tp = _step(tp, p)
+        if tp is None:
+            return []
+    while get_origin(tp) in (Annotated, Union, types.UnionType):  # Optional[Model] -> Model
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) != 1:
+            return []
+        tp = members[0]
+    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
+
+
+def _show(value: Any) -> str:
+    """A value for a message: short (a long list is counted, a long string cut; never printed whole)."""
+    if isinstance(value, list | tuple) and len(value) > _REPR.maxlist:
+        return f"<a list of {len(value)} items>"
+    return _REPR.repr(value)
+
+
+def did_you_mean(key: Any, fields: list[str]) -> str:
+    """ "; did you mean 'runs'?" for a misspelled key (difflib over the model's field names), else ""."""
+    close = difflib.get_close_matches(str(key), fields, n=1, cutoff=0.6) if fields else []
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def format_validation_error(err: ValidationError, data: Any) -> str:
-    """One line per problem: `field = value: message`, naming the config path."""
+    """One line per problem: `field = value: message`, naming the config path (scenarios by name) and, for an
+    unknown key, the closest known one (a misspelled required key is one problem, not also a missing one)."""
     lines = []
-    for e in err.errors():
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in KERNEL_KINDS))
-        value = e.get("input") if e["type"] != "missing" else None
+    errors = err.errors()
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    explained: set[tuple[Any, ...]] = set()  # missing fields that a misspelled key's suggestion names
+    for e in errors:
+        full = tuple(e["loc"])
         if e["type"] == "extra_forbidden":
-            lines.append(f"{_loc(loc)}: unknown key (value {value!r})")
+            close = difflib.get_close_matches(str(full[-1]), _fields_at(full[:-1]), n=1, cutoff=0.6)
+            if close and (*full[:-1], close[0]) in missing:
+                explained.add((*full[:-1], close[0]))
+    for e in errors:
+        full = tuple(e["loc"])
+        loc = tuple(p for p in full if not (isinstance(p, str) and p in KERNEL_KINDS))
+        value = e.get("input") if e["type"] != "missing" else None
+        where = _loc(loc, data)
+        if e["type"] == "extra_forbidden":
+            hint = did_you_mean(full[-1], _fields_at(full[:-1]))
+            lines.append(f"{where}: unknown key (value {_show(value)}){hint}")
         elif not loc:  # a model-level check: its message names the fields itself
             lines.append(e["msg"].removeprefix("Value error, "))
         elif e["type"] == "missing":
-            lines.append(f"{_loc(loc)}: required field is missing")
+            if full in explained:
+                continue
+            lines.append(f"{where}: required field is missing")
         else:
             shown = value if not isinstance(value, dict | list) else _value_at(data, loc)
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{_loc(loc)} = {shown!r}: {msg}")
+            lines.append(f"{where} = {_show(shown)}: {msg}")
     return "invalid sweep config:\n  " + "\n  ".join(lines)
 
 
@@ -392,6 +687,7 @@ def parse_config(data: dict[str, Any]) -> SweepConfig:
 
 MAX_CONFIG_BYTES = 1 << 20  # a sweep config is a small file; anything larger is a mistake (or an attack)
 MAX_YAML_ALIASES = 100
+YTE_KEY = "__use_yte__"  # Snakemake renders a YAML config with YTE (Python expressions) when it sets this key
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -431,9 +727,15 @@ def read_yaml(path: str | Path) -> Any:
             return super().construct_mapping(node, deep=deep)
 
     try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(data, dict) and YTE_KEY in data:
+        raise ConfigError(
+            f"{path}: {YTE_KEY} = {_show(data[YTE_KEY])}: YTE templates are not allowed in a sweep config (Snakemake "
+            "would evaluate the Python in them while loading the file): write plain values"
+        )
+    return data
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -450,6 +752,18 @@ def config_hash(part: Any) -> str:
         part = part.model_dump(mode="json")
     blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
+    """The config hash of one scenario's collection (recorded in its raw data's provenance): the scenario (its own
+    run_policy left out: `policy` is the merged one), the merged run policy and the seed."""
+    return config_hash(
+        {
+            "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
+            "policy": policy.model_dump(mode="json"),
+            "seed": seed,
+        }
+    )
 
 
 def json_schema() -> dict[str, Any]:

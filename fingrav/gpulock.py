@@ -1,7 +1,8 @@
 """One measurement per GPU at a time, and no measurement outliving its parent.
 
 GPU-side module (stdlib). `gpu_lock(backend, index)` takes an exclusive `flock` on a file per physical GPU
-(`$FINGRAV_LOCK_DIR`, default the system's temporary folder) for the whole calibrate or collect job, so that two
+(`$FINGRAV_LOCK_DIR`, default the system's temporary folder; the GPU named as the node knows it, `node_gpu`, so
+that jobs a scheduler renumbered do not collide) for the whole calibrate or collect job, so that two
 sweeps, or a rerun after `--unlock` beside an orphan, never measure one GPU at once: the second one fails at once
 with a message naming the holder. `die_with_parent()` asks Linux to kill this process when the process that
 started it (Snakemake's job, the CLI) dies, so a SIGKILLed Snakemake leaves no collector behind.
@@ -14,9 +15,10 @@ import ctypes
 import fcntl
 import logging
 import os
+import re
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from fingrav.errors import DeviceError
@@ -26,9 +28,30 @@ logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
+# the variables that renumber a process's GPUs (a scheduler's job sees its GPUs as 0, 1, ...), by backend
+VISIBLE_DEVICES_ENV: dict[str, tuple[str, ...]] = {
+    "nvml": ("CUDA_VISIBLE_DEVICES",),
+    "amdsmi": ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+}
+
+
+def node_gpu(backend: str, index: int, env: Mapping[str, str] | None = None) -> str:
+    """The node's name for the process's GPU `index`: the index-th entry of CUDA_VISIBLE_DEVICES (ROCR/HIP on
+    AMD) when that lists the process's GPUs (a number or a UUID), else the index itself. Two jobs that each see
+    "GPU 0" on one node (a scheduler gave them GPUs 2 and 5) lock different GPUs."""
+    env = os.environ if env is None else env
+    for var in VISIBLE_DEVICES_ENV.get(backend, ()):
+        listed = [x.strip() for x in (env.get(var) or "").split(",") if x.strip()]
+        if listed:
+            return listed[int(index)] if int(index) < len(listed) else str(int(index))
+    return str(int(index))
+
+
 def lock_path(backend: str, index: int) -> Path:
+    """The lock file of the process's GPU `index` (named by its node-wide name, `node_gpu`)."""
     base = Path(os.environ.get("FINGRAV_LOCK_DIR") or tempfile.gettempdir())
-    return base / f"fingrav-{backend}-gpu{int(index)}.lock"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", node_gpu(backend, index))
+    return base / f"fingrav-{backend}-gpu{name}.lock"
 
 
 @contextlib.contextmanager

@@ -1,19 +1,24 @@
 """Checks made when a sweep is planned (Snakefile parse, CLI), before any job starts: what the sweep needs that
 the config alone cannot tell (files, libraries, the results folder), each failure one message naming the field.
 
-GPU-side module (stdlib + the config). `check_sweep` is called by rules/common.smk when the workflow is parsed.
+GPU-side module (stdlib + the config). `check_sweep` is called by rules/common.smk when the workflow is parsed;
+`screen_snakemake_command_line` by the workflow profile, before Snakemake reads the config files itself.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from fingrav.config import SweepConfig
+from fingrav.config import DeviceConfig, SweepConfig, read_yaml
 from fingrav.errors import ConfigError
-from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, dataset
+from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +43,22 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
     """Refuse, with one message, a sweep that cannot run or would destroy data (module docstring):
 
     * results/<sweep> must not be a symbolic link (outputs would land outside results/);
-    * a replay needs device.replay_dir to exist with raw/gpu<k>/calibration/ for every GPU, and it must not lie
+    * a replay needs device.replay_dir to exist with raw/gpu<k>/calibration/ for every GPU (listed GPU i: in
+      cards/<i>/), and it must not lie
       inside the sweep's own results folder (Snakemake removes a job's outputs before running it);
     * a measuring sweep (not replay) must not write into a results folder that holds committed files;
-    * a GPU backend needs its vendor library installed (a dry run says so, not a traceback in a job)."""
+    * the results folder (and each listed GPU's, cards/<i>/) must not belong to another sweep: raw data measured
+      by another backend or GPU, or replayed from another dataset (`check_owner`);
+    * a GPU backend needs its vendor library installed (a dry run says so, not a traceback in a job);
+    * a callable kernel's target must name a module or file that exists (looked up, not run:
+      `fingrav.device.callables.find_problem`); whether it imports and what its factory does shows in collect."""
     root = Path(root)
     layout = SweepLayout.of(cfg.sweep, root / RESULTS_ROOT)
     if layout.root.is_symlink():
         raise ConfigError(f"sweep = {cfg.sweep!r}: {layout.root} is a symbolic link; results must stay in results/")
+    check_owner(layout, cfg.device, cfg.sweep)  # never write into (or archive) another sweep's measurements
+    for i in cfg.device.cards:  # a sweep over listed GPUs: each GPU's folder is a one-GPU sweep's
+        check_owner(layout.card(i), cfg.device.card(i), cfg.sweep)
     dev = cfg.device
     if dev.backend == "replay":
         src = Path(dev.replay_dir or "")
@@ -59,10 +72,11 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
                 f"device.replay_dir = {dev.replay_dir!r} lies where this sweep writes ({layout.root}): a replay "
                 "would delete the data it replays; keep a dataset in a folder no rule writes (e.g. results/<name>/gpu)"
             )
-        for k in range(dev.world_size):
-            cal = dataset(src).calibration_dir(k)
+        sources = [(f"GPU {i}", dataset(card_root(src, i)), 0) for i in dev.cards]  # listed GPUs: cards/<i>/
+        for what, data, k in sources or [(f"GPU {k}", dataset(src), k) for k in range(dev.world_size)]:
+            cal = data.calibration_dir(k)
             if not cal.is_dir():
-                raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: {cal} is missing (GPU {k})")
+                raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: {cal} is missing ({what})")
         return
     tracked = _tracked_files(layout.root) if layout.root.exists() else []
     if tracked:
@@ -74,3 +88,84 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
         module, hint = VENDOR_MODULES[dev.backend]
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"device.backend = {dev.backend!r} needs the {module} module, which is missing: {hint}")
+    check_callables(cfg, root)
+
+
+def check_callables(cfg: SweepConfig, root: Path | str = ".") -> None:
+    """ConfigError naming the scenario when a callable kernel's target names no module or file (relative to
+    `root`, the sweep's working directory)."""
+    from fingrav.device.callables import find_problem
+
+    for s in cfg.scenarios:
+        kernels = (("kernel", s.kernel), ("predecessor.kernel", s.predecessor.kernel if s.predecessor else None))
+        for part, k in kernels:
+            if k is not None and k.kind == "callable" and (problem := find_problem(k.target, root)) is not None:
+                raise ConfigError(f"scenarios[{s.name!r}].{part}: {problem}")
+
+
+# --------------------------------------------------------------------------- whose results folder
+def owner_record(device: DeviceConfig) -> dict[str, Any]:
+    """What makes raw data another sweep's: the backend and the GPU (index) that measured it, the dataset replayed."""
+    rec: dict[str, Any] = {"backend": device.backend, "index": device.index}
+    if device.backend == "replay":
+        rec["replay_dir"] = device.replay_dir
+    return rec
+
+
+def check_owner(layout: SweepLayout, device: DeviceConfig, sweep: str | None = None) -> None:
+    """ConfigError when the folder's raw data was measured by another backend or GPU, or replayed from another
+    dataset (raw/OWNER.json): a sweep never writes into, or archives, another sweep's measurements."""
+    path = layout.owner_json
+    if not path.exists():
+        return
+    try:
+        owner = json.loads(path.read_text())
+    except (OSError, ValueError):
+        owner = None
+    mine = owner_record(device)
+    if owner != mine:
+        raise ConfigError(
+            f"sweep = {sweep or layout.root.name!r}: {layout.root} belongs to another sweep (its raw data was measured "
+            f"with {owner}, this sweep measures with {mine}): give this sweep a name of its own"
+        )
+
+
+def claim_results(layout: SweepLayout, device: DeviceConfig) -> None:
+    """Record who measures into this results folder (raw/OWNER.json), or refuse (ConfigError) when it is another
+    sweep's; called by the stages that measure (calibrate, collect) before they write raw data."""
+    check_owner(layout, device)
+    if not layout.owner_json.exists():
+        from fingrav import rawio
+
+        rawio.write_json(layout.owner_json, owner_record(device))
+
+
+# --------------------------------------------------------------------------- before Snakemake reads a config file
+def configfiles_in(argv: Sequence[str]) -> list[str]:
+    """The files a Snakemake command line names with --configfile / --configfiles (or an abbreviation of them, as
+    argparse accepts them, and the `--configfile=x` form)."""
+    files: list[str] = []
+    taking = False
+    for tok in argv:
+        opt, eq, val = tok.partition("=")
+        if tok.startswith("-"):
+            taking = len(opt) >= len("--configf") and "--configfiles".startswith(opt)
+            if taking and eq:
+                files.append(val)
+                taking = False
+        elif taking:
+            files.append(tok)
+    return files
+
+
+def screen_snakemake_command_line(argv: Sequence[str] | None = None) -> None:
+    """Parse every config file of a Snakemake command line with fingrav's safe YAML reader (`read_yaml`: no YTE
+    templates, no duplicate keys, no alias bombs, size-limited) before Snakemake loads it itself: Snakemake renders
+    a YAML config that sets __use_yte__ with YTE, evaluating its Python, even for a dry run. Called from the
+    workflow profile (profiles/default/config.yaml), which Snakemake reads before the config files; exits with one
+    message, no traceback, when a file is refused."""
+    for path in configfiles_in(sys.argv[1:] if argv is None else argv):
+        try:
+            read_yaml(path)
+        except ConfigError as err:
+            raise SystemExit(f"fingrav refuses the config file before Snakemake reads it:\n  {err}") from None

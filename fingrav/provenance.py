@@ -1,4 +1,5 @@
-"""Provenance recorded in every artifact: versions, git commit, config hash, host, time.
+"""Provenance recorded in every artifact: versions, git commit, config hash, host, time, the GPU (its UUID) and
+the scheduler's job (SLURM: job id, node, the GPUs it gave the job).
 
 GPU-side: standard library only (plus whatever is already imported)."""
 
@@ -7,16 +8,32 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import logging
+import os
 import platform
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import fingrav
+from fingrav.gpulock import VISIBLE_DEVICES_ENV
 
 logger = logging.getLogger(__name__)
 
+# what a scheduler tells a job about itself (SLURM sets these in every job and job step)
+SLURM_ENV = {
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "step_id": "SLURM_STEP_ID",
+    "node": "SLURMD_NODENAME",
+    "partition": "SLURM_JOB_PARTITION",
+    "account": "SLURM_JOB_ACCOUNT",
+    "job_gpus": "SLURM_JOB_GPUS",
+    "step_gpus": "SLURM_STEP_GPUS",
+    "gpus": "SLURM_GPUS",
+}
 _PACKAGES = ("numpy", "pyarrow", "pydantic", "polars", "altair", "snakemake", "torch", "nvidia-ml-py", "amdsmi")
 
 
@@ -55,8 +72,30 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def scheduler_job(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The scheduler's job this process runs in: {"scheduler": "slurm", "job_id", "node", "job_gpus", ...} (the
+    variables SLURM set, `SLURM_ENV`) and the GPUs visible to the process; None outside a scheduler's job."""
+    env = os.environ if env is None else env
+    if not env.get("SLURM_JOB_ID"):
+        return None
+    rec: dict[str, Any] = {"scheduler": "slurm"}
+    rec.update({key: env[var] for key, var in SLURM_ENV.items() if env.get(var)})
+    visible = dict.fromkeys(var for vars_ in VISIBLE_DEVICES_ENV.values() for var in vars_)
+    rec.update({var.lower(): env[var] for var in visible if env.get(var)})
+    return rec
+
+
+def gpu_uuid(device: Mapping[str, Any] | None) -> str | None:
+    """The UUID in a GPUDevice.describe() record (NVML's "GPU-...", the simulator's "SIM-..."), else None."""
+    if not isinstance(device, Mapping):
+        return None
+    uuid = device.get("uuid") or device.get("gpu_uuid_torch")
+    return str(uuid) if uuid else None
+
+
 def provenance(device: dict[str, Any] | None = None, config_hash: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A JSON-able provenance record. `device` is GPUDevice.describe()."""
+    """A JSON-able provenance record. `device` is GPUDevice.describe(); its UUID is also recorded on its own
+    ("gpu_uuid"), with the host and the scheduler's job ("scheduler_job", None outside one)."""
     rec: dict[str, Any] = {
         "fingrav_version": fingrav.__version__,
         "git_commit": git_commit(),
@@ -65,8 +104,10 @@ def provenance(device: dict[str, Any] | None = None, config_hash: str | None = N
         "host": socket.gethostname(),
         "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+    rec["scheduler_job"] = scheduler_job()
     if device is not None:
         rec["device"] = device
+        rec["gpu_uuid"] = gpu_uuid(device)
     if config_hash is not None:
         rec["config_hash"] = config_hash
     rec.update(extra)

@@ -188,3 +188,53 @@ def verify_manifest(folder: str | Path) -> bool:
         if path.stat().st_size != rec.get("bytes") or _sha256(path) != rec.get("sha256"):
             raise DataError(f"{path}: its content differs from what was written (sha256 mismatch): damaged or altered")
     return True
+
+
+# --------------------------------------------------------------------------- earlier measurements: moved, never deleted
+def archive(folder: str | Path, archive_root: str | Path, why: str, name: str | None = None) -> Path:
+    """Move `folder` (an earlier measurement: raw files, plan.json with its provenance, MANIFEST.json) aside, never
+    deleting it: to `archive_root`/<name>-<UTC time>/ (name: the folder's own by default; a `-<n>` suffix when that
+    exists already). Logs a warning with `why`; returns where it went."""
+    import datetime as dt
+    import shutil
+
+    folder, archive_root = Path(folder), Path(archive_root)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%f")
+    base = f"{name or folder.name}-{stamp}"
+    dest, n = archive_root / base, 1
+    while dest.exists():  # never move into (or over) an earlier archive
+        dest, n = archive_root / f"{base}-{n}", n + 1
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(folder), str(dest))
+    logger.warning("%s: %s; moved to %s", folder, why, dest)
+    return dest
+
+
+def collection_state(folder: str | Path, config_hash: str) -> str | None:
+    """Why the raw folder of a collection cannot stand for the collection of `config_hash` (incomplete, damaged,
+    or of another configuration), or None when it can: its MANIFEST.json verifies and its plan.json's provenance
+    records that config hash."""
+    from fingrav.errors import DataError
+
+    folder = Path(folder)
+    try:
+        if not verify_manifest(folder):
+            return "an incomplete collection (no MANIFEST.json)"
+        got = (read_json(folder / "plan.json").get("provenance") or {}).get("config_hash")
+    except DataError as err:
+        return f"an incomplete or damaged collection ({err})"
+    if got != config_hash:
+        return f"collected with another configuration (config hash {got}, now {config_hash})"
+    return None
+
+
+def set_aside(folder: str | Path, archive_root: str | Path, name: str, why: str) -> Path | None:
+    """Before `folder` is measured again: move whatever it holds to the archive (`archive`); None when it is absent
+    or empty (an empty folder is removed)."""
+    folder = Path(folder)
+    if not folder.exists():
+        return None
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        return None
+    return archive(folder, archive_root, why, name)

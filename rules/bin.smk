@@ -1,11 +1,11 @@
 rule bin:
     input:
-        raw=lambda wc: raw_files(wc.scenario, wc.rank),
+        collected=lambda wc: collected(wc.scenario, wc.rank, unit(wc)),
     output:
-        p(L.binned("{scenario}", "{rank}")),
+        p(U.binned("{scenario}", "{rank}")),
     params:
-        json=lambda wc: stage_params(root=ROOT, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS),
+        json=lambda wc: stage_params(root=wc.root, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS),
     log:
-        p(L.log("bin", "{scenario}", "{rank}")),
+        p(U.log("bin", "{scenario}", "{rank}")),
     shell:
         stage("bin")

@@ -1,15 +1,16 @@
 rule calibrate:
     output:
         json=calibration_jsons(),
-        raw=calibration_raw(),
     params:
-        json=stage_params(
-            root=ROOT,
-            device=CFG.device.model_dump(mode="json"),
+        json=lambda wc: stage_params(
+            root=wc.root,
+            device=device_params(UNITS[wc.root]),
             calibration=CFG.calibration.model_dump(mode="json"),
             seed=CFG.seed,
         ),
     log:
-        p(L.log("calibrate")),
+        p(U.log("calibrate")),
+    resources:
+        **GPU_RESOURCES,
     shell:
         stage("calibrate")

@@ -2,11 +2,13 @@ rule collect:
     input:
         calibration=calibration_jsons(),
     output:
-        raw=all_raw_files("{scenario}"),
+        collected=all_collected("{scenario}"),
         truth=truth_files("{scenario}"),
     params:
         json=collect_params,
     log:
-        p(L.log("collect", "{scenario}")),
+        p(U.log("collect", "{scenario}")),
+    resources:
+        **GPU_RESOURCES,
     shell:
         stage("collect")

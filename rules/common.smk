@@ -1,10 +1,15 @@
 # Shared helpers: the sweep config (validated once, before any job runs), its paths (fingrav.layout) and
 # per-rule params. Every per-GPU path has a `gpu{rank}` part (rank 0 .. device.world_size - 1).
+#
+# Units: the GPU rules (calibrate, collect) and the per-GPU analysis (bin, differentiate) work in the folder of one
+# GPU (or lockstep group), laid out as a sweep: the sweep's own results/<sweep>/, or on a sweep over listed GPUs
+# (device.gpus) results/<sweep>/cards/<i>/ for GPU i (fingrav.layout). Their paths have a `{root}` wildcard, that
+# folder (`U`); `UNITS` maps each folder to the device config its jobs run with (GPU i: a one-GPU sweep of device i).
 import json
+import re
 import shlex
 import sys
-
-from snakemake.exceptions import WorkflowError
+from pathlib import Path
 
 from fingrav.config import config_hash, parse_config, read_yaml
 from fingrav.errors import ConfigError
@@ -25,8 +30,8 @@ def _load_sweep_config():
         cfg = parse_config(data)
         check_sweep(cfg)  # what the sweep needs beyond a valid config: files, libraries, the results folder
         return cfg
-    except ConfigError as err:
-        raise WorkflowError(str(err)) from None
+    except ConfigError as err:  # one message and exit 1: no traceback, no job (a WorkflowError prints its stack)
+        raise SystemExit(str(err)) from None
 
 
 CFG = _load_sweep_config()
@@ -35,6 +40,42 @@ ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]
 RANKS = list(range(CFG.device.world_size))
 IS_SIM = CFG.device.backend == "sim"
+CARDS = CFG.device.cards  # listed GPUs (device.gpus); [] for a sweep of device.index (+ world_size ranks)
+UNITS = {str(L.card(i).root): CFG.device.card(i) for i in CARDS} if CARDS else {ROOT: CFG.device}
+U = SweepLayout(Path("{root}"))  # the paths of one unit, its folder a wildcard
+
+
+def unit(wildcards):
+    """The layout of a job's unit (its `{root}` wildcard), for input functions (their paths are used as they are)."""
+    return SweepLayout(Path(wildcards.root))
+
+
+def unit_roots(scenario):
+    """The unit folders `scenario` runs in: the sweep's own, or the cards of its listed GPUs (CFG.gpus_of)."""
+    return [str(L.card(i).root) for i in CFG.gpus_of(scenario)] if CARDS else [ROOT]
+
+
+def device_params(device):
+    """A device config as rule params; the listed-GPU fields left out while at their defaults, so that sweeps
+    measured before they existed keep their params (Snakemake reruns a job whose params change)."""
+    exclude = {"gpus": device.gpus is None, "fleet": not device.fleet}
+    out = device.model_dump(mode="json", exclude={k for k, v in exclude.items() if v})
+    if device.sim.card_spread_pct == 0:
+        out["sim"].pop("card_spread_pct", None)
+    return out
+
+
+# GPU jobs ask for their GPUs: `gpu` (sbatch --gpus under the SLURM executor: profiles/slurm) and, on a sweep over
+# listed GPUs, the slot of their GPU (`fingrav_gpu<i>`, 1 of each unless --resources says otherwise): Snakemake
+# never runs two jobs on one GPU and runs jobs on different GPUs at once.
+GPU_SLOTS = {f"fingrav_gpu{i}": str(L.card(i).root) for i in CARDS}
+for _slot in GPU_SLOTS:
+    if _slot not in workflow.global_resources:
+        workflow.global_resources[_slot] = 1
+GPU_RESOURCES = {
+    "gpu": len(RANKS),
+    **{slot: (lambda wildcards, root=root: int(wildcards.root == root)) for slot, root in GPU_SLOTS.items()},
+}
 
 
 def stage(name):
@@ -45,6 +86,17 @@ def stage(name):
 wildcard_constraints:
     scenario="|".join(SCENARIOS),
     rank=r"\d+",
+    root="|".join(re.escape(r) for r in UNITS),
+
+
+# on a cluster only the GPU rules go to the scheduler; the analysis runs where Snakemake runs (seconds per job, in
+# the preloaded stage worker), never waiting in a GPU queue
+localrules:
+    bin,
+    differentiate,
+    combine,
+    fleet,
+    report,
 
 
 def p(path):
@@ -52,32 +104,42 @@ def p(path):
     return str(path)
 
 
-def calibration_jsons():
-    return [p(L.calibration_json(k)) for k in RANKS]
+def calibration_jsons(layout=U):
+    return [p(layout.calibration_json(k)) for k in RANKS]
 
 
-def calibration_raw():
-    return [p(f) for k in RANKS for f in L.calibration_files(k)]
+# Raw data is no rule's output: Snakemake deletes a job's outputs before it runs and when it fails. collect declares
+# the receipts it writes after the raw files and their manifest (and moves an earlier collection to archive/ before
+# measuring again); calibrate declares only calibration/gpu<k>.json (fingrav.layout, fingrav.rawio.archive).
+def collected(scenario, rank, layout=U):
+    return [p(layout.collected(scenario, rank))]
 
 
-def raw_files(scenario, rank):
-    return [p(f) for f in L.scenario_files(scenario, rank)]
+def all_collected(scenario, layout=U):
+    return [f for k in RANKS for f in collected(scenario, k, layout)]
 
 
-def all_raw_files(scenario):
-    return [f for k in RANKS for f in raw_files(scenario, k)]
+def truth_files(scenario, ranks=None, layout=U):
+    ks = RANKS if ranks is None else ranks
+    return [p(f) for k in ks for f in (layout.truth(scenario, k), layout.reading_truth(scenario, k))] if IS_SIM else []
 
 
-def truth_files(scenario, ranks=None):
-    return [p(L.truth(scenario, k)) for k in (RANKS if ranks is None else ranks)] if IS_SIM else []
+def profile_files(scenario, layout=L):
+    return [p(f) for k in RANKS for f in (layout.summary_json(scenario, k), layout.lois(scenario, k))]
 
 
-def profile_files(scenario):
-    return [p(f) for k in RANKS for f in (L.summary_json(scenario, k), L.lois(scenario, k))]
+def unit_files(scenario):
+    """Every per-GPU file the report reads of `scenario`: profiles and binned runs, in each of its units."""
+    units = [SweepLayout(Path(r)) for r in unit_roots(scenario)]
+    return [f for u in units for f in profile_files(scenario, u) + [p(u.binned(scenario, k)) for k in RANKS]]
 
 
 def combined_outputs():
     return [p(L.combined(s)) for s in SCENARIOS] if len(RANKS) > 1 else []
+
+
+def fleet_outputs():
+    return [p(L.fleet(s)) for s in SCENARIOS] if CFG.device.fleet else []
 
 
 def report_outputs():
@@ -90,13 +152,15 @@ def stage_params(**values):
 
 
 def collect_params(wildcards):
-    # the run policy travels separately (merged with the sweep's): keep it out of the scenario's params
+    # the run policy travels separately (merged with the sweep's): keep it out of the scenario's params; the
+    # calibration config goes along for a GPU the scheduler picked that is not the calibrated one (stages.calibrate)
     return stage_params(
-        root=ROOT,
-        device=CFG.device.model_dump(mode="json"),
+        root=wildcards.root,
+        device=device_params(UNITS[wildcards.root]),
         scenario=CFG.scenario(wildcards.scenario).model_dump(mode="json", exclude={"run_policy"}),
         policy=CFG.policy_for(wildcards.scenario).model_dump(mode="json"),
         seed=CFG.seed,
+        calibration=CFG.calibration.model_dump(mode="json"),
     )
 
 

@@ -1,15 +1,15 @@
 rule differentiate:
     input:
-        raw=lambda wc: raw_files(wc.scenario, wc.rank),
-        binned=p(L.binned("{scenario}", "{rank}")),
-        calibration=p(L.calibration_json("{rank}")),
-        truth=lambda wc: truth_files(wc.scenario, [wc.rank]),
+        collected=lambda wc: collected(wc.scenario, wc.rank, unit(wc)),
+        binned=p(U.binned("{scenario}", "{rank}")),
+        calibration=p(U.calibration_json("{rank}")),
+        truth=lambda wc: truth_files(wc.scenario, [wc.rank], unit(wc)),
     output:
-        lois=p(L.lois("{scenario}", "{rank}")),
-        summary=p(L.summary_json("{scenario}", "{rank}")),
+        lois=p(U.lois("{scenario}", "{rank}")),
+        summary=p(U.summary_json("{scenario}", "{rank}")),
     params:
         json=lambda wc: stage_params(
-            root=ROOT,
+            root=wc.root,
             scenario=wc.scenario,
             rank=int(wc.rank),
             analysis=ANALYSIS,
@@ -17,6 +17,6 @@ rule differentiate:
             with_truth=IS_SIM,
         ),
     log:
-        p(L.log("differentiate", "{scenario}", "{rank}")),
+        p(U.log("differentiate", "{scenario}", "{rank}")),
     shell:
         stage("differentiate")

@@ -1,14 +1,20 @@
 rule report:
     input:
-        profiles=[f for s in SCENARIOS for f in profile_files(s)],
-        binned=[p(L.binned(s, k)) for s in SCENARIOS for k in RANKS],
-        calibration=calibration_jsons(),
+        per_gpu=[f for s in SCENARIOS for f in unit_files(s)],
+        calibration=[f for r in UNITS for f in calibration_jsons(SweepLayout(Path(r)))],
         combined=combined_outputs(),
+        fleet=fleet_outputs(),
     output:
         csv=p(L.summary_csv),
         html=p(L.report_html),
     params:
-        json=stage_params(root=ROOT, scenarios=SCENARIOS, meta=sweep_meta(), world_size=len(RANKS)),
+        json=stage_params(
+            root=ROOT,
+            scenarios=SCENARIOS,
+            meta=sweep_meta(),
+            world_size=len(RANKS),
+            cards={s: CFG.gpus_of(s) for s in SCENARIOS} if CARDS else None,
+        ),
     log:
         p(L.log("report")),
     shell:

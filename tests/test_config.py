@@ -46,9 +46,9 @@ def _bad(mutate) -> str:
         (lambda d: d["run_policy"].update(runz=5), ["run_policy.runz", "unknown key"]),
         (
             lambda d: d["scenarios"][0]["kernel"].update(m=-8),
-            ["scenarios.0.kernel.m", "-8", "greater than or equal to 1"],
+            ["scenarios['cb-2k'].kernel.m", "-8", "greater than or equal to 1"],
         ),
-        (lambda d: d["scenarios"][1]["kernel"].update(k=0), ["scenarios.1.kernel.k", "0"]),
+        (lambda d: d["scenarios"][1]["kernel"].update(k=0), ["scenarios['cb-8k'].kernel.k", "0"]),
         (lambda d: d["scenarios"][1].update(name="cb-2k"), ["scenarios", "duplicate scenario name 'cb-2k'"]),
         (lambda d: d["device"].update(backend="cuda"), ["device.backend", "'cuda'", "'sim'"]),
         (lambda d: d["analysis"].update(margin=0.7), ["analysis.margin", "0.7", "less than or equal to 0.5"]),
@@ -56,7 +56,7 @@ def _bad(mutate) -> str:
         (lambda d: d["analysis"].update(margin=0), ["analysis.margin", "0", "greater than 0"]),
         # the margin is an analysis parameter now: under run_policy it is an unknown key
         (lambda d: d["run_policy"].update(margin=0.03), ["run_policy.margin", "unknown key"]),
-        (lambda d: d["scenarios"][0]["kernel"].update(kind="conv"), ["scenarios.0.kernel", "conv"]),
+        (lambda d: d["scenarios"][0]["kernel"].update(kind="conv"), ["scenarios['cb-2k'].kernel", "conv"]),
     ],
 )
 def test_bad_config_names_field_and_value(mutate, expected) -> None:
@@ -84,4 +84,4 @@ def test_scenario_run_policy_overrides_only_its_fields() -> None:
     assert cfg.analysis.margin == 0.03
     assert cfg.policy_for("cb-8k") == cfg.run_policy
     data["scenarios"][0]["run_policy"] = {"margin": 0.8}
-    assert "scenarios.0.run_policy.margin: unknown key (value 0.8)" in _bad(lambda d: d.update(data))
+    assert "scenarios['cb-2k'].run_policy.margin: unknown key (value 0.8)" in _bad(lambda d: d.update(data))

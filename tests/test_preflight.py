@@ -62,3 +62,50 @@ def test_a_gpu_sweep_says_which_library_is_missing(tmp_path: Path) -> None:
 def test_reserved_scenario_name() -> None:
     with pytest.raises(ConfigError, match="'calibration' is reserved"):
         parse_config({"sweep": "s", "scenarios": [{"name": "calibration", "kernel": KERNEL}]})
+
+
+def test_a_results_folder_of_another_sweep_is_refused(tmp_path: Path) -> None:
+    """raw/OWNER.json (written by calibrate / collect) names the backend and GPU that measured the folder's raw
+    data: a sweep of another backend or GPU under the same name is refused when it is planned."""
+    from fingrav.layout import SweepLayout
+    from fingrav.preflight import claim_results
+
+    layout = SweepLayout.of("s", tmp_path / "results")
+    claim_results(layout, cfg().device)  # a simulated sweep measured here
+    check_sweep(cfg(), tmp_path)  # the same sweep again: fine
+    for other in ({"index": 1}, {"backend": "replay", "replay_dir": "data"}):
+        (tmp_path / "data" / "raw" / "gpu0" / "calibration").mkdir(parents=True, exist_ok=True)
+        with pytest.raises(ConfigError, match=r"results/s belongs to another sweep .*'backend': 'sim'"):
+            check_sweep(cfg(**other), tmp_path)
+    layout.owner_json.write_text('{"backend": "nvml", "index": 0}')  # real-GPU measurements
+    with pytest.raises(ConfigError, match="give this sweep a name of its own"):
+        check_sweep(cfg(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "files"),
+    [
+        (["-n", "--configfile", "a.yaml", "--cores", "1"], ["a.yaml"]),
+        (["--configfiles", "a.yaml", "b.yaml", "-n"], ["a.yaml", "b.yaml"]),
+        (["--configfile=a.yaml", "-n"], ["a.yaml"]),
+        (["--configfiles=a.yaml", "t"], ["a.yaml"]),
+        (["--configfil", "a.yaml"], ["a.yaml"]),  # an abbreviation (argparse calls it ambiguous): screened anyway
+        (["--config", "sweep=x", "-n"], []),  # values, not files
+    ],
+)
+def test_config_files_on_a_snakemake_command_line(argv: list[str], files: list[str]) -> None:
+    from fingrav.preflight import configfiles_in
+
+    assert configfiles_in(argv) == files
+
+
+def test_the_command_line_screen_refuses_a_yte_file_with_one_message(tmp_path: Path) -> None:
+    from fingrav.preflight import screen_snakemake_command_line
+
+    ok, bad = tmp_path / "ok.yaml", tmp_path / "bad.yaml"
+    ok.write_text("sweep: s\n")
+    bad.write_text("__use_yte__: true\nsweep: ?print('evaluated')\n")
+    screen_snakemake_command_line(["-n", "--configfile", str(ok)])
+    with pytest.raises(SystemExit, match="YTE templates are not allowed") as exc:
+        screen_snakemake_command_line(["-n", "--configfile", str(ok), str(bad)])
+    assert str(bad) in str(exc.value)

@@ -115,8 +115,8 @@ def summary_of(
         "exec_time_ns": none,
         "cycle_time_ns": none,
         "energy_per_exec_mj": none,
-        "sse_vs_ssp_error_pct": none,
-        "interleaved_vs_ssp_pct": none,
+        "sse_reading_vs_ssp_pct": none,
+        "interleaved_reading_vs_ssp_pct": none,
     }
     return ScenarioSummary(
         scenario=name,
@@ -456,17 +456,17 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
         "ssp_power_w": ssp,
         "ssp_power_ci_low_w": w("total", "ssp", "ci_low_mw"),
         "ssp_power_ci_high_w": w("total", "ssp", "ci_high_mw"),
-        "sse_power_w": sse,
-        "sse_power_ci_low_w": w("total", "sse", "ci_low_mw"),
-        "sse_power_ci_high_w": w("total", "sse", "ci_high_mw"),
-        "sse_vs_ssp_error_pct": (sse - ssp) / ssp * 100 if sse and ssp else None,
+        "sse_reading_w": sse,
+        "sse_reading_ci_low_w": w("total", "sse", "ci_low_mw"),
+        "sse_reading_ci_high_w": w("total", "sse", "ci_high_mw"),
+        "sse_reading_vs_ssp_pct": (sse - ssp) / ssp * 100 if sse and ssp else None,
         "energy_per_exec_mj": ssp * ex_us * 1e-3 if ssp else None,
         "energy_per_exec_ci_low_mj": ssp * ex_us * 1e-3 * 0.99 if ssp else None,
         "energy_per_exec_ci_high_mj": ssp * ex_us * 1e-3 * 1.01 if ssp else None,
-        "interleaved_power_w": w("total", "first", "mean_mw") if spec.pred else None,
-        "interleaved_power_ci_low_w": w("total", "first", "ci_low_mw") if spec.pred else None,
-        "interleaved_power_ci_high_w": w("total", "first", "ci_high_mw") if spec.pred else None,
-        "interleaved_vs_ssp_pct": None,
+        "interleaved_reading_w": w("total", "first", "mean_mw") if spec.pred else None,
+        "interleaved_reading_ci_low_w": w("total", "first", "ci_low_mw") if spec.pred else None,
+        "interleaved_reading_ci_high_w": w("total", "first", "ci_high_mw") if spec.pred else None,
+        "interleaved_reading_vs_ssp_pct": None,
     }
     for c in sorted(x for x in chans if x != "total"):
         row[f"ssp_{c}_power_w"] = w(c, "ssp", "mean_mw")
@@ -483,10 +483,10 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
         row.update(
             truth_ssp_power_w=t_ssp,
             ssp_error_pct=(ssp - t_ssp) / t_ssp * 100,
-            truth_sse_power_w=t_ssp,
+            truth_sse_kernel_power_w=t_ssp,
             truth_energy_per_exec_mj=t_ssp * ex_us * 1e-3,
             energy_error_pct=(ssp - t_ssp) / t_ssp * 100,
-            truth_interleaved_power_w=t_ssp if spec.pred else None,
+            truth_interleaved_kernel_power_w=t_ssp if spec.pred else None,
         )
     row.update(
         sse_runs_total=bins["sse"]["runs_total"],
@@ -877,7 +877,7 @@ def test_calibration_sensor_in_ms_is_still_read(tmp_path: Path) -> None:
 
 
 def test_paper_values_match_scenarios_by_name() -> None:
-    scn = ScenarioData("cb-2k", summary_of("cb-2k", {"sse_vs_ssp_error_pct": -75.0}), SweepLayout(Path(".")))
+    scn = ScenarioData("cb-2k", summary_of("cb-2k", {"sse_reading_vs_ssp_pct": -75.0}), SweepLayout(Path(".")))
     df = sse_error_data([scn], {"CB-2K": 80.0, "CB-8K": 20.0}, "this sweep")
     groups = dict(zip(df["group"].to_list(), df["source"].to_list(), strict=True))
     assert "cb-2k" in df["group"].to_list() and "CB-8K (paper)" in groups

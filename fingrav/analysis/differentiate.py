@@ -13,21 +13,24 @@ from typing import Any
 import polars as pl
 
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks
+from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
 from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.samples import screen_samples
+from fingrav.analysis.throughput import row_columns, throughput
 from fingrav.analysis.validation import validate
 from fingrav.config import AnalysisConfig, Scenario
 from fingrav.contracts import summary as S
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.profile import KernelPowerEstimate, ScenarioSummary
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import pct as _pct
 from fingrav.contracts.units import us as _us
 from fingrav.contracts.units import w as _w
+from fingrav.contracts.work import Work
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +51,54 @@ def describe_plan(plan: Plan) -> dict[str, str | None]:
         if sc.predecessor is not None:
             out["predecessor"] = f"{sc.predecessor.kernel.label()} x{sc.predecessor.count}"
     return out
+
+
+def plan_work(plan: Plan) -> Work | None:
+    """The measured kernel's work per execution (`fingrav.contracts.work`), from the scenario in plan.json's
+    provenance; None when unknown (no scenario recorded, a collective, a callable that declares none)."""
+    scen = plan.provenance.get("scenario")
+    if not isinstance(scen, dict):
+        return None
+    return Scenario.model_validate(scen).kernel.work()
+
+
+def vs_ssp(
+    value_mw: float | None,
+    lo_mw: float | None,
+    hi_mw: float | None,
+    ssp_mw: float | None,
+    ssp_ci_mw: tuple[float | None, float | None],
+) -> tuple[float | None, float | None, float | None]:
+    """(value - SSP) / SSP in % with a conservative CI from the two intervals (interval arithmetic: the
+    kernel-power estimate and the SSP have no shared replicates once their systematic parts are added)."""
+    if value_mw is None or not ssp_mw:
+        return None, None, None
+    v = (value_mw - ssp_mw) / ssp_mw * 100.0
+    s_lo, s_hi = ssp_ci_mw
+    if lo_mw is None or hi_mw is None or s_lo is None or s_hi is None or s_lo <= 0:
+        return v, None, None
+    return v, (lo_mw / s_hi - 1.0) * 100.0, (hi_mw / s_lo - 1.0) * 100.0
+
+
+def centroid_lois(
+    samples: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    plan: Plan,
+    sensors: Mapping[str, SensorModel],
+    delays: Mapping[str, int],
+    delay_ns: int,
+) -> pl.DataFrame | None:
+    """The LOIs with every sample placed at its reading's centroid: shifted back by its channel's dead time +
+    group delay (window / 2 + lag), so a reading counts for the execution whose power it mostly reports. A
+    reading is a weighted mean of the power before it; for a linear trend it equals the power exactly one
+    group delay earlier, so the SSP mean over these LOIs carries no lag bias. Needs trailing executions that
+    cover the group delay (plans from format 2 have them); else None (the SSP then uses the dead-time-corrected
+    LOIs and bounds the lag bias in its CI: `fingrav.analysis.settling`)."""
+    gd = {ch: float(s.window_ns or 0.0) / 2.0 + float(s.lag_ns or 0.0) for ch, s in sensors.items()}
+    if max(gd.values(), default=0.0) > plan.trailing * plan.cycle_ns or TOTAL not in gd:
+        return None
+    shift = {ch: int(delays.get(ch, delay_ns)) + int(round(g)) for ch, g in gd.items()}
+    return assign_lois(samples, host_execs, shift, default_delay_ns=shift[TOTAL])
 
 
 def run_counts(binned: pl.DataFrame) -> dict[str, dict[str, int]]:
@@ -74,6 +125,7 @@ def differentiate(
     analysis: AnalysisConfig,
     truth: pl.DataFrame | None = None,
     *,
+    reading_truth: pl.DataFrame | None = None,
     max_clock_residual_us: float,
     scenario: str | None = None,
     backend: str | None = None,
@@ -88,6 +140,7 @@ def differentiate(
     stage output; clock: the scenario's clock map; sensors: the calibrated sensor of every channel ("total"
     required); each channel's samples are shifted back by its own delay (channels without a sensor: the
     total channel's); analysis: the sweep's analysis settings; truth: simulator truth frame or None;
+    reading_truth: the simulator's noise-free reading of every sample (the truth of sensor readings) or None;
     max_clock_residual_us: the clock_residual limit (µs); gaps: known sample gaps [[from_ns, to_ns], ...]
     (raw sample clock); binning: bin-stage metadata, copied into the summary.
     The reference run (phase "reference"), when there is one, gives the reference_* columns
@@ -106,12 +159,45 @@ def differentiate(
     hx = host_executions(executions, runs, plan, cp, binned)
     lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
     group_delay_ns = float(tot_sensor.window_ns or 0.0) / 2.0 + float(tot_sensor.lag_ns or 0.0)
-    prof = compute_profiles(lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns, sensors=sensors)
+    ssp_lois = centroid_lois(samples, hx, plan, sensors, delays, delay_ns) if analysis.delay_correction else None
+    prof = compute_profiles(
+        lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns, sensors=sensors, ssp_lois=ssp_lois
+    )
     ch_stats = prof.channels
     d = prof.derived
 
     def stat(ch: str, g: str, key: str) -> Any:
         return ch_stats.get(ch, {}).get(g, {}).get(key)
+
+    # the SSE's (and the interleaved execution's) kernel power through the sensor model, next to the readings
+    has_pred = view.predecessor_count > 0
+    kernel: dict[str, KernelPowerEstimate] = {}
+    if prof.boot is not None and prof.golden_runs.size:
+        for target in ("sse", "first") if has_pred else ("sse",):
+            kernel[target] = estimate_kernel_power(
+                target_samples(samples, hx, runs, plan, tot_sensor, delay_ns, target),
+                tot_sensor,
+                prof.golden_runs,
+                prof.boot.counts,
+                analysis.ci_level,
+                target,
+                analysis.kernel_power_max_ci_pct,
+            )
+    ssp_mw_point = stat(TOTAL, "ssp", "mean_mw")
+    ssp_ci = (stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw"))
+
+    def kernel_cols(target: str, prefix: str) -> dict[str, float | None]:
+        k = kernel.get(target)
+        ok = k is not None and k.measurable
+        vs = vs_ssp(k.value_mw, k.ci_low_mw, k.ci_high_mw, ssp_mw_point, ssp_ci) if ok else (None, None, None)
+        return {
+            f"{prefix}_kernel_power_w": _w(k.value_mw) if ok else None,
+            f"{prefix}_kernel_power_ci_low_w": _w(k.ci_low_mw) if ok else None,
+            f"{prefix}_kernel_power_ci_high_w": _w(k.ci_high_mw) if ok else None,
+            f"{prefix}_kernel_vs_ssp_pct": vs[0],
+            f"{prefix}_kernel_vs_ssp_ci_low_pct": vs[1],
+            f"{prefix}_kernel_vs_ssp_ci_high_pct": vs[2],
+        }
 
     counts = run_counts(binned)
     runs_total, runs_golden = counts["ssp"]["total"], counts["ssp"]["golden"]
@@ -161,7 +247,6 @@ def differentiate(
     labels = describe_plan(plan)
     prov = dict(provenance or {})
     backend = backend or labels["backend"] or (prov.get("device") or {}).get("backend")
-    has_pred = view.predecessor_count > 0
     row: dict[str, Any] = {
         "scenario": scenario or labels["scenario"],
         "kernel": labels["kernel"],
@@ -176,21 +261,23 @@ def differentiate(
         "ssp_power_w": _w(stat(TOTAL, "ssp", "mean_mw")),
         "ssp_power_ci_low_w": _w(stat(TOTAL, "ssp", "ci_low_mw")),
         "ssp_power_ci_high_w": _w(stat(TOTAL, "ssp", "ci_high_mw")),
-        "sse_power_w": _w(stat(TOTAL, "sse", "mean_mw")),
-        "sse_power_ci_low_w": _w(stat(TOTAL, "sse", "ci_low_mw")),
-        "sse_power_ci_high_w": _w(stat(TOTAL, "sse", "ci_high_mw")),
-        "sse_vs_ssp_error_pct": d["sse_vs_ssp_error_pct"]["value"],
+        "sse_reading_w": _w(stat(TOTAL, "sse", "mean_mw")),
+        "sse_reading_ci_low_w": _w(stat(TOTAL, "sse", "ci_low_mw")),
+        "sse_reading_ci_high_w": _w(stat(TOTAL, "sse", "ci_high_mw")),
+        "sse_reading_vs_ssp_pct": d["sse_reading_vs_ssp_pct"]["value"],
         "energy_per_exec_mj": d["energy_per_exec_mj"]["value"],
         "energy_per_exec_ci_low_mj": d["energy_per_exec_mj"]["ci_low"],
         "energy_per_exec_ci_high_mj": d["energy_per_exec_mj"]["ci_high"],
-        "interleaved_power_w": _w(stat(TOTAL, "first", "mean_mw")) if has_pred else None,
-        "interleaved_power_ci_low_w": _w(stat(TOTAL, "first", "ci_low_mw")) if has_pred else None,
-        "interleaved_power_ci_high_w": _w(stat(TOTAL, "first", "ci_high_mw")) if has_pred else None,
-        "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"]["value"] if has_pred else None,
-        "sse_vs_ssp_error_ci_low_pct": d["sse_vs_ssp_error_pct"]["ci_low"],
-        "sse_vs_ssp_error_ci_high_pct": d["sse_vs_ssp_error_pct"]["ci_high"],
-        "interleaved_vs_ssp_ci_low_pct": d["interleaved_vs_ssp_pct"]["ci_low"] if has_pred else None,
-        "interleaved_vs_ssp_ci_high_pct": d["interleaved_vs_ssp_pct"]["ci_high"] if has_pred else None,
+        "interleaved_reading_w": _w(stat(TOTAL, "first", "mean_mw")) if has_pred else None,
+        "interleaved_reading_ci_low_w": _w(stat(TOTAL, "first", "ci_low_mw")) if has_pred else None,
+        "interleaved_reading_ci_high_w": _w(stat(TOTAL, "first", "ci_high_mw")) if has_pred else None,
+        "interleaved_reading_vs_ssp_pct": d["interleaved_reading_vs_ssp_pct"]["value"] if has_pred else None,
+        "sse_reading_vs_ssp_ci_low_pct": d["sse_reading_vs_ssp_pct"]["ci_low"],
+        "sse_reading_vs_ssp_ci_high_pct": d["sse_reading_vs_ssp_pct"]["ci_high"],
+        "interleaved_reading_vs_ssp_ci_low_pct": d["interleaved_reading_vs_ssp_pct"]["ci_low"] if has_pred else None,
+        "interleaved_reading_vs_ssp_ci_high_pct": d["interleaved_reading_vs_ssp_pct"]["ci_high"] if has_pred else None,
+        **kernel_cols("sse", "sse"),
+        **kernel_cols("first", "interleaved"),
     }
     for ch in sorted(c for c in ch_stats if c != TOTAL):
         row[S.channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))
@@ -217,6 +304,9 @@ def differentiate(
         reference_energy_power_w=_w(ref_energy_mw),
         reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
     )
+    work = plan_work(plan)
+    rates = throughput(work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level)
+    row.update(row_columns(work, rates))
 
     validation = None
     if truth is not None:
@@ -225,11 +315,16 @@ def differentiate(
             binned,
             plan,
             ssp_power_mw=stat(TOTAL, "ssp", "mean_mw"),
-            sse_power_mw=stat(TOTAL, "sse", "mean_mw"),
+            sse_reading_mw=stat(TOTAL, "sse", "mean_mw"),
             energy_per_exec_mj=d["energy_per_exec_mj"]["value"],
-            interleaved_power_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
+            interleaved_reading_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
             host_execs=hx,
             reference_power_mw=ref_mw,
+            sse_kernel_mw=kernel["sse"].value_mw if "sse" in kernel else None,
+            interleaved_kernel_mw=kernel["first"].value_mw if "first" in kernel else None,
+            reading_truth=reading_truth,
+            lois=lois,
+            delay_ns=delay_ns,
         )
         for key in (*S.TRUTH, *S.TRUTH_EXTRA):
             row[key] = validation[key]
@@ -237,6 +332,8 @@ def differentiate(
             for g, v in per_group.items():
                 if g in ch_stats.get(ch, {}):
                     ch_stats[ch][g]["truth_mw"] = v
+        for target, k in kernel.items():
+            kernel[target] = k.model_copy(update={"truth_mw": validation["groups"].get(TOTAL, {}).get(target)})
 
     summary = {
         "scenario": row["scenario"],
@@ -268,21 +365,26 @@ def differentiate(
         "cycle_time_ns": d["cycle_time_ns"],
         "cycle_time_mean_ns": d["cycle_time_mean_ns"],
         "energy_per_exec_mj": d["energy_per_exec_mj"],
-        "sse_vs_ssp_error_pct": d["sse_vs_ssp_error_pct"],
-        "interleaved_vs_ssp_pct": d["interleaved_vs_ssp_pct"],
+        "sse_reading_vs_ssp_pct": d["sse_reading_vs_ssp_pct"],
+        "interleaved_reading_vs_ssp_pct": d["interleaved_reading_vs_ssp_pct"],
+        "kernel_power": kernel,
         "validation": validation,
+        "work": work,
+        "throughput": rates,
     }
 
     def watts(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.4g} W"
 
     logger.info(
-        "differentiate %s: SSP %s (%d LOIs), SSE reading %s (%d LOIs), reference %s, margin %s, valid=%s, flags %s",
+        "differentiate %s: SSP %s (%d LOIs), SSE reading %s (%d LOIs), SSE kernel power %s, reference %s, "
+        "margin %s, valid=%s, flags %s",
         row["scenario"],
         watts(row["ssp_power_w"]),
         ssp_lois,
-        watts(row["sse_power_w"]),
+        watts(row["sse_reading_w"]),
         sse_lois,
+        watts(row["sse_kernel_power_w"]) if row["sse_kernel_power_w"] is not None else "not measurable",
         watts(row["reference_power_w"]),
         "n/a" if not binning else f"{100 * float(binning.get('margin', 0.0)):g} %",
         valid,

@@ -34,7 +34,12 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import ROLE_DTYPE
-from fingrav.analysis.settling import TailTrend, quantization_bias_mw, residual_transient_mw, tail_trend
+from fingrav.analysis.settling import (
+    TailTrend,
+    quantization_bias_mw,
+    residual_transient_mw,
+    tail_trend,
+)
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
@@ -185,6 +190,8 @@ class ProfileResult:
     replicates: dict[tuple[str, str], np.ndarray]
     golden_runs: np.ndarray
     derived: dict[str, Any] = field(default_factory=dict)
+    boot: ClusterBootstrap | None = None  # the resampling every statistic shares (run order = golden_runs)
+    cycle_replicates: np.ndarray | None = None  # bootstrap replicates of the pooled mean SSP cycle time (ns)
 
 
 def _per_run(frame: pl.DataFrame, golden_runs: pl.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +263,7 @@ def compute_profiles(
     seed: int = 0,
     group_delay_ns: float = 0.0,
     sensors: Mapping[str, SensorModel] | None = None,
+    ssp_lois: pl.DataFrame | None = None,
 ) -> ProfileResult:
     """Profiles of the golden runs.
 
@@ -264,6 +272,10 @@ def compute_profiles(
     sensors: the calibrated sensor per channel; with them the SSP CI also includes the residual of the level
     before the main segment that the sensor still shows during the tail (`settling.residual_transient_mw`).
 
+    ssp_lois: the LOIs assigned centroid-aligned (each sample placed one sensor group delay earlier than `lois`,
+    `differentiate.centroid_lois`); when given, the SSP group's mean and CI come from them (the TOI fit from
+    `lois`): a reading reports the power one group delay before it, so this mean has no lag bias from a trend.
+
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
     phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
     (bootstrap_reps, ci_level, fit_degree).
@@ -271,7 +283,7 @@ def compute_profiles(
     runs_with_lois, fit_coeffs};
     derived = exec_time_ns / cycle_time_ns {value (median over golden SSP runs), ci_low, ci_high},
     exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
-    sse_vs_ssp_error_pct / interleaved_vs_ssp_pct {value, ci_low, ci_high}.
+    sse_reading_vs_ssp_pct / interleaved_reading_vs_ssp_pct {value, ci_low, ci_high}.
     """
     view = plan
     reps = analysis.bootstrap_reps
@@ -304,6 +316,7 @@ def compute_profiles(
         if is_edge
     }
     data = _golden_arrays(lois, run_ids, with_exec=bool(edge))
+    data_ssp = _golden_arrays(ssp_lois, run_ids, with_exec=False) if ssp_lois is not None else None
     channel_names = data["channel_names"]
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
 
@@ -324,6 +337,11 @@ def compute_profiles(
                 k = ci * len(ROLES) + ROLES.index(g)
                 sl = slice(data["bounds"][k], data["bounds"][k + 1])
                 pos, power, toi = data["pos"][sl], data["power"][sl], data["toi"][sl]
+            fit = poly_fit(toi, power, degree)
+            if g == "ssp" and data_ssp is not None and ch in data_ssp["channel_names"]:
+                k = data_ssp["channel_names"].index(ch) * len(ROLES) + ROLES.index(g)
+                sl = slice(data_ssp["bounds"][k], data_ssp["bounds"][k + 1])
+                pos, power = data_ssp["pos"][sl], data_ssp["power"][sl]
             s = np.bincount(pos, weights=power, minlength=n_runs).astype(np.float64)
             n = np.bincount(pos, minlength=n_runs).astype(np.float64)
             mean = float(power.mean()) if power.size else None
@@ -339,7 +357,7 @@ def compute_profiles(
                 "lois": int(power.size),
                 "lois_by_phase": {"sse": n_sse, "ssp": int(power.size) - n_sse},
                 "runs_with_lois": int((n > 0).sum()),
-                "fit_coeffs": poly_fit(toi, power, degree),
+                "fit_coeffs": fit,
             }
 
     derived: dict[str, Any] = {}
@@ -380,11 +398,12 @@ def compute_profiles(
         else:
             quant = 0.0
         lo_b, hi_b = st["ci_low_mw"], st["ci_high_mw"]
-        sys_mw = tr.bias_bound_mw + residual + quant
+        trend_bias = tr.bias_bound_mw
+        sys_mw = trend_bias + residual + quant
         st["ci_components"] = {
             "bootstrap_low_mw": lo_b,
             "bootstrap_high_mw": hi_b,
-            "tail_trend_bias_mw": tr.bias_bound_mw,
+            "tail_trend_bias_mw": trend_bias,
             "residual_transient_mw": residual,
             "quantization_mw": quant,
         }
@@ -414,7 +433,7 @@ def compute_profiles(
     else:
         derived["energy_per_exec_mj"] = {"value": None, "ci_low": None, "ci_high": None}
 
-    for name, g in (("sse_vs_ssp_error_pct", "sse"), ("interleaved_vs_ssp_pct", "first")):
+    for name, g in (("sse_reading_vs_ssp_pct", "sse"), ("interleaved_reading_vs_ssp_pct", "first")):
         other = points.get((TOTAL, g))
         if ssp_p is None or other is None or ssp_p == 0:
             derived[name] = {"value": None, "ci_low": None, "ci_high": None}
@@ -424,4 +443,6 @@ def compute_profiles(
         lo, hi = boot.ci(rep)
         derived[name] = {"value": (other - ssp_p) / ssp_p * 100.0, "ci_low": lo, "ci_high": hi}
 
-    return ProfileResult(channels, replicates, golden_runs["run"].to_numpy(), derived)
+    result = ProfileResult(channels, replicates, golden_runs["run"].to_numpy(), derived, boot)
+    result.cycle_replicates = boot.ratio(csum, ccnt) if c_mean is not None else None
+    return result

@@ -10,7 +10,8 @@ first, SSP tail); a group without truth rows has no truth. The energy truth matc
 execution (SSP cycle power x SSP cycle time): the mean true energy of the SSP cycles that have a successor
 (given the host-clock executions; else of every SSP cycle). Errors are signed, in % of truth:
 (measured - truth) / truth * 100. The reference run's settled power is validated against the SSP truth (both
-are the steady-state back-to-back cycle power).
+are the steady-state back-to-back cycle power). The SSE and interleaved numbers have two truths each (`validate`):
+the true kernel power, and the truth of the sensor reading (the noise-free sensor at the same samples).
 """
 
 from __future__ import annotations
@@ -75,6 +76,32 @@ def truth_by_group(
     return out.select("channel", "group", "power_mw", "energy_mj", "cycle_energy_mj").sort("channel", "group")
 
 
+def reading_truth_by_group(
+    reading_truth: pl.DataFrame, lois: pl.DataFrame, plan: Plan, delay_ns: int
+) -> dict[str, float]:
+    """{group: mW}: the truth of a sensor *reading* per statistic group of the total channel: the mean of the
+    noise-free readings (`reading_truth`, raw sample clock) of exactly the golden LOIs whose mean is the measured
+    reading (LOI times are delay-corrected: the raw stamp is t_ns + delay_ns)."""
+    groups = group_exprs(plan, "phase")
+    clean = (
+        reading_truth.lazy()
+        .filter(pl.col("channel") == TOTAL)
+        .select(pl.col("t_ns").cast(pl.Int64), clean_mw=pl.col("power_mw"))
+    )
+    base = (
+        lois.lazy()
+        .filter(pl.col("golden") & (pl.col("channel") == TOTAL))
+        .with_columns(raw_t=pl.col("t_ns").cast(pl.Int64) + int(delay_ns))
+        .join(clean, left_on="raw_t", right_on="t_ns", how="inner")
+    )
+    out: dict[str, float] = {}
+    for g in ("ssp", "sse", "first"):
+        v = base.filter(groups[g]).select(pl.col("clean_mw").mean()).collect().item()
+        if v is not None:
+            out[g] = float(v)
+    return out
+
+
 def _err(measured: float | None, true: float | None) -> float | None:
     if measured is None or true is None or true == 0:
         return None
@@ -86,21 +113,33 @@ def validate(
     binned: pl.DataFrame,
     plan: Plan,
     ssp_power_mw: float | None,
-    sse_power_mw: float | None,
+    sse_reading_mw: float | None,
     energy_per_exec_mj: float | None,
-    interleaved_power_mw: float | None = None,
+    interleaved_reading_mw: float | None = None,
     host_execs: pl.DataFrame | None = None,
     reference_power_mw: float | None = None,
+    *,
+    sse_kernel_mw: float | None = None,
+    interleaved_kernel_mw: float | None = None,
+    reading_truth: pl.DataFrame | None = None,
+    lois: pl.DataFrame | None = None,
+    delay_ns: int = 0,
 ) -> dict[str, Any]:
     """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
+
+    Two truths for the SSE and the interleaved execution: the *kernel power* (time-weighted true power of those
+    executions, `truth_by_group`) validates the kernel-power estimates (sse_kernel_mw, interleaved_kernel_mw);
+    the *reading* truth (`reading_truth_by_group`: the noise-free sensor at the same LOIs; needs reading_truth,
+    lois and delay_ns) validates the sensor readings (sse_reading_mw, interleaved_reading_mw).
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
     reference_power_mw: the reference run's settled power, compared with the SSP truth.
-    Returns {"groups": {channel: {group: truth_mw}}, truth_ssp_power_w, truth_sse_power_w,
-    truth_interleaved_power_w, truth_energy_per_exec_mj, truth_exec_energy_mj, energy_truth
-    ("cycle" | "execution"), ssp_error_pct, sse_error_pct, interleaved_error_pct, energy_error_pct,
-    reference_error_pct} (None where not available)."""
+    Returns {"groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}, truth_ssp_power_w,
+    truth_sse_kernel_power_w, truth_sse_reading_w, truth_interleaved_kernel_power_w, truth_interleaved_reading_w,
+    truth_energy_per_exec_mj, truth_exec_energy_mj, energy_truth ("cycle" | "execution"), ssp_error_pct,
+    energy_error_pct, sse_reading_error_pct, sse_kernel_power_error_pct, interleaved_reading_error_pct,
+    interleaved_kernel_power_error_pct, reference_error_pct} (None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
     groups: dict[str, dict[str, float]] = {}
     for row in tb.iter_rows(named=True):
@@ -117,28 +156,39 @@ def validate(
     t_exec_energy = total("ssp", "energy_mj")
     t_cycle_energy = total("ssp", "cycle_energy_mj")
     t_energy = t_cycle_energy if t_cycle_energy is not None else t_exec_energy
+    readings: dict[str, float] = {}
+    if reading_truth is not None and lois is not None:
+        readings = reading_truth_by_group(reading_truth, lois, plan, delay_ns)
+    r_sse = readings.get("sse")
+    r_first = readings.get("first") if plan.predecessor_count > 0 else None
     out = {
         "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
         "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
-        "truth_sse_power_w": t_sse / 1e3 if t_sse is not None else None,
-        "truth_interleaved_power_w": t_first / 1e3 if t_first is not None else None,
+        "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
+        "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
+        "reading_groups": readings,
+        "truth_sse_reading_w": r_sse / 1e3 if r_sse is not None else None,
+        "truth_interleaved_reading_w": r_first / 1e3 if r_first is not None else None,
         "truth_energy_per_exec_mj": t_energy,
         "truth_exec_energy_mj": t_exec_energy,
         "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
         "ssp_error_pct": _err(ssp_power_mw, t_ssp),
-        "sse_error_pct": _err(sse_power_mw, t_sse),
-        "interleaved_error_pct": _err(interleaved_power_mw, t_first),
+        "sse_reading_error_pct": _err(sse_reading_mw, r_sse),
+        "sse_kernel_power_error_pct": _err(sse_kernel_mw, t_sse),
+        "interleaved_reading_error_pct": _err(interleaved_reading_mw, r_first),
+        "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
         "energy_error_pct": _err(energy_per_exec_mj, t_energy),
         "reference_error_pct": _err(reference_power_mw, t_ssp),
     }
     shown = {
         k: "n/a" if out[k] is None else f"{out[k]:+.3f} %"
-        for k in ("ssp_error_pct", "sse_error_pct", "energy_error_pct")
+        for k in ("ssp_error_pct", "energy_error_pct", "sse_reading_error_pct", "sse_kernel_power_error_pct")
     }
     logger.info(
-        "validation: SSP error %s, SSE error %s, energy error %s",
+        "validation: SSP error %s, energy error %s, SSE reading error %s, SSE kernel power error %s",
         shown["ssp_error_pct"],
-        shown["sse_error_pct"],
         shown["energy_error_pct"],
+        shown["sse_reading_error_pct"],
+        shown["sse_kernel_power_error_pct"],
     )
     return out

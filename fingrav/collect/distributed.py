@@ -206,6 +206,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
                 layout.scenario_dir(name, rank),
                 truth,
                 sync=sync,
+                reading_truth_path=layout.reading_truth(name, rank) if truth is not None else None,
             )
         sync.barrier()
     finally:

@@ -168,9 +168,11 @@ def make_plan(
     if tail > max_tail:
         notes.append(f"SSP tail capped at {max_tail} executions (4 sensor periods)")
         tail = max_tail
-    # one trailing execution after the SSP tail, so that every SSP execution has a successor and its
-    # steady-state cycle (execution + launch gap) is complete; the trailing execution is never profiled
-    trailing = 1
+    # trailing executions after the SSP tail (never profiled): one so that every SSP execution has a successor
+    # and its steady-state cycle (execution + launch gap) is complete, plus as many as cover the sensor's group
+    # delay (window / 2 + lag), so the SSP can be read centroid-aligned (readings one group delay after the
+    # tail report the tail: `fingrav.analysis.differentiate`, no lag bias from a slow trend)
+    trailing = 1 + math.ceil((sensor.window_ns / 2 + sensor.lag_ns) / max(cycle_ns, 1))
     mode = policy.mode
     if policy.runs is not None:
         runs = int(policy.runs)

@@ -25,13 +25,13 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.collect.plan import analyze_probe, make_plan
-from fingrav.config import RunPolicy, Scenario, config_hash
+from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
-from fingrav.layout import SCENARIO_RAW_FILES
+from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES
 from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,9 @@ class _Recorder:
     def burst(self, n: int = CLOCK_BURST) -> None:
         self.clock.append((self.device.read_gpu_clock(n), "burst", -1))
 
-    def write(self, raw_dir: Path, meta: dict[str, Any], truth_path: Path | None) -> None:
+    def write(
+        self, raw_dir: Path, meta: dict[str, Any], truth_path: Path | None, reading_truth_path: Path | None = None
+    ) -> None:
         raw_dir.mkdir(parents=True, exist_ok=True)
         runs = np.array(self.runs, dtype=object)
         rawio.write_table(
@@ -241,6 +243,13 @@ class _Recorder:
                     for key in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj"):
                         cols[key].append(np.asarray(d[key], np.float64))
             rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
+        drain_truth = getattr(self.device, "drain_reading_truth", None)  # simulator only
+        if reading_truth_path is not None and drain_truth is not None:
+            rt = drain_truth()
+            chan = np.asarray(rt.channel, dtype=str)
+            order = np.lexsort((chan, rt.t_ns))
+            cols = {"t_ns": rt.t_ns[order], "channel": chan[order], "power_mw": rt.power_mw[order]}
+            rawio.write_table(reading_truth_path, "reading_truth", cols, meta)
 
 
 def collect_scenario(
@@ -252,6 +261,7 @@ def collect_scenario(
     raw_dir: str | Path,
     truth_path: str | Path | None = None,
     sync: Lockstep | None = None,
+    reading_truth_path: str | Path | None = None,
 ) -> Plan:
     """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
 
@@ -262,6 +272,8 @@ def collect_scenario(
     5. SSE and SSP runs, shuffled: idle + random delay in [0, sensor period), a GPU-clock read,
        [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs).
 
+    truth_path / reading_truth_path (simulator): where the true kernel power per execution and the noise-free
+    reading of every sample go (`fingrav.layout.SweepLayout.truth` / `reading_truth`).
     sync: several GPUs in lockstep (module docstring); `seed` must then be the same on every rank. None:
     one GPU. Returns this rank's plan (the plan fields are rank 0's; rank, rank_local, distributed and provenance
     are its own).
@@ -384,17 +396,21 @@ def collect_scenario(
 
     meta = provenance(
         device.describe(),
-        config_hash=config_hash(
-            {"scenario": scenario.model_dump(mode="json"), "policy": policy.model_dump(mode="json"), "seed": seed}
-        ),
+        config_hash=collection_hash(scenario, policy, seed),
         scenario=scenario.model_dump(mode="json"),
+        kernels={"main": main.describe(), **({"predecessor": pred.describe()} if pred is not None else {})},
         stage="collect",
         **({"distributed": extra["distributed"]} if multi else {}),
     )
-    rec.write(raw_dir, meta, Path(truth_path) if truth_path is not None else None)
+    rec.write(
+        raw_dir,
+        meta,
+        Path(truth_path) if truth_path is not None else None,
+        Path(reading_truth_path) if reading_truth_path is not None else None,
+    )
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
-    rawio.write_manifest(raw_dir, SCENARIO_RAW_FILES)
+    rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION))  # the GPU's own calibration, if any
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 

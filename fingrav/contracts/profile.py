@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.work import Work
 
 
 class _Model(BaseModel):
@@ -44,6 +45,43 @@ class RoleStats(_Model):
     tail_trend: dict[str, float | bool | None] | None = None
 
 
+class KernelPowerEstimate(_Model):
+    """The kernel power of one execution (target "sse" or "first", the interleaved one) estimated through the
+    calibrated sensor model (`fingrav.analysis.kernel_power`), as opposed to the sensor reading during it.
+    value/CI None when not measurable (`reason` says why)."""
+
+    target: str
+    measurable: bool
+    value_mw: float | None = None
+    ci_low_mw: float | None = None
+    ci_high_mw: float | None = None
+    reason: str | None = None
+    samples: int = 0  # samples that see the execution at all
+    runs: int = 0
+    max_share: float | None = None  # the largest share (0..1) of one reading that the execution contributes
+    components: dict[str, float | None] = {}  # bootstrap_low/high_mw, model_mw, sensor_model_mw
+    truth_mw: float | None = None  # simulator
+
+
+class Throughput(_Model):
+    """Rates and efficiencies of a kernel whose work is known (`work`), each a value with its CI:
+    tflop_s = flop / cycle time (1e12 flop/s) and gb_s = bytes / cycle time (1e9 bytes/s), over the SSP cycle
+    time (the pooled mean start-to-start time, launch gap included: what a back-to-back workload achieves; the
+    time the energy per execution is computed over); tflop_s_per_w = flop / energy per execution (TFLOP/s per W
+    = TFLOP per J); energy_per_flop_pj / energy_per_byte_pj = energy per execution / flop or bytes (pJ).
+    CIs: the rates' from the cluster bootstrap's cycle-time replicates; the efficiencies' the image of the
+    energy-per-execution CI (bootstrap over runs + the SSP's systematic part) under the monotone map E -> flop / E
+    or E / flop, exact for a percentile interval (`ci_method`)."""
+
+    tflop_s: Estimate = Estimate()
+    gb_s: Estimate = Estimate()
+    tflop_s_per_w: Estimate = Estimate()
+    energy_per_flop_pj: Estimate = Estimate()
+    energy_per_byte_pj: Estimate = Estimate()
+    time_basis: str = "ssp_cycle"
+    ci_method: str = ""
+
+
 class RunCount(_Model):
     total: int
     golden: int
@@ -73,9 +111,12 @@ class ScenarioSummary(_Model):
     cycle_time_ns: Estimate
     cycle_time_mean_ns: float | None = None
     energy_per_exec_mj: Estimate
-    sse_vs_ssp_error_pct: Estimate
-    interleaved_vs_ssp_pct: Estimate
+    sse_reading_vs_ssp_pct: Estimate
+    interleaved_reading_vs_ssp_pct: Estimate
+    kernel_power: dict[str, KernelPowerEstimate] = {}
     validation: dict[str, Any] | None = None
+    work: Work | None = None  # the kernel's work per execution, where known (fingrav.contracts.work)
+    throughput: Throughput | None = None  # rates and efficiencies with CIs, where the work is known
 
     def role(self, channel: str, role: str) -> RoleStats | None:
         """channels[channel][role], None when absent."""

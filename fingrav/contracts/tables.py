@@ -13,6 +13,8 @@ Raw tables (collect, calibrate; GPU side, pyarrow):
 * `steps` - calibration load steps: step:int32, gpu_start_ns, gpu_end_ns:int64 (GPU clock)
 * `truth` - simulator only: run:int32, segment, exec_index, channel, power_mw (true cycle mean: start to the next
   start), energy_mj (the execution's own), cycle_ns (true cycle length), cycle_energy_mj (true energy over the cycle)
+* `reading_truth` - simulator only: t_ns, channel, power_mw of every sample in samples.parquet, as the noise-free,
+  unquantized sensor would have read it (the truth of a sensor *reading*; `truth` is the truth of kernel power)
 
 Derived tables (analysis, polars): `binned` (bin stage) and `lois` (differentiate stage).
 """
@@ -70,6 +72,7 @@ RAW: Final[dict[str, pa.Schema]] = {
             ("cycle_energy_mj", pa.float64()),
         ]
     ),
+    "reading_truth": pa.schema([("t_ns", pa.int64()), ("channel", pa.string()), ("power_mw", pa.float64())]),
 }
 
 # binned/<scenario>.parquet: one row per measure run. bin_exec_time_ns: the binned duration (main exec

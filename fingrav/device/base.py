@@ -108,6 +108,12 @@ class KernelHandle(abc.ABC):
 
     label: str
 
+    def describe(self) -> dict[str, Any]:
+        """JSON-able facts about the prepared kernel for provenance (the collect stage records them in the plan as
+        `kernels.main` / `kernels.predecessor`): at least the label; backends add what `prepare` found out
+        (e.g. the SDPA backend torch chose)."""
+        return {"label": self.label}
+
 
 class GPUDevice(abc.ABC):
     """One GPU as the collector sees it. All times in ns; power in mW; energy in mJ.

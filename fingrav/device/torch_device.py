@@ -25,6 +25,16 @@ Launch modes
   is enqueued (the first call with a new count takes a few ms longer on the host, never on the GPU).
 * ``"stream"``: plain launches from Python. Used when capture fails (logged), and selectable.
 
+Attention and user kernels
+--------------------------
+``prepare`` of an AttentionKernel allocates random q, k, v input sets (rotated like a GEMM's) and launches
+``torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)``; the warm-up execution runs once
+under the profiler to record which SDPA backend torch chose (`fingrav.device.sdpa`; the handle's ``describe()``,
+which the collect stage writes into the plan's provenance). A CallableKernel's factory (`fingrav.device.callables`)
+is called with this device current and this device's stream current; the function it returns is launched like
+any kernel (graph-captured when it can be). A capture failure switches the device to stream launches and is
+recorded (``describe()``: ``launch_mode`` "stream", ``graph_capture_error``).
+
 Input sets
 ----------
 ``prepare`` allocates random inputs (``torch.randn``, seeded; never zeros) in the kernel's dtype and a
@@ -187,7 +197,13 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
         }
     if kind in COLLECTIVE_KINDS:
         return collective_sizes(kernel, 1)
-    raise DeviceError(f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv, allreduce, allgather)")
+    if kind == "attention":
+        from fingrav.device.sdpa import attention_sizes
+
+        return attention_sizes(kernel, e)
+    raise DeviceError(
+        f"the torch backend cannot run kernel kind {kind!r} (gemm, gemv, attention, callable, allreduce, allgather)"
+    )
 
 
 COLLECTIVE_KINDS = ("allreduce", "allgather")
@@ -283,15 +299,45 @@ class TorchKernel(KernelHandle):
     owner: int
     matmul: Any
     graphs: dict[tuple[int, int, bool, int], Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_sets(self) -> int:
         return len(self.sets)
 
+    def describe(self) -> dict[str, Any]:
+        """The label, input sets and what `prepare` found out (e.g. the SDPA backend), for provenance."""
+        return {"label": self.label, "input_sets": self.n_sets, **self.info}
+
     def launch(self, i: int) -> None:
         """Enqueue execution `i` (input set i % n_sets) on the current stream."""
         a, b = self.sets[i % len(self.sets)]
         self.matmul(a, b, out=self.out)
+
+
+@dataclass(eq=False)
+class TorchAttention(TorchKernel):
+    """A prepared attention: input sets (q, k, v) rotated like a GEMM's; `sdpa` is
+    torch.nn.functional.scaled_dot_product_attention (the output is allocated by each call: SDPA has no out=)."""
+
+    causal: bool = False
+
+    def launch(self, i: int) -> None:
+        """Enqueue execution `i` (input set i % n_sets) on the current stream."""
+        q, k, v = self.sets[i % len(self.sets)]
+        self.matmul(q, k, v, is_causal=self.causal)
+
+
+@dataclass(eq=False)
+class TorchCallable(TorchKernel):
+    """A prepared user kernel: `fn()` (the factory's launch function) enqueues one execution on the current
+    stream; one "input set" (the factory owns its inputs)."""
+
+    fn: Any = None
+
+    def launch(self, i: int) -> None:
+        """Enqueue one execution (the factory's launch function)."""
+        self.fn()
 
 
 @dataclass(eq=False)
@@ -352,6 +398,7 @@ class TorchGPUDevice(GPUDevice):
         self.timestamp_impl = timestamp_impl
         self._generation = 0
         self._n_prepared = 0
+        self.graph_capture_error: str | None = None  # why capture failed, when it did (launch_mode -> "stream")
         self._closed = False
         with torch.cuda.device(self.index):
             self._stream = torch.cuda.Stream(device=self.device)
@@ -441,6 +488,7 @@ class TorchGPUDevice(GPUDevice):
             "stamp_kernel": self._stamper.name,
             "spin_kernel": self._spinner.name,
             "launch_mode": self.launch_mode,
+            "graph_capture_error": self.graph_capture_error,
             "l2_rotation_factor": self.l2_rotation_factor,
             "collective_launch_mode": "graph" if self.collective_graphs and self.launch_mode == "graph" else "stream",
             "allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
@@ -490,6 +538,10 @@ class TorchGPUDevice(GPUDevice):
         heuristics, workspaces) with one execution per set."""
         if getattr(kernel, "kind", None) in COLLECTIVE_KINDS:
             return self._prepare_collective(kernel)
+        if getattr(kernel, "kind", None) == "callable":
+            return self._prepare_callable(kernel)
+        if getattr(kernel, "kind", None) == "attention":
+            return self._prepare_attention(kernel)
         torch = self._torch
         sz = kernel_sizes(kernel)
         dtype = getattr(torch, DTYPES[sz["dtype"]])
@@ -530,6 +582,74 @@ class TorchGPUDevice(GPUDevice):
             self.l2_bytes / 2**20,
             handle.chunk,
         )
+        return handle
+
+    def _n_sets(self, set_bytes: int) -> int:
+        """Input sets to rotate through for one set of `set_bytes` (L2 rotation, a quarter of free memory)."""
+        free, _total = self._torch.cuda.mem_get_info(self.index)
+        return input_sets_needed(set_bytes, self.l2_bytes, self.l2_rotation_factor, budget_bytes=int(free * 0.25))
+
+    def _generator(self) -> Any:
+        gen = self._torch.Generator(device=self.device)
+        gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
+        self._n_prepared += 1
+        return gen
+
+    def _prepare_attention(self, kernel: Any) -> TorchAttention:
+        """Allocate an attention (module docstring, "Attention and user kernels"): random q, k, v input sets,
+        one warm-up execution per set, the first one under the profiler (which SDPA backend ran)."""
+        from fingrav.device.sdpa import probe_backend
+
+        torch = self._torch
+        sz = kernel_sizes(kernel)
+        dtype = getattr(torch, DTYPES[sz["dtype"]])
+        n_sets = self._n_sets(sz["set_bytes"])
+        gen = self._generator()
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        with self._on_stream():
+            sets = []
+            for _ in range(n_sets):
+                q, k, v = (
+                    torch.randn(shape, generator=gen, device=self.device, dtype=torch.float32).to(dtype)
+                    for shape in (sz["q"], sz["kv"], sz["kv"])
+                )
+                sets.append((q, k, v))
+        handle = TorchAttention(
+            label=kernel.label(), kernel=kernel, sizes=sz, sets=sets, out=None, chunk=chunk_size(n_sets),
+            owner=id(self), matmul=sdpa, causal=sz["causal"],
+        )  # fmt: skip
+        with self._on_stream():
+            q, k, v = sets[0]
+            handle.info.update(probe_backend(torch, lambda: handle.launch(0), q, k, v, sz["causal"]))
+            for i in range(n_sets):
+                handle.launch(i)
+        self._stream.synchronize()
+        logger.info(
+            "prepared %s: SDPA backend %s (%s), %d input set(s) of %.1f MB, graph chunk %d",
+            handle.label,
+            handle.info.get("sdpa_backend"),
+            handle.info.get("sdpa_op") or handle.info.get("sdpa_probe"),
+            n_sets,
+            sz["set_bytes"] / 2**20,
+            handle.chunk,
+        )
+        return handle
+
+    def _prepare_callable(self, kernel: Any) -> TorchCallable:
+        """Call the user's factory with this device and its stream current; run the function it returns once
+        (its warm-up: compilation, autotuning). Errors name the target in one message (`fingrav.device.callables`)."""
+        from fingrav.device.callables import build_launcher, call_launcher
+
+        with self._on_stream():
+            fn = build_launcher(kernel.target, kernel.args)
+            call_launcher(kernel.target, fn)
+        self._stream.synchronize()
+        handle = TorchCallable(
+            label=kernel.label(), kernel=kernel, sizes={"kind": "callable"}, sets=[(None, None)], out=None,
+            chunk=GRAPH_CHUNK, owner=id(self), matmul=None, fn=fn,
+        )  # fmt: skip
+        handle.info["target"] = kernel.target
+        logger.info("prepared %s (%s): graph chunk %d", handle.label, kernel.target, handle.chunk)
         return handle
 
     def _prepare_collective(self, kernel: Any) -> TorchCollective:
@@ -623,9 +743,13 @@ class TorchGPUDevice(GPUDevice):
                 self._enqueue(handle, size, offset, stamped)
         except Exception as exc:
             logger.warning(
-                "CUDA graph capture failed (%s: %s): using stream launches from now on", type(exc).__name__, exc
+                "CUDA graph capture of %s failed (%s: %s): using stream launches from now on",
+                handle.label,
+                type(exc).__name__,
+                exc,
             )
             self.launch_mode = "stream"
+            self.graph_capture_error = f"{handle.label}: {type(exc).__name__}: {str(exc).strip()[:300]}"
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize(self.device)
             return None

@@ -26,6 +26,7 @@ from fingrav.contracts.units import ms
 from fingrav.layout import SweepLayout
 from fingrav.report import collectives as G
 from fingrav.report import figures as F
+from fingrav.report import fleet as FLT
 from fingrav.report.html import FigureOut, render_html
 from fingrav.report.load import (
     ScenarioData,
@@ -47,7 +48,7 @@ PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG: Final = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
-    r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10)\.png$"
+    r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread)\.png$"
 )
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
 
@@ -278,6 +279,7 @@ def build_report(
     meta: Mapping[str, Any],
     world_size: int = 1,
     *,
+    cards: Mapping[str, Sequence[int]] | None = None,
     max_points: int = MAX_POINTS,
     strict: bool = False,
 ) -> list[Path]:
@@ -288,6 +290,9 @@ def build_report(
     shown), "paper_sse_vs_ssp_pct" (optional dict name -> % error, matched to scenarios by name; default
     SSE_VS_SSP_PCT, None or {} for none), "timeline_scenario" (optional)}. world_size: GPUs per
     scenario (> 1: GPU k's profiles and the combined numbers of `fingrav.analysis.combine` are shown too).
+    cards: a sweep over listed GPUs (device.gpus): scenario -> the GPUs it ran on; each scenario is shown from the
+    first (`SweepLayout.card`), summary.csv says which (`gpu`) and, for a fleet survey, has the card-to-card spread
+    (`fingrav.analysis.fleet`), which a figure and a table show too (`fingrav.report.fleet`).
     `max_points` caps the points drawn per chart (deterministic subsampling). A figure that fails is logged and
     reported in the page; with `strict=True` it raises instead (and every spec is schema-validated)."""
     t_start = time.perf_counter()
@@ -296,16 +301,22 @@ def build_report(
     renderer = _Renderer(out_dir, strict)
     try:
         ci = _ci_pct(meta)
-        scns = load_scenarios(layout, scenarios)
+        scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)
         combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
+        fleet = FLT.load_fleet(layout, scenarios) if cards else {}
         table = G.add_rank_columns(summary_frame([s.row for s in scns]), combined)
+        table = G.add_rank_columns(table, FLT.gpu_rows(cards, fleet)) if cards else table
         written = [write_summary_csv(table, layout.summary_csv)]
-        calibration = load_calibration(layout)
+        calibration = load_calibration(scns[0].layout if cards and scns else layout)
         _clean_pngs(out_dir)
         unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)
         if unknown:
             logger.warning("flags the registry (fingrav.contracts.flags) does not know: %s", sorted(unknown))
         _add_figures(renderer, layout, scns, combined, calibration, meta, world_size, ci, max_points)
+        if fleet:
+            caption = FLT.FLEET_CAPTION.format(ci=ci) + FLT.fleet_table_html(fleet, scenarios)
+            order = list(scenarios)
+            renderer.add("fleet_spread", "fleet", "Card-to-card spread", caption, lambda: FLT.fleet_chart(fleet, order))
     finally:
         figures = renderer.finish()
     validation = F.validation_data(scns) if F.has_truth(scns) else None

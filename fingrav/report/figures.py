@@ -682,7 +682,7 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     scenario's own SSP."""
     rows = []
     for s in scns:
-        if not s.has_predecessor or not _finite(s.row.get("interleaved_power_w")):
+        if not s.has_predecessor or not _finite(s.row.get("interleaved_reading_w")):
             continue
         ref = next(
             (
@@ -699,7 +699,7 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         src = ref if ref is not None else s
         ref_label = f"isolated SSP ({ref.name})" if ref is not None else "own SSP (no isolated scenario)"
         xlabel = f"{s.name} (vs {ref.name})" if ref is not None else f"{s.name} (vs own SSP)"
-        inter = float(s.row["interleaved_power_w"])
+        inter = float(s.row["interleaved_reading_w"])
         ref_w = src.row.get("ssp_power_w")
         pct = (inter - ref_w) / ref_w * 100.0 if _finite(ref_w) and ref_w else None
         rows.append(
@@ -707,8 +707,8 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
                 "scenario": s.name,
                 "measure": "interleaved (1st after predecessor)",
                 "power_w": inter,
-                "lo_w": s.row.get("interleaved_power_ci_low_w"),
-                "hi_w": s.row.get("interleaved_power_ci_high_w"),
+                "lo_w": s.row.get("interleaved_reading_ci_low_w"),
+                "hi_w": s.row.get("interleaved_reading_ci_high_w"),
                 "label": f"{pct:+.1f} %" if pct is not None else "",
                 "reference": ref_label,
                 "xlabel": xlabel,
@@ -794,7 +794,7 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
     rows = []
     by_norm = {_norm(s.name): s.name for s in scns}
     for s in scns:
-        v = s.row.get("sse_vs_ssp_error_pct")
+        v = s.row.get("sse_reading_vs_ssp_pct")
         if s.sse_measurable and _finite(v):
             rows.append(
                 {
@@ -930,7 +930,7 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
             ),
         ]
         if s.sse_measurable:
-            entries.append((REF_MEASURES[2], "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", ""))
+            entries.append((REF_MEASURES[2], "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", ""))
         for measure, v, lo, hi, label in entries:
             if not _finite(r.get(v)):
                 continue
@@ -1009,13 +1009,13 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
     # label, measured, ci low, ci high, truth, error column (if the row has one)
     ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w", "ssp_error_pct"),
-    ("SSE power (W)", "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w", "truth_sse_power_w", None),
+    ("SSE power (W)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", "truth_sse_kernel_power_w", None),
     (
         "interleaved power (W)",
-        "interleaved_power_w",
-        "interleaved_power_ci_low_w",
-        "interleaved_power_ci_high_w",
-        "truth_interleaved_power_w",
+        "interleaved_reading_w",
+        "interleaved_reading_ci_low_w",
+        "interleaved_reading_ci_high_w",
+        "truth_interleaved_kernel_power_w",
         None,
     ),
     (
@@ -1050,7 +1050,7 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     rows = []
     for s in scns:
         for label, m, lo, hi, t, err_col in TRUTH_QUANTITIES:
-            if m == "sse_power_w" and not s.sse_measurable:
+            if m == "sse_reading_w" and not s.sse_measurable:
                 continue
             mv, tv = s.row.get(m), s.row.get(t)
             if not (_finite(mv) and _finite(tv)) or tv == 0:
@@ -1158,14 +1158,14 @@ def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         r = s.row
         items = [
             ("SSP (kernel power)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),
-            ("SSE (sensor reading)", "sse_power_w", "sse_power_ci_low_w", "sse_power_ci_high_w"),
+            ("SSE (sensor reading)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w"),
             (
                 "interleaved (sensor reading)",
-                "interleaved_power_w",
-                "interleaved_power_ci_low_w",
-                "interleaved_power_ci_high_w",
+                "interleaved_reading_w",
+                "interleaved_reading_ci_low_w",
+                "interleaved_reading_ci_high_w",
             ),
-            ("SSE true power", "truth_sse_power_w", None, None),
+            ("SSE true power", "truth_sse_kernel_power_w", None, None),
         ]
         for label, m, lo, hi in items:
             if label.startswith("SSE (") and not s.sse_measurable:

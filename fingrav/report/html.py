@@ -301,8 +301,8 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         )
         if s.sse_measurable:
             sse_cells = [
-                fmt_ci(r.get("sse_power_w"), r.get("sse_power_ci_low_w"), r.get("sse_power_ci_high_w"), 1),
-                fmt(r.get("sse_vs_ssp_error_pct"), 1),
+                fmt_ci(r.get("sse_reading_w"), r.get("sse_reading_ci_low_w"), r.get("sse_reading_ci_high_w"), 1),
+                fmt(r.get("sse_reading_vs_ssp_pct"), 1),
             ]
         else:
             sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
@@ -327,12 +327,12 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
                 r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
             ),
             fmt_ci(
-                r.get("interleaved_power_w"),
-                r.get("interleaved_power_ci_low_w"),
-                r.get("interleaved_power_ci_high_w"),
+                r.get("interleaved_reading_w"),
+                r.get("interleaved_reading_ci_low_w"),
+                r.get("interleaved_reading_ci_high_w"),
                 1,
             ),
-            fmt(r.get("interleaved_vs_ssp_pct"), 1),
+            fmt(r.get("interleaved_reading_vs_ssp_pct"), 1),
         ]
         for ch in channels:
             st = s.summary.role(ch, R.SSP)
@@ -527,6 +527,11 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
         "Several GPUs: per GPU, combined, collectives",
         "Each scenario ran on every GPU at once, one process per GPU in lockstep; GPU 0's numbers are the summary "
         "table's, the other GPUs' and the combined ones are here and in summary.csv.",
+    ),
+    (
+        "fleet",
+        "Several cards: card-to-card spread",
+        "A fleet survey: the same scenarios on every listed GPU, each GPU measured and analyzed on its own.",
     ),
     ("truth", "Measured vs truth", ""),
 )

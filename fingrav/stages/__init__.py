@@ -9,6 +9,7 @@ in one line: `python -m fingrav.stages <stage> --log <log> --params <json>` (`fi
 | `bin` | step 6 (golden runs) | analysis |
 | `differentiate` | steps 7-9 (LOIs/TOIs, SSE vs SSP, energy, flags) | analysis |
 | `combine` | several GPUs of one scenario | analysis |
+| `fleet` | one scenario on every listed GPU: the card-to-card spread | analysis |
 | `report` | summary.csv, figures, index.html | analysis |
 
 GPU-side stage modules import nothing of polars, altair or snakemake.
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # the stage client (`python -m fingrav.stages`) imports only 
 
 M = TypeVar("M", bound="BaseModel")
 
-STAGES = ("calibrate", "collect", "bin", "differentiate", "combine", "report")
+STAGES = ("calibrate", "collect", "bin", "differentiate", "combine", "fleet", "report")
 
 
 def typed(model: type[M], value: Any) -> M:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from fingrav.stages.job import parser, run_stage
@@ -21,6 +22,8 @@ GPU_BACKENDS = ("nvml", "amdsmi")
 def _needs_gpu(args: argparse.Namespace) -> bool:
     if args.stage not in ("calibrate", "collect"):
         return False
+    if os.environ.get("SLURM_JOB_ID"):  # a scheduler's GPU job runs in its own allocation, never in a worker
+        return True
     device = json.loads(args.params).get("device") or {}
     return device.get("backend") in GPU_BACKENDS or int(device.get("world_size") or 1) > 1
 

@@ -71,12 +71,15 @@ def run(
     raw = layout.scenario_dir(scenario, rank)
     rawio.verify_manifest(raw)  # a damaged or altered raw file stops here, named
     plan = read_plan(raw / "plan.json")
-    calibration = rawio.read_model(layout.calibration_json(rank), Calibration)
+    own = layout.scenario_calibration(scenario, rank)  # the measuring GPU's own, when it was not the calibrated one
+    calibration = rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)
     samples_path = raw / "samples.parquet"
     binned_path = layout.binned(scenario, rank)
     binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
     clock, clock_source = scenario_clock(read_frame(raw / "clock.parquet"), calibration)
     truth = read_frame(layout.truth(scenario, rank)) if with_truth else None
+    readings_path = layout.reading_truth(scenario, rank)
+    reading_truth = read_frame(readings_path) if with_truth and readings_path.exists() else None
     raw_prov = rawio.read_metadata(raw / "executions.parquet")
     raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
     prov = {
@@ -96,6 +99,7 @@ def run(
         scenario_sensors(calibration, plan),
         analysis,
         truth,
+        reading_truth=reading_truth,
         max_clock_residual_us=max_clock_residual_us,
         scenario=scenario,
         backend=str(backend) if backend is not None else None,

@@ -17,14 +17,21 @@ from fingrav.provenance import provenance
 logger = logging.getLogger(__name__)
 
 
-def run(layout: SweepLayout, scenarios: Sequence[str], meta: Mapping[str, Any], world_size: int = 1) -> list[Path]:
-    """Write summary.csv and report/index.html (+ figures); returns their paths."""
+def run(
+    layout: SweepLayout,
+    scenarios: Sequence[str],
+    meta: Mapping[str, Any],
+    world_size: int = 1,
+    cards: Mapping[str, Sequence[int]] | None = None,
+) -> list[Path]:
+    """Write summary.csv and report/index.html (+ figures); returns their paths. `cards`: a sweep over listed GPUs
+    (scenario -> the GPUs it ran on, `fingrav.config.SweepConfig.gpus_of`)."""
     from fingrav.report import build_report
 
     meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash"))}
-    return build_report(layout, list(scenarios), meta, world_size)
+    return build_report(layout, list(scenarios), meta, world_size, cards=cards)
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule report: {root, scenarios, meta, world_size}."""
-    run(SweepLayout(Path(p["root"])), p["scenarios"], p["meta"], int(p["world_size"]))
+    """Rule report: {root, scenarios, meta, world_size, cards (optional)}."""
+    run(SweepLayout(Path(p["root"])), p["scenarios"], p["meta"], int(p["world_size"]), p.get("cards"))

@@ -56,8 +56,8 @@ def test_sse_ssp_separation_exact_means_and_error():
     lois, s, _ = run_synth(runs=40, outlier_runs=(4,), delay_ns=25_000, drift=30e-6, offset_ns=-7_777_777)
     row = s["row"]
     assert row["ssp_power_w"] == pytest.approx(400.0, abs=1e-9)
-    assert row["sse_power_w"] == pytest.approx(350.0, abs=1e-9)
-    assert row["sse_vs_ssp_error_pct"] == pytest.approx(-12.5, abs=1e-9)
+    assert row["sse_reading_w"] == pytest.approx(350.0, abs=1e-9)
+    assert row["sse_reading_vs_ssp_pct"] == pytest.approx(-12.5, abs=1e-9)
     assert row["ssp_memory_power_w"] == pytest.approx(100.0, abs=1e-9)
     assert s["channels"]["total"]["warmup"]["mean_mw"] == pytest.approx(300_000.0)
     # every LOI carries exactly its role's level: delay correction and the clock mapping are right
@@ -70,8 +70,8 @@ def test_sse_ssp_separation_exact_means_and_error():
 def test_interleaved_vs_ssp():
     _, s, _ = run_synth(runs=30, predecessor_count=3)
     row = s["row"]
-    assert row["interleaved_power_w"] == pytest.approx(450.0)
-    assert row["interleaved_vs_ssp_pct"] == pytest.approx(12.5)
+    assert row["interleaved_reading_w"] == pytest.approx(450.0)
+    assert row["interleaved_reading_vs_ssp_pct"] == pytest.approx(12.5)
     assert s["channels"]["total"]["pred"]["mean_mw"] == pytest.approx(500_000.0)
 
 
@@ -186,15 +186,15 @@ def test_sse_is_first_ssp_execution_when_indices_coincide():
         s["channels"]["total"]["sse"]["lois"]
         == lois.filter((pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
     )
-    assert s["row"]["sse_vs_ssp_error_pct"] == pytest.approx(0.0)
+    assert s["row"]["sse_reading_vs_ssp_pct"] == pytest.approx(0.0)
 
 
 def test_interleaved_first_execution_is_also_sse_without_warmups():
     lois, s, _ = run_synth(runs=20, warmups=0, ssp_index=2, tail=2, predecessor_count=2)
     # exec 0 has role "sse" (precedence) and level "sse"; the interleaved group is the same execution
     assert s["channels"]["total"]["first"]["mean_mw"] == pytest.approx(350_000.0)
-    assert s["row"]["interleaved_power_w"] == pytest.approx(350.0)
-    assert s["row"]["sse_power_w"] == pytest.approx(350.0)
+    assert s["row"]["interleaved_reading_w"] == pytest.approx(350.0)
+    assert s["row"]["sse_reading_w"] == pytest.approx(350.0)
 
 
 def test_no_lois_gives_nulls_not_errors():
@@ -243,7 +243,7 @@ def test_sse_lois_from_golden_runs_of_both_kinds():
     assert lois.filter(pl.col("run").is_in([2, 35]))["golden"].unique().to_list() == [False]
     row = s["row"]
     assert (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["sse_runs_golden"]) == (30, 29, 40, 39)
-    assert row["ssp_power_w"] == pytest.approx(400.0) and row["interleaved_power_w"] == pytest.approx(450.0)
+    assert row["ssp_power_w"] == pytest.approx(400.0) and row["interleaved_reading_w"] == pytest.approx(450.0)
 
 
 def test_legacy_measure_runs_are_not_read():
@@ -262,7 +262,7 @@ def test_legacy_measure_runs_are_not_read():
     row = s["row"]
     counts = (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["lois"], row["lois_sse"])
     assert counts == (0, 0, 0, 0, 0)
-    assert row["ssp_power_w"] is None and row["sse_power_w"] is None and row["exec_time_us"] is None
+    assert row["ssp_power_w"] is None and row["sse_reading_w"] is None and row["exec_time_us"] is None
     assert "too_few_lois" in s["flags"] and row["valid"] is False
     assert s["sample_phase"]["runs"] == 0  # nor are their starts used by the sampling-phase check
 

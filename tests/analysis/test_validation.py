@@ -70,14 +70,24 @@ def test_validate_signed_errors():
     binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
     truth = d["truth"].with_columns(power_mw=pl.col("power_mw") * 0.8, energy_mj=pl.col("energy_mj") * 1.25)
     truth = with_cycle_energy(truth)
-    v = validate(truth, binned, d["plan"], ssp_power_mw=400_000.0, sse_power_mw=350_000.0, energy_per_exec_mj=80.0)
+    v = validate(
+        truth,
+        binned,
+        d["plan"],
+        ssp_power_mw=400_000.0,
+        sse_reading_mw=350_000.0,
+        energy_per_exec_mj=80.0,
+        sse_kernel_mw=350_000.0,
+    )
     assert v["truth_ssp_power_w"] == pytest.approx(320.0)
     assert v["ssp_error_pct"] == pytest.approx(25.0)  # (400 - 320) / 320
-    assert v["truth_sse_power_w"] == pytest.approx(280.0)
-    assert v["sse_error_pct"] == pytest.approx(25.0)
+    assert v["truth_sse_kernel_power_w"] == pytest.approx(280.0)
+    assert v["sse_kernel_power_error_pct"] == pytest.approx(25.0)
+    assert v["sse_reading_error_pct"] is None  # no reading truth given
+    assert v["truth_sse_reading_w"] is None
     e_true = v["truth_energy_per_exec_mj"]
     assert v["energy_error_pct"] == pytest.approx((80.0 - e_true) / e_true * 100)
-    assert v["truth_interleaved_power_w"] is None and v["interleaved_error_pct"] is None
+    assert v["truth_interleaved_kernel_power_w"] is None and v["interleaved_kernel_power_error_pct"] is None
 
 
 def test_differentiate_row_has_truth_columns():
@@ -90,12 +100,15 @@ def test_differentiate_row_has_truth_columns():
     row = s["row"]
     assert row["truth_ssp_power_w"] == pytest.approx(440.0)
     assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
-    assert row["truth_interleaved_power_w"] == pytest.approx(495.0)
+    assert row["truth_interleaved_kernel_power_w"] == pytest.approx(495.0)
     # energy truth = true cycle power x cycle time: 10 % high like the power
     assert row["energy_error_pct"] == pytest.approx((400 / 440 - 1) * 100)
     assert s["validation"]["energy_truth"] == "cycle"
     assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
-    assert s["validation"]["sse_error_pct"] == pytest.approx((350 - 385) / 385 * 100)
+    # the synthetic sensor resolves the SSE (350 W): its kernel power is measured and validated against 385 W
+    assert s["kernel_power"]["sse"]["measurable"] is True
+    assert s["kernel_power"]["sse"]["value_mw"] == pytest.approx(350_000.0, rel=2e-3)
+    assert s["validation"]["sse_kernel_power_error_pct"] == pytest.approx((350 - 385) / 385 * 100, abs=0.2)
     # without truth: no truth columns
     _, s2 = differentiate(
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None

@@ -53,11 +53,11 @@ def test_collective_configs_and_labels() -> None:
         (lambda d: d["device"].update(world_size=1), ["scenario 'ar-64k'", "device.world_size must be >= 2", "is 1"]),
         (lambda d: d["device"].update(world_size=0), ["device.world_size", "greater than or equal to 1"]),
         (lambda d: d["scenarios"][3]["kernel"].update(size_bytes=3), ["size_bytes=3", "whole number of bf16"]),
-        (lambda d: d["scenarios"][3]["kernel"].update(size_bytes=0), ["scenarios.3.kernel.size_bytes", "0"]),
-        (lambda d: d["scenarios"][3]["kernel"].update(bytes=8), ["scenarios.3.kernel.bytes", "unknown key"]),
+        (lambda d: d["scenarios"][3]["kernel"].update(size_bytes=0), ["scenarios['ar-64k'].kernel.size_bytes", "0"]),
+        (lambda d: d["scenarios"][3]["kernel"].update(bytes=8), ["scenarios['ar-64k'].kernel.bytes", "unknown key"]),
         (
             lambda d: d["scenarios"][3].update(kernel={"kind": "allgather", "size_bytes": 6}),
-            ["scenarios.3.kernel", "allgather size_bytes=6", "device.world_size=2"],
+            ["scenarios['ar-64k'].kernel", "allgather size_bytes=6", "device.world_size=2"],
         ),
         (lambda d: d["device"].update(dist_backend="nccl"), ["'nccl' needs GPUs"]),
         (lambda d: d["device"].update(dist_backend="mpi"), ["device.dist_backend", "'mpi'"]),
@@ -346,8 +346,8 @@ def _summary(
         exec_time_ns=none,
         cycle_time_ns=none,
         energy_per_exec_mj=none,
-        sse_vs_ssp_error_pct=none,
-        interleaved_vs_ssp_pct=none,
+        sse_reading_vs_ssp_pct=none,
+        interleaved_reading_vs_ssp_pct=none,
     )
 
 

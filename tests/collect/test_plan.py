@@ -89,7 +89,8 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
     # 30 SSE LOIs at 4 % chance per run -> 750 SSE runs; SSP runs from the guidance table
     assert plan.sse_runs == 750 and plan.runs == 400
     assert plan.sse_executions_per_run == 4
-    assert plan.executions_per_run == plan.ssp_index + plan.tail + 1 and plan.trailing == 1
+    # trailing: one for the last SSP cycle + ceil(group delay 0.5 ms / 42 us) = 12 for the centroid-aligned SSP
+    assert plan.executions_per_run == plan.ssp_index + plan.tail + plan.trailing and plan.trailing == 1 + 12
     assert plan.idle_ns >= SENSOR_FAST.settle_ns
 
 

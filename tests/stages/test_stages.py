@@ -15,7 +15,7 @@ from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.sensor import PlanSensor, SensorModel
-from fingrav.contracts.summary import COUNTS, EXTRA, HEAD, TRUTH, TRUTH_EXTRA
+from fingrav.contracts.summary import COUNTS, EXTRA, HEAD, THROUGHPUT, TRUTH, TRUTH_EXTRA
 from fingrav.layout import SweepLayout
 from fingrav.report.table import summary_frame
 from fingrav.stages import bin as bin_stage
@@ -100,7 +100,7 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert on_disk["clock"]["drift_ppm"] == pytest.approx(20.0, abs=0.01)
     row = summary["row"]
     assert row["kernel"] == "gemm 2048x2048x2048 bf16" and row["backend"] == "sim" and row["predecessor"] is None
-    assert row["ssp_power_w"] == pytest.approx(400.0) and row["sse_power_w"] == pytest.approx(350.0)
+    assert row["ssp_power_w"] == pytest.approx(400.0) and row["sse_reading_w"] == pytest.approx(350.0)
     assert row["ssp_error_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
     assert (row["sse_runs_total"], row["sse_runs_golden"]) == (20, 19)
     assert row["reference_power_w"] == pytest.approx(400.0) and row["ssp_vs_reference_pct"] == pytest.approx(0.0)
@@ -171,8 +171,28 @@ def test_summary_table_column_order_and_types():
         *COUNTS,
         *TRUTH,
         *EXTRA,
+        *THROUGHPUT,
         *TRUTH_EXTRA,
     ]
+    assert THROUGHPUT == (  # the work-based columns (fingrav.analysis.throughput), after EXTRA
+        "work_flop",
+        "work_bytes",
+        "throughput_tflop_s",
+        "throughput_ci_low_tflop_s",
+        "throughput_ci_high_tflop_s",
+        "bandwidth_gb_s",
+        "bandwidth_ci_low_gb_s",
+        "bandwidth_ci_high_gb_s",
+        "energy_efficiency_tflop_s_per_w",
+        "energy_efficiency_ci_low_tflop_s_per_w",
+        "energy_efficiency_ci_high_tflop_s_per_w",
+        "energy_per_flop_pj",
+        "energy_per_flop_ci_low_pj",
+        "energy_per_flop_ci_high_pj",
+        "energy_per_byte_pj",
+        "energy_per_byte_ci_low_pj",
+        "energy_per_byte_ci_high_pj",
+    )
     assert EXTRA[3:] == (
         "sse_runs_total",
         "sse_runs_golden",
@@ -182,13 +202,17 @@ def test_summary_table_column_order_and_types():
         "ssp_vs_reference_pct",
         "reference_energy_power_w",
         "reference_counter_vs_samples_pct",
-        "sse_vs_ssp_error_ci_low_pct",
-        "sse_vs_ssp_error_ci_high_pct",
-        "interleaved_vs_ssp_ci_low_pct",
-        "interleaved_vs_ssp_ci_high_pct",
+        "sse_reading_vs_ssp_ci_low_pct",
+        "sse_reading_vs_ssp_ci_high_pct",
+        "interleaved_reading_vs_ssp_ci_low_pct",
+        "interleaved_reading_vs_ssp_ci_high_pct",
+        "sse_kernel_vs_ssp_ci_low_pct",
+        "sse_kernel_vs_ssp_ci_high_pct",
+        "interleaved_kernel_vs_ssp_ci_low_pct",
+        "interleaved_kernel_vs_ssp_ci_high_pct",
     )
     assert t.schema["sse_runs_total"] == pl.Int64
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
-    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA]
+    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT]

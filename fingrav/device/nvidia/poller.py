@@ -7,7 +7,9 @@ What is read (see shared/H200.md for measured numbers)
 ------------------------------------------------------
 * channel ``total``: ``nvmlDeviceGetSamples(handle, NVML_TOTAL_POWER_SAMPLES, last_ts_us)``, the
   driver's buffer of (timestamp, mW) power samples. Timestamps are host wall-clock microseconds since
-  the epoch (the clock of ``time.time_ns()``); they are converted to ns. On an H200 a new value arrives
+  the epoch (the clock of ``time.time_ns()``); they are converted to ns on the host clock
+  (`fingrav.device.hostclock`: CLOCK_MONOTONIC, never stepped) with the wall - host offset measured at
+  every poll. On an H200 a new value arrives
   every ~20 ms and the buffer holds a few seconds, so the poller drains it every ``interval_ms``
   (default 10 ms; keep it <= 50 ms) with the last timestamp seen, drops anything already seen
   (de-duplication by timestamp) and treats NVML_ERROR_NOT_FOUND ("no sample newer than last_ts") as
@@ -26,6 +28,16 @@ median of the last intervals is reported as a gap ``(t_before_ns, t_after_ns)`` 
 publishing). Until ``MIN_INTERVALS_FOR_GAPS`` intervals are known the check is deferred, not skipped:
 earlier intervals are checked as soon as the median exists. Time before the first sample after
 ``start`` and after the last one before ``stop`` is not checked.
+
+Faults (`fingrav.device.screening`: set aside, counted in ``stats``, warned about; never silent)
+-----------------------------------------------------------------------------------------------
+Non-physical values (0, the all-ones sentinels, > 5 kW, not finite), one timestamp with two different values
+(both set aside), a batch out of time order (counted: the ring buffer may wrap), an unknown value type (a
+DeviceError: reading the wrong union member gives plausible garbage). A step of the wall clock (NTP,
+settimeofday) changes the wall - host offset: the samples of the poll that noticed it are set aside (they may
+be stamped on either side of the step), the time since the previous poll is a gap, and after a step back the
+time until the driver's stamps pass the last one seen again (its samples cannot be told from those already
+read) is a gap too; samples stamped after the step are mapped with the new offset.
 
 Errors
 ------
@@ -47,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from fingrav.device.base import PowerSamples
+from fingrav.device.hostclock import WallClock, host_ns
 from fingrav.device.nvidia.library import (
     init_nvml,
     is_nvml_error,
@@ -59,6 +72,7 @@ from fingrav.device.nvidia.library import (
     wrap_nvml_error,
 )
 from fingrav.device.sampler_host import PollSchedule
+from fingrav.device.screening import FaultLog, physical_mw
 from fingrav.errors import DeviceError, FingravError
 
 logger = logging.getLogger(__name__)
@@ -125,9 +139,6 @@ class NVMLSamplerConfig:
 
 # --------------------------------------------------------------------------- NVML reads
 VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-# the all-ones "not available" patterns of the unsigned value types, and no board draws more than this
-SENTINELS = frozenset({0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
-MAX_PLAUSIBLE_MW = 5_000_000.0
 
 
 def value_of(value: Any, value_type: int) -> float:
@@ -137,11 +148,6 @@ def value_of(value: Any, value_type: int) -> float:
     if member is None:
         raise DeviceError(f"NVML returned samples of unknown value type {value_type!r}")
     return float(getattr(value, member))
-
-
-def physical_mw(v: float) -> bool:
-    """A total-power sample that can be real: finite, > 0 (0 is "no value"), not a sentinel, <= 5 kW."""
-    return np.isfinite(v) and 0.0 < v <= MAX_PLAUSIBLE_MW and int(v) not in SENTINELS
 
 
 def read_memory_power(nvml: Any, handle: Any) -> tuple[int, float] | None:
@@ -230,6 +236,11 @@ class GapDetector:
                 )
         self._unchecked.clear()
 
+    def add(self, t_before_ns: int, t_after_ns: int) -> None:
+        """A gap known from elsewhere (e.g. a wall-clock step): reported with the others."""
+        self._gaps.append((int(t_before_ns), int(t_after_ns)))
+        self.total_gaps += 1
+
     def take(self) -> list[tuple[int, int]]:
         out, self._gaps = self._gaps, []
         return out
@@ -240,10 +251,11 @@ class PowerPoller:
     """Drains the NVML power sample buffer of one GPU: the `fingrav.device.sampler_host.Poller` of NVML,
     usable in-process too.
 
-    `nvml`: the pynvml module (or a fake); `handle`: its device handle; `clock_ns`: the host clock
-    (time.time_ns, the clock NVML stamps samples with); nvml_index: reported by describe();
-    owns_library: close() shuts NVML down (set by `open_poller`). Call start(), then poll() every
-    `config.interval_ms`, and take() whenever the samples are wanted."""
+    `nvml`: the pynvml module (or a fake); `handle`: its device handle; `clock_ns`: the wall clock NVML stamps
+    samples with (time.time_ns); `host_ns`: the host clock the samples are put on (`fingrav.device.hostclock`;
+    a test that drives both by hand passes the same clock); nvml_index: reported by describe(); owns_library:
+    close() shuts NVML down (set by `open_poller`). Call start(), then poll() every `config.interval_ms`, and
+    take() whenever the samples are wanted."""
 
     def __init__(
         self,
@@ -252,6 +264,7 @@ class PowerPoller:
         config: NVMLSamplerConfig,
         clock_ns: Callable[[], int] = time.time_ns,
         *,
+        host_ns: Callable[[], int] = host_ns,
         nvml_index: int | None = None,
         owns_library: bool = False,
     ) -> None:
@@ -259,6 +272,10 @@ class PowerPoller:
         self.handle = handle
         self.config = config
         self.clock_ns = clock_ns
+        self.host_ns = host_ns
+        self._wall = WallClock(clock_ns, host_ns)
+        self._blind_until_us: int | None = None  # after a wall-clock step back: stamps up to here are ambiguous
+        self._blind_from_ns: int | None = None
         self.nvml_index = config.nvml_index if nvml_index is None else nvml_index
         self.schedule = config.schedule
         self._owns_library = owns_library
@@ -281,9 +298,6 @@ class PowerPoller:
             "memory_samples": 0,
             "not_found": 0,
             "duplicates": 0,
-            "time_backwards": 0,
-            "conflicting_duplicates": 0,
-            "nonphysical": 0,
             "errors": 0,
             "memory_errors": 0,
             "gaps": 0,
@@ -295,8 +309,8 @@ class PowerPoller:
             "memory_disabled": None,
             "warnings": [],
         }
+        self.faults = FaultLog("NVML sampler", self.stats)
         self._last_poll_ns: int | None = None
-        self._reported: dict[str, int] = {}
 
     @property
     def running(self) -> bool:
@@ -309,6 +323,8 @@ class PowerPoller:
     def start(self) -> None:
         """Begin a sampling period: only samples stamped after now - history_ms are kept."""
         self.fatal = None
+        self._wall.update()
+        self._blind_from_ns = None
         now = self.clock_ns()
         self._last_ts_us = max(0, (now - int(self.config.history_ms * 1e6)) // 1000)
         self._gaps.reset()
@@ -327,10 +343,7 @@ class PowerPoller:
             shutdown_nvml(self.nvml)
 
     def _warn(self, msg: str) -> None:
-        logger.warning(msg)
-        warnings = self.stats["warnings"]
-        if len(warnings) < 50:
-            warnings.append(msg)
+        self.faults.warn(msg)
 
     def _failed(self, exc: FingravError, what: str) -> None:
         self.stats["errors"] += 1
@@ -348,28 +361,51 @@ class PowerPoller:
         if not self._running:
             return 0
         t0 = time.perf_counter_ns()
-        now = self.clock_ns()
-        if self._last_poll_ns is not None:
-            gap = now - self._last_poll_ns
+        now = self.host_ns()
+        previous = self._last_poll_ns
+        if previous is not None:
+            gap = now - previous
             self.stats["max_poll_interval_ns"] = max(self.stats["max_poll_interval_ns"], gap)
             if gap > 3 * self.config.interval_ms * 1e6:
                 self.stats["late_polls"] += 1
         self._last_poll_ns = now
         self.stats["polls"] += 1
-        n_new = 0
+        n_new, kept = 0, len(self._t)
+        since = previous if previous is not None else now
+        stepped = self._clock_stepped(since)
         try:
-            n_new = self._poll_total()
+            n_new = self._poll_total(stepped)
         except FingravError as exc:
             self._failed(exc, "nvmlDeviceGetSamples(TOTAL_POWER)")
         else:
             self._consecutive_errors = 0
+        if self._clock_stepped(since):  # a step during the read: what it kept may be stamped on either side
+            stepped = True
+            self.stats["clock_step_samples"] = self.stats.get("clock_step_samples", 0) + len(self._t) - kept
+            self.stats["samples"] -= len(self._t) - kept
+            del self._t[kept:], self._p[kept:]
+            n_new = 0
         if self._memory and now >= self._mem_due_ns:
             self._mem_due_ns = now + int(self.config.memory_interval_ms * 1e6)
-            self._poll_memory(now)
+            self._poll_memory(now, stepped)
         self.stats["max_poll_ns"] = max(self.stats["max_poll_ns"], time.perf_counter_ns() - t0)
         return n_new
 
-    def _poll_total(self) -> int:
+    def _clock_stepped(self, since_ns: int) -> bool:
+        """Whether the wall clock NVML stamps with stepped since the last check (counted, warned about; the time
+        from `since_ns`, the previous poll, is a gap until a sample stamped after the step is kept)."""
+        step = self._wall.update()
+        if step is None:
+            return False
+        self.faults.count("clock_steps")
+        self._warn(
+            f"the host's wall clock stepped by {step / 1e6:+.3f} ms: NVML stamps its samples with it, so the "
+            "samples read around the step are set aside and the time is a gap"
+        )
+        self._blind_from_ns = since_ns if self._blind_from_ns is None else min(self._blind_from_ns, since_ns)
+        return True
+
+    def _poll_total(self, stepped: bool = False) -> int:
         nvml = self.nvml
         try:
             value_type, samples = nvml.nvmlDeviceGetSamples(self.handle, self._sample_type, self._last_ts_us)
@@ -388,7 +424,7 @@ class PowerPoller:
         for smp in samples:
             ts, v = int(smp.timeStamp), value_of(smp.sampleValue, value_type)
             if prev is not None and ts < prev:
-                self.stats["time_backwards"] += 1
+                self.faults.count("time_backwards")
             prev = ts
             if ts <= self._last_ts_us:  # delivered before
                 self.stats["duplicates"] += 1
@@ -401,24 +437,27 @@ class PowerPoller:
         for ts in sorted(order):
             values = by_ts[ts]
             if len(values) > 1:  # one timestamp, different values: neither can be trusted
-                self.stats["conflicting_duplicates"] += 1
+                self.faults.count("conflicting_duplicates")
                 continue
             (v,) = values
             if not physical_mw(v):
-                self.stats["nonphysical"] += 1
+                self.faults.count("nonphysical")
                 continue
             pairs.append((ts, v))
         fresh = pairs
         if order:  # every timestamp seen, kept or set aside, is never read again
             self._last_ts_us = max(self._last_ts_us, max(order))
         # (a batch out of time order is only counted: the driver's ring buffer may legitimately wrap)
-        for key in ("conflicting_duplicates", "nonphysical"):
-            if self.stats[key] and self.stats[key] != self._reported.get(key):
-                self._reported[key] = self.stats[key]
-                self._warn(f"power samples set aside or out of order: {key} = {self.stats[key]}")
+        self.faults.report()
+        if stepped:  # stamped before or after a wall-clock step: no way to tell, so none is kept
+            self.stats["clock_step_samples"] = self.stats.get("clock_step_samples", 0) + len(fresh)
+            return 0
         if not fresh:
             return 0
-        t_ns = [ts * 1000 for ts, _ in fresh]
+        t_ns = [self._wall.to_host(ts * 1000) for ts, _ in fresh]
+        if self._blind_from_ns is not None:  # the first sample after a wall-clock step closes its gap
+            self._gaps.add(self._blind_from_ns, t_ns[0])
+            self._blind_from_ns = None
         self._t.extend(t_ns)
         self._p.extend(v for _, v in fresh)
         self._gaps.feed(t_ns)
@@ -426,7 +465,7 @@ class PowerPoller:
         self.stats["period_ns"] = self._gaps.period_ns
         return len(fresh)
 
-    def _poll_memory(self, now: int) -> None:
+    def _poll_memory(self, now: int, stepped: bool = False) -> None:
         got: tuple[int, float] | FingravError | None
         try:
             got = read_memory_power(self.nvml, self.handle)
@@ -442,16 +481,20 @@ class PowerPoller:
                 self._warn(f"memory power channel disabled after {self.stats['memory_errors']} failures")
             return
         ts_us, mw = got
-        if self._mem_last is not None and mw == self._mem_last:
-            return
+        if stepped or (self._mem_last is not None and mw == self._mem_last):
+            return  # (across a wall-clock step its stamp cannot be placed)
         self._mem_last = mw
-        self._mt.append(ts_us * 1000 if ts_us > 0 else now)
+        self._mt.append(self._wall.to_host(ts_us * 1000) if ts_us > 0 else now)
         self._mp.append(mw)
         self.stats["memory_samples"] += 1
 
     def take(self) -> PowerSamples:
         """The samples collected since the last take(): "total" then "memory", each in time order,
-        with the gaps found since the last take()."""
+        with the gaps found since the last take() (an open one after a wall-clock step up to now)."""
+        if self._blind_from_ns is not None:
+            now = self.host_ns()
+            self._gaps.add(self._blind_from_ns, now)
+            self._blind_from_ns = now
         t = np.asarray(self._t + self._mt, dtype=np.int64)
         ch = np.array(["total"] * len(self._t) + ["memory"] * len(self._mt), dtype=object)
         p = np.asarray(self._p + self._mp, dtype=np.float64)

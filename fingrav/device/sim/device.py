@@ -40,6 +40,11 @@ Energy counter (`energy_mj`)
     The true cumulative energy of the "total" channel (plus a random initial counter value), updated
     every `energy_period` (h200 100 ms, mi300x 1 ms, random phase) and floored to
     `energy_resolution_mj` (h200 1 mJ, mi300x 15.259 uJ).
+
+Cards (`index`, `SimConfig.card_spread_pct`)
+    Each device index is one card: its random streams mix in the index, and with card_spread_pct > 0 its power
+    coefficients, sensor timing and noise and clock differ from the preset's by a few % (`presets.card_preset`,
+    seeded by the card alone); `describe()["uuid"]` names the card (`sim_uuid`), as NVML's UUID names a GPU.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ import numpy as np
 from fingrav.config import SimConfig
 from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
-from fingrav.device.sim.presets import MS, Preset, preset_summary, resolve_preset
+from fingrav.device.sim.presets import MS, Preset, card_preset, preset_summary, resolve_preset
 from fingrav.device.sim.sensor import SensorStream
 from fingrav.device.sim.timeline import PowerTimeline
 from fingrav.errors import DeviceError
@@ -66,6 +71,13 @@ _CUT = 20.0  # exponentials past this many time constants are taken as exactly s
 _HOUSEKEEP_SEGMENTS = 50_000  # compute samples, consolidate + prune once this many segments are pending
 _PRUNE_MARGIN_NS = 1.0 * MS
 _MJ_PER_MWNS = 1e-9  # 1 mW * 1 ns = 1e-12 J = 1e-9 mJ
+
+
+def sim_uuid(preset: str, index: int, card_spread_pct: float = 0.0) -> str:
+    """The UUID of simulated card `index` (like NVML's "GPU-<uuid>"): the same card, the same UUID, in every sweep."""
+    import uuid
+
+    return f"SIM-{uuid.uuid5(uuid.NAMESPACE_URL, f'fingrav-sim:{preset}:{card_spread_pct:g}:{int(index)}')}"
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
@@ -90,8 +102,8 @@ class SimulatedGPU(GPUDevice):
 
     def __init__(self, sim_cfg: SimConfig | None = None, index: int = 0, seed: int = 0, world_size: int = 1) -> None:
         self.sim_cfg = sim_cfg if sim_cfg is not None else SimConfig()
-        self.preset: Preset = resolve_preset(self.sim_cfg)
         self.index = int(index)
+        self.preset: Preset = card_preset(resolve_preset(self.sim_cfg), self.index, self.sim_cfg.card_spread_pct)
         self.seed = int(seed)
         self.world_size = int(world_size)
         p = self.preset
@@ -136,6 +148,7 @@ class SimulatedGPU(GPUDevice):
         # telemetry
         self._sampling = False
         self._undrained: list[PowerSamples] = []
+        self._readings_truth: list[PowerSamples] = []  # noise-free readings of every sample computed so far
         self._energy_phase = float(rng_misc.uniform(0.0, p.energy_period_ns))
         self._energy_offset_mj = float(rng_misc.uniform(1e6, 1e9))
         self._last_truth: dict[str, dict[str, np.ndarray]] | None = None
@@ -156,6 +169,8 @@ class SimulatedGPU(GPUDevice):
             "backend": self.backend,
             "preset": self.preset.name,
             "index": self.index,
+            "uuid": sim_uuid(self.preset.name, self.index, self.sim_cfg.card_spread_pct),
+            "card_spread_pct": self.sim_cfg.card_spread_pct,
             "seed": self.seed,
             "world_size": self.world_size,
             "channels": list(self._channels),
@@ -211,8 +226,14 @@ class SimulatedGPU(GPUDevice):
 
     # ------------------------------------------------------------------ work
     def prepare(self, kernel: Any) -> SimKernel:
-        """Model a `fingrav.config` GemmKernel / GemvKernel / AllReduceKernel / AllGatherKernel (no memory
-        is allocated; a collective is modelled over `world_size` GPUs)."""
+        """Model a `fingrav.config` GemmKernel / GemvKernel / AttentionKernel / CallableKernel / AllReduceKernel /
+        AllGatherKernel (no memory is allocated; a collective is modelled over `world_size` GPUs). A callable's
+        factory is imported (a target that names nothing fails here as on a GPU) but never called: the simulator
+        models its declared flops and bytes."""
+        if getattr(kernel, "kind", None) == "callable":
+            from fingrav.device.callables import load_factory
+
+            load_factory(kernel.target)
         k = build_kernel(self.preset, kernel, self.world_size)
         self._kernels[k.label] = k
         return k
@@ -395,25 +416,24 @@ class SimulatedGPU(GPUDevice):
 
     def _collect(self) -> None:
         """Compute every sample stamped <= now into the undrained buffer."""
-        parts = []
+        parts, clean_parts = [], []
         for stream, names in zip(self._streams, self._stream_names, strict=True):
-            stamps, vals = stream.collect(float(self._now), self._timeline)
+            stamps, vals, clean = stream.collect(float(self._now), self._timeline)
             if stamps.size == 0:
                 continue
             nc = len(names)
-            parts.append(
-                PowerSamples(
-                    self._host0 + np.repeat(stamps, nc),
-                    np.tile(names, stamps.size),
-                    vals.T.ravel(),
-                )
-            )
+            t = self._host0 + np.repeat(stamps, nc)
+            ch = np.tile(names, stamps.size)
+            parts.append(PowerSamples(t, ch, vals.T.ravel()))
+            clean_parts.append(PowerSamples(t, ch, clean.T.ravel()))
         if parts:
-            ps = PowerSamples.concat(parts)
+            ps, cs = PowerSamples.concat(parts), PowerSamples.concat(clean_parts)
             if len(parts) > 1:
                 order = np.argsort(ps.t_ns, kind="stable")
                 ps = PowerSamples(ps.t_ns[order], ps.channel[order], ps.power_mw[order])
+                cs = PowerSamples(cs.t_ns[order], cs.channel[order], cs.power_mw[order])
             self._undrained.append(ps)
+            self._readings_truth.append(cs)
 
     def drain_samples(self) -> PowerSamples:
         """Samples stamped since the last drain, up to now (host clock, mW, long format)."""
@@ -456,6 +476,15 @@ class SimulatedGPU(GPUDevice):
         mj = self._energy_offset_mj + e * _MJ_PER_MWNS
         res = p.energy_resolution_mj
         return float(np.floor(mj / res) * res) if res > 0 else float(mj)
+
+    def drain_reading_truth(self) -> PowerSamples:
+        """Simulator only: the noise-free, unquantized reading of every sample computed since the last call
+        (the same t_ns and channel as the samples `drain_samples` returned): the truth of a sensor reading."""
+        if self._sampling:
+            self._collect()
+        out = PowerSamples.concat(self._readings_truth)
+        self._readings_truth = []
+        return out
 
     def ground_truth_of_last_execute(self) -> dict[str, dict[str, np.ndarray]] | None:
         """Per channel: "power_mw" = true mean power over each execution's cycle (its start to the next

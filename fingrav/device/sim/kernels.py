@@ -1,8 +1,13 @@
 """Kernel models of the simulated GPU: execution time (roofline) and power levels.
 
-Time (ns) = max(flops / (peak_flops * eff_c), bytes / (peak_bw * eff_m)) + overhead, with
-flops = 2 m n k, bytes = dtype bytes * (m k + k n + m n), eff_c = eff_c_max * s / (s + s_half),
-s = (m n k) ** (1/3), eff_m = eff_m_max * bytes / (bytes + bytes_half).
+Time (ns) = max(flops / (peak_flops * eff_c), bytes / (peak_bw * eff_m)) + overhead, with flops and bytes
+the kernel's work (`fingrav.config`, each kernel's `work()`: GEMM 2 m n k and dtype bytes * (m k + k n + m n)),
+eff_c = eff_c_max * s / (s + s_half), s = (m n k) ** (1/3), eff_m = eff_m_max * bytes / (bytes + bytes_half).
+Attention (b, h, q, kv, d): flops = 4 b h q kv d (halved when causal), bytes = Q, K, V and the output; s is
+the size of the GEMM of the same shape, (b h q * kv * d) ** (1/3), and eff_c is further multiplied by the
+preset's `attention_efficiency` (softmax and masking keep a fused attention below a GEMM's rate).
+A callable declares its flops and bytes; its efficiencies are its own (`CallableKernel.sim`: fractions of
+peak), not the size-dependent curves.
 
 Power: per component, plateau excess over idle (mW) = floor + compute * u_c ** gamma_c
 + memory * u_m ** gamma_m, with u_c = flops / (time * peak_flops) and u_m = bytes / (time * peak_bw);
@@ -119,13 +124,30 @@ def _build_collective(preset: Preset, kernel: Any, world_size: int) -> SimKernel
     return sk
 
 
-def _dims(kernel: Any) -> tuple[str, int, int, int, str]:
+def _roofline(preset: Preset, kernel: Any) -> tuple[str, float, float, str, float, float]:
+    """(kind, flops, bytes, dtype, eff_c, eff_m) of a GEMM / GEMV / attention / callable kernel model."""
     kind = getattr(kernel, "kind", None)
-    if kind == "gemm":
-        return kind, int(kernel.m), int(kernel.n), int(kernel.k), str(kernel.dtype)
-    if kind == "gemv":
-        return kind, int(kernel.m), 1, int(kernel.k), str(kernel.dtype)
-    raise DeviceError(f"the simulated GPU cannot run kernel {kernel!r} (kind {kind!r})")
+    if kind not in ("gemm", "gemv", "attention", "callable"):
+        raise DeviceError(f"the simulated GPU cannot run kernel {kernel!r} (kind {kind!r})")
+    work = kernel.work()
+    flops = float(work.flop or 0.0) if work is not None else 0.0
+    nbytes = float(work.bytes or 0.0) if work is not None else 0.0
+    if kind == "callable":
+        dtype = str(kernel.dtype or "fp32")
+        if flops <= 0 and nbytes <= 0:
+            raise DeviceError(f"{kernel.label()}: the simulated GPU needs its flops and/or bytes (none declared)")
+        return kind, flops, nbytes, dtype, float(kernel.sim.compute_efficiency), float(kernel.sim.memory_efficiency)
+    dtype = str(kernel.dtype)
+    if kind == "attention":
+        size = float(kernel.batch * kernel.heads * kernel.q_len * kernel.kv_len * kernel.head_dim) ** (1.0 / 3.0)
+        scale = preset.attention_efficiency
+    else:
+        n = int(kernel.n) if kind == "gemm" else 1
+        size = float(int(kernel.m) * n * int(kernel.k)) ** (1.0 / 3.0)
+        scale = 1.0
+    eff_c = preset.eff_compute_max * size / (size + preset.eff_compute_half_size) * scale
+    eff_m = preset.eff_memory_max * nbytes / (nbytes + preset.eff_memory_half_bytes)
+    return kind, flops, nbytes, dtype, eff_c, eff_m
 
 
 def cycle_mean_excess(
@@ -143,21 +165,16 @@ def cycle_mean_excess(
 
 
 def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
-    """Model a `fingrav.config` kernel (GemmKernel / GemvKernel, or AllReduceKernel / AllGatherKernel over
-    `world_size` GPUs) on `preset`."""
+    """Model a `fingrav.config` kernel (GemmKernel / GemvKernel / AttentionKernel / CallableKernel, or
+    AllReduceKernel / AllGatherKernel over `world_size` GPUs) on `preset`."""
     if getattr(kernel, "kind", None) in ("allreduce", "allgather"):
         return _build_collective(preset, kernel, world_size)
-    kind, m, n, k, dtype = _dims(kernel)
+    kind, flops, nbytes, dtype, eff_c, eff_m = _roofline(preset, kernel)
     if dtype not in DTYPE_BYTES or dtype not in preset.peak_flops:
         raise DeviceError(f"the simulated {preset.name} has no dtype {dtype!r}")
-    flops = 2.0 * m * n * k
-    nbytes = float(DTYPE_BYTES[dtype] * (m * k + k * n + m * n))
-    size = float(m * n * k) ** (1.0 / 3.0)
-    eff_c = preset.eff_compute_max * size / (size + preset.eff_compute_half_size)
-    eff_m = preset.eff_memory_max * nbytes / (nbytes + preset.eff_memory_half_bytes)
     peak = preset.peak_flops[dtype]
     t_c = flops / (peak * eff_c) * 1e9
-    t_m = nbytes / (preset.peak_bw_bytes_s * eff_m) * 1e9
+    t_m = nbytes / (preset.peak_bw_bytes_s * eff_m) * 1e9 if nbytes > 0 else 0.0
     base_ns = max(t_c, t_m) + preset.overhead_ns
     u_c = flops / (base_ns * 1e-9 * peak)
     u_m = nbytes / (base_ns * 1e-9 * preset.peak_bw_bytes_s)
@@ -181,7 +198,7 @@ def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
             a = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 0.0).sum())
             b = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 1.0).sum()) - a
             level = float(np.clip((target_excess - a) / b, 0.2, 1.0))
-    label = kernel.label() if hasattr(kernel, "label") else f"{kind} {m}x{n}x{k} {dtype}"
+    label = kernel.label() if hasattr(kernel, "label") else f"{kind} {dtype}"
     sk = SimKernel(
         label=label,
         preset=preset.name,

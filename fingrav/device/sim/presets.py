@@ -167,6 +167,8 @@ class Preset:
     energy_resolution_mj: float  # and in steps of this
     # -- collectives across GPUs (all-reduce, all-gather)
     collective: CollectiveSpec
+    # -- attention: fraction of a GEMM's compute efficiency (same shape) a fused attention kernel reaches
+    attention_efficiency: float = 0.6
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -178,7 +180,14 @@ class Preset:
 _GEMM_SHAPE = KernelShape(ramp_frac=0.05, tail_frac=0.10, tail_level=0.6)
 _GEMV_SHAPE = KernelShape(ramp_frac=0.10, tail_frac=0.10, tail_level=0.7)
 _COLLECTIVE_SHAPE = KernelShape(ramp_frac=0.05, tail_frac=0.05, tail_level=0.8)
-_SHAPES = {"gemm": _GEMM_SHAPE, "gemv": _GEMV_SHAPE, "allreduce": _COLLECTIVE_SHAPE, "allgather": _COLLECTIVE_SHAPE}
+_SHAPES = {
+    "gemm": _GEMM_SHAPE,
+    "gemv": _GEMV_SHAPE,
+    "allreduce": _COLLECTIVE_SHAPE,
+    "allgather": _COLLECTIVE_SHAPE,
+    "attention": _GEMM_SHAPE,  # a fused kernel of two GEMMs: the GEMM's ramp and tail
+    "callable": _GEMM_SHAPE,
+}
 
 MI300X = Preset(
     name="mi300x",
@@ -391,6 +400,59 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
     return base
 
 
+CARD_SEED_TAG = 0xCA2D  # card k's differences: SeedSequence([CARD_SEED_TAG, preset code, k]), never the sweep seed
+_CARD_CLIP_SD = 3.0  # every factor is cut at +-3 sd (a card is never unphysical: no negative power, no negative lag)
+CARD_CLOCK_OFFSET_NS_PER_PCT = 10.0 * US  # clock offset sd per % of spread
+CARD_CLOCK_DRIFT_PPM_PER_PCT = 5.0  # clock drift sd (ppm) per % of spread
+
+
+def card_preset(p: Preset, index: int, spread_pct: float) -> Preset:
+    """Simulated card `index` of a preset: the same chip with its own (seeded per card) differences, each a factor
+    1 + (spread_pct / 100) x scale x z, z standard normal cut at +-3: per component the idle power (scale 1) and
+    every dynamic coefficient together (gap, floor, compute, memory, spin; scale 1); per sensor stream the dead
+    time, window and lag (scale 2) and the noise (scale 5); the clock offset (+ 10 us x spread_pct x z) and drift
+    (+ 5 ppm x spread_pct x z). The power cap, sample period and everything else stay the preset's (firmware).
+    The generator is seeded by the preset and the card alone, so a card is the same card in every sweep.
+    spread_pct = 0: the preset itself."""
+    if spread_pct <= 0:
+        return p
+    import numpy as np
+
+    s = spread_pct / 100.0
+    rng = np.random.default_rng(np.random.SeedSequence([CARD_SEED_TAG, sum(ord(ch) for ch in p.name), int(index)]))
+
+    def factor(scale: float) -> float:
+        z = float(np.clip(rng.standard_normal(), -_CARD_CLIP_SD, _CARD_CLIP_SD))
+        return 1.0 + s * scale * z
+
+    comps = []
+    for c in p.components:
+        idle, dyn = factor(1.0), factor(1.0)
+        comps.append(
+            dataclasses.replace(
+                c,
+                idle_mw=c.idle_mw * idle,
+                **{k: getattr(c, k) * dyn for k in ("gap_mw", "floor_mw", "compute_mw", "memory_mw", "spin_mw")},
+            )
+        )
+    sensors = []
+    for sens in p.sensors:
+        timing = {k: getattr(sens, k) * factor(2.0) for k in ("delay_ns", "window_ns", "lag_ns")}
+        sensors.append(dataclasses.replace(sens, **timing, noise_mw=sens.noise_mw * factor(5.0)))
+    z_offset, z_drift = (float(np.clip(rng.standard_normal(), -_CARD_CLIP_SD, _CARD_CLIP_SD)) for _ in range(2))
+    offset = p.clock_offset_ns + CARD_CLOCK_OFFSET_NS_PER_PCT * spread_pct * z_offset
+    drift = p.clock_drift + CARD_CLOCK_DRIFT_PPM_PER_PCT * spread_pct * 1e-6 * z_drift
+    logger.debug("sim %s card %d: spread %.3g %%", p.name, index, spread_pct)
+    return dataclasses.replace(
+        p,
+        components=tuple(comps),
+        sensors=tuple(sensors),
+        clock_offset_ns=offset,
+        clock_drift=drift,
+        display_name=f"{p.display_name} card {int(index)}",
+    )
+
+
 def preset_summary(p: Preset) -> dict[str, Any]:
     """JSON-able effective parameters of a preset, in readable units (ms, us, W, ppm)."""
     return {
@@ -403,6 +465,7 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "memory_half_mb": p.eff_memory_half_bytes / 1e6,
         },
         "overhead_us": p.overhead_ns / US,
+        "attention_efficiency": p.attention_efficiency,
         "power": {
             "gamma_compute": p.gamma_compute,
             "gamma_memory": p.gamma_memory,

@@ -150,10 +150,12 @@ class SensorStream:
             out[:, idx] += x @ self._coef
         return out
 
-    def collect(self, now: float, timeline: PowerTimeline) -> tuple[np.ndarray, np.ndarray]:
-        """Samples with times <= now: (stamps ns relative, int64 (N,), values mW (C, N))."""
+    def collect(self, now: float, timeline: PowerTimeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Samples with times <= now: (stamps ns relative, int64 (N,), values mW (C, N), the same values
+        noise-free and unquantized (C, N): the truth of each reading)."""
         times = self.sample_times(now)
-        vals = self.true_response(times, timeline)
+        clean = self.true_response(times, timeline)
+        vals = clean.copy()
         if times.size:
             vals += self.spec.noise_mw * self._rng_noise.standard_normal((times.size, vals.shape[0])).T
             q = self.spec.quantization_mw
@@ -164,4 +166,4 @@ class SensorStream:
         stamps = np.floor(times).astype(np.int64)
         if res > 1:
             stamps -= stamps % res
-        return stamps, vals
+        return stamps, vals, clean

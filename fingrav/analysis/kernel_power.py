@@ -1,0 +1,296 @@
+"""Kernel power of one execution through the sensor model: what the SSE (or the interleaved execution) draws,
+as opposed to what the sensor reads during it.
+
+A sensor whose window + lag is longer than an execution reads, during that execution, mostly what came
+before it (idle, warm-ups, predecessors). The mean LOI reading of the SSE is then a *sensor reading* (what
+naive profiling sees, the paper's SSE numbers), not the SSE's *kernel power*. This module estimates the kernel
+power from the calibrated sensor model (`fingrav.contracts.sensor.SensorModel`: boxcar window, first-order lag;
+the dead time is already corrected) by linear deconvolution:
+
+    reading(t) = P_idle + sum_j (P_j - P_idle) * A_j(t),    A_j(t) = H(t - start_j) - H(t - end_j)
+
+where H is the sensor's step response and the segments j of each golden run are equal pieces of constant
+power: of the span before the target (warm-ups, predecessors) and of the target execution itself, about one
+per half of the sensor's resolution (window + 2 x lag; `_pieces`). The kernel power is the mean of the
+target's pieces (time-weighted). The samples used run from settled idle before each run to window + 4 x lag
+after the target's end; what follows the target (idle after an SSE run, more executions in an SSP run) gets
+pieces of its own per run kind, so the target's last piece is seen whole. The levels are
+the least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
+(the same resampling as every other statistic) widened by two systematic parts:
+
+* `model_mw`: the change when every piece is split in two (a model twice as fine): what the piecewise-constant
+  assumption may cost;
+* `sensor_model_mw`: the largest change when the window, the lag or the dead time moves by 1.96 of its
+  calibrated standard error.
+
+The estimate is reported only when it is identified: the execution must make up at least half of some reading
+(`MIN_SHARE`; shorter executions are unresolved and their estimate would come from the model, not the data),
+and the CI half-width must be within
+`analysis.kernel_power_max_ci_pct` of the value; otherwise the number is "not measurable" and the reason is
+given. Powers in mW, times in ns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import polars as pl
+
+from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import KernelPowerEstimate
+from fingrav.contracts.roles import MAIN, SSE, TOTAL
+from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.units import NS_PER_MS
+from fingrav.sensorfit import step_response
+
+logger = logging.getLogger(__name__)
+
+#: z of the two-sided 95 % interval, for the sensor-model standard errors
+Z95 = 1.96
+#: idle samples used before each run, in sensor periods
+IDLE_PERIODS = 4
+#: most pieces of constant power before the target and in it (the finer check model has twice as many)
+MAX_BEFORE_PIECES = 16
+MAX_TARGET_PIECES = 8
+MAX_AFTER_PIECES = 4
+#: below this largest share of one reading, the target is not resolved (the fit's prior, not the data, decides)
+MIN_SHARE = 0.5
+
+
+def _not(target: str, reason: str, **kw: object) -> KernelPowerEstimate:
+    return KernelPowerEstimate(target=target, measurable=False, reason=reason, **kw)  # type: ignore[arg-type]
+
+
+def _resolution_ns(sensor: SensorModel) -> float:
+    """How finely (ns) the sensor can place power in time: half its window + 2 x lag (at least 0.5 µs)."""
+    return max(float(sensor.window_ns or 0.0) + 2.0 * float(sensor.lag_ns or 0.0), 1_000.0) / 2.0
+
+
+def _post_ns(sensor: SensorModel) -> float:
+    """How long after the target's end (ns) a reading still sees it: window + 4 x lag (the lag's tail to 2 %)."""
+    return float(sensor.window_ns or 0.0) + 4.0 * float(sensor.lag_ns or 0.0)
+
+
+def _pieces(frame: pl.DataFrame, sensor: SensorModel, refine: int) -> tuple[int, int, int]:
+    """(pieces before the target, pieces of the target, pieces after it): about one per `_resolution_ns`, at
+    least one each (none before when no run has executions before the target; none after when the sensor has
+    no memory), at most MAX_BEFORE_PIECES / MAX_TARGET_PIECES / MAX_AFTER_PIECES, times `refine` (the finer model
+    of the systematic check)."""
+    res = _resolution_ns(sensor)
+    before = float((frame["t_start_ns"] - frame["run_start_ns"]).median() or 0.0)
+    target = float((frame["t_end_ns"] - frame["t_start_ns"]).median() or 0.0)
+    n_b = 0 if before <= 0 else min(MAX_BEFORE_PIECES, max(1, math.ceil(before / res))) * refine
+    n_t = min(MAX_TARGET_PIECES, max(1, math.ceil(target / res))) * refine
+    post = _post_ns(sensor)
+    n_a = 0 if post <= 0 else min(MAX_AFTER_PIECES, max(1, math.ceil(post / res))) * refine
+    return n_b, n_t, n_a
+
+
+def _segments(
+    frame: pl.DataFrame, n_before: int, n_target: int, n_after: int = 0, post_ns: float = 0.0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The piece edges (start_ns, end_ns arrays, one value per sample) in design-column order: `n_before` equal
+    pieces of each run's span before the target, `n_target` equal pieces of the target execution, then
+    `n_after` equal pieces of the `post_ns` after it, once for SSE runs and once for SSP runs (what follows the
+    target differs between the two kinds: a piece of one kind is empty, start = end, for the other)."""
+    segs: list[tuple[np.ndarray, np.ndarray]] = []
+    rs, ts, te = (frame[c].to_numpy().astype(np.float64) for c in ("run_start_ns", "t_start_ns", "t_end_ns"))
+    for a, b, n in ((rs, ts, n_before), (ts, te, n_target)):
+        for j in range(n):
+            segs.append((a + (b - a) * j / n, a + (b - a) * (j + 1) / n))
+    if n_after:
+        sse_run = frame["sse_run"].to_numpy()
+        for kind in (True, False):
+            mine = sse_run == kind
+            for j in range(n_after):
+                a = te + post_ns * j / n_after
+                b = te + post_ns * (j + 1) / n_after
+                segs.append((np.where(mine, a, 0.0), np.where(mine, b, 0.0)))
+    return segs
+
+
+def _design(t: np.ndarray, segs: list[tuple[np.ndarray, np.ndarray]], window_ns: float, lag_ns: float) -> np.ndarray:
+    """Columns [1 - sum A_j, A_1, ..., A_k] at delay-corrected sample times t (ns)."""
+    w, tau = window_ns / NS_PER_MS, lag_ns / NS_PER_MS
+    cols = [
+        step_response((t - a) / NS_PER_MS, 0.0, w, tau) - step_response((t - b) / NS_PER_MS, 0.0, w, tau)
+        for a, b in segs
+    ]
+    a = np.column_stack(cols) if cols else np.zeros((t.size, 0))
+    return np.column_stack([1.0 - a.sum(axis=1), a])
+
+
+def _solve(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Least-squares levels from (stacked) normal equations; nan where singular."""
+    with np.errstate(all="ignore"):
+        theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+    return theta
+
+
+def _kernel_level(theta: np.ndarray, pieces: tuple[int, int, int]) -> np.ndarray:
+    """The target's time-weighted level: the mean of its equal pieces (design columns after idle and before)."""
+    n_b, n_t, _ = pieces
+    return theta[..., 1 + n_b : 1 + n_b + n_t].mean(axis=-1)
+
+
+def target_samples(
+    samples: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    runs: pl.DataFrame,
+    plan: Plan,
+    sensor: SensorModel,
+    delay_ns: int,
+    target: str,
+) -> pl.DataFrame:
+    """The samples of the golden runs that enter the fit for `target` ("sse": main execution sse_index; "first":
+    main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
+    end: run, t_ns (delay-corrected), power_mw, run_start_ns, t_start_ns, t_end_ns (host clock), sse_run."""
+    index = plan.sse_index if target == "sse" else 0
+    gold = host_execs.filter(pl.col("golden"))
+    starts = gold.group_by("run").agg(run_start_ns=pl.col("exec_start_ns").min())
+    tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
+        "run",
+        t_start_ns="exec_start_ns",
+        t_end_ns="exec_end_ns",
+        sse_run=pl.col("phase").cast(pl.String) == SSE,
+    )
+    period = float(sensor.period_ns or 0.0)
+    settle = float(sensor.settle_ns or 0.0)
+    idle = runs.select(
+        pl.col("run").cast(pl.Int32),
+        pre_ns=pl.min_horizontal(
+            pl.lit(IDLE_PERIODS * period),
+            pl.max_horizontal(pl.lit(0.0), (pl.col("idle_ns") + pl.col("delay_ns")).cast(pl.Float64) - settle),
+        ),
+    )
+    win = (
+        tgt.join(starts, on="run")
+        .join(idle, on="run", how="left")
+        .with_columns(lo_ns=(pl.col("run_start_ns") - pl.col("pre_ns").fill_null(0.0)).cast(pl.Int64))
+        .sort("lo_ns")
+    )
+    smp = (
+        samples.lazy()
+        .filter(pl.col("channel") == TOTAL)
+        .select((pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"), "power_mw")
+        .sort("t_ns")
+        .collect()
+    )
+    joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
+    post = int(round(_post_ns(sensor)))
+    return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
+        "run", "t_ns", "power_mw", "run_start_ns", "t_start_ns", "t_end_ns", "sse_run"
+    )
+
+
+def estimate_kernel_power(
+    frame: pl.DataFrame,
+    sensor: SensorModel,
+    run_ids: np.ndarray,
+    counts: np.ndarray,
+    level: float,
+    target: str,
+    max_ci_pct: float,
+) -> KernelPowerEstimate:
+    """The kernel power of `target` from `target_samples` output (module docstring).
+
+    run_ids: the golden runs in the bootstrap's order; counts: the bootstrap's resampling counts (reps x runs,
+    `profiles.ClusterBootstrap.counts`); level: the CI level; max_ci_pct: largest CI half-width (% of the value)
+    for the estimate to count as measured."""
+    if sensor.window_ns is None:
+        return _not(target, "the sensor's window is unknown")
+    if frame.height == 0:
+        return _not(target, "no samples during the golden runs")
+    window = float(sensor.window_ns)
+    lag = float(sensor.lag_ns or 0.0)
+    t = frame["t_ns"].to_numpy().astype(np.float64)
+    y = frame["power_mw"].to_numpy().astype(np.float64)
+    lut = {int(r): i for i, r in enumerate(run_ids)}
+    pos = np.array([lut.get(int(r), -1) for r in frame["run"].to_numpy()], dtype=np.int64)
+    keep = pos >= 0
+    t, y, pos, frame = t[keep], y[keep], pos[keep], frame.filter(pl.Series(keep))
+    n_runs = len(run_ids)
+
+    pieces = _pieces(frame, sensor, 1)
+
+    def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
+        k = x.shape[1]
+        outer = (x[:, :, None] * x[:, None, :]).reshape(t.size, k * k)
+        gram_r = np.zeros((n_runs, k * k))
+        rhs_r = np.zeros((n_runs, k))
+        np.add.at(gram_r, pos, outer)
+        np.add.at(rhs_r, pos, x * y[:, None])
+        return gram_r.reshape(n_runs, k, k), rhs_r
+
+    def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> float:
+        g, r = fit(n, w, tau, shift_ns)
+        return float(_kernel_level(_solve(g.sum(axis=0), r.sum(axis=0)), n))
+
+    gram_r, rhs_r = fit(pieces, window, lag)
+    a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
+    seen = int((a_target > 0).sum())
+    share = float(a_target.max()) if a_target.size else 0.0
+    base = {"samples": seen, "runs": int(np.unique(pos).size), "max_share": share}
+    if seen == 0:
+        return _not(target, "no sample sees the execution", **base)
+    if share < MIN_SHARE:
+        return _not(
+            target,
+            f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
+            f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)",
+            **base,
+        )
+    point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0)), pieces))
+    reps = _kernel_level(
+        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r)), pieces
+    )
+    reps = reps[np.isfinite(reps)]
+    if not math.isfinite(point) or reps.size < 2:
+        return _not(target, "the fit is singular", **base)
+    a = (1.0 - level) / 2.0
+    lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
+    fine = point_of(_pieces(frame, sensor, 2), window, lag)
+    model = abs(fine - point) if math.isfinite(fine) else math.inf
+    sens = 0.0
+    for w, tau, shift in (
+        (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),
+        (max(window - Z95 * float(sensor.window_se_ns or 0.0), 1.0), lag, 0.0),
+        (window, lag + Z95 * float(sensor.lag_se_ns or 0.0), 0.0),
+        (window, max(lag - Z95 * float(sensor.lag_se_ns or 0.0), 0.0), 0.0),
+        (window, lag, Z95 * float(sensor.delay_se_ns or 0.0)),
+        (window, lag, -Z95 * float(sensor.delay_se_ns or 0.0)),
+    ):
+        if (w, tau, shift) == (window, lag, 0.0):
+            continue
+        v = point_of(pieces, w, tau, shift)
+        sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
+    sys_mw = model + sens
+    lo, hi = lo_b - sys_mw, hi_b + sys_mw
+    comps = {
+        "bootstrap_low_mw": lo_b,
+        "bootstrap_high_mw": hi_b,
+        "model_mw": model,
+        "sensor_model_mw": sens,
+    }
+    half_pct = 50.0 * (hi - lo) / abs(point) if point else math.inf
+    if not math.isfinite(half_pct) or half_pct > max_ci_pct:
+        shown = "unbounded" if not math.isfinite(half_pct) else f"±{half_pct:.3g} %"
+        return _not(
+            target,
+            f"not identified by the sensor: CI {shown} > ±{max_ci_pct:g} % (the execution contributes at most "
+            f"{100 * share:.3g} % of any reading)",
+            components=comps,
+            **base,
+        )
+    return KernelPowerEstimate(
+        target=target,
+        measurable=True,
+        value_mw=point,
+        ci_low_mw=lo,
+        ci_high_mw=hi,
+        components=comps,
+        **base,
+    )

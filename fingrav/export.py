@@ -1,0 +1,181 @@
+"""Exports of a sweep's results (`fingrav export`): the JSON result file and the aiconfigurator-style CSV.
+
+Reads every scenario's `profiles/gpu<k>/<scenario>/summary.json` (`fingrav.contracts.profile.ScenarioSummary`) and
+writes `export/results.json` (`fingrav.contracts.export.ResultFile`, schema docs/result.schema.json) or
+`export/aiconfigurator.csv` (`fingrav.contracts.export.AICONFIGURATOR_COLUMNS`); paths from `fingrav.layout`.
+Recomputes nothing. Standard library + pydantic (no polars), so it runs wherever the results are.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import fingrav
+from fingrav import rawio
+from fingrav.config import Scenario
+from fingrav.contracts.export import AICONFIGURATOR_COLUMNS, ResultFile
+from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US
+from fingrav.errors import DataError
+from fingrav.layout import SweepLayout, gpu_dir
+
+logger = logging.getLogger(__name__)
+
+Format = Literal["json", "aiconfigurator"]
+FORMATS: tuple[Format, ...] = ("json", "aiconfigurator")
+SHAPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k"),
+    "gemv": ("m", "k"),
+    "attention": ("batch", "heads", "q_len", "kv_len", "head_dim", "causal"),
+    "allreduce": ("size_bytes",),
+    "allgather": ("size_bytes",),
+}
+
+
+def scenario_names(layout: SweepLayout, rank: int = 0) -> list[str]:
+    """The scenarios of GPU `rank` that have a summary.json, sorted."""
+    base = layout.root / "profiles" / gpu_dir(rank)
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if (p / "summary.json").is_file())
+
+
+def load_summaries(layout: SweepLayout, scenarios: Sequence[str] | None = None, rank: int = 0) -> list[ScenarioSummary]:
+    """Every (or the named) scenario's summary.json on GPU `rank`; DataError when there is none or one is missing."""
+    names = list(scenarios) if scenarios else scenario_names(layout, rank)
+    if not names:
+        raise DataError(f"{layout.root}: no profiles/{gpu_dir(rank)}/<scenario>/summary.json (run the pipeline first)")
+    out = []
+    for name in names:
+        path = layout.summary_json(name, rank)
+        if not path.is_file():
+            raise DataError(f"{path}: missing (no differentiated scenario {name!r} on GPU {rank})")
+        out.append(rawio.read_model(path, ScenarioSummary))
+    return out
+
+
+def result_file(summaries: Sequence[ScenarioSummary], sweep: str | None = None, rank: int = 0) -> ResultFile:
+    """The JSON result file of these summaries."""
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return ResultFile(sweep=sweep, rank=rank, created_utc=now, scenarios=list(summaries))
+
+
+def _raw_provenance(s: ScenarioSummary) -> dict[str, Any]:
+    raw = s.provenance.get("raw")
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def power_limit_w(device: Mapping[str, Any]) -> float | None:
+    """The device's power limit (W) from its recorded identity: NVML's enforced limit (else its management
+    limit), the simulator's cap; None where the backend records none (amdsmi)."""
+    for key in ("enforced_power_limit_mw", "power_limit_mw"):
+        if isinstance(device.get(key), int | float):
+            return float(device[key]) / MW_PER_W
+    cap = ((device.get("parameters") or {}).get("power") or {}).get("cap_w")
+    return float(cap) if isinstance(cap, int | float) else None
+
+
+def _kernel_source(kind: str, kernel: Mapping[str, Any], info: Mapping[str, Any], backend: str | None) -> str:
+    if backend == "sim":
+        return "sim-roofline"
+    if kind in ("gemm", "gemv"):
+        return "torch.matmul"
+    if kind == "attention":
+        return f"torch.sdpa:{info.get('sdpa_backend') or 'unknown'}"
+    if kind == "callable":
+        return str(kernel.get("target"))
+    return "torch.distributed"
+
+
+def _shape(kind: str, kernel: Mapping[str, Any]) -> str:
+    if kind == "callable":
+        items = sorted((kernel.get("args") or {}).items())
+    else:
+        items = [(f, kernel.get(f)) for f in SHAPE_FIELDS.get(kind, ())]
+    return " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in items)
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us * NS_PER_US / NS_PER_MS
+
+
+def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
+    """One scenario as an aiconfigurator-style row (`AICONFIGURATOR_COLUMNS`; units in the contract's docstring)."""
+    raw = _raw_provenance(s)
+    device = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
+    scen = raw.get("scenario") if isinstance(raw.get("scenario"), Mapping) else s.plan.provenance.get("scenario")
+    kernel: dict[str, Any] = dict(scen.get("kernel") or {}) if isinstance(scen, Mapping) else {}
+    kind = str(kernel.get("kind", ""))
+    kernels = raw.get("kernels") if isinstance(raw.get("kernels"), Mapping) else {}
+    info = kernels.get("main") if isinstance(kernels.get("main"), Mapping) else {}
+    backend = device.get("backend")
+    packages = raw.get("packages") if isinstance(raw.get("packages"), Mapping) else {}
+    if backend == "sim":
+        framework, version = "fingrav-sim", str(raw.get("fingrav_version") or fingrav.__version__)
+    else:
+        framework, version = "torch", str(device.get("torch_version") or packages.get("torch") or "")
+    pred = None
+    if isinstance(scen, Mapping) and scen.get("predecessor"):
+        pred = Scenario.model_validate(scen).predecessor
+    row = s.row
+    return {
+        "framework": framework,
+        "version": version,
+        "device": str(device.get("name") or device.get("torch_name") or ""),
+        "op_name": kind,
+        "kernel_source": _kernel_source(kind, kernel, info, backend),
+        "scenario": s.scenario,
+        "shape": _shape(kind, kernel),
+        "dtype": str(kernel.get("dtype") or ""),
+        "predecessor": f"{pred.kernel.label()} x{pred.count}" if pred is not None else "",
+        "latency": _ms(row.get("exec_time_us")),
+        "latency_ci_low": _ms(row.get("exec_time_ci_low_us")),
+        "latency_ci_high": _ms(row.get("exec_time_ci_high_us")),
+        "power": row.get("ssp_power_w"),
+        "power_ci_low": row.get("ssp_power_ci_low_w"),
+        "power_ci_high": row.get("ssp_power_ci_high_w"),
+        "energy": row.get("energy_per_exec_mj"),
+        "energy_ci_low": row.get("energy_per_exec_ci_low_mj"),
+        "energy_ci_high": row.get("energy_per_exec_ci_high_mj"),
+        "power_limit": power_limit_w(device),
+        "valid": bool(s.valid),
+        "flags": ";".join(s.flags),
+    }
+
+
+def write_aiconfigurator_csv(summaries: Sequence[ScenarioSummary], path: Path) -> Path:
+    """The aiconfigurator-style CSV of these summaries (empty cell = unknown), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(AICONFIGURATOR_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for s in summaries:
+            r = aiconfigurator_row(s)
+            w.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v) for k, v in r.items()})
+    tmp.replace(path)
+    return path
+
+
+def export(
+    layout: SweepLayout,
+    fmt: Format,
+    out: Path | None = None,
+    scenarios: Sequence[str] | None = None,
+    rank: int = 0,
+) -> Path:
+    """Write one export of the sweep under `layout` (default path: `layout.results_json` / `aiconfigurator_csv`)."""
+    if fmt not in FORMATS:
+        raise DataError(f"export format {fmt!r}: one of {FORMATS}")
+    summaries = load_summaries(layout, scenarios, rank)
+    if fmt == "json":
+        path = rawio.write_json(out or layout.results_json, result_file(summaries, layout.root.name, rank))
+    else:
+        path = write_aiconfigurator_csv(summaries, out or layout.aiconfigurator_csv)
+    logger.info("wrote %s (%d scenarios, GPU %d)", path, len(summaries), rank)
+    return path

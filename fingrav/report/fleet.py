@@ -1,0 +1,160 @@
+"""The report's part for sweeps over listed GPUs (device.gpus): which GPU measured each row, and for a fleet survey
+(device.fleet) the card-to-card spread that `fingrav.analysis.fleet` computed (profiles/fleet/<scenario>.json):
+a figure of every card's deviation from the fleet mean with its CI, and a table of the spread per scenario.
+
+Shows the analysis' numbers; recomputes nothing. Every path from `fingrav.layout.SweepLayout` (a listed GPU's
+files: `SweepLayout.card`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
+from fingrav.layout import SweepLayout
+from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.html import esc, fmt
+from fingrav.report.load import ScenarioData, load_scenario
+
+logger = logging.getLogger(__name__)
+
+FLEET_CAPTION = (
+    "Every listed GPU ran every scenario on its own. Each point is one card's SSP power as its own analysis gave it, "
+    "as a deviation from the mean of the cards, with its {ci} CI (from the cards' measurement uncertainty). Table: "
+    "per scenario the fleet mean, the spread (max - min) / mean with its CI, the spread measurement noise alone "
+    "gives identical cards (<i>noise only</i>), whether the cards differ beyond it, and the card-to-card standard "
+    "deviation with the noise taken out. summary.csv has these as <code>fleet_*</code> columns; the summary table "
+    "above shows the first listed GPU. Look for: cards whose CI misses 0 (a card drawing more or less than its "
+    "peers) and a spread well above the noise-only one."
+)
+
+
+def load_card_scenarios(
+    layout: SweepLayout, scenarios: Sequence[str], cards: Mapping[str, Sequence[int]]
+) -> list[ScenarioData]:
+    """Every scenario's summary.json from the first listed GPU it ran on (`cards`: scenario -> GPU indices)."""
+    return [load_scenario(layout.card(cards[name][0]), name) for name in scenarios]
+
+
+def load_fleet(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """profiles/fleet/<scenario>.json of the scenarios that have one (a fleet survey's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in scenarios:
+        path = layout.fleet(name)
+        if path.exists():
+            try:
+                out[name] = json.loads(path.read_text())
+            except json.JSONDecodeError as err:
+                logger.warning("%s: not valid JSON (%s); no card-to-card spread for %s", path, err, name)
+    return out
+
+
+def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The summary.csv columns of a sweep over listed GPUs, per scenario ({"row": ...}, as
+    `fingrav.report.collectives.add_rank_columns` takes them): `gpu` (the GPU of the row) and the fleet columns."""
+    out = {}
+    for name, gpus in cards.items():
+        row = (fleet.get(name) or {}).get("row") or {}
+        out[name] = {"row": {GPU: gpus[0], **{c: row[c] for c in fleet_columns() if c in row}}}
+    return out
+
+
+def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "ssp_power") -> pl.DataFrame:
+    """One row per scenario and card: its value, its deviation from the fleet mean (%) with the CI, valid."""
+    rows = []
+    for name, f in fleet.items():
+        for c in ((f.get("metrics") or {}).get(metric) or {}).get("cards") or []:
+            if _finite(c.get("deviation_pct")):
+                rows.append(
+                    {
+                        "scenario": name,
+                        "gpu": f"GPU {c['gpu']}",
+                        "value": c.get("value"),
+                        "dev_pct": c["deviation_pct"],
+                        "lo_pct": c.get("deviation_ci_low_pct"),
+                        "hi_pct": c.get("deviation_ci_high_pct"),
+                        "valid": bool(c.get("valid")),
+                    }
+                )
+    schema = {
+        "scenario": pl.String,
+        "gpu": pl.String,
+        "value": pl.Float64,
+        "dev_pct": pl.Float64,
+        "lo_pct": pl.Float64,
+        "hi_pct": pl.Float64,
+        "valid": pl.Boolean,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> alt.TopLevelMixin | None:
+    """Each card's SSP power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
+    df = fleet_data(fleet)
+    if df.height == 0:
+        return None
+    order = [s for s in order if s in set(df["scenario"].to_list())]
+    gpus = sorted(set(df["gpu"].to_list()), key=lambda g: int(g.split()[-1]))
+    base = alt.Chart(df).encode(x=_scenario_x(order), xOffset=alt.XOffset("gpu:N", sort=gpus))
+    color = alt.Color("gpu:N", sort=gpus, title="card")
+    opacity = alt.condition("datum.valid", alt.value(1.0), alt.value(0.35))
+    points = base.mark_point(filled=True, size=45).encode(
+        y=alt.Y("dev_pct:Q", title="SSP power vs fleet mean (%)"),
+        color=color,
+        opacity=opacity,
+        tooltip=["scenario", "gpu", "value", "dev_pct", "lo_pct", "hi_pct", "valid"],
+    )
+    bars = (
+        base.transform_filter("isValid(datum.lo_pct) && isValid(datum.hi_pct)")
+        .mark_rule()
+        .encode(y="lo_pct:Q", y2="hi_pct:Q", color=color, opacity=opacity)
+    )
+    zero = alt.Chart(pl.DataFrame({"y": [0.0]})).mark_rule(color="#888888", strokeDash=[4, 3]).encode(y="y:Q")
+    chart = alt.layer(zero, bars, points).properties(
+        width=max(260, min(640, 30 * len(order) * len(gpus))),
+        height=240,
+        title=_title("Card-to-card spread of the SSP power", "bars: CI; faded: invalid row; dashed: fleet mean"),
+    )
+    return configure(chart)
+
+
+def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
+    """A value with its CI as table HTML."""
+    if not _finite(m.get(value)):
+        return "–"
+    out = fmt(m[value], digits)
+    if _finite(m.get(lo)) and _finite(m.get(hi)):
+        out += f' <span class="ci">[{fmt(m[lo], digits)}, {fmt(m[hi], digits)}]</span>'
+    return out
+
+
+def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
+    """The spread of the SSP power per scenario as an HTML table (the analysis' numbers)."""
+    cols = fleet_metric_columns("ssp_power")
+    head = (
+        "<tr><th>scenario</th><th>GPUs</th><th>fleet SSP (W)</th><th>spread (%)</th><th>noise only (%)</th>"
+        "<th>cards differ</th><th>card-to-card sd (%)</th></tr>"
+    )
+    body = []
+    for name in order:
+        f = fleet.get(name)
+        if not f:
+            continue
+        row = f.get("row") or {}
+        m = (f.get("metrics") or {}).get("ssp_power") or {}
+        distinct = row.get(cols["distinct"])
+        body.append(
+            f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.get('gpus') or []))}</td>"
+            f"<td>{_ci(m, 'mean', 'mean_ci_low', 'mean_ci_high', 1)}</td>"
+            f"<td>{_ci(m, 'spread_pct', 'spread_ci_low_pct', 'spread_ci_high_pct', 2)}</td>"
+            f"<td>{fmt(m.get('noise_spread_pct'), 2)}</td>"
+            f"<td>{'–' if distinct is None else ('yes' if distinct else 'no')}</td>"
+            f"<td>{fmt(m.get('between_card_sd_pct'), 2)}</td></tr>"
+        )
+    return f'<table class="fleet">{head}{"".join(body)}</table>' if body else ""

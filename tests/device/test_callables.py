@@ -1,0 +1,115 @@
+"""User kernels: finding, importing and calling a factory, each failure one message naming the target
+(fingrav/device/callables.py), and the preflight check that runs when a sweep is planned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config
+
+from fingrav.config import parse_config
+from fingrav.device.callables import build_launcher, call_launcher, find_problem, load_factory, split_target
+from fingrav.errors import ConfigError, DeviceError
+from fingrav.preflight import check_callables
+
+USER = """
+STATE = {"launches": 0}
+
+def make(n=1, fail=False):
+    if fail:
+        raise ValueError(f"cannot allocate {n} elements")
+    def launch():
+        STATE["launches"] += n
+    return launch
+
+def broken_launch():
+    def launch():
+        raise RuntimeError("kernel crashed")
+    return launch
+
+def not_a_launcher():
+    return 42
+
+VALUE = 3
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch) -> Path:
+    (tmp_path / "fingrav_test_user.py").write_text(USER)
+    (tmp_path / "bad_import_user.py").write_text("import math\nraise ImportError('needs triton')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_split_target() -> None:
+    assert split_target("a.b:c") == ("a.b", "c")
+    assert split_target("dir/file.py:make") == ("dir/file.py", "make")
+    with pytest.raises(ConfigError, match="expected 'package.module:factory'"):
+        split_target("a.b")
+
+
+def test_find_problem_looks_up_without_running(user_module: Path) -> None:
+    assert find_problem("fingrav_test_user:make", user_module) is None
+    assert find_problem("bad_import_user:make", user_module) is None  # found; importing it is collect's business
+    assert find_problem("fingrav_test_user.py:make", user_module) is None
+    assert "no module named 'no_such_module_xyz'" in find_problem("no_such_module_xyz:make", user_module)
+    assert "no such file" in find_problem("missing/file.py:make", user_module)
+
+
+def test_factory_is_called_with_its_args_and_its_launcher_runs(user_module: Path) -> None:
+    import fingrav_test_user
+
+    fn = build_launcher("fingrav_test_user:make", {"n": 5})
+    call_launcher("fingrav_test_user:make", fn)
+    fn()
+    assert fingrav_test_user.STATE["launches"] == 10
+    # a file target, relative to the working directory: a module of its own
+    assert callable(load_factory("fingrav_test_user.py:make"))
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "error", "message"),
+    [
+        (
+            "no_such_module_xyz:make",
+            {},
+            ConfigError,
+            r"'no_such_module_xyz:make': importing 'no_such_module_xyz' failed",
+        ),
+        ("bad_import_user:make", {}, ConfigError, r"ImportError: needs triton \(at .*bad_import_user.py:2"),
+        ("fingrav_test_user:nothing", {}, ConfigError, r"module 'fingrav_test_user' has no attribute 'nothing'"),
+        ("fingrav_test_user:VALUE", {}, ConfigError, r"'VALUE' is of type int, not a function"),
+        ("fingrav_test_user:make", {"fail": True}, DeviceError, r"the factory raised ValueError: cannot allocate 1"),
+        ("fingrav_test_user:make", {"m": 1}, DeviceError, r"the factory raised TypeError: .*unexpected keyword"),
+        ("fingrav_test_user:not_a_launcher", {}, DeviceError, r"returned an object of type int, not a function"),
+        ("missing_dir/user.py:make", {}, ConfigError, r"no such file"),
+    ],
+)
+def test_each_failure_is_one_message_naming_the_target(user_module, target, args, error, message) -> None:
+    with pytest.raises(error, match=message) as exc:
+        build_launcher(target, args)
+    text = str(exc.value)
+    assert target in text and "\n" not in text and "Traceback" not in text
+
+
+def test_a_launch_function_that_raises_is_named(user_module: Path) -> None:
+    fn = build_launcher("fingrav_test_user:broken_launch", {})
+    with pytest.raises(
+        DeviceError, match=r"'fingrav_test_user:broken_launch': its launch function raised RuntimeError"
+    ):
+        call_launcher("fingrav_test_user:broken_launch", fn)
+
+
+def test_preflight_names_the_scenario_of_a_missing_target(user_module: Path) -> None:
+    data = tiny_config()
+    data["scenarios"] = [
+        {"name": "ok", "kernel": {"kind": "callable", "target": "fingrav_test_user:make", "bytes": 8.0}},
+        {"name": "gone", "kernel": {"kind": "callable", "target": "gone_module_xyz:make", "bytes": 8.0}},
+    ]
+    with pytest.raises(ConfigError, match=r"scenarios\['gone'\].kernel: callable target 'gone_module_xyz:make'"):
+        check_callables(parse_config(data), user_module)
+    data["scenarios"] = data["scenarios"][:1]
+    check_callables(parse_config(data), user_module)

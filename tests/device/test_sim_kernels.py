@@ -1,0 +1,69 @@
+"""The simulator's roofline of attention and of user callables (fingrav/device/sim/kernels.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fingrav.config import AttentionKernel, CallableKernel, GemmKernel, SimConfig
+from fingrav.device.sim import PRESETS, SimulatedGPU
+from fingrav.device.sim.kernels import build_kernel
+from fingrav.errors import ConfigError, DeviceError
+
+PREFILL = AttentionKernel(batch=1, heads=32, q_len=4096, kv_len=4096, head_dim=128, causal=True)
+DECODE = AttentionKernel(batch=16, heads=32, q_len=1, kv_len=4096, head_dim=128)
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "h200"])
+def test_attention_roofline_prefill_compute_bound_decode_memory_bound(preset: str) -> None:
+    p = PRESETS[preset]
+    pre, dec = build_kernel(p, PREFILL), build_kernel(p, DECODE)
+    assert pre.flops == PREFILL.work().flop and dec.bytes == DECODE.work().bytes
+    assert pre.u_compute > 2 * pre.u_memory and dec.u_memory > 100 * dec.u_compute  # compute- vs memory-bound
+    # the decode step is memory time: bytes at the size-dependent bandwidth efficiency, + the fixed overhead
+    eff_m = p.eff_memory_max * dec.bytes / (dec.bytes + p.eff_memory_half_bytes)
+    assert dec.base_ns == pytest.approx(dec.bytes / (p.peak_bw_bytes_s * eff_m) * 1e9 + p.overhead_ns)
+    # the prefill is compute time: a GEMM of the same shape's efficiency x the preset's attention efficiency
+    size = (1 * 32 * 4096 * 4096 * 128) ** (1 / 3)
+    eff_c = p.eff_compute_max * size / (size + p.eff_compute_half_size) * p.attention_efficiency
+    assert pre.base_ns == pytest.approx(pre.flops / (p.peak_flops["bf16"] * eff_c) * 1e9 + p.overhead_ns)
+    full = build_kernel(p, PREFILL.model_copy(update={"causal": False}))
+    assert full.base_ns - p.overhead_ns == pytest.approx(2 * (pre.base_ns - p.overhead_ns))  # causal: half the work
+
+
+def test_gemm_roofline_is_unchanged_by_the_work_refactor() -> None:
+    """GEMM time from its work: 2 m n k flop over the size-dependent compute efficiency (the pre-refactor formula)."""
+    p = PRESETS["mi300x"]
+    k = build_kernel(p, GemmKernel(m=4096, n=4096, k=4096))
+    eff_c = p.eff_compute_max * 4096.0 / (4096.0 + p.eff_compute_half_size)
+    assert k.flops == 2.0 * 4096**3 and k.bytes == 2.0 * 3 * 4096**2
+    assert k.base_ns == pytest.approx(2.0 * 4096**3 / (p.peak_flops["bf16"] * eff_c) * 1e9 + p.overhead_ns, rel=1e-12)
+
+
+def test_callable_roofline_uses_its_declared_work_and_efficiencies() -> None:
+    p = PRESETS["h200"]
+    n = 1 << 26
+    c = CallableKernel(target="pkg.mod:make", flops=float(n), bytes=12.0 * n, dtype="fp32")
+    k = build_kernel(p, c)
+    t_m = 12.0 * n / (p.peak_bw_bytes_s * c.sim.memory_efficiency) * 1e9
+    assert k.base_ns == pytest.approx(t_m + p.overhead_ns) and k.kind == "callable"
+    slow = c.model_copy(update={"sim": c.sim.model_copy(update={"memory_efficiency": 0.4})})
+    assert build_kernel(p, slow).base_ns - p.overhead_ns == pytest.approx(2 * t_m)
+    with pytest.raises(DeviceError, match="needs its flops and/or bytes"):
+        build_kernel(p, CallableKernel(target="pkg.mod:make"))
+
+
+def test_simulated_gpu_imports_a_callable_but_never_calls_it(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "user_kernels_sim.py").write_text(
+        "CALLS = []\ndef make(n):\n    CALLS.append(n)\n    raise RuntimeError('needs a GPU')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    dev = SimulatedGPU(SimConfig(preset="h200"))
+    k = dev.prepare(CallableKernel(target="user_kernels_sim:make", args={"n": 4}, bytes=1e9))
+    import user_kernels_sim
+
+    assert user_kernels_sim.CALLS == [] and k.label == "callable make"
+    assert len(dev.execute([(k, 3)])) == 3
+    with pytest.raises(ConfigError, match="'user_kernels_sim:nothing'.*has no attribute 'nothing'"):
+        dev.prepare(CallableKernel(target="user_kernels_sim:nothing", bytes=1e9))

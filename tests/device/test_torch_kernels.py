@@ -1,0 +1,149 @@
+"""Attention and user kernels on the torch device: the SDPA backend probe on the real (CPU) torch, and the device's
+bookkeeping (input sets, graph capture, the stream-mode fallback, provenance) on the fake torch of test_nvml."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fingrav.config import AttentionKernel, CallableKernel
+from fingrav.device.sdpa import SDPA_OPS, UNKNOWN, attention_sizes, backend_of_ops, probe_backend
+from fingrav.errors import DeviceError
+
+HERE = Path(__file__).resolve().parent
+_CLOCK = None  # the fake GPU clock the user factory below advances (set by the tests)
+
+
+def _nvml_tests() -> types.ModuleType:
+    """tests/device/test_nvml.py (its fake torch and clock), imported as pytest does: module `test_nvml`."""
+    mod = sys.modules.get("test_nvml")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("test_nvml", HERE / "test_nvml.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["test_nvml"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def make_fake_kernel(ns: int = 5000):
+    """A user factory for the fake GPU: its launch function advances the fake clock by `ns` (recorded into a
+    graph while one is being captured, like a real kernel launch)."""
+    clock = _CLOCK
+
+    def launch() -> None:
+        def op() -> None:
+            clock.t += ns
+
+        if clock.capturing is not None:
+            clock.capturing.append(op)
+        else:
+            op()
+
+    return launch
+
+
+# --------------------------------------------------------------------------- pure helpers
+def test_attention_sizes_and_backend_names() -> None:
+    k = AttentionKernel(batch=2, heads=4, q_len=8, kv_len=16, head_dim=32)
+    sz = attention_sizes(k, 2)
+    assert sz["q"] == (2, 4, 8, 32) and sz["kv"] == (2, 4, 16, 32) and sz["out"] == sz["q"]
+    assert sz["set_bytes"] == 2 * 2 * 4 * 32 * (8 + 2 * 16) and sz["flops"] == k.work().flop
+    assert backend_of_ops(["aten::transpose", "aten::_scaled_dot_product_efficient_attention"]) == (
+        "efficient",
+        "aten::_scaled_dot_product_efficient_attention",
+    )
+    assert backend_of_ops(["aten::mm"]) == (UNKNOWN, None)
+    assert set(SDPA_OPS.values()) >= {"flash", "efficient", "cudnn", "math"}
+
+
+def test_probe_names_the_backend_torch_ran_on_cpu_torch() -> None:
+    """On the real torch (CPU build): the default SDPA dispatch and a forced math backend are told apart by the
+    profiler's op names; a profiler that fails leaves the backend unknown, with the reason, and raises nothing."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q = torch.randn(1, 2, 16, 8)
+    k = torch.randn(1, 2, 16, 8)
+    got = probe_backend(torch, lambda: sdpa(q, k, k, is_causal=True), q, k, k, True)
+    assert got["sdpa_backend"] in SDPA_OPS.values() and got["sdpa_backend"] != "math", got
+    assert got["sdpa_op"] in SDPA_OPS
+
+    def forced_math() -> None:
+        with sdpa_kernel([SDPBackend.MATH]):
+            sdpa(q, k, k)
+
+    assert probe_backend(torch, forced_math, q, k, k, False)["sdpa_backend"] == "math"
+
+    def fails() -> None:
+        raise RuntimeError("no profiler here")
+
+    broken = probe_backend(torch, fails, q, k, k, False)
+    assert broken["sdpa_backend"] == UNKNOWN and "no profiler here" in broken["sdpa_probe"]
+
+
+# --------------------------------------------------------------------------- the torch device on a fake torch
+@pytest.fixture
+def fake(monkeypatch):
+    global _CLOCK
+    nv = _nvml_tests()
+    clock = nv._Clock()
+    torch = nv._fake_torch(clock, l2_bytes=1 << 20)
+    calls: list[tuple] = []
+
+    def sdpa(q, k, v, is_causal=False):
+        def op() -> None:
+            calls.append((id(q), is_causal))
+            clock.t += 3000
+
+        if clock.capturing is not None:
+            clock.capturing.append(op)
+        else:
+            op()
+
+    torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(scaled_dot_product_attention=sdpa))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.syspath_prepend(str(HERE))
+    _CLOCK = clock
+    yield types.SimpleNamespace(clock=clock, calls=calls, device=nv._device_class(clock))
+    _CLOCK = None
+
+
+def test_attention_on_the_torch_device(fake) -> None:
+    dev = fake.device()
+    h = dev.prepare(AttentionKernel(batch=1, heads=2, q_len=16, kv_len=16, head_dim=8, causal=True))
+    assert h.n_sets > 1  # 3 KB a set against a 1 MB L2: rotated like a GEMM's inputs
+    assert all(s.a.shape == (1, 2, 16, 8) for s in h.sets[0])
+    info = h.describe()
+    assert info["label"] == "attention b1 h2 q16 kv16 d8 causal bf16" and info["input_sets"] == h.n_sets
+    assert info["sdpa_backend"] == UNKNOWN and info["sdpa_probe"]  # the fake's SDPA is no aten op: not named
+    fake.calls.clear()
+    rec = dev.execute([(h, 10)])
+    assert np.all(rec.duration_ns == 3010) and fake.clock.captures > 0  # kernel + one stamp, from graphs
+    assert [c[0] for c in fake.calls] == [id(h.sets[j % h.n_sets][0]) for j in range(10)]
+    assert all(causal for _, causal in fake.calls)
+
+
+def test_callable_on_the_torch_device_and_the_recorded_fallback(fake) -> None:
+    dev = fake.device()
+    kernel = CallableKernel(target="test_torch_kernels:make_fake_kernel", args={"ns": 7000}, bytes=64.0)
+    h = dev.prepare(kernel)
+    assert h.describe() == {"label": "callable make_fake_kernel", "input_sets": 1, "target": kernel.target}
+    assert np.all(dev.execute([(h, 5)]).duration_ns == 7010) and dev.launch_mode == "graph"
+    assert dev.describe()["graph_capture_error"] is None
+    fake.clock.fail_capture = True
+    rec = dev.execute([(h, 3)])  # a count never captured: capture fails -> stream launches, recorded
+    assert np.all(rec.duration_ns == 7010) and dev.launch_mode == "stream"
+    d = dev.describe()
+    assert d["launch_mode"] == "stream" and "callable make_fake_kernel: RuntimeError" in d["graph_capture_error"]
+
+
+def test_a_failing_factory_stops_prepare_with_one_message(fake) -> None:
+    dev = fake.device()
+    with pytest.raises(DeviceError, match=r"'test_torch_kernels:make_fake_kernel': the factory raised TypeError"):
+        dev.prepare(CallableKernel(target="test_torch_kernels:make_fake_kernel", args={"bogus": 1}))

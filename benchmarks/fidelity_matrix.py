@@ -144,15 +144,17 @@ _ROW_KEYS = (
     "energy_per_exec_ci_high_mj",
     "truth_energy_per_exec_mj",
     "energy_error_pct",
-    "sse_reading_w",
-    "sse_reading_ci_low_w",
-    "sse_reading_ci_high_w",
-    "truth_sse_kernel_power_w",
-    "interleaved_reading_w",
-    "interleaved_reading_ci_low_w",
-    "interleaved_reading_ci_high_w",
-    "truth_interleaved_kernel_power_w",
+    *(
+        f"{n}_{kind}{suffix}"
+        for n in ("sse", "interleaved")
+        for kind in ("reading", "kernel_power")
+        for suffix in ("_w", "_ci_low_w", "_ci_high_w")
+    ),
+    *(f"truth_{n}_{kind}_w" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
+    *(f"{n}_{kind}_error_pct" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
 )
+# the two kinds of SSE / interleaved number, each validated against its own truth (fingrav.analysis.validation)
+SECONDARY = tuple((n, kind) for n in ("sse", "interleaved") for kind in ("reading", "kernel_power"))
 
 
 def _covers(r: dict[str, Any], lo: str, hi: str, truth: str) -> bool | None:
@@ -178,6 +180,15 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if (c := _covers(r, "energy_per_exec_ci_low_mj", "energy_per_exec_ci_high_mj", "truth_energy_per_exec_mj"))
         is not None
     ]
+    secondary: dict[str, Any] = {}
+    for n, kind in SECONDARY:
+        name = f"{n}_{kind}"
+        reported = [r for r in ok if r.get(f"{name}_w") is not None and r.get(f"truth_{name}_w") is not None]
+        c = [_covers(r, f"{name}_ci_low_w", f"{name}_ci_high_w", f"truth_{name}_w") for r in reported]
+        errs = [abs(r[f"{name}_error_pct"]) for r in reported if r.get(f"{name}_error_pct") is not None]
+        secondary[f"{name}_reported"] = len(reported)
+        secondary[f"{name}_ci_coverage"] = sum(bool(x) for x in c) / len(c) if c else None
+        secondary[f"{name}_max_abs_error_pct"] = max(errs, default=None)
     return {
         "scenarios": len(rows),
         "errors": len(rows) - len(ok),
@@ -196,6 +207,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             and abs(r["ssp_error_pct"]) > 2.0
             and not _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")
         ),
+        **secondary,
     }
 
 

@@ -62,9 +62,10 @@ class ProfileResult:
     """What `profile` measured for one kernel on GPU 0 (units in the names: W, mJ, µs).
 
     Every number is the pipeline's: `summary` is the scenario's summary.json (`ScenarioSummary`), `row` its
-    summary.csv row. `profile`: the golden LOIs of the profiled roles, one row per power sample inside an
-    execution: channel, role (ssp, sse, first, warmup, pred), run, exec_index, toi_frac (where inside the
-    execution, 0..1), power_w. `limit_cycle`: set where the power limiter cycles (else None).
+    summary.csv row. `profile`: the TOI profile as lois.parquet holds it (what the report plots): the golden LOIs
+    of the profiled roles, one row per power sample inside an execution: channel, role (ssp, sse, first, warmup,
+    pred), run, exec_index, toi_frac (where inside the execution, 0..1), power_w (the SSP mean itself is computed
+    from centroid-aligned LOIs, `summary.channels`). `limit_cycle`: set where the power limiter cycles (else None).
     `results_dir`: where the files are (None when they were in a temporary folder, now removed)."""
 
     scenario: str
@@ -212,13 +213,14 @@ def run_stages(cfg: SweepConfig, layout: SweepLayout) -> Path:
     from fingrav.stages import bin as bin_stage
     from fingrav.stages import calibrate, collect, differentiate
 
-    check_callables(cfg)
+    if cfg.device.backend != "replay":  # as preflight: a replay never runs the factory
+        check_callables(cfg)
     scenario = cfg.scenarios[0]
     if layout.calibration_json(0).exists() and cfg.device.backend != "replay":
         logger.info("calibration found in %s: kept", layout.root)
     else:
         calibrate.run(layout, cfg.device, cfg.calibration, cfg.seed)
-    collect.run(layout, cfg.device, scenario, cfg.policy_for(scenario.name), cfg.seed)
+    collect.run(layout, cfg.device, scenario, cfg.policy_for(scenario.name), cfg.seed, cfg.calibration)
     bin_stage.run(layout, scenario.name, 0, cfg.analysis)
     differentiate.run(
         layout,

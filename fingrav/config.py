@@ -306,6 +306,18 @@ class SimOverrides(_Model):
     exec_jitter_pct: Annotated[float, Field(ge=0, le=20)] | None = None
     outlier_run_fraction: Annotated[float, Field(ge=0, le=0.5)] | None = None
     launch_gap_us: Annotated[float, Field(ge=0)] | None = None
+    limit_cycle_start_ms: Annotated[float, Field(ge=0, le=60_000.0)] | None = Field(
+        None, description="busy time before the power limit cycle's first clamp"
+    )
+    limit_cycle_high_ms: Annotated[float, Field(ge=0, le=60_000.0)] | None = Field(
+        None, description="released phase of the power limit cycle (0 with limit_cycle_low_ms 0: no cycle)"
+    )
+    limit_cycle_low_ms: Annotated[float, Field(ge=0, le=60_000.0)] | None = Field(
+        None, description="clamped phase of the power limit cycle"
+    )
+    stamp_overhead_us: Annotated[float, Field(ge=0, le=1_000.0)] | None = Field(
+        None, description="GPU time the stamps around one stamped execution add to its cycle"
+    )
 
 
 class SimConfig(_Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -108,7 +109,7 @@ def owner_record(device: DeviceConfig) -> dict[str, Any]:
     """What makes raw data another sweep's: the backend and the GPU (index) that measured it, the dataset replayed."""
     rec: dict[str, Any] = {"backend": device.backend, "index": device.index}
     if device.backend == "replay":
-        rec["replay_dir"] = device.replay_dir
+        rec["replay_dir"] = os.path.normpath(device.replay_dir or "")
     return rec
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 from conftest import tiny_config
@@ -85,3 +86,50 @@ def test_scenario_run_policy_overrides_only_its_fields() -> None:
     assert cfg.policy_for("cb-8k") == cfg.run_policy
     data["scenarios"][0]["run_policy"] = {"margin": 0.8}
     assert "scenarios['cb-2k'].run_policy.margin: unknown key (value 0.8)" in _bad(lambda d: d.update(data))
+
+
+# --------------------------------------------------------------------------- listed GPUs (device.gpus)
+def listed(gpus: list[int], fleet: bool = False, **device: object) -> dict:
+    data = tiny_config()
+    data["device"].update(gpus=gpus, fleet=fleet, **device)
+    return data
+
+
+def test_listed_gpus_spread_scenarios_round_robin_and_fleet_runs_all() -> None:
+    """Spread: scenario i on gpus[i % n], whatever runs first; fleet: every scenario on every listed GPU."""
+    cfg = parse_config(listed([2, 5]))
+    assert [cfg.gpus_of(s.name) for s in cfg.scenarios] == [[2], [5], [2]]
+    fleet = parse_config(listed([2, 5], fleet=True))
+    assert all(fleet.gpus_of(s.name) == [2, 5] for s in fleet.scenarios)
+    assert parse_config(tiny_config()).gpus_of("cb-2k") == []
+
+
+def test_a_listed_gpu_runs_as_a_one_gpu_sweep_of_its_device() -> None:
+    dev = parse_config(listed([2, 5], fleet=True, backend="replay", replay_dir="data/fleet")).device
+    card = dev.card(5)
+    assert (card.index, card.gpus, card.fleet, card.world_size) == (5, None, False, 1)
+    assert card.replay_dir == "data/fleet/cards/5"  # a replayed fleet's GPU i: the dataset's cards/<i>/
+    with pytest.raises(KeyError):
+        dev.card(3)
+
+
+@pytest.mark.parametrize(
+    ("device", "pattern"),
+    [
+        ({"gpus": [0, 0]}, re.escape("a GPU is listed twice")),
+        ({"gpus": [0, 1], "world_size": 2}, re.escape("device.gpus = [0, 1] and device.world_size = 2")),
+        ({"gpus": [0, 1], "index": 3}, re.escape("list the GPUs in device.gpus")),
+        ({"fleet": True}, re.escape("device.fleet needs device.gpus")),
+        ({"gpus": [1], "fleet": True}, re.escape("a fleet survey needs at least 2 GPUs")),
+        ({"gpus": []}, re.escape("device.gpus")),
+        ({"gpus": [-1]}, r"device\.gpus(\.0|\[0\]) = -1"),  # the item's spelling is the config errors' own
+        ({"sim": {"card_spread_pct": 50.0}}, re.escape("device.sim.card_spread_pct = 50.0")),
+    ],
+)
+def test_bad_listed_gpus_are_refused(device: dict, pattern: str) -> None:
+    """One message naming the field and value."""
+    data = tiny_config()
+    data["device"].update(device)
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert re.search(pattern, str(err.value)), err.value

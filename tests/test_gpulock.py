@@ -55,3 +55,26 @@ def test_measurement_dies_when_the_process_that_started_it_is_killed(tmp_path: P
     before = marker.read_text()
     time.sleep(0.5)
     assert marker.read_text() == before  # the stage stopped writing: it is gone
+
+
+def test_lock_names_the_gpu_as_the_node_knows_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scheduler jobs that each see their one GPU as GPU 0 (CUDA_VISIBLE_DEVICES=2 and =5) lock different GPUs;
+    without the variable the index is the node's."""
+    from fingrav.gpulock import lock_path, node_gpu
+
+    monkeypatch.setenv("FINGRAV_LOCK_DIR", str(tmp_path))
+    assert node_gpu("nvml", 0, {"CUDA_VISIBLE_DEVICES": "2"}) == "2"
+    assert node_gpu("nvml", 1, {"CUDA_VISIBLE_DEVICES": "2,5"}) == "5"
+    assert node_gpu("nvml", 0, {"CUDA_VISIBLE_DEVICES": "GPU-1b2c"}) == "GPU-1b2c"
+    assert node_gpu("amdsmi", 0, {"ROCR_VISIBLE_DEVICES": "3"}) == "3"
+    assert node_gpu("nvml", 4, {}) == "4"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    first = lock_path("nvml", 0)
+    with gpu_lock("nvml", 0):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+        assert lock_path("nvml", 0) != first
+        with gpu_lock("nvml", 0):  # the other job's GPU: free
+            pass
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+        with pytest.raises(DeviceError, match="is being measured"), gpu_lock("nvml", 0):
+            pass

@@ -985,13 +985,14 @@ def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
     summary_part = html[html.index('id="summary"') : html.index('id="how"')]
     row = next(r for r in summary_part.split("<tr") if "<b>gemv4k</b>" in r)
-    assert row.count('class="nm"') == 2 and "too_few_lois_sse" in row
+    # SSE reading and its % vs SSP (too few SSE LOIs), and the SSE kernel power (not resolved: reason as tooltip)
+    assert row.count('class="nm"') == 3 and "too_few_lois_sse" in row
     scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
     df = sse_error_data(scns, {"cb-2k": 80.0}, "this sweep")
     gemv = df.filter(pl.col("group") == "gemv4k").row(0, named=True)
     assert gemv["pct"] is None and gemv["label"] == "not measurable (too_few_lois_sse)"
     assert df.filter(pl.col("group") == "gemm2k")["pct"].item() > 0
-    assert "SSE power (W)" not in validation_data(scns).filter(pl.col("scenario") == "gemv4k")["quantity"].to_list()
+    assert "SSE reading (W)" not in validation_data(scns).filter(pl.col("scenario") == "gemv4k")["quantity"].to_list()
 
 
 def test_reference_section_and_figure_data(sim_report: dict[str, Any]) -> None:

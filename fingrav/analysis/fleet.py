@@ -12,8 +12,10 @@ of `fingrav.contracts.summary.FLEET_METRICS` (SSP power, energy per execution, e
   by the scenario, so a rerun gives the same numbers). These CIs are about *these* cards, measured again; with a
   handful of cards they say nothing about a fleet at large;
 * ``noise_spread_pct``: the median spread the same draws give when every card has the fleet mean, i.e. what
-  measurement noise alone spreads identical cards by; ``distinct``: the observed spread exceeds that noise-only
-  spread's (1 + ci_level) / 2 quantile (a test at level 1 - ci_level that the cards are alike);
+  measurement noise alone spreads identical cards by; ``distinct``: the cards differ beyond their measurement noise,
+  by Cochran's Q (sum of w_i (x_i - weighted mean)^2, w_i = 1 / se_i^2: a card with a wide CI weighs little) above
+  the ci_level quantile of Q over those noise-only draws (a test at level 1 - ci_level; Q is chi-square with n - 1
+  degrees of freedom there, ``q`` and ``q_noise_quantile`` are given);
 * ``between_card_sd_pct``: the card-to-card standard deviation with the measurement noise taken out (method of
   moments: sqrt(max(0, sample variance - mean squared standard error)), % of the mean);
 * ``row``: the summary.csv columns (`fingrav.contracts.summary.fleet_columns`).
@@ -54,6 +56,14 @@ def _quantiles(x: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _cochran_q(x: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """Cochran's Q of each row of values `x` (draws x cards) with standard errors `se` (a card with se 0 counts as
+    precise to 1e-12 of its value's scale)."""
+    w = 1.0 / np.maximum(se, 1e-12 * max(float(np.abs(x).max()), 1.0)) ** 2
+    xbar = (x * w).sum(axis=1, keepdims=True) / w.sum()
+    return ((x - xbar) ** 2 * w).sum(axis=1)
+
+
 def metric_spread(
     values: Mapping[int, tuple[Any, Any, Any]], level: float, rng: np.random.Generator, draws: int = DRAWS
 ) -> dict[str, Any]:
@@ -65,7 +75,7 @@ def metric_spread(
     none = dict.fromkeys(
         ("mean", "mean_ci_low", "mean_ci_high", "spread_pct", "spread_ci_low_pct", "spread_ci_high_pct"), None
     )
-    out.update(none, noise_spread_pct=None, distinct=None, between_card_sd_pct=None)
+    out.update(none, noise_spread_pct=None, q=None, q_noise_quantile=None, distinct=None, between_card_sd_pct=None)
     if len(used) < 2:
         return out
     x = np.array([float(c["value"]) for c in used])
@@ -78,6 +88,7 @@ def metric_spread(
     sim_spread = (sim.max(axis=1) - sim.min(axis=1)) / sim_mean * 100
     noise = mean + se[None, :] * rng.standard_normal((draws, len(used)))
     noise_spread = (noise.max(axis=1) - noise.min(axis=1)) / noise.mean(axis=1) * 100
+    q_obs, q_noise = _cochran_q(x[None, :], se)[0], _cochran_q(noise, se)
     spread = float((x.max() - x.min()) / mean * 100)
     dev = (sim / sim_mean[:, None] - 1) * 100
     for j, c in enumerate(used):
@@ -88,7 +99,9 @@ def metric_spread(
         mean=mean,
         spread_pct=spread,
         noise_spread_pct=float(np.median(noise_spread)),
-        distinct=bool(spread > float(np.quantile(noise_spread, (1 + level) / 2))),
+        q=float(q_obs),
+        q_noise_quantile=float(np.quantile(q_noise, level)),
+        distinct=bool(q_obs > float(np.quantile(q_noise, level))),
         between_card_sd_pct=float(np.sqrt(var_between) / mean * 100),
     )
     out["mean_ci_low"], out["mean_ci_high"] = _quantiles(sim_mean, level)

@@ -123,7 +123,7 @@ RANK_SUFFIX: Final = "_gpu"
 # every listed GPU (fingrav.analysis.fleet): `fleet_gpus`; `fleet_<name>_<unit>` (the mean over the cards) with its
 # CI `fleet_<name>_ci_{low,high}_<unit>`; `fleet_<name>_spread_pct` ((max - min) / mean) with its CI
 # `fleet_<name>_spread_ci_{low,high}_pct`; `fleet_<name>_noise_spread_pct` (what measurement noise alone spreads
-# identical cards by) and `fleet_<name>_distinct` (whether the cards differ beyond it)
+# identical cards by) and `fleet_<name>_distinct` (whether the cards differ beyond their measurement noise)
 GPU: Final = "gpu"
 FLEET_METRICS: Final[dict[str, tuple[str, str, str, str]]] = {
     "ssp_power": ("w", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),

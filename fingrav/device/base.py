@@ -103,6 +103,52 @@ class PowerSamples:
         )
 
 
+@dataclass(frozen=True)
+class ClockTelemetry:
+    """Clock and clock-event (throttle) state of one GPU at one instant (`GPUDevice.read_telemetry`).
+
+    host_ns: the host clock at the read (`GPUDevice.host_time_ns`, ns); read_ns: how long the read took (ns, host);
+    sm_mhz / mem_mhz: the current SM (AMD: GFX) and memory clocks (MHz), None where the GPU does not say;
+    reasons: the vendor's bitmask of active clock-event reasons (NVML ``nvmlClocksEventReason*``), None where the
+    vendor has none (amdsmi); reason_names: the active reasons decoded (amdsmi: its violation status's ``active_*``
+    flags that are set); violation: cumulative limiter / slowdown counters by name, in `violation_unit` (NVML
+    ``nvmlDeviceGetViolationStatus`` per perf policy: "power", "thermal", ... in ns; amdsmi
+    ``amdsmi_get_violation_status`` accumulators, "acc_counter" the reference they count against); fields: other
+    values by name (NVML field values, e.g. "NVML_FI_DEV_POWER_INSTANT"; amdsmi ``per_*`` percentages): their
+    units are in the backend's ``describe()["telemetry"]``; errors: item -> message for what failed in this read
+    (the rest was still read). Counters are cumulative: a run's share is `counters_since(reading before it)`."""
+
+    host_ns: int
+    read_ns: int
+    sm_mhz: float | None = None
+    mem_mhz: float | None = None
+    reasons: int | None = None
+    reason_names: tuple[str, ...] = ()
+    violation: dict[str, int] = field(default_factory=dict)
+    violation_unit: str = "ns"
+    fields: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def counters_since(self, earlier: ClockTelemetry) -> dict[str, int]:
+        """Increase of each violation counter read both now and at `earlier` (in `violation_unit`)."""
+        return {k: int(v) - int(earlier.violation[k]) for k, v in self.violation.items() if k in earlier.violation}
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (lists for tuples)."""
+        return {
+            "host_ns": int(self.host_ns),
+            "read_ns": int(self.read_ns),
+            "sm_mhz": self.sm_mhz,
+            "mem_mhz": self.mem_mhz,
+            "reasons": self.reasons,
+            "reason_names": list(self.reason_names),
+            "violation": dict(self.violation),
+            "violation_unit": self.violation_unit,
+            "fields": dict(self.fields),
+            "errors": dict(self.errors),
+        }
+
+
 class KernelHandle(abc.ABC):
     """A prepared kernel (inputs allocated, library handles created). Backend-specific."""
 
@@ -178,6 +224,12 @@ class GPUDevice(abc.ABC):
 
     def energy_mj(self) -> float | None:
         """Cumulative energy counter in mJ, or None when the device has none."""
+        return None
+
+    def read_telemetry(self) -> ClockTelemetry | None:
+        """Clocks, clock-event (throttle) reasons and limiter counters now (`ClockTelemetry`), or None when the
+        device offers none (the simulator, replay). Meant to be read right before and after a run, outside the
+        timed region: a read takes several vendor-library calls (its cost is in `ClockTelemetry.read_ns`)."""
         return None
 
     def ground_truth_of_last_execute(self) -> dict[str, dict[str, np.ndarray]] | None:

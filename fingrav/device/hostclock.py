@@ -28,11 +28,11 @@ def host_ns() -> int:
 class WallClock:
     """Converts wall-clock stamps (ns) to the host clock and notices when the wall clock steps.
 
-    offset = wall - host, measured by `update()` (a host read on each side of a wall read, the narrowest of a few
-    brackets). The offset of two clocks that run at the same rate never changes except when the wall clock is set:
-    a change beyond `tolerance_ns` is a step, returned by `update()` (ns, signed). `to_host(wall_ns)` uses the
-    offset of the last `update()`: a stamp taken before a step and converted after it is off by the step, so a
-    poller sets aside what it read across one (`fingrav.device.nvidia.poller`)."""
+    offset = wall - host, measured when made and checked by `update()` (a host read on each side of a wall read, the
+    narrowest of a few brackets). Linux slews both clocks alike, so their offset never changes except when the wall
+    clock is set: a change beyond `tolerance_ns` is a step, returned by `update()` (ns, signed), and the offset moves
+    with it. `to_host(wall_ns)` uses the current offset: a stamp taken before a step and converted after it is off
+    by the step, so a poller sets aside what it read across one (`fingrav.device.nvidia.poller`)."""
 
     def __init__(
         self,
@@ -58,12 +58,13 @@ class WallClock:
         return best[1]
 
     def update(self) -> int | None:
-        """Measure the offset again; the step (ns) when it moved by more than the tolerance, else None."""
+        """Measure the offset again: the step (ns) when it moved by more than the tolerance (the new offset is used
+        from now on), else None (the offset is kept as it was: the stamps it converts carry no read jitter)."""
         now = self._measure()
         step = now - self.offset_ns
-        self.offset_ns = now
         if abs(step) <= self.tolerance_ns:
             return None
+        self.offset_ns = now
         self.steps.append((self.host(), step))
         logger.warning("the host's wall clock stepped by %+.3f ms (NTP or settimeofday)", step / 1e6)
         return step

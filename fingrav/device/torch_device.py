@@ -75,7 +75,8 @@ Vendor hooks (override in a subclass: NVIDIA plugs ``%globaltimer`` in here, AMD
 * ``_make_spinner() -> Spinner``: ``name: str``, ``launch(t0, duration_ns)`` (enqueue a full-chip
   constant load that runs until the GPU clock passes ``t0[0] + duration`` where ``t0[0]`` is a raw
   stamp the stamper wrote just before on the same stream). The default raises BackendUnavailableError.
-* ``host_time_ns()``: the host clock the power samples are stamped with (``time.time_ns()``).
+* ``host_time_ns()``: the host clock the power samples are stamped with (CLOCK_MONOTONIC, `fingrav.device.hostclock`;
+  not the wall clock, which an NTP step can move under a collection).
 * the power side: a `PowerSource` set as ``self.power`` in a `PoweredTorchGPUDevice` subclass, which
   delegates ``channels``, ``describe`` (torch part + power part), ``start_sampling`` / ``drain_samples`` /
   ``stop_sampling``, ``energy_mj`` and ``close`` to it.
@@ -94,7 +95,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.device.hostclock import host_ns
 from fingrav.errors import BackendUnavailableError, DeviceError
 
 logger = logging.getLogger(__name__)
@@ -449,8 +451,9 @@ class TorchGPUDevice(GPUDevice):
         return self._spinner
 
     def host_time_ns(self) -> int:
-        """Host wall clock (time.time_ns), the clock NVML stamps power samples with."""
-        return time.time_ns()
+        """The host clock (`fingrav.device.hostclock.host_ns`: CLOCK_MONOTONIC, never stepped); the power sources
+        stamp their samples on it (NVML's wall-clock stamps are converted, `fingrav.device.hostclock.WallClock`)."""
+        return host_ns()
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -545,13 +548,8 @@ class TorchGPUDevice(GPUDevice):
         torch = self._torch
         sz = kernel_sizes(kernel)
         dtype = getattr(torch, DTYPES[sz["dtype"]])
-        free, _total = torch.cuda.mem_get_info(self.index)
-        n_sets = input_sets_needed(
-            sz["set_bytes"], self.l2_bytes, self.l2_rotation_factor, budget_bytes=int(free * 0.25)
-        )
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
-        self._n_prepared += 1
+        n_sets = self._n_sets(sz["set_bytes"])
+        gen = self._generator()
         with self._on_stream():
             sets = []
             for _ in range(n_sets):
@@ -590,6 +588,7 @@ class TorchGPUDevice(GPUDevice):
         return input_sets_needed(set_bytes, self.l2_bytes, self.l2_rotation_factor, budget_bytes=int(free * 0.25))
 
     def _generator(self) -> Any:
+        """The seeded generator of the next prepared kernel's random inputs (seed, kernel count)."""
         gen = self._torch.Generator(device=self.device)
         gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
         self._n_prepared += 1
@@ -669,9 +668,7 @@ class TorchGPUDevice(GPUDevice):
         backend = str(dist.get_backend())
         sz = collective_sizes(kernel, world)
         dtype = getattr(torch, DTYPES[sz["dtype"]])
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(self.seed * 1_000_003 + self._n_prepared)
-        self._n_prepared += 1
+        gen = self._generator()
         with self._on_stream():
             inp = torch.randn(sz["a"], generator=gen, device=self.device, dtype=torch.float32).to(dtype)
             out = inp if sz["kind"] == "allreduce" else torch.empty(sz["out"], device=self.device, dtype=dtype)
@@ -926,6 +923,11 @@ class PoweredTorchGPUDevice(TorchGPUDevice):
 
     def energy_mj(self) -> float | None:
         return self.power.energy_mj()
+
+    def read_telemetry(self) -> ClockTelemetry | None:
+        """The power source's clock / clock-event telemetry (NVMLPower, AMDSMIPower), None when it reads none."""
+        read = getattr(self.power, "read_telemetry", None)
+        return read() if read is not None else None
 
     def start_sampling(self) -> None:
         self.power.start_sampling()

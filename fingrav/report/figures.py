@@ -1009,12 +1009,28 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
     # label, measured, ci low, ci high, truth, error column (if the row has one)
     ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w", "ssp_error_pct"),
-    ("SSE power (W)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", "truth_sse_kernel_power_w", None),
+    ("SSE reading (W)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", "truth_sse_reading_w", None),
     (
-        "interleaved power (W)",
+        "SSE kernel power (W)",
+        "sse_kernel_power_w",
+        "sse_kernel_power_ci_low_w",
+        "sse_kernel_power_ci_high_w",
+        "truth_sse_kernel_power_w",
+        None,
+    ),
+    (
+        "interleaved reading (W)",
         "interleaved_reading_w",
         "interleaved_reading_ci_low_w",
         "interleaved_reading_ci_high_w",
+        "truth_interleaved_reading_w",
+        None,
+    ),
+    (
+        "interleaved kernel power (W)",
+        "interleaved_kernel_power_w",
+        "interleaved_kernel_power_ci_low_w",
+        "interleaved_kernel_power_ci_high_w",
         "truth_interleaved_kernel_power_w",
         None,
     ),
@@ -1050,7 +1066,7 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     rows = []
     for s in scns:
         for label, m, lo, hi, t, err_col in TRUTH_QUANTITIES:
-            if m == "sse_reading_w" and not s.sse_measurable:
+            if m.startswith("sse_") and not s.sse_measurable:
                 continue
             mv, tv = s.row.get(m), s.row.get(t)
             if not (_finite(mv) and _finite(tv)) or tv == 0:
@@ -1147,26 +1163,43 @@ def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
     return configure(chart)
 
 
-READING_MEASURES = ("SSP (kernel power)", "SSE (sensor reading)", "interleaved (sensor reading)", "SSE true power")
+READING_MEASURES = (
+    "SSP (kernel power)",
+    "SSE (sensor reading)",
+    "SSE (kernel power)",
+    "SSE true power",
+    "interleaved (sensor reading)",
+    "interleaved (kernel power)",
+    "interleaved true power",
+)
+READING_ITEMS: tuple[tuple[str, str, str | None, str | None], ...] = (
+    ("SSP (kernel power)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),
+    ("SSE (sensor reading)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w"),
+    ("SSE (kernel power)", "sse_kernel_power_w", "sse_kernel_power_ci_low_w", "sse_kernel_power_ci_high_w"),
+    ("SSE true power", "truth_sse_kernel_power_w", None, None),
+    (
+        "interleaved (sensor reading)",
+        "interleaved_reading_w",
+        "interleaved_reading_ci_low_w",
+        "interleaved_reading_ci_high_w",
+    ),
+    (
+        "interleaved (kernel power)",
+        "interleaved_kernel_power_w",
+        "interleaved_kernel_power_ci_low_w",
+        "interleaved_kernel_power_ci_high_w",
+    ),
+    ("interleaved true power", "truth_interleaved_kernel_power_w", None, None),
+)
 
 
 def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
-    """Per scenario: the SSP (kernel power), the SSE and interleaved sensor readings with CIs, and on the
-    simulator the SSE execution's true power (W)."""
+    """Per scenario: the SSP (kernel power), the SSE and interleaved sensor readings and kernel powers (where
+    the sensor resolves the execution) with CIs, and on the simulator those executions' true power (W)."""
     rows = []
     for s in scns:
         r = s.row
-        items = [
-            ("SSP (kernel power)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),
-            ("SSE (sensor reading)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w"),
-            (
-                "interleaved (sensor reading)",
-                "interleaved_reading_w",
-                "interleaved_reading_ci_low_w",
-                "interleaved_reading_ci_high_w",
-            ),
-            ("SSE true power", "truth_sse_kernel_power_w", None, None),
-        ]
+        items = READING_ITEMS
         for label, m, lo, hi in items:
             if label.startswith("SSE (") and not s.sse_measurable:
                 continue
@@ -1201,8 +1234,11 @@ def readings_chart(data: pl.DataFrame, order: Sequence[str]) -> Chart | None:
     colors = {
         "SSP (kernel power)": "#1f77b4",
         "SSE (sensor reading)": "#d62728",
-        "interleaved (sensor reading)": "#ff7f0e",
+        "SSE (kernel power)": "#9467bd",
         "SSE true power": "#7f7f7f",
+        "interleaved (sensor reading)": "#ff7f0e",
+        "interleaved (kernel power)": "#8c564b",
+        "interleaved true power": "#bcbd22",
     }
     base = alt.Chart(data).encode(x=_scenario_x(order), xOffset=alt.XOffset("measure:N", sort=measures))
     color = alt.Color(
@@ -1221,7 +1257,8 @@ def readings_chart(data: pl.DataFrame, order: Sequence[str]) -> Chart | None:
         height=240,
         title=_title(
             "sensor readings next to kernel power",
-            "SSE and interleaved: what the sensor reported during that execution; SSP: the kernel's steady-state power",
+            "a reading is what the sensor reported during the execution (naive profiling); kernel power is what the "
+            "execution drew (through the sensor model; absent where the sensor cannot resolve it)",
         ),
     )
     return configure(chart)

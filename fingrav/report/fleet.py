@@ -28,8 +28,9 @@ FLEET_CAPTION = (
     "Every listed GPU ran every scenario on its own. Each point is one card's SSP power as its own analysis gave it, "
     "as a deviation from the mean of the cards, with its {ci} CI (from the cards' measurement uncertainty). Table: "
     "per scenario the fleet mean, the spread (max - min) / mean with its CI, the spread measurement noise alone "
-    "gives identical cards (<i>noise only</i>), whether the cards differ beyond it, and the card-to-card standard "
-    "deviation with the noise taken out. summary.csv has these as <code>fleet_*</code> columns; the summary table "
+    "gives identical cards (<i>noise only</i>), whether the cards differ beyond their noise (Cochran's Q test at "
+    "the CI's level: a card with a wide CI weighs little), and the card-to-card standard deviation with the noise "
+    "taken out. summary.csv has these as <code>fleet_*</code> columns; the summary table "
     "above shows the first listed GPU. Look for: cards whose CI misses 0 (a card drawing more or less than its "
     "peers) and a spread well above the noise-only one."
 )

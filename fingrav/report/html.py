@@ -267,6 +267,16 @@ def _sensor_display(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def kernel_power_cell(scn: ScenarioData, target: str) -> str:
+    """The kernel power of the SSE ("sse") or interleaved execution ("first") with its CI, or "not measurable"
+    with the reason as a tooltip (`fingrav.analysis.kernel_power`)."""
+    k = scn.summary.kernel_power.get(target)
+    if k is None or not k.measurable:
+        why = k.reason if k is not None and k.reason else "not estimated"
+        return f'<span class="nm" title="{esc(why)}">not measurable</span>'
+    return fmt_ci(w(k.value_mw), w(k.ci_low_mw), w(k.ci_high_mw), 1)
+
+
 def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The summary table: every number with its CI, validity marker and flags. SSE numbers of a scenario
     with too few SSE LOIs read "not measurable"; reference-run columns appear when any scenario has one."""
@@ -286,10 +296,16 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         "SSP power (W, kernel)",
         "SSE reading (W, sensor)",
         "SSE reading vs SSP (%)",
+        "SSE kernel power (W)",
     ]
     if with_ref:
         heads += ["reference power (W)", "SSP vs reference (%)"]
-    heads += ["energy / exec (mJ)", "interleaved reading (W, sensor)", "interleaved reading vs SSP (%)"]
+    heads += [
+        "energy / exec (mJ)",
+        "interleaved reading (W, sensor)",
+        "interleaved reading vs SSP (%)",
+        "interleaved kernel power (W)",
+    ]
     heads += [f"SSP {ch} (W)" for ch in channels]
     heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
     body = []
@@ -306,6 +322,7 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             ]
         else:
             sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
+        sse_cells.append(kernel_power_cell(s, "sse"))
         cells = [
             marker,
             f"<b>{esc(s.name)}</b>",
@@ -333,6 +350,7 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
                 1,
             ),
             fmt(r.get("interleaved_reading_vs_ssp_pct"), 1),
+            kernel_power_cell(s, "first") if s.has_predecessor else "–",
         ]
         for ch in channels:
             st = s.summary.role(ch, R.SSP)

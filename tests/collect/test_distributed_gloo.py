@@ -131,3 +131,95 @@ def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) ->
     )
     assert e0.equals(e1)
     assert layout.truth(SCENARIO, 1).is_file()
+
+
+# --------------------------------------------------------------------------- one rank dies
+# Imported at start-up by every spawned rank (PYTHONPATH): rank R is killed (SIGKILL, like the OOM killer or a
+# crash) at its N-th run or N-th raw file, as FINGRAV_TEST_RANK_DIES="R:runs|writing:N" says.
+RANK_DIES = """
+import os
+import signal
+
+_spec = os.environ.get("FINGRAV_TEST_RANK_DIES")
+if _spec:
+    _rank, _where, _n = _spec.split(":")
+    _rank, _n, _calls = int(_rank), int(_n), [0]
+    from fingrav import rawio
+    from fingrav.collect import runner
+
+    def _count():
+        _calls[0] += 1
+        if _calls[0] == _n:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    if _where == "runs":
+        _run = runner._Recorder.run
+
+        def _dying_run(self, *a, **k):
+            if self.sync.rank == _rank:
+                _count()
+            return _run(self, *a, **k)
+
+        runner._Recorder.run = _dying_run
+    else:
+        _write = rawio.write_table
+
+        def _dying_write(path, *a, **k):
+            if f"gpu{_rank}" in str(path):
+                _count()
+            return _write(path, *a, **k)
+
+        rawio.write_table = _dying_write
+"""
+
+
+@pytest.fixture(scope="module")
+def x2_calibrated(tmp_path_factory) -> Path:
+    """A results folder with both simulated GPUs calibrated (no Snakemake)."""
+    from fingrav.config import parse_config
+    from fingrav.layout import SweepLayout
+    from fingrav.stages import calibrate
+
+    root = tmp_path_factory.mktemp("dies") / "tiny-x2"
+    cfg = parse_config(x2_config())
+    calibrate.run(SweepLayout(root), cfg.device, cfg.calibration, cfg.seed)
+    return root
+
+
+@pytest.mark.parametrize("where", ["runs:12", "writing:3"])
+def test_one_rank_dying_fails_the_collection_loudly_and_leaves_nothing_complete(
+    x2_calibrated: Path, tmp_path: Path, monkeypatch, where: str
+) -> None:
+    """Rank 1 is killed in the middle of the runs (or between two of its raw files): the collection fails at once
+    with a DeviceError naming the dead rank (torch.multiprocessing terminates the others: rank 0 waits in a
+    barrier), not after the 30-minute process-group timeout; no receipt is written for any GPU, rank 1 has no
+    manifest, and the earlier collection of both GPUs is in the archive."""
+    import shutil
+    import time
+
+    from fingrav import rawio
+    from fingrav.config import parse_config
+    from fingrav.errors import DeviceError
+    from fingrav.layout import SweepLayout
+    from fingrav.stages import collect
+
+    layout = SweepLayout(tmp_path / "tiny-x2")
+    shutil.copytree(x2_calibrated, layout.root)
+    cfg = parse_config(x2_config())
+    policy = cfg.policy_for(SCENARIO).model_copy(update={"runs": 20, "sse_runs": 20})
+    collect.run(layout, cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed)  # an earlier, complete collection
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(RANK_DIES)
+    monkeypatch.setenv("PYTHONPATH", str(hooks))
+    monkeypatch.setenv("FINGRAV_TEST_RANK_DIES", f"1:{where}")
+    t0 = time.monotonic()
+    with pytest.raises(DeviceError, match=r"multi-GPU collection failed.*(process 1|SIGKILL)") as exc:
+        collect.run(layout, cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed)
+    assert time.monotonic() - t0 < 120, "the surviving rank waited for the process-group timeout"
+    assert "SIGKILL" in str(exc.value)
+    for k in (0, 1):
+        assert not layout.collected(SCENARIO, k).exists()  # nothing looks complete to the pipeline
+        (old,) = layout.archive_dir.glob(f"{SCENARIO}-gpu{k}-*")
+        assert rawio.verify_manifest(old)  # the earlier collection, archived whole
+    assert not (layout.scenario_dir(SCENARIO, 1) / rawio.MANIFEST).exists()

@@ -190,9 +190,13 @@ def test_counter_reset_drops_the_interval_and_records_a_gap():
     d.feed(1_000, {"firmware_timestamp": 100_000, "energy_accumulator": 1_000_000})
     d.feed(2_000, {"firmware_timestamp": 200_000, "energy_accumulator": 1_065_359})
     d.feed(3_000, {"firmware_timestamp": 300_000, "energy_accumulator": 12})  # went back: reset
-    d.feed(4_000, {"firmware_timestamp": 400_000, "energy_accumulator": 65_371})
+    d.feed(4_000, {"firmware_timestamp": 400_000, "energy_accumulator": 65_371})  # (a glitch would end here)
+    d.feed(5_000, {"firmware_timestamp": 500_000, "energy_accumulator": 130_730})
     b = d.take()
-    assert len(b.samples) == 2 and b.samples.gaps == [(2_000, 3_000)]
+    # the interval into the reset and the one after it are dropped (a counter that stepped back and jumped up
+    # again would give a plausible wrong power there), both gaps; then it counts on from the reset
+    assert len(b.samples) == 2 and b.samples.gaps == [(2_000, 3_000), (3_000, 4_000)]
+    assert d.fault_stats["counter_backwards"] == 1
     np.testing.assert_allclose(b.samples.power_mw, [65_359 * 15.3, 65_359 * 15.3], rtol=1e-12)
 
 
@@ -556,3 +560,105 @@ def test_memrealtime_kernels_use_the_documented_asm():
     assert (spec.triton_stamp_name, spec.triton_spin_name) == ("triton-memrealtime", "triton-memrealtime-fma-spin")
     assert amdts.realtime_ticks_for_ns(25) == 3 and amdts.realtime_ticks_for_ns(30) == 3
     assert amdts.realtime_ticks_for_ns(1_000_000) == 100_000
+
+
+# ---------------------------------------------------------------------------------------- sampler faults (never silent)
+def _kept_are_right(batch, watts: float = 300.0) -> None:
+    """Every sample kept is the true constant power to within a counter tick per interval (no garbage passed)."""
+    s = batch.samples
+    assert len(s) > 20
+    np.testing.assert_allclose(s.power_mw, watts * 1000.0, atol=15.3 * 1e6 / MS + 1e-6)
+
+
+def test_firmware_timestamp_stepping_back_is_counted_and_a_gap(clock):
+    fake.configure(power_w=300.0, faults={20: "backwards"})
+    poller = _poller(clock)
+    _run(poller, clock, 50 * MS)
+    batch = poller.take()
+    assert poller.stats["time_backwards"] == 1 and batch.samples.gaps
+    assert any("time_backwards" in w for w in poller.stats["warnings"])
+    _kept_are_right(batch)
+
+
+def test_conflicting_duplicate_readings_are_both_set_aside(clock):
+    """Reads with the timestamp of the last update but other values: that update's samples are taken back, the
+    next read starts afresh, the time in between is a gap."""
+    fake.configure(power_w=300.0, faults={20: "conflict"})
+    poller = _poller(clock)
+    _run(poller, clock, 50 * MS)
+    batch = poller.take()
+    assert poller.stats["conflicting_duplicates"] == 1
+    assert any("conflicting_duplicates" in w for w in poller.stats["warnings"])
+    fw20 = fake.firmware_ticks(20 * MS) * fake.FIRMWARE_TICK_NS
+    assert fw20 not in set(batch.firmware_ns.tolist())  # the update's sample was taken back
+    (gap,) = batch.samples.gaps
+    lo, hi = (g - fake.epoch_ns() for g in gap)
+    assert lo < 20 * MS < hi
+    _kept_are_right(batch)
+
+
+@pytest.mark.parametrize("source", ["energy", "power"])
+@pytest.mark.parametrize("fault", ["zero", "all_ones"])
+def test_zero_and_all_ones_readings_are_set_aside(clock, fault: str, source: str):
+    fake.configure(power_w=300.0, faults={15: fault, 30: fault}, na_fields=())
+    poller = _poller(clock, source=source)
+    _run(poller, clock, 50 * MS)
+    batch = poller.take()
+    assert poller.stats["nonphysical"] >= 2
+    assert any("nonphysical" in w for w in poller.stats["warnings"])
+    if source == "energy":
+        _kept_are_right(batch)
+    else:  # whole watts
+        assert np.all(batch.samples.power_mw == 300_000.0) and len(batch.samples) > 20
+
+
+@pytest.mark.parametrize("fault", ["float", "string"])
+def test_a_value_of_unknown_type_fails_loudly(clock, fault: str):
+    fake.configure(faults={5: fault})
+    poller = _poller(clock)
+    with pytest.raises(DeviceError, match="energy_accumulator: unknown value type"):
+        _run(poller, clock, 10 * MS)
+
+
+def test_energy_counter_going_backwards_is_counted_and_never_a_negative_power(clock):
+    fake.configure(power_w=300.0, faults={20: "energy_backwards"})
+    poller = _poller(clock)
+    _run(poller, clock, 50 * MS)
+    batch = poller.take()
+    assert poller.stats["counter_backwards"] == 1 and batch.samples.gaps
+    assert any("counter_backwards" in w for w in poller.stats["warnings"])
+    _kept_are_right(batch)  # and the leap back up after it was set aside as non-physical, not kept
+
+
+def test_energy_mj_drops_a_reading_that_went_backwards(clock):
+    fake.configure(power_w=300.0, faults={20: "energy_backwards"})
+    power = AMDSMIPower(module_name=FAKE_MODULE, clock=clock)
+    try:
+        clock.now += 10 * MS
+        e0 = power.energy_mj()
+        clock.now += 10 * MS  # update 20
+        assert power.energy_mj() is None and power._energy.backwards == 1
+        clock.now += 10 * MS
+        assert power.energy_mj() > e0  # from the counter's own value on (update 30 is a good one)
+    finally:
+        power.close()
+
+
+def test_amd_stamps_never_follow_the_wall_clock(monkeypatch):
+    """The amdsmi poller stamps its reads with the host clock (CLOCK_MONOTONIC): the wall clock set an hour ahead in
+    the middle of sampling moves no stamp."""
+    fake.set_clock(time.monotonic_ns)  # the firmware runs on its own clock, not the wall clock
+    fake.configure(power_w=300.0)
+    init_amdsmi(fake)
+    handle = fake.amdsmi_get_processor_handles()[0]
+    poller = MetricsPoller(fake, handle, AMDSMISamplerConfig())  # default clock
+    real_time_ns = time.time_ns
+    t_end = time.monotonic() + 0.06
+    while time.monotonic() < t_end:
+        if time.monotonic() > t_end - 0.03:
+            monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 3600 * 10**9)
+        poller.poll()
+        time.sleep(0.0002)
+    t = poller.take().samples.t_ns
+    assert len(t) > 20 and np.all(np.diff(t) > 0) and np.all(np.diff(t) < 50 * MS)
+    assert abs(int(t[-1]) - time.monotonic_ns()) < 10**9

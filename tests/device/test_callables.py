@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from conftest import tiny_config
 from fingrav.config import parse_config
 from fingrav.device.callables import build_launcher, call_launcher, find_problem, load_factory, split_target
 from fingrav.errors import ConfigError, DeviceError
+from fingrav.layout import SweepLayout
 from fingrav.preflight import check_callables
+from fingrav.stages import calibrate
+from fingrav.stages.job import run_stage
 
 USER = """
 STATE = {"launches": 0}
@@ -113,3 +117,32 @@ def test_preflight_names_the_scenario_of_a_missing_target(user_module: Path) -> 
         check_callables(parse_config(data), user_module)
     data["scenarios"] = data["scenarios"][:1]
     check_callables(parse_config(data), user_module)
+
+
+def test_the_collect_job_reports_a_broken_factory_in_one_line(user_module: Path) -> None:
+    """A target that preflight finds but that fails to import: the collect job (as its rule runs it) fails with one
+    error line naming the target, no traceback."""
+    data = tiny_config()
+    data["calibration"] = {"steps": 4, "clock_bursts": 2, "clock_reads_per_burst": 10}
+    data["device"] = {"backend": "sim", "sim": {"preset": "h200"}}  # 2 channels: a quick calibration
+    data["scenarios"] = [
+        {"name": "bad", "kernel": {"kind": "callable", "target": "bad_import_user:make", "bytes": 8e6}}
+    ]
+    cfg = parse_config(data)
+    check_callables(cfg, user_module)  # found: only importing it shows the problem
+    layout_root = user_module / "results" / "tiny"
+    calibrate.run(SweepLayout(layout_root), cfg.device, cfg.calibration, cfg.seed)
+    params = {
+        "root": str(layout_root),
+        "device": cfg.device.model_dump(mode="json"),
+        "scenario": cfg.scenarios[0].model_dump(mode="json", exclude={"run_policy"}),
+        "policy": cfg.policy_for("bad").model_dump(mode="json"),
+        "seed": cfg.seed,
+        "calibration": cfg.calibration.model_dump(mode="json"),
+    }
+    log = user_module / "collect.log"
+    assert run_stage(["collect", "--log", str(log), "--params", json.dumps(params)]) == 1
+    text = log.read_text()
+    errors = [line for line in text.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "callable target 'bad_import_user:make': importing" in errors[0], text
+    assert "Traceback" not in text

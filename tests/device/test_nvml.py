@@ -63,7 +63,7 @@ def fake(monkeypatch):
 def _poller(fake, clock: ManualClock, **cfg) -> PowerPoller:
     fake.nvmlInit()
     handle = fake.nvmlDeviceGetHandleByIndex(0)
-    return PowerPoller(fake, handle, NVMLSamplerConfig(**cfg), clock_ns=clock)
+    return PowerPoller(fake, handle, NVMLSamplerConfig(**cfg), clock_ns=clock, host_ns=clock)  # no wall-clock step
 
 
 def _run(poller: PowerPoller, clock: ManualClock, seconds: float, every_ms: float = 10.0) -> None:
@@ -806,3 +806,50 @@ def test_unknown_value_type_fails_loudly(fake):
     poller.start()
     with pytest.raises(DeviceError):
         _run(poller, clock, 0.5)
+
+
+# --------------------------------------------------------------------------- the host clock: a wall-clock step (NTP)
+@pytest.mark.parametrize("step_ms", [2000.0, -2000.0])
+def test_a_wall_clock_step_is_detected_and_never_shifts_samples(fake, step_ms: float):
+    """NVML stamps its samples with the wall clock, which an NTP step can move during a collection. The poller puts
+    the samples on the host clock (CLOCK_MONOTONIC): it notices the step (the wall - host offset jumps), sets aside
+    the samples read around it and reports the time as a gap; every sample it keeps sits at its true time."""
+    true = ManualClock()
+    step_ns = int(step_ms * 1e6)
+    fake.configure(clock_ns=true, period_ms=20.0, buffer_size=200, clock_steps=[(500_000_000, step_ns)])
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    poller = PowerPoller(
+        fake, handle, NVMLSamplerConfig(interval_ms=10.0), clock_ns=lambda: fake.STATE.wall_ns(true()), host_ns=true
+    )
+    poller.start()
+    _run(poller, true, 1.5)
+    s = poller.take()
+    assert poller.stats["clock_steps"] == 1 and any("wall clock stepped" in w for w in poller.stats["warnings"])
+    truth = {fake.STATE.sample_time_ns(k) // 1000 * 1000 for k in range(200)}
+    assert len(s) > 10 and set(s.t_ns.tolist()) <= truth  # nothing shifted by the step
+    step_at = fake.STATE.t0_ns + 500_000_000
+    assert any(a <= step_at <= b for a, b in s.gaps), s.gaps  # the time around the step is a gap
+    if step_ms > 0:  # after a step ahead, the samples stamped on the new wall time are kept, at their true time
+        assert s.t_ns.max() > step_at + 500_000_000
+    else:  # after a step back, the driver's stamps repeat those already read: none kept, the time a gap
+        assert s.t_ns.max() < step_at and max(b for _, b in s.gaps) >= true() - 20_000_000
+
+
+def test_energy_counter_going_backwards_is_dropped(fake):
+    """A counter that steps back (a reset) gives no reading at that point (never a negative energy) and counts
+    again from there."""
+    from fingrav.device.nvidia import NVMLPower
+
+    true = ManualClock()
+    fake.configure(clock_ns=true, energy_jumps=[(300_000_000, -5_000_000)])
+    with NVMLPower(sampler_mode="thread") as p:
+        true.advance_ms(100)
+        e0 = p.energy_mj()
+        true.advance_ms(300)  # past the jump back
+        assert p.energy_mj() is None and p._energy.backwards == 1
+        true.advance_ms(100)
+        e2 = p.energy_mj()
+        assert e2 is not None and e2 < e0  # counting from the reset on
+        true.advance_ms(100)
+        assert p.energy_mj() > e2

@@ -531,3 +531,35 @@ def test_speed_2000_runs_with_sampling() -> None:
     assert n > 4 * 20_000
     assert elapsed < 6.0
     assert dev._timeline.size < 1000  # history is pruned
+
+
+# --------------------------------------------------------------------------- cards (card_spread_pct)
+def test_cards_differ_by_their_own_seeded_spread() -> None:
+    """Each card (device index) has its own power coefficients, sensor and clock, the same in every sweep (not
+    from the sweep seed); spread 0 (the default) keeps every card the preset; the UUID names the card."""
+    cfg = SimConfig(preset="h200", card_spread_pct=3.0)
+    cards = [SimulatedGPU(cfg, index=i, seed=1) for i in range(4)]
+    again = SimulatedGPU(cfg, index=2, seed=99)
+    assert again.preset == cards[2].preset and again.describe()["uuid"] == cards[2].describe()["uuid"]
+    assert len({c.describe()["uuid"] for c in cards}) == 4
+    nominal = SimulatedGPU(SimConfig(preset="h200")).preset.components[0].compute_mw
+    ratios = np.array([c.preset.components[0].compute_mw / nominal for c in cards])
+    assert np.all(np.abs(ratios - 1) < 0.09) and ratios.std() > 0.005  # a few %, within the +-3 sd cut
+    assert len({c.preset.sensors[0].lag_ns for c in cards}) == 4
+    assert len({c.preset.clock_drift for c in cards}) == 4
+    plain = [SimulatedGPU(SimConfig(preset="h200"), index=i) for i in range(3)]
+    assert all(p.preset == plain[0].preset for p in plain)  # no spread: every card is the preset
+    assert plain[0].describe()["uuid"] != plain[1].describe()["uuid"]
+
+
+def test_a_card_draws_its_own_power() -> None:
+    """The truth follows the card: a GEMM's true power differs between cards by about the spread."""
+    cfg = SimConfig(preset="mi300x", card_spread_pct=3.0)
+    powers = []
+    for i in range(3):
+        dev = SimulatedGPU(cfg, index=i, seed=1)
+        k = dev.prepare(gemm(4096))
+        dev.execute([(k, 50)])
+        powers.append(float(np.mean(dev.ground_truth_of_last_execute()["total"]["power_mw"][10:])))
+    spread = (max(powers) - min(powers)) / np.mean(powers)
+    assert 0.002 < spread < 0.2, powers

@@ -135,9 +135,11 @@ def test_every_shipped_config_is_dry_run() -> None:
 @pytest.mark.parametrize("config", SHIPPED_CONFIGS)
 def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
     """Every shipped sweep plans: one calibrate job, one collect per scenario, bin and differentiate per scenario
-    and GPU, combine per scenario when the sweep spans several GPUs, one report. What the sweep needs beyond its
-    config is checked when it is planned (fingrav.preflight): a GPU sweep on a machine without its vendor
-    library, or a replay of a dataset that does not exist, stops the dry run with one message saying so."""
+    and GPU, combine per scenario when the sweep spans several GPUs in lockstep, one report; a sweep over listed
+    GPUs one calibrate per GPU, one collect per scenario (a fleet survey: per scenario and GPU, and a fleet job
+    per scenario). What the sweep needs beyond its config is checked when it is planned (fingrav.preflight): a GPU
+    sweep on a machine without its vendor library, or a replay of a dataset that does not exist, stops the dry run
+    with one message saying so."""
     import importlib.util
 
     data = yaml.safe_load((ROOT / config).read_text())
@@ -158,10 +160,17 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
     proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
     n = len(data["scenarios"])
     w = int((data.get("device") or {}).get("world_size") or 1)
-    counts = dict(re.findall(r"^(calibrate|collect|bin|differentiate|combine|report)\s+(\d+)$", proc.stdout, re.M))
+    rules = r"^(calibrate|collect|bin|differentiate|combine|fleet|report)\s+(\d+)$"
+    counts = dict(re.findall(rules, proc.stdout, re.M))
     want = {"calibrate": "1", "collect": str(n), "bin": str(n * w), "differentiate": str(n * w), "report": "1"}
     if w > 1:
         want["combine"] = str(n)
+    gpus = len(device.get("gpus") or [])  # listed GPUs: each calibrated; a fleet survey runs everything on each
+    if gpus:
+        per = n * gpus if device.get("fleet") else n
+        want.update(calibrate=str(gpus), collect=str(per), bin=str(per), differentiate=str(per))
+        if device.get("fleet"):
+            want["fleet"] = str(n)
     assert counts == want
 
 

@@ -8,7 +8,8 @@ What is read
 ------------
 Every ``period_ns`` (default 1 ms) the poller calls ``amdsmi_get_gpu_metrics_info(handle)`` (reader
 "metrics") or ``amdsmi_get_energy_count(handle)`` (reader "energy_count") and stamps the read with the
-host clock (``time.time_ns()``, midpoint of the call). Fields used, with amdsmi's units:
+host clock (`fingrav.device.hostclock.host_ns`, CLOCK_MONOTONIC, midpoint of the call: a step of the wall
+clock cannot move a stamp). Fields used, with amdsmi's units:
 
 * ``firmware_timestamp``: time the power-management firmware (PMFW) published the table, 10 ns ticks.
   A new value means new data; reads that return the same value are dropped (counted as duplicates).
@@ -28,6 +29,20 @@ its resolution are available and falls back to the power field otherwise. The ac
 is a counter reset (GPU reset): the interval is dropped and recorded as a gap. An interval longer
 than ``gap_factor`` x the nominal update period (configured, or the median of the last intervals)
 is a gap as well (the poller stalled, the firmware did not publish, reads failed).
+
+Faults (`fingrav.device.screening`: set aside, counted in the poller's ``stats``, warned about; never silent)
+---------------------------------------------------------------------------------------------------------
+* a read whose firmware timestamp, energy accumulator or power field is 0 or an all-ones pattern (0xFFFF,
+  0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF: "not available" that amdsmi did not turn into "N/A"), or whose derived
+  total power is not physical (<= 0, > 5 kW): "nonphysical", the read is set aside (the next good read spans
+  the interval, a gap when it is long);
+* a firmware timestamp that steps backwards: "time_backwards", the interval is dropped, a gap;
+* a read with the firmware timestamp of the last update but other values: "conflicting_duplicates", neither
+  can be trusted: the samples of that update are taken back (when not drained yet), the next read starts
+  afresh and the time in between is a gap;
+* an energy accumulator that goes backwards (not a wrap): "counter_backwards", the interval dropped, a gap;
+* a value of an unknown type (not an integer or "N/A": a float, a string, a list) in a field fingrav reads:
+  a DeviceError (`fingrav.device.screening.unknown_value`), never a guess.
 
 Every sample is stamped with the host time of the read that first saw the update (the firmware's
 own time is kept beside it, ``SampleBatch.firmware_ns``); the sensor's delay against the host clock
@@ -49,16 +64,17 @@ import contextlib
 import importlib
 import logging
 import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fingrav.device import hostclock
 from fingrav.device.amd.library import NA, call_amdsmi, init_amdsmi, shut_down
 from fingrav.device.base import PowerSamples
 from fingrav.device.sampler_host import PollSchedule
+from fingrav.device.screening import FaultLog, is_sentinel, physical_mw, unknown_value
 from fingrav.errors import DeviceError
 
 logger = logging.getLogger(__name__)
@@ -83,13 +99,19 @@ def is_na(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().upper() == NA)
 
 
-def _as_int(value: Any) -> int | None:
-    if is_na(value) or isinstance(value, bool | list | tuple | dict):
+def _as_int(value: Any, what: str = "amdsmi field") -> int | None:
+    """An integer field: its value, None for "N/A" (or absent); anything else (a float, another string, a bool, a
+    list) is a value of an unknown type: DeviceError, never a guess."""
+    if is_na(value):
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise unknown_value(what, value)
+
+
+def _present(metrics: Mapping[str, Any], name: str) -> bool:
+    """Whether an integer field is filled (checked strictly: `_as_int`)."""
+    return _as_int(metrics.get(name), f"amdsmi metrics field {name}") is not None
 
 
 # ----------------------------------------------------------------------------------------- configuration
@@ -170,8 +192,8 @@ def plan_channels(
 ) -> ChannelPlan:
     """Decide channels and the total's source from one metrics read (pure)."""
     has_res = counter_resolution_uj is not None and counter_resolution_uj > 0
-    energy_ok = has_res and _as_int(metrics.get("energy_accumulator")) is not None
-    power_field = next((f for f in POWER_FIELDS if _as_int(metrics.get(f)) is not None), None)
+    energy_ok = has_res and _present(metrics, "energy_accumulator")
+    power_field = next((f for f in POWER_FIELDS if _present(metrics, f)), None)
     if source == "energy" and not energy_ok:
         raise DeviceError(
             "power source 'energy' needs energy_accumulator and a counter resolution, but the metrics table "
@@ -195,7 +217,7 @@ def plan_channels(
     present: list[tuple[str, str]] = []
     missing: list[str] = []
     for channel, fld in component_fields:
-        if has_res and _as_int(metrics.get(fld)) is not None:
+        if has_res and _present(metrics, fld):
             present.append((channel, fld))
         else:
             missing.append(channel)
@@ -259,6 +281,9 @@ class _Update:
     stamp_ns: int | None
     energies: dict[str, int | None]
     watts: int | None
+    since_ns: int | None = None  # host time of the update before it (its samples cover since_ns .. host_ns)
+    rows: int = 0  # samples it produced
+    suspect: bool = False  # its stamp or counter stepped back: no interval is computed from it either
 
 
 @dataclass
@@ -302,6 +327,10 @@ class PowerDeriver:
         self._upd_fw: list[int] = []
         self._gaps: list[tuple[int, int]] = []
         self._taken = DeriverStats()
+        self.fault_stats: dict[str, Any] = {}
+        self.faults = FaultLog("amdsmi sampler", self.fault_stats)
+        self._gap_from: int | None = None  # after a conflicting duplicate: a gap from here to the next baseline
+        self._conflicted: Any = None  # ... and the key of the update whose reads disagreed (never a baseline)
 
     @property
     def channels(self) -> tuple[str, ...] | None:
@@ -320,15 +349,28 @@ class PowerDeriver:
         """A read failed at `host_ns` (counted; a long run of them shows up as a gap)."""
         self.stats.errors += 1
 
-    def _read(self, host_ns: int, metrics: Mapping[str, Any]) -> _Update:
+    def _read(self, host_ns: int, metrics: Mapping[str, Any]) -> _Update | None:
+        """The read as an update, or None when a field it needs cannot be real (0 or an all-ones pattern:
+        counted as nonphysical, the read set aside)."""
         assert self.plan is not None
-        fw = _as_int(metrics.get("firmware_timestamp"))
-        drv = _as_int(metrics.get("system_clock_counter"))
+
+        def field(name: str) -> int | None:
+            return _as_int(metrics.get(name), f"amdsmi field {name}")
+
+        fw = field("firmware_timestamp")
+        drv = field("system_clock_counter")
         stamp = fw * FIRMWARE_TICK_NS if fw is not None else drv
-        energies = {"total": _as_int(metrics.get("energy_accumulator"))}
+        energies = {"total": field("energy_accumulator")}
         for channel, fld in self.plan.component_fields:
-            energies[channel] = _as_int(metrics.get(fld))
-        watts = _as_int(metrics.get(self.plan.power_field)) if self.plan.power_field else None
+            energies[channel] = field(fld)
+        watts = field(self.plan.power_field) if self.plan.power_field else None
+        used = [fw, *(energies[c] for c in self.plan.channels if c in energies and self.plan.source == "energy")]
+        used += [energies[c] for c, _ in self.plan.component_fields]
+        if any(v is not None and (v == 0 or is_sentinel(v)) for v in used) or (
+            watts is not None and (watts <= 0 or is_sentinel(watts))
+        ):
+            self.faults.count("nonphysical")
+            return None
         if fw is not None:
             key: Any = ("fw", fw)
         elif energies["total"] is not None:
@@ -346,23 +388,48 @@ class PowerDeriver:
 
     def feed(self, host_ns: int, metrics: Mapping[str, Any]) -> int:
         """Take one read; return how many samples (rows) it produced."""
+        try:
+            return self._feed(host_ns, metrics)
+        finally:
+            self.faults.report()
+
+    def _feed(self, host_ns: int, metrics: Mapping[str, Any]) -> int:
         self.stats.reads += 1
         if self.plan is None:
             self.plan = plan_channels(metrics, self.counter_resolution_uj, self.requested_source, self.component_fields)
         cur = self._read(host_ns, metrics)
+        if cur is None:  # set aside: the next good read spans its interval
+            return 0
         prev = self._prev
+        if prev is None and self._conflicted is not None and cur.key == self._conflicted:
+            self.stats.duplicates += 1  # another read of the update whose reads disagreed
+            return 0
         if prev is None:
             self._prev = cur
+            self._conflicted = None
+            if self._gap_from is not None:
+                self.stats.gaps += 1
+                self._gaps.append((self._gap_from, cur.host_ns))
+                self._gap_from = None
             return 0
         if cur.key == prev.key:
             self.stats.duplicates += 1
+            if (cur.energies, cur.watts) != (prev.energies, prev.watts):
+                self._conflict(prev)
             return 0
         assert cur.stamp_ns is not None and prev.stamp_ns is not None
         dt = cur.stamp_ns - prev.stamp_ns
+        cur.since_ns = prev.host_ns
         self._prev = cur
         self.stats.updates += 1
         if dt <= 0:
+            if dt < 0:
+                self.faults.count("time_backwards")
+            cur.suspect = True  # its stamp or the one before is wrong: neither interval can be trusted
             self._reset(prev, cur, f"update clock went from {prev.stamp_ns} to {cur.stamp_ns} ns")
+            return 0
+        if prev.suspect:
+            self._reset(prev, cur, "the interval after a step back")
             return 0
         nominal = self.nominal_period_ns()
         if nominal is not None and dt > self.gap_factor * nominal:
@@ -380,18 +447,41 @@ class PowerDeriver:
                     continue
                 values.append((channel, cur.watts * 1000.0))
                 continue
-            d = self._delta(cur.energies.get(channel), prev.energies.get(channel))
+            now_e, before_e = cur.energies.get(channel), prev.energies.get(channel)
+            d = self._delta(now_e, before_e)
             if d is None or res is None:
+                if now_e is not None and before_e is not None:
+                    self.faults.count("counter_backwards")
+                    cur.suspect = True
                 self._reset(prev, cur, f"{channel} energy accumulator went back or is N/A")
                 return 0
             values.append((channel, d * res / dt * 1e6))  # uJ / ns = 1e3 W = 1e6 mW
+        if any(ch == "total" and not physical_mw(mw) for ch, mw in values):  # e.g. a counter that leapt ahead
+            self.faults.count("nonphysical")
+            cur.suspect = True
+            self.stats.gaps += 1
+            self._gaps.append((prev.host_ns, cur.host_ns))
+            return 0
         for channel, power_mw in values:
             self._t.append(cur.host_ns)
             self._ch.append(channel)
             self._p.append(power_mw)
         self._upd_host.append(cur.host_ns)
         self._upd_fw.append(cur.stamp_ns)
+        cur.rows = len(values)
         return len(values)
+
+    def _conflict(self, update: _Update) -> None:
+        """A read with the stamp of `update` but other values: neither can be trusted. Its samples are taken back
+        when still here (the last ones), the next read is a new baseline and the time from the update before it
+        to that baseline is a gap."""
+        self.faults.count("conflicting_duplicates")
+        if update.rows and self._upd_host and self._upd_host[-1] == update.host_ns:
+            del self._t[-update.rows :], self._ch[-update.rows :], self._p[-update.rows :]
+            del self._upd_host[-1], self._upd_fw[-1]
+        self._gap_from = update.since_ns if update.since_ns is not None else update.host_ns
+        self._conflicted = update.key
+        self._prev = None
 
     def _reset(self, prev: _Update, cur: _Update, why: str) -> None:
         self.stats.resets += 1
@@ -446,14 +536,15 @@ def energy_count_as_metrics(info: Mapping[str, Any]) -> dict[str, Any]:
 class MetricsPoller:
     """Polls one GPU through an amdsmi-like module `smi` (already initialized) and derives samples: the
     `fingrav.device.sampler_host.Poller` of amdsmi, usable in-process too (synchronous: `poll()` does one
-    read). owns_library: close() shuts amdsmi down (set by `open_poller`)."""
+    read). clock: the host clock the reads are stamped with (`fingrav.device.hostclock.host_ns`, never the wall
+    clock; tests pass a manual one); owns_library: close() shuts amdsmi down (set by `open_poller`)."""
 
     def __init__(
         self,
         smi: Any,
         handle: Any,
         config: AMDSMISamplerConfig,
-        clock: Callable[[], int] = time.time_ns,
+        clock: Callable[[], int] = hostclock.host_ns,
         *,
         owns_library: bool = False,
     ) -> None:
@@ -528,7 +619,9 @@ class MetricsPoller:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """The deriver's counters (reads, duplicates, updates, resets, gaps, errors) and the last error."""
+        """The deriver's counters (reads, duplicates, updates, resets, gaps, errors), its fault counts and warnings
+        (`fingrav.device.screening.FAULT_KINDS`; the sampler host logs the warnings in the parent) and the last
+        error."""
         st = self.deriver.stats
         return {
             "reads": st.reads,
@@ -537,6 +630,7 @@ class MetricsPoller:
             "resets": st.resets,
             "gaps": st.gaps,
             "errors": st.errors,
+            **self.deriver.fault_stats,
             "last_error": self.last_error,
         }
 

@@ -8,12 +8,12 @@ sampled by the amdsmi poller (`fingrav.device.amd.poller`) in the sampler host's
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from fingrav.device import hostclock
 from fingrav.device.amd.library import (
     FOLLOWED_AMDSMI,
     amdsmi_library_version,
@@ -29,11 +29,13 @@ from fingrav.device.amd.poller import (
     ChannelPlan,
     MetricsPoller,
     SampleBatch,
+    is_na,
     open_poller,
 )
 from fingrav.device.amd.timestamp import MEMREALTIME
 from fingrav.device.base import PowerSamples
 from fingrav.device.sampler_host import SamplerHost, Setup
+from fingrav.device.screening import EnergyCounter, is_sentinel
 from fingrav.errors import DeviceError
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ class AMDSMIPower:
         gap_factor: float = 3.0,
         module_name: str = "amdsmi",
         sampler_setup: tuple[str, str, dict] | None = None,
-        clock: Callable[[], int] = time.time_ns,
+        clock: Callable[[], int] = hostclock.host_ns,
     ) -> None:
         self.index = index
         self.module_name = module_name
@@ -127,6 +129,7 @@ class AMDSMIPower:
         self._identity = self._read_identity()
         self._sampler: SamplerHost | None = None
         self._stamps: list[SampleBatch] = []
+        self._energy = EnergyCounter("amdsmi energy counter (amdsmi_get_energy_count)")
         logger.info(
             "amdsmi GPU %d: %s, channels %s (%s)",
             index,
@@ -253,12 +256,15 @@ class AMDSMIPower:
         return b.host_ns, b.firmware_ns
 
     def energy_mj(self) -> float | None:
-        """The socket energy counter in mJ (accumulator x counter_resolution uJ / 1000), or None."""
+        """The socket energy counter in mJ (accumulator x counter_resolution uJ / 1000), or None (not available, or
+        lower than the last reading: `fingrav.device.screening.EnergyCounter`, never a negative energy)."""
         info = call_amdsmi(self.smi, "amdsmi_get_energy_count", self.handle)
         acc = info.get("energy_accumulator", info.get("power"))
         res = info.get("counter_resolution", self.counter_resolution_uj)
+        if is_na(acc) or (isinstance(acc, int) and is_sentinel(acc)):  # "not available"
+            return None
         try:
-            return float(acc) * float(res) / 1000.0
+            return self._energy.check(float(acc) * float(res) / 1000.0)
         except (TypeError, ValueError):
             return None
 

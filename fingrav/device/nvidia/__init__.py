@@ -6,6 +6,7 @@ GPU-side package: importing it needs neither torch nor pynvml (both are imported
 * `poller`: the NVML poller run by `fingrav.device.sampler_host` ("total" and "memory" channels);
 * `power`: `NVMLPower`, the NVML side alone (no torch): identity, energy counter, sampling;
 * `timestamp`: the `%globaltimer` `TimerSpec` of the shared kernels (`fingrav.device.kernels`);
+* `telemetry`: clocks, clock-event (throttle) reasons, violation counters and fields, discovered at run time;
 * `device`: `NVMLDevice`, the `GPUDevice` (`PoweredTorchGPUDevice` + `NVMLPower`).
 
 Channels: "total" (nvmlDeviceGetSamples, NVML_TOTAL_POWER_SAMPLES) and, where the GPU supports it,

@@ -384,6 +384,7 @@ class PowerPoller:
             self.stats["clock_step_samples"] = self.stats.get("clock_step_samples", 0) + len(self._t) - kept
             self.stats["samples"] -= len(self._t) - kept
             del self._t[kept:], self._p[kept:]
+            self._gaps.reset()  # it was fed those stamps; the step's own gap covers the hole
             n_new = 0
         if self._memory and now >= self._mem_due_ns:
             self._mem_due_ns = now + int(self.config.memory_interval_ms * 1e6)

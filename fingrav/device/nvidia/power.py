@@ -12,10 +12,12 @@ import importlib.metadata
 import logging
 from typing import Any, Literal
 
-from fingrav.device.base import PowerSamples
+from fingrav.device.base import ClockTelemetry, PowerSamples
 from fingrav.device.nvidia.library import init_nvml, load_nvml, nvml_call, open_handle, shutdown_nvml
 from fingrav.device.nvidia.poller import CHANNEL_NOTES, NVMLSamplerConfig, memory_power_supported, open_poller
+from fingrav.device.nvidia.telemetry import NVMLTelemetry
 from fingrav.device.sampler_host import SamplerHost
+from fingrav.device.screening import EnergyCounter
 from fingrav.errors import BackendUnavailableError, FingravError
 
 logger = logging.getLogger(__name__)
@@ -63,10 +65,12 @@ class NVMLPower:
         self._initialized = True
         self._sampler: SamplerHost | None = None
         self._energy_failures = 0
+        self._energy = EnergyCounter("NVML energy counter (nvmlDeviceGetTotalEnergyConsumption)")
         try:
             self.nvml_index, self._handle = open_handle(self._nvml, index, uuid)
             self.memory = memory_power_supported(self._nvml, self._handle) if memory is None else bool(memory)
             self._energy_ok = self._probe_energy()
+            self.telemetry = NVMLTelemetry(self._nvml, self._handle)  # what clocks / reasons / counters exist
             self.sampler_config = NVMLSamplerConfig(
                 nvml_index=self.nvml_index,
                 uuid=self.uuid,
@@ -111,7 +115,8 @@ class NVMLPower:
 
     def describe(self) -> dict[str, Any]:
         """JSON-able identity: name, UUID, serial (when readable), driver / NVML / CUDA driver versions,
-        power limits (mW), channels and what each one is, sampler settings."""
+        power limits (mW), channels and what each one is, sampler settings, and the clock / clock-event telemetry
+        this driver offers (`fingrav.device.nvidia.telemetry.NVMLTelemetry.describe`)."""
         h = self._handle
         try:
             pynvml_version = importlib.metadata.version("nvidia-ml-py")
@@ -132,6 +137,7 @@ class NVMLPower:
             "channels": list(self.channels),
             "channel_notes": {c: CHANNEL_NOTES[c] for c in self.channels},
             "energy_counter": "nvmlDeviceGetTotalEnergyConsumption (mJ)" if self._energy_ok else None,
+            "telemetry": self.telemetry.describe(),
             "sampler": {**self.sampler_config.as_dict(), "mode": self._sampler.mode if self._sampler else None},
         }
         return out
@@ -147,17 +153,22 @@ class NVMLPower:
 
     def energy_mj(self) -> float | None:
         """nvmlDeviceGetTotalEnergyConsumption in mJ (None when the GPU has no counter or the read failed,
-        which is logged). ~3 ms a call under load on an H200; updates every ~100 ms: a reference over
-        windows of seconds."""
+        which is logged, or went backwards: `fingrav.device.screening.EnergyCounter`). ~3 ms a call under load
+        on an H200; updates every ~100 ms: a reference over windows of seconds."""
         if not self._energy_ok:
             return None
         try:
-            return float(nvml_call(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", self._handle))
+            return self._energy.check(float(nvml_call(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", self._handle)))
         except FingravError as exc:  # a failed read is a missing value, not a failed collection
             self._energy_failures += 1
             if self._energy_failures <= 5:
                 logger.warning("energy counter read failed (%d so far): %s", self._energy_failures, exc)
             return None
+
+    def read_telemetry(self) -> ClockTelemetry:
+        """Clocks, clock-event reasons, violation counters and telemetry fields now (`NVMLTelemetry.read`: what
+        the driver offers, found when this was made; a failed item is in `errors`, never raised)."""
+        return self.telemetry.read()
 
     # -- sampling ---------------------------------------------------------------------------
     @property

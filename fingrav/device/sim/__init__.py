@@ -6,7 +6,8 @@ shaped by a realistic sensor, clock reads with launch jitter. Everything runs in
 
 Model (details in the submodules):
 * `presets` - the "mi300x" and "h200" parameter sets and `SimOverrides`.
-* `kernels` - roofline execution time and per-component power levels of GEMM / GEMV.
+* `kernels` - roofline execution time and per-component power levels of GEMM / GEMV / attention and of
+  user callables (their declared flops and bytes); collectives' latency + bandwidth model.
 * `timeline` - true power as a piecewise-linear function of host time; exact cumulative energy.
 * `sensor` - sample grid with jitter, boxcar window, first-order lag, dead time, noise, quantization.
 * `device` - `SimulatedGPU`: virtual clocks, executions (jitter, warm-ups, outlier runs, launch gaps),

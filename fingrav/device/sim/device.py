@@ -26,7 +26,13 @@ True power (piecewise linear, per execution constant multipliers)
       1 until the limiter age reaches `limiter_start`, then L_ss + (1 - L_ss) exp(-(age - start) /
       limiter_tau). The age counts nominal busy time and decays as age * exp(-idle /
       limiter_idle_tau) while idle, so a long idle resets it. Both exponentials are cut to exactly
-      their limit past 20 time constants, so the steady state is exactly steady.
+      their limit past 20 time constants, so the steady state is exactly steady. With a limit cycle
+      (preset `limit_cycle_*`, the H200's) the pull-down goes to the burst level (`cap_burst`) and, from
+      `limit_cycle_start` of busy time on, the limiter clamps for `limit_cycle_low` and releases to the
+      burst level for `limit_cycle_high`, repeating (`limit_cycle_level`): short runs after idle see the
+      "burst" power, sustained load the cycle mean (the cap target).
+    Stamped executions (`execute`) pay `stamp_overhead` of GPU time in their launch gap; `run_unstamped`
+    runs the same executions with no stamps between them (what a user's loop runs).
     `spin` draws a flat, preset-given power for exactly the requested GPU duration (no ramp, no
     limiter), and counts as busy time for c and L.
 
@@ -78,6 +84,56 @@ def sim_uuid(preset: str, index: int, card_spread_pct: float = 0.0) -> str:
     import uuid
 
     return f"SIM-{uuid.uuid5(uuid.NAMESPACE_URL, f'fingrav-sim:{preset}:{card_spread_pct:g}:{int(index)}')}"
+
+
+def limit_cycle_level(
+    age_ns: np.ndarray, fast: np.ndarray, lss: np.ndarray, burst: np.ndarray, p: Preset
+) -> tuple[np.ndarray, np.ndarray]:
+    """The limiter level L and the limit-cycle number (-1 before the first clamp) at limiter ages `age_ns`:
+    the fast limiter's level `fast` (its pull-down to the burst level) until `limit_cycle_start_ns`, then
+    `limit_cycle_low_ns` clamped at L_low and `limit_cycle_high_ns` at the burst level, repeating. L_low keeps the
+    cycle-mean level at the kernel's sustained limiter level `lss` (the cap target), within [0.2, burst]."""
+    hi, lo = p.limit_cycle_high_ns, p.limit_cycle_low_ns
+    period = hi + lo
+    low_level = np.clip((lss * period - burst * hi) / lo, 0.2, burst)
+    since = age_ns - p.limit_cycle_start_ns
+    cycle_no = np.where(since >= 0, np.floor(since / period), -1).astype(np.int64)
+    phase = since - np.maximum(cycle_no, 0) * period
+    level = np.where(since < 0, fast, np.where(phase < lo, low_level, burst))
+    return level, cycle_no
+
+
+def _sustained_truth(
+    channels: Sequence[str],
+    x0: np.ndarray,
+    idle_ch: np.ndarray,
+    fs: np.ndarray,
+    fe: np.ndarray,
+    cycle_no: np.ndarray,
+) -> dict[str, dict[str, float]]:
+    """The true sustained power of one unstamped run (`SimulatedGPU.sustained_truth_of_last_run`): over whole
+    limit cycles (from the first execution of the first complete cycle to the first of the last cycle seen),
+    else over the run's second half. x0: cumulative excess energy (mW ns) at every segment start (4 per
+    execution: ramp, plateau, tail, gap; the last is the run's end); fs / fe: execution starts / ends (ns)."""
+    n = fs.size
+    first = np.flatnonzero(np.diff(cycle_no) > 0) + 1  # first execution of each new cycle
+    if first.size >= 2:
+        a, b, cycles = int(first[0]), int(first[-1]), int(first.size - 1)
+    else:
+        a, b, cycles = n // 2, n, 0
+    t_a = fs[a]
+    e_a = x0[:, 4 * a]
+    if b < n:
+        t_b, e_b = fs[b], x0[:, 4 * b]
+    else:
+        t_b, e_b = fe[-1], x0[:, -1]
+    span = max(float(t_b - t_a), 1.0)
+    power = (e_b - e_a) / span + idle_ch[:, 0]
+    cycle = float((fs[-1] - fs[0]) / (n - 1)) if n > 1 else float(fe[0] - fs[0])
+    return {
+        ch: {"power_mw": float(power[i]), "cycle_ns": cycle, "window_ns": span, "cycles": float(cycles)}
+        for i, ch in enumerate(channels)
+    }
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
@@ -152,6 +208,7 @@ class SimulatedGPU(GPUDevice):
         self._energy_phase = float(rng_misc.uniform(0.0, p.energy_period_ns))
         self._energy_offset_mj = float(rng_misc.uniform(1e6, 1e9))
         self._last_truth: dict[str, dict[str, np.ndarray]] | None = None
+        self._last_sustained: dict[str, dict[str, float]] | None = None
         self._kernels: dict[str, SimKernel] = {}
         logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
 
@@ -251,7 +308,28 @@ class SimulatedGPU(GPUDevice):
         return float(c), float(age), idle
 
     def execute(self, segments: Sequence[tuple[Any, int]]) -> ExecRecords:
-        """Run the segments back to back; see the module docstring for the timing and power model."""
+        """Run the segments back to back, every execution stamped (each pays the preset's stamp overhead in
+        its launch gap); see the module docstring for the timing and power model."""
+        return self._execute(segments, stamped=True)
+
+    def run_unstamped(self, handle: Any, count: int) -> ExecRecords:
+        """`count` back-to-back executions with no stamp between them (no stamp overhead), bracketed by one stamp
+        before and one after: one record spanning them all. The truth of the call (`sustained_truth_of_last_run`)
+        is its sustained power: the true mean over whole limit cycles (else over the run's second half)."""
+        if int(count) <= 0:
+            raise ValueError("count must be > 0")
+        rec = self._execute([(handle, int(count))], stamped=False)
+        z = np.zeros(1, np.int32)
+        return ExecRecords(z, z.copy(), rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:])
+
+    def sustained_truth_of_last_run(self) -> dict[str, dict[str, float]] | None:
+        """Simulator only: per channel, of the last `run_unstamped`: "power_mw" (true mean power over whole limit
+        cycles, or over the second half of the run without a cycle), "cycle_ns" (true mean start-to-start time
+        of its executions: no stamps), "window_ns" (the span the power is over), "cycles" (whole limit cycles
+        in it)."""
+        return self._last_sustained
+
+    def _execute(self, segments: Sequence[tuple[Any, int]], stamped: bool) -> ExecRecords:
         p = self.preset
         handles: list[SimKernel] = []
         counts: list[int] = []
@@ -296,6 +374,8 @@ class SimulatedGPU(GPUDevice):
         slow_x = slow_x if is_outlier else 0.0
         d_pre = base * factor * (1.0 + slow_x)
         gaps = p.launch_gap_ns * np.exp(p.launch_gap_sigma * rng.standard_normal(n))
+        if stamped:
+            gaps += p.stamp_overhead_ns
         gaps[-1] = 0.0
         busy_nominal = d_pre + gaps
         # limiter (per execution, at its start)
@@ -304,12 +384,22 @@ class SimulatedGPU(GPUDevice):
         if heavy.any():
             age = age0 + _exclusive_cumsum(busy_nominal)
             lss = np.array([h.limiter_level for h in handles])[seg_of]
+            cycling = p.limit_cycle_high_ns > 0 and p.limit_cycle_low_ns > 0
+            target = np.array([h.burst_level for h in handles])[seg_of] if cycling else lss
             z = (age - p.limiter_start_ns) / p.limiter_tau_ns
-            lim = np.where(z <= 0, 1.0, np.where(z > _CUT, lss, lss + (1.0 - lss) * np.exp(-np.clip(z, 0, _CUT))))
+            fast = np.where(
+                z <= 0, 1.0, np.where(z > _CUT, target, target + (1.0 - target) * np.exp(-np.clip(z, 0, _CUT)))
+            )
+            if cycling:
+                lim, cycle_no = limit_cycle_level(age, fast, lss, target, p)
+            else:
+                lim, cycle_no = fast, np.full(n, -1)
             level = np.where(heavy[seg_of], lim, 1.0)
+            cycle_no = np.where(heavy[seg_of], cycle_no, -1)
             dur = d_pre * (1.0 + p.limiter_slowdown * (1.0 - level))
         else:
             dur = d_pre
+            cycle_no = np.full(n, -1)
         dur_i = np.maximum(np.round(dur).astype(np.int64), 1)
         gap_i = np.round(gaps).astype(np.int64)
         starts = t_launch + _exclusive_cumsum(dur_i + gap_i)
@@ -371,6 +461,8 @@ class SimulatedGPU(GPUDevice):
             for i, ch in enumerate(self._channels)
         }
 
+        if not stamped:
+            self._last_sustained = _sustained_truth(self._channels, x0, idle_ch, fs, fe, cycle_no)
         # device state after the call
         self._t_busy_end = float(fe[-1])
         z_end = (fe[-1] - t_launch) / p.clock_up_ns

@@ -44,7 +44,9 @@ class SimKernel(KernelHandle):
 
     base_ns: nominal execution time (no jitter, warm-up, outlier or throttling), ns.
     plateau_mw: plateau excess over idle per preset component (mW), unthrottled, clock ramped up.
-    limiter_level: L the limiter settles at (1.0 for kernels below the cap).
+    limiter_level: L the limiter settles at (1.0 for kernels below the cap): the sustained level.
+    burst_level: L the fast limiter holds before a limit cycle starts (the preset's cap_burst_mw; = limiter_level
+    without a cycle).
     """
 
     label: str
@@ -59,6 +61,7 @@ class SimKernel(KernelHandle):
     shape: KernelShape
     heavy: bool
     limiter_level: float
+    burst_level: float = 1.0
 
     def __repr__(self) -> str:
         return f"SimKernel({self.label!r}, {self.base_ns / US:.1f} us)"
@@ -110,6 +113,7 @@ def _build_collective(preset: Preset, kernel: Any, world_size: int) -> SimKernel
         shape=preset.shapes[kind],
         heavy=False,
         limiter_level=1.0,
+        burst_level=1.0,
     )
     idle_total = sum(c.idle_mw for c in preset.components)
     logger.debug(
@@ -189,15 +193,20 @@ def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
     target_excess = preset.cap_target_mw - idle_total
     gap = preset.launch_gap_ns
     heavy = float(cycle_mean_excess(preset, plateau, shape, base_ns, gap, 1.0).sum()) > target_excess
-    level = 1.0
-    if heavy:
+
+    def level_for(excess_mw: float) -> float:
         # the cycle-mean total is linear in L for a given duration; the duration depends on L through
         # the limiter slowdown: a few fixed-point iterations
+        level = 1.0
         for _ in range(6):
             dur = base_ns * (1.0 + preset.limiter_slowdown * (1.0 - level))
             a = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 0.0).sum())
             b = float(cycle_mean_excess(preset, plateau, shape, dur, gap, 1.0).sum()) - a
-            level = float(np.clip((target_excess - a) / b, 0.2, 1.0))
+            level = float(np.clip((excess_mw - a) / b, 0.2, 1.0))
+        return level
+
+    level = level_for(target_excess) if heavy else 1.0
+    burst = level_for(max(preset.cap_burst_mw, preset.cap_target_mw) - idle_total) if heavy else 1.0
     label = kernel.label() if hasattr(kernel, "label") else f"{kind} {dtype}"
     sk = SimKernel(
         label=label,
@@ -212,6 +221,7 @@ def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
         shape=shape,
         heavy=heavy,
         limiter_level=level,
+        burst_level=max(burst, level),
     )
     logger.debug(
         "sim %s: %s %.2f us, u_c %.3f, u_m %.3f, plateau %.0f W, heavy %s (L=%.3f)",
@@ -242,6 +252,7 @@ def kernel_summary(preset: Preset, k: SimKernel) -> dict[str, Any]:
         "u_memory": k.u_memory,
         "heavy": k.heavy,
         "limiter_level": k.limiter_level,
+        "burst_level": k.burst_level,
         "steady_cycle_w": {c.name: float(v) / W for c, v in zip(preset.components, steady, strict=True)}
         | {"total": float(steady.sum()) / W},
         "unthrottled_cycle_w": float(free.sum()) / W,

@@ -169,6 +169,15 @@ class Preset:
     collective: CollectiveSpec
     # -- attention: fraction of a GEMM's compute efficiency (same shape) a fused attention kernel reaches
     attention_efficiency: float = 0.6
+    # -- power limit cycle (heavy kernels, sustained load): after `limiter_start_ns` of busy time the limiter
+    # clamps for `limit_cycle_low_ns`, releases for `limit_cycle_high_ns`, and repeats (0: no cycle, the
+    # exponential pull-down to the limiter level instead); the clamp level keeps the cycle mean at the cap target
+    limit_cycle_start_ns: float = 0.0  # busy time before the first clamp
+    limit_cycle_high_ns: float = 0.0
+    limit_cycle_low_ns: float = 0.0
+    cap_burst_mw: float = 0.0  # cycle-mean total power the fast limiter holds before the cycle (0: cap_target_mw)
+    # -- instrumentation: GPU time the two stamp kernels around a stamped execution add to its cycle
+    stamp_overhead_ns: float = 0.0
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -265,6 +274,7 @@ MI300X = Preset(
         traffic_mw=(40 * W, 80 * W, 50 * W, 0.0),
         reduce_mw=(35 * W, 5 * W, 10 * W, 0.0),
     ),
+    stamp_overhead_ns=1.6 * US,  # assumed like the H200's (no MI300X measurement)
 )
 
 H200 = Preset(
@@ -353,6 +363,12 @@ H200 = Preset(
         traffic_mw=(120 * W, 45 * W),
         reduce_mw=(40 * W, 10 * W),
     ),
+    # the H200's limit cycle on cap-bound GEMMs (issue 10: ~715-730 W for ~0.6-0.8 s, clamped ~0.2 s, repeating)
+    limit_cycle_start_ns=700.0 * MS,
+    limit_cycle_high_ns=700.0 * MS,
+    limit_cycle_low_ns=200.0 * MS,
+    cap_burst_mw=725 * W,
+    stamp_overhead_ns=1.6 * US,  # ~7 us GEMM: 8.3 us cycle stamped vs 6.7 us unstamped (CUDA graphs)
 )
 
 PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
@@ -394,6 +410,14 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
         changes["outlier_run_fraction"] = ov.outlier_run_fraction
     if ov.launch_gap_us is not None:
         changes["launch_gap_ns"] = ov.launch_gap_us * US
+    for key, field, unit in (
+        ("limit_cycle_start_ms", "limit_cycle_start_ns", MS),
+        ("limit_cycle_high_ms", "limit_cycle_high_ns", MS),
+        ("limit_cycle_low_ms", "limit_cycle_low_ns", MS),
+        ("stamp_overhead_us", "stamp_overhead_ns", US),
+    ):
+        if getattr(ov, key) is not None:
+            changes[field] = getattr(ov, key) * unit
     if changes:
         logger.debug("sim preset %s overridden: %s", base.name, sorted(changes))
         return dataclasses.replace(base, **changes)
@@ -494,6 +518,11 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "limiter_tau_ms": p.limiter_tau_ns / MS,
             "limiter_idle_tau_ms": p.limiter_idle_tau_ns / MS,
             "limiter_slowdown": p.limiter_slowdown,
+            "limit_cycle_start_ms": p.limit_cycle_start_ns / MS,
+            "limit_cycle_high_ms": p.limit_cycle_high_ns / MS,
+            "cap_burst_w": p.cap_burst_mw / W,
+            "limit_cycle_low_ms": p.limit_cycle_low_ns / MS,
+            "stamp_overhead_us": p.stamp_overhead_ns / US,
         },
         "executions": {
             "jitter_pct": p.exec_jitter * 100,

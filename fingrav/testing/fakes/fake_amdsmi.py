@@ -207,6 +207,13 @@ class FakeConfig:
     driver_version: str = "6.10.5"
     lib_version: tuple[int, int, int, str] = (26, 0, 2, "26.0.2+fake")
     metrics_header: tuple[int, int, int] = (1624, 1, 6)  # structure_size, format_revision, content_revision
+    # sampler faults, by firmware update index k (the update at firmware_phase_ns + k * firmware_period_ns), in the
+    # metrics table (and, for "energy_backwards", in amdsmi_get_energy_count): "backwards" (its firmware_timestamp
+    # is the one of update k - 2), "conflict" (every read after the first returns other energy and power with the
+    # same timestamp), "zero" / "all_ones" (energy_accumulator, current_socket_power and the firmware timestamp
+    # are 0 / all ones, as a driver that does not say "N/A" returns them), "float" / "string" (energy_accumulator
+    # of an unknown type), "energy_backwards" (the accumulator 1,000,000 ticks lower than it should be)
+    faults: dict[int, str] = field(default_factory=dict)
 
 
 class _State:
@@ -217,6 +224,7 @@ class _State:
         self.initialized = False
         self.failures: dict[str, tuple[int, int | None]] = {}  # function -> (err_code, calls left or None)
         self.calls: dict[str, int] = {}
+        self.reads_of_update: dict[int, int] = {}  # metrics reads per firmware update (the "conflict" fault)
 
 
 _STATE = _State()
@@ -234,6 +242,7 @@ def configure(**kwargs: Any) -> FakeConfig:
     _STATE.initialized = False
     _STATE.failures = {}
     _STATE.calls = {}
+    _STATE.reads_of_update = {}
     return _STATE.config
 
 
@@ -320,6 +329,26 @@ def update_time_ns(now_ns: int | None = None) -> int:
     while k > 0 and _stalled(cfg.firmware_phase_ns + k * cfg.firmware_period_ns):
         k -= 1
     return cfg.firmware_phase_ns + k * cfg.firmware_period_ns
+
+
+def update_index(t_rel_ns: int) -> int:
+    """The index k of the firmware update published at epoch-relative `t_rel_ns` (FakeConfig.faults' keys)."""
+    cfg = _STATE.config
+    return (t_rel_ns - cfg.firmware_phase_ns) // cfg.firmware_period_ns
+
+
+def _fault(t_rel_ns: int) -> str | None:
+    return _STATE.config.faults.get(update_index(t_rel_ns))
+
+
+def _faulty_energy(t_upd: int, ticks: int) -> Any:
+    """The energy accumulator of the update at `t_upd` as a faulty driver returns it."""
+    fault = _fault(t_upd)
+    if fault == "energy_backwards":
+        return ticks - 1_000_000
+    return {"zero": 0, "all_ones": 0xFFFFFFFFFFFFFFFF, "float": float(ticks), "string": hex(ticks)}.get(
+        fault or "", ticks
+    )
 
 
 def firmware_ticks(t_rel_ns: int) -> int:
@@ -413,7 +442,7 @@ def amdsmi_get_energy_count(processor_handle: ProcessorHandle) -> dict[str, Any]
     now = _STATE.clock()
     t_upd = update_time_ns(now)
     return {
-        "energy_accumulator": energy_ticks(_STATE.config.power_w, t_upd),
+        "energy_accumulator": _faulty_energy(t_upd, energy_ticks(_STATE.config.power_w, t_upd)),
         "counter_resolution": _STATE.config.counter_resolution_uj,
         "timestamp": now + _STATE.config.driver_clock_offset_ns,
     }
@@ -523,6 +552,20 @@ def amdsmi_get_gpu_metrics_info(processor_handle: ProcessorHandle) -> dict[str, 
             out[name] = NA
     for name, spec in cfg.components.items():
         out[name] = energy_ticks(spec, t_upd)
+    fault = _fault(t_upd)
+    if fault is not None:
+        k = update_index(t_upd)
+        reads = _STATE.reads_of_update[k] = _STATE.reads_of_update.get(k, 0) + 1
+        out["energy_accumulator"] = _faulty_energy(t_upd, out["energy_accumulator"])
+        if fault == "backwards":
+            out["firmware_timestamp"] = firmware_ticks(max(0, t_upd - 2 * cfg.firmware_period_ns))
+        elif fault == "conflict" and reads > 1:
+            out["energy_accumulator"] += 5_000
+            out["current_socket_power"] = watts + 50
+        elif fault in ("zero", "all_ones"):
+            value = 0 if fault == "zero" else 0xFFFF
+            out["current_socket_power"] = value
+            out["firmware_timestamp"] = 0 if fault == "zero" else 0xFFFFFFFFFFFFFFFF
     return out
 
 

@@ -100,6 +100,85 @@ NVML_POWER_SCOPE_GPU = 0
 NVML_POWER_SCOPE_MODULE = 1
 NVML_POWER_SCOPE_MEMORY = 2
 
+# clocks and clock-event (throttle) telemetry (fingrav.device.nvidia.telemetry), values of nvidia-ml-py 13.x
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+
+NVML_PERF_POLICY_POWER = 0
+NVML_PERF_POLICY_THERMAL = 1
+NVML_PERF_POLICY_SYNC_BOOST = 2
+NVML_PERF_POLICY_BOARD_LIMIT = 3
+NVML_PERF_POLICY_LOW_UTILIZATION = 4
+NVML_PERF_POLICY_RELIABILITY = 5
+NVML_PERF_POLICY_TOTAL_APP_CLOCKS = 10
+NVML_PERF_POLICY_TOTAL_BASE_CLOCKS = 11
+NVML_PERF_POLICY_COUNT = 12
+
+NVML_FI_DEV_PERF_POLICY_POWER = 74
+NVML_FI_DEV_PERF_POLICY_THERMAL = 75
+NVML_FI_DEV_PERF_POLICY_SYNC_BOOST = 76
+NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT = 77
+NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION = 78
+NVML_FI_DEV_PERF_POLICY_RELIABILITY = 79
+NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS = 80
+NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS = 81
+NVML_FI_DEV_MEMORY_TEMP = 82
+NVML_FI_DEV_POWER_CURRENT_LIMIT = 190
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP = NVML_FI_DEV_PERF_POLICY_POWER
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST = NVML_FI_DEV_PERF_POLICY_SYNC_BOOST
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN = 269
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 271
+
+nvmlClocksEventReasonGpuIdle = 0x0000000000000001
+nvmlClocksEventReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksEventReasonUserDefinedClocks = nvmlClocksEventReasonApplicationsClocksSetting  # deprecated alias
+nvmlClocksEventReasonSwPowerCap = 0x0000000000000004
+nvmlClocksEventReasonHwSlowdown = 0x0000000000000008
+nvmlClocksEventReasonSyncBoost = 0x0000000000000010
+nvmlClocksEventReasonSwThermalSlowdown = 0x0000000000000020
+nvmlClocksEventReasonHwThermalSlowdown = 0x0000000000000040
+nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x0000000000000080
+nvmlClocksEventReasonDisplayClockSetting = 0x0000000000000100
+nvmlClocksEventReasonNone = 0x0000000000000000
+nvmlClocksEventReasonAll = 0x00000000000001FF
+nvmlClocksThrottleReasonGpuIdle = 0x0000000000000001
+nvmlClocksThrottleReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksThrottleReasonUserDefinedClocks = nvmlClocksThrottleReasonApplicationsClocksSetting
+nvmlClocksThrottleReasonSwPowerCap = 0x0000000000000004
+nvmlClocksThrottleReasonHwSlowdown = 0x0000000000000008
+nvmlClocksThrottleReasonSyncBoost = 0x0000000000000010
+nvmlClocksThrottleReasonSwThermalSlowdown = 0x0000000000000020
+nvmlClocksThrottleReasonHwThermalSlowdown = 0x0000000000000040
+nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x0000000000000080
+nvmlClocksThrottleReasonDisplayClockSetting = 0x0000000000000100
+nvmlClocksThrottleReasonBoardLimit = 0x0000000000000200
+nvmlClocksThrottleReasonReliability = 0x0000000000000400
+nvmlClocksThrottleReasonNone = 0x0000000000000000
+nvmlClocksThrottleReasonAll = 0x00000000000007FF
+
+#: the reason bits whose time each perf policy's violation counter (and field) counts, in the fake
+VIOLATION_BITS = {
+    NVML_PERF_POLICY_POWER: nvmlClocksEventReasonSwPowerCap,
+    NVML_PERF_POLICY_THERMAL: nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksEventReasonHwThermalSlowdown,
+    NVML_PERF_POLICY_SYNC_BOOST: nvmlClocksEventReasonSyncBoost,
+    NVML_PERF_POLICY_BOARD_LIMIT: nvmlClocksThrottleReasonBoardLimit,
+    NVML_PERF_POLICY_LOW_UTILIZATION: nvmlClocksEventReasonGpuIdle,
+    NVML_PERF_POLICY_RELIABILITY: nvmlClocksThrottleReasonReliability,
+}
+FIELD_BITS = {
+    NVML_FI_DEV_PERF_POLICY_POWER: VIOLATION_BITS[NVML_PERF_POLICY_POWER],
+    NVML_FI_DEV_PERF_POLICY_THERMAL: VIOLATION_BITS[NVML_PERF_POLICY_THERMAL],
+    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: VIOLATION_BITS[NVML_PERF_POLICY_SYNC_BOOST],
+    NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: VIOLATION_BITS[NVML_PERF_POLICY_BOARD_LIMIT],
+    NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION: VIOLATION_BITS[NVML_PERF_POLICY_LOW_UTILIZATION],
+    NVML_FI_DEV_PERF_POLICY_RELIABILITY: VIOLATION_BITS[NVML_PERF_POLICY_RELIABILITY],
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: nvmlClocksEventReasonSwThermalSlowdown,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: nvmlClocksEventReasonHwThermalSlowdown,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: nvmlClocksEventReasonHwPowerBrakeSlowdown,
+}
+
 
 # ---------------------------------------------------------------------------------- errors (as the real module)
 class NVMLError(Exception):
@@ -192,6 +271,10 @@ class c_nvmlFieldValue_t(Structure):  # noqa: N801
     ]
 
 
+class c_nvmlViolationTime_t(Structure):  # noqa: N801
+    _fields_ = [("referenceTime", c_ulonglong), ("violationTime", c_ulonglong)]
+
+
 class c_nvmlDevice_t:  # noqa: N801 - the real one is a ctypes pointer; an opaque object is enough
     def __init__(self, index: int) -> None:
         self.index = index
@@ -243,6 +326,27 @@ class FakeGPU:
     # the NVML_VALUE_TYPE the buffer claims
     faults: dict[int, str] = field(default_factory=dict)
     value_type: int = 1
+    # steps of the host's wall clock (NTP): [(true ns since t0, step ns)]; the driver stamps every sample (and the
+    # memory field) with the wall clock, `wall_ns`, while `clock_ns` keeps the true (monotonic) time
+    clock_steps: list[tuple[int, int]] = field(default_factory=list)
+    # jumps of the energy counter: [(true ns since t0, mJ added: negative goes backwards, e.g. a reset)]
+    energy_jumps: list[tuple[int, int]] = field(default_factory=list)
+    # clocks and clock-event telemetry (nvmlDeviceGetClockInfo, nvmlDeviceGetCurrentClocksEventReasons /
+    # ThrottleReasons, nvmlDeviceGetViolationStatus, the CLOCKS_EVENT_REASON / PERF_POLICY fields): `clock_events`
+    # [(from ns, to ns since t0, reasons bitmask)] are the intervals in which those reasons are active (the SM clock
+    # is `throttled_sm_mhz` then); a violation counter is the ns spent so far in intervals with its bits
+    # (VIOLATION_BITS, FIELD_BITS); `violation_policies`: the perf policies nvmlDeviceGetViolationStatus answers
+    # (others: NOT_SUPPORTED); `telemetry_fields`: the field IDs that answer (None: every one the fake knows);
+    # `missing_functions`: functions this driver lacks (a call raises FUNCTION_NOT_FOUND, as pynvml does when
+    # libnvidia-ml exports no such symbol); `unsupported`: functions that answer NOT_SUPPORTED
+    sm_mhz: int = 1980
+    throttled_sm_mhz: int = 1410
+    mem_mhz: int = 3201
+    clock_events: list[tuple[int, int, int]] = field(default_factory=list)
+    violation_policies: tuple[int, ...] = (NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL)
+    telemetry_fields: tuple[int, ...] | None = None
+    missing_functions: set[str] = field(default_factory=set)
+    unsupported: set[str] = field(default_factory=set)
     # state
     t0_ns: int = 0
     initialized: int = 0
@@ -252,6 +356,10 @@ class FakeGPU:
     def __post_init__(self) -> None:
         if not self.t0_ns:
             self.t0_ns = int(self.clock_ns())
+
+    def wall_ns(self, true_ns: int) -> int:
+        """The wall clock at true time `true_ns`: the true time plus every `clock_steps` step made by then."""
+        return int(true_ns) + sum(step for at, step in self.clock_steps if true_ns - self.t0_ns >= at)
 
     # sample k is stamped at t0 + k * period (+ jitter); integer ns
     def sample_time_ns(self, k: int) -> int:
@@ -284,8 +392,13 @@ class FakeGPU:
         return self.t0_ns + int(n * self.memory_update_ms * 1e6), self.memory_mw + 100.0 * (n % 7)
 
     def check(self, fn: str) -> None:
-        """Count the call; raise the next injected error for `fn`, if any."""
+        """Count the call; raise FUNCTION_NOT_FOUND / NOT_SUPPORTED when `fn` is missing / unsupported, else the
+        next injected error for `fn`, if any."""
         self.calls[fn] = self.calls.get(fn, 0) + 1
+        if fn in self.missing_functions:
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+        if fn in self.unsupported:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         queue = self.errors.get(fn)
         if queue:
             raise NVMLError(queue.pop(0))
@@ -296,6 +409,9 @@ def _from_env() -> FakeGPU:
     if not raw:
         return FakeGPU()
     cfg = json.loads(raw)
+    for key in ("missing_functions", "unsupported"):
+        if key in cfg:
+            cfg[key] = set(cfg[key])
     if "drop" in cfg:
         cfg["drop"] = set(cfg["drop"])
     if "uuids" in cfg:
@@ -423,8 +539,9 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: Any) -> int:  # noqa: N802
     _handle_index(handle)
     if not s.energy_supported:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-    # 121 W since t0, plus a large boot-time offset: mJ = W * ms
-    return 10_000_000_000 + int(121.0 * (int(s.clock_ns()) - s.t0_ns) / 1e6)
+    # 121 W since t0, plus a large boot-time offset: mJ = W * ms (+ the injected jumps made by now)
+    rel = int(s.clock_ns()) - s.t0_ns
+    return 10_000_000_000 + int(121.0 * rel / 1e6) + sum(mj for at, mj in s.energy_jumps if rel >= at)
 
 
 def nvmlDeviceGetSamples(device: Any, sampling_type: int, timeStamp: int) -> tuple[int, list[c_nvmlSample_t]]:  # noqa: N802, N803
@@ -437,7 +554,7 @@ def nvmlDeviceGetSamples(device: Any, sampling_type: int, timeStamp: int) -> tup
         out = []
         for k in s.buffered(now):
             t_ns = s.sample_time_ns(k)
-            ts_us = t_ns // 1000
+            ts_us = s.wall_ns(t_ns) // 1000
             if ts_us <= int(timeStamp):
                 continue
             fault = s.faults.get(k)
@@ -470,7 +587,7 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> list[c_nvmlFie
             field_id, scope = fid, 0
         v = values[i]
         v.fieldId, v.scopeId = field_id, scope
-        v.timestamp = now // 1000
+        v.timestamp = s.wall_ns(now) // 1000
         v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT
         if field_id == NVML_FI_DEV_POWER_AVERAGE and scope == NVML_POWER_SCOPE_MEMORY:
             if s.field_errors:
@@ -479,7 +596,7 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> list[c_nvmlFie
                 v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
             else:
                 t_upd, mw = s.memory_value_mw(now)
-                v.timestamp = t_upd // 1000
+                v.timestamp = s.wall_ns(t_upd) // 1000
                 v.value.uiVal = int(mw)
                 v.nvmlReturn = NVML_SUCCESS
         elif field_id in (NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT) and scope == NVML_POWER_SCOPE_GPU:
@@ -489,6 +606,77 @@ def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> list[c_nvmlFie
             v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
             v.value.ullVal = nvmlDeviceGetTotalEnergyConsumption(handle)
             v.nvmlReturn = NVML_SUCCESS
+        elif _telemetry_field(s, v, field_id, now):
+            v.nvmlReturn = NVML_SUCCESS
         else:
             v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
     return values
+
+
+# ---------------------------------------------------------------------------------- clock-event telemetry
+def _rel_ns(s: FakeGPU, now_ns: int) -> int:
+    return int(now_ns) - s.t0_ns
+
+
+def _active_reasons(s: FakeGPU, rel_ns: int) -> int:
+    mask = 0
+    for start, end, bits in s.clock_events:
+        if start <= rel_ns < end:
+            mask |= int(bits)
+    return mask
+
+
+def _time_in_ns(s: FakeGPU, rel_ns: int, bits: int) -> int:
+    """ns spent from t0 to `rel_ns` in clock events with any of `bits`."""
+    return sum(max(0, min(end, rel_ns) - max(start, 0)) for start, end, mask in s.clock_events if int(mask) & bits)
+
+
+def _telemetry_field(s: FakeGPU, v: c_nvmlFieldValue_t, field_id: int, now_ns: int) -> bool:
+    """Fill a telemetry field (violation time in ns, power limit in mW, memory temperature in C); False when the
+    fake does not answer `field_id`."""
+    if s.telemetry_fields is not None and field_id not in s.telemetry_fields:
+        return False
+    if field_id in FIELD_BITS:
+        v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        v.value.ullVal = _time_in_ns(s, _rel_ns(s, now_ns), FIELD_BITS[field_id])
+    elif field_id == NVML_FI_DEV_POWER_CURRENT_LIMIT:
+        v.value.uiVal = 700_000
+    elif field_id == NVML_FI_DEV_MEMORY_TEMP:
+        v.value.uiVal = 45
+    else:
+        return False
+    return True
+
+
+def nvmlDeviceGetClockInfo(handle: Any, type: int) -> int:  # noqa: N802, A002 - pynvml's signature
+    s = _needs_init("nvmlDeviceGetClockInfo")
+    _handle_index(handle)
+    if type == NVML_CLOCK_MEM:
+        return s.mem_mhz
+    if type in (NVML_CLOCK_SM, NVML_CLOCK_GRAPHICS):
+        return s.throttled_sm_mhz if _active_reasons(s, _rel_ns(s, s.clock_ns())) & ~1 else s.sm_mhz
+    raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle: Any) -> int:  # noqa: N802
+    s = _needs_init("nvmlDeviceGetCurrentClocksEventReasons")
+    _handle_index(handle)
+    return _active_reasons(s, _rel_ns(s, s.clock_ns()))
+
+
+def nvmlDeviceGetCurrentClocksThrottleReasons(handle: Any) -> int:  # noqa: N802 - deprecated name, same answer
+    s = _needs_init("nvmlDeviceGetCurrentClocksThrottleReasons")
+    _handle_index(handle)
+    return _active_reasons(s, _rel_ns(s, s.clock_ns()))
+
+
+def nvmlDeviceGetViolationStatus(device: Any, perfPolicyType: int) -> c_nvmlViolationTime_t:  # noqa: N802, N803
+    s = _needs_init("nvmlDeviceGetViolationStatus")
+    _handle_index(device)
+    if perfPolicyType not in s.violation_policies:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    now = int(s.clock_ns())
+    out = c_nvmlViolationTime_t()
+    out.referenceTime = s.wall_ns(now) // 1000
+    out.violationTime = _time_in_ns(s, _rel_ns(s, now), VIOLATION_BITS.get(perfPolicyType, 0))
+    return out

@@ -1,0 +1,160 @@
+"""Sustained power under a power limiter: the limit cycle of a long back-to-back run and its whole-cycle mean.
+
+A cap-bound kernel run back to back does not settle at one level on a card whose power limiter cycles (the
+H200: ~0.7 s near the burst level, ~0.2 s clamped, repeating). A mean over an arbitrary span then depends on
+where the span starts and ends; the sustained power is the mean over *whole* cycles. From the settled,
+delay-corrected samples of the reference run:
+
+1. the samples are averaged into bins of `BIN_NS` (at least one sensor period);
+2. the run cycles when the 200 ms block means spread by more than `contracts.flags.MAX_BLOCK_SPREAD_PCT`; the bins are
+   then split at the midpoint between their 10th and 90th percentiles into clamped (low) and released (high)
+   bins, and runs of fewer than `MIN_RUN_BINS` bins are merged into their neighbours (noise);
+3. a cycle runs from the start of one clamp to the start of the next; per cycle: period, duty (the released
+   fraction), high and low levels, and its mean;
+4. the sustained power is the time-weighted mean of the bins from the first clamp start to the last, its CI a
+   t-interval over the per-cycle means (>= 3 cycles; else none); the cycle's numbers get t-intervals too.
+
+Without cycling the sustained power is the settled mean (the reference run's batch-means CI). Powers mW, times ns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fingrav.analysis.reference import t_critical
+from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+
+logger = logging.getLogger(__name__)
+
+BIN_NS = 10_000_000  # 10 ms
+MIN_RUN_BINS = 2
+MIN_CYCLES_FOR_CI = 3
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with a t-interval over cycles (None bounds: fewer than 2 cycles)."""
+
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    def to_summary(self) -> dict[str, float | None]:
+        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+@dataclass(frozen=True)
+class LimitCycle:
+    """The limit cycle of one sustained run (mW, ns); `cycles` whole cycles between `start_ns` and `end_ns`."""
+
+    cycles: int
+    start_ns: int
+    end_ns: int
+    period_ns: Interval
+    duty: Interval  # released fraction of a cycle (0..1)
+    high_mw: Interval
+    low_mw: Interval
+    mean_mw: Interval  # whole-cycle mean: the sustained power
+
+    def to_summary(self) -> dict[str, object]:
+        return {
+            "cycles": self.cycles,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            **{k: getattr(self, k).to_summary() for k in ("period_ns", "duty", "high_mw", "low_mw", "mean_mw")},
+        }
+
+
+def _t_interval(values: list[float], level: float) -> Interval:
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=np.float64)
+    if v.size == 0:
+        return Interval(None)
+    m = float(v.mean())
+    if v.size < 2:
+        return Interval(m)
+    half = t_critical(level, v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return Interval(m, m - half, m + half)
+
+
+def binned(t_ns: np.ndarray, power_mw: np.ndarray, bin_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bin start ns, bin mean mW) of the samples, bins without samples dropped."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    p = np.asarray(power_mw, dtype=np.float64)
+    k = (t - t[0]) // bin_ns
+    idx, inv = np.unique(k, return_inverse=True)
+    sums = np.bincount(inv, weights=p)
+    counts = np.bincount(inv)
+    return t[0] + idx * bin_ns, sums / counts
+
+
+def _merge_short_runs(high: np.ndarray, min_len: int) -> np.ndarray:
+    """Runs of the boolean labels shorter than min_len take their left neighbour's label (noise, not phases)."""
+    out = high.copy()
+    i = 0
+    while i < out.size:
+        j = i
+        while j < out.size and out[j] == out[i]:
+            j += 1
+        if j - i < min_len and i > 0:
+            out[i:j] = out[i - 1]
+        i = j
+    return out
+
+
+def limit_cycle(
+    t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95, period_ns: float | None = None
+) -> LimitCycle | None:
+    """The limit cycle of settled samples (module docstring), or None when the power does not cycle (block
+    spread <= MAX_BLOCK_SPREAD_PCT) or fewer than two clamp starts are seen. period_ns: the sensor period (bins are
+    at least that long)."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    p = np.asarray(power_mw, dtype=np.float64)
+    if t.size < 9:
+        return None
+    bt, bp = binned(t, p, BLOCK_NS)
+    if bp.size < 3 or bp.mean() <= 0 or (bp.max() - bp.min()) / bp.mean() * 100.0 <= MAX_BLOCK_SPREAD_PCT:
+        return None
+    bin_ns = int(max(BIN_NS, period_ns or 0.0))
+    ct, cp = binned(t, p, bin_ns)
+    lo_q, hi_q = np.quantile(cp, [0.1, 0.9])
+    high = _merge_short_runs(cp > 0.5 * (lo_q + hi_q), MIN_RUN_BINS)
+    clamp_starts = np.flatnonzero(~high[1:] & high[:-1]) + 1  # released -> clamped
+    if clamp_starts.size < 2:
+        return None
+    periods, duties, highs, lows, means = [], [], [], [], []
+    for a, b in zip(clamp_starts[:-1], clamp_starts[1:], strict=True):
+        seg_h = high[a:b]
+        seg_p = cp[a:b]
+        periods.append(float(ct[b] - ct[a]))
+        duties.append(float(seg_h.mean()))
+        highs.append(float(seg_p[seg_h].mean()) if seg_h.any() else math.nan)
+        lows.append(float(seg_p[~seg_h].mean()) if (~seg_h).any() else math.nan)
+        means.append(float(seg_p.mean()))
+    a, b = int(clamp_starts[0]), int(clamp_starts[-1])
+    n = len(means)
+    whole = float(cp[a:b].mean())
+    mean_ci = _t_interval(means, level) if n >= MIN_CYCLES_FOR_CI else Interval(whole)
+    lc = LimitCycle(
+        cycles=n,
+        start_ns=int(ct[a]),
+        end_ns=int(ct[b]),
+        period_ns=_t_interval(periods, level),
+        duty=_t_interval(duties, level),
+        high_mw=_t_interval(highs, level),
+        low_mw=_t_interval(lows, level),
+        mean_mw=Interval(whole, mean_ci.ci_low, mean_ci.ci_high),
+    )
+    logger.info(
+        "limit cycle: %d whole cycles, period %.3g s, duty %.2g, high %.4g W, low %.4g W, mean %.4g W",
+        n,
+        (lc.period_ns.value or 0.0) / 1e9,
+        lc.duty.value or 0.0,
+        (lc.high_mw.value or 0.0) / 1e3,
+        (lc.low_mw.value or 0.0) / 1e3,
+        whole / 1e3,
+    )
+    return lc

@@ -1,0 +1,83 @@
+"""The card-to-card spread of a fleet survey (fingrav.analysis.fleet): from each card's own numbers and CIs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fingrav.analysis.fleet import fleet_spread, metric_spread
+from fingrav.config import AnalysisConfig
+from fingrav.contracts.summary import fleet_columns
+
+
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def test_cards_apart_beyond_their_cis_are_distinct() -> None:
+    """Three cards at 600, 606, 612 W with +-1 W CIs: spread 2 % of the mean, the noise alone spreads identical
+    cards by ~0.3 %, so the cards differ; deviations from the mean -1, 0, +1 % with CIs around them."""
+    m = metric_spread({0: (600.0, 599.0, 601.0), 1: (606.0, 605.0, 607.0), 2: (612.0, 611.0, 613.0)}, 0.95, rng())
+    assert m["mean"] == pytest.approx(606.0)
+    assert m["spread_pct"] == pytest.approx(12 / 606 * 100)
+    assert m["spread_ci_low_pct"] < m["spread_pct"] < m["spread_ci_high_pct"]
+    assert m["noise_spread_pct"] < 0.5 and m["distinct"] is True
+    assert m["between_card_sd_pct"] == pytest.approx(np.sqrt(36 - (1 / 1.96) ** 2) / 606 * 100, rel=1e-6)
+    devs = {c["gpu"]: c for c in m["cards"]}
+    assert devs[0]["deviation_pct"] == pytest.approx(-6 / 606 * 100)
+    assert devs[0]["deviation_ci_low_pct"] < devs[0]["deviation_pct"] < devs[0]["deviation_ci_high_pct"] < 0
+    assert m["mean_ci_low"] < 606 < m["mean_ci_high"]
+
+
+def test_cards_within_their_noise_are_not_distinct() -> None:
+    """Cards whose values lie within their (wide) CIs: the spread is what the noise gives; no card-to-card sd."""
+    m = metric_spread({0: (600.0, 590.0, 610.0), 1: (601.0, 591.0, 611.0)}, 0.95, rng())
+    assert m["distinct"] is False and m["between_card_sd_pct"] == 0.0
+    assert m["spread_pct"] < m["noise_spread_pct"] * 3
+
+
+def test_a_card_without_a_number_is_listed_but_not_counted() -> None:
+    m = metric_spread({0: (600.0, 599.0, 601.0), 1: (None, None, None), 2: (610.0, 609.0, 611.0)}, 0.95, rng())
+    assert m["n"] == 2 and [c["gpu"] for c in m["cards"]] == [0, 1, 2]
+    assert "deviation_pct" not in m["cards"][1] and m["spread_pct"] == pytest.approx(10 / 605 * 100)
+    one = metric_spread({0: (600.0, 599.0, 601.0), 1: (None, None, None)}, 0.95, rng())
+    assert one["spread_pct"] is None and one["distinct"] is None
+
+
+def summary(power: float, half: float, valid: bool = True) -> SimpleNamespace:
+    row = {
+        "ssp_power_w": power,
+        "ssp_power_ci_low_w": power - half,
+        "ssp_power_ci_high_w": power + half,
+        "energy_per_exec_mj": power / 100,
+        "energy_per_exec_ci_low_mj": (power - half) / 100,
+        "energy_per_exec_ci_high_mj": (power + half) / 100,
+        "exec_time_us": 100.0,
+        "exec_time_ci_low_us": 99.0,
+        "exec_time_ci_high_us": 101.0,
+    }
+    return SimpleNamespace(row=row, valid=valid)
+
+
+def test_fleet_spread_gives_every_metric_and_the_summary_columns() -> None:
+    """Deterministic (seeded by the scenario), every fleet column of the contract, `gpu` = the first listed GPU."""
+    cards = {3: summary(600.0, 1.0), 1: summary(612.0, 1.0, valid=False)}
+    out = fleet_spread(cards, AnalysisConfig(), "cb-4k")
+    assert out == fleet_spread(cards, AnalysisConfig(), "cb-4k")
+    assert set(out["metrics"]) == {"ssp_power", "energy_per_exec", "exec_time"}
+    assert out["gpus"] == [3, 1] and out["row"]["gpu"] == 3
+    assert set(out["row"]) == {"gpu", *fleet_columns()}
+    assert out["row"]["fleet_ssp_power_w"] == pytest.approx(606.0)
+    assert out["row"]["fleet_ssp_power_distinct"] is True and out["row"]["fleet_exec_time_distinct"] is False
+    assert [c["valid"] for c in out["metrics"]["ssp_power"]["cards"]] == [True, False]
+
+
+def test_one_imprecise_card_does_not_hide_distinct_others() -> None:
+    """Cochran's Q weighs each card by its precision: cards 6 W apart with +-0.6 W CIs differ, a fourth card with a
+    +-12 W CI (an imprecise row) does not make them look alike (the noisy card would dominate a max - min test)."""
+    cards = {0: (459.9, 459.1, 460.7), 1: (463.6, 463.0, 464.2), 2: (452.6, 440.6, 464.6), 3: (457.1, 456.5, 457.7)}
+    m = metric_spread(cards, 0.95, rng())
+    assert m["distinct"] is True and m["q"] > m["q_noise_quantile"]
+    assert m["noise_spread_pct"] < m["spread_pct"]

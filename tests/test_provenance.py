@@ -1,0 +1,39 @@
+"""Provenance: the host, the GPU's UUID and the scheduler's job of every artifact (fingrav.provenance)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fingrav.provenance import gpu_uuid, provenance, scheduler_job
+
+
+def test_scheduler_job_records_slurm_and_the_gpus_it_gave() -> None:
+    env = {
+        "SLURM_JOB_ID": "4711",
+        "SLURMD_NODENAME": "gpu-node-3",
+        "SLURM_JOB_GPUS": "2",
+        "SLURM_STEP_GPUS": "2",
+        "SLURM_JOB_PARTITION": "gpu",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HOME": "/root",
+    }
+    assert scheduler_job(env) == {
+        "scheduler": "slurm",
+        "job_id": "4711",
+        "node": "gpu-node-3",
+        "job_gpus": "2",
+        "step_gpus": "2",
+        "partition": "gpu",
+        "cuda_visible_devices": "0",
+    }
+    assert scheduler_job({"CUDA_VISIBLE_DEVICES": "0"}) is None  # not a scheduler's job
+
+
+def test_provenance_has_host_gpu_uuid_and_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    rec = provenance({"uuid": "GPU-5e1f", "name": "H200"}, config_hash="abc", stage="collect")
+    assert rec["gpu_uuid"] == "GPU-5e1f" and rec["scheduler_job"]["job_id"] == "12" and rec["host"]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    rec = provenance(stage="report")
+    assert rec["scheduler_job"] is None and "gpu_uuid" not in rec
+    assert gpu_uuid({"gpu_uuid_torch": "GPU-77"}) == "GPU-77" and gpu_uuid({"name": "x"}) is None

@@ -18,6 +18,7 @@ from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import compute_profiles
 from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.samples import screen_samples
+from fingrav.analysis.sustained import Headline, headline
 from fingrav.analysis.throughput import row_columns, throughput
 from fingrav.analysis.validation import validate
 from fingrav.config import AnalysisConfig, Scenario
@@ -27,6 +28,7 @@ from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPowerEstimate, ScenarioSummary
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.units import MW_PER_W
 from fingrav.contracts.units import pct as _pct
 from fingrav.contracts.units import us as _us
 from fingrav.contracts.units import w as _w
@@ -60,6 +62,51 @@ def plan_work(plan: Plan) -> Work | None:
     if not isinstance(scen, dict):
         return None
     return Scenario.model_validate(scen).kernel.work()
+
+
+def _mw_of(watts: float | None) -> float | None:
+    return None if watts is None else watts * MW_PER_W
+
+
+def sustained_columns(
+    hl: Headline,
+    ref: Mapping[str, Any] | None,
+    burst_mw: float | None,
+    burst_lo_mw: float | None,
+    burst_hi_mw: float | None,
+    burst_cycle_ns: float | None,
+) -> dict[str, Any]:
+    """The `contracts.summary.SUSTAINED` columns: the headline's source, the burst SSP (the FinGraV SSP of the
+    short stamped runs after idle) and how far it is from the sustained power, the uninstrumented cycle and what
+    the stamps add to it (%), and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %)."""
+    out: dict[str, Any] = dict.fromkeys(S.SUSTAINED)
+    out.update(
+        ssp_source=hl.source,
+        burst_power_w=_w(burst_mw),
+        burst_power_ci_low_w=_w(burst_lo_mw),
+        burst_power_ci_high_w=_w(burst_hi_mw),
+    )
+    if hl.source == "burst":
+        return out
+    out["burst_vs_sustained_pct"] = _pct(burst_mw, hl.power_mw)
+    out["sustained_cycle_time_us"] = _us(hl.cycle_ns)
+    if hl.source == "sustained" and burst_cycle_ns and hl.cycle_ns:
+        out["instrumentation_cycle_pct"] = (burst_cycle_ns - hl.cycle_ns) / hl.cycle_ns * 100.0
+    lc = (ref or {}).get("limit_cycle")
+    if lc:
+        out["limit_cycles"] = int(lc["cycles"])
+        for key, name, scale in (
+            ("period_ns", "limit_cycle_period", "ms"),
+            ("duty", "limit_cycle_duty", "pct"),
+            ("high_mw", "limit_cycle_high", "w"),
+            ("low_mw", "limit_cycle_low", "w"),
+        ):
+            conv = {"ms": lambda v: v / 1e6, "pct": lambda v: v * 100.0, "w": lambda v: v / 1e3}[scale]
+            for part, col in (("value", f"{name}_{scale}"), ("ci_low", f"{name}_ci_low_{scale}"),
+                              ("ci_high", f"{name}_ci_high_{scale}")):  # fmt: skip
+                v = lc[key].get(part)
+                out[col] = conv(float(v)) if v is not None else None
+    return out
 
 
 def vs_ssp(
@@ -182,6 +229,7 @@ def differentiate(
                 analysis.ci_level,
                 target,
                 analysis.kernel_power_max_ci_pct,
+                min_seen=float(analysis.min_lois),
             )
     ssp_mw_point = stat(TOTAL, "ssp", "mean_mw")
     ssp_ci = (stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw"))
@@ -208,6 +256,13 @@ def differentiate(
     exec_time_ns = d["exec_time_ns"]["value"]
     if exec_time_ns is None:
         exec_time_ns = view.exec_time_ns
+    # the headline: sustained (reference run) where there is one, else the burst SSP of the short runs
+    hl = headline(
+        ref,
+        (stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw")),
+        d["cycle_time_ns"]["value"],
+        (d["energy_per_exec_mj"]["value"], d["energy_per_exec_mj"]["ci_low"], d["energy_per_exec_mj"]["ci_high"]),
+    )
     gap_counts = count_gaps(samples, hx, gaps, delay_ns)
     phase_ks = sample_phase_ks(samples, runs, tot_sensor.period_ns)
     flags, valid = compute_flags(
@@ -235,12 +290,9 @@ def differentiate(
             samples_rejected=sample_counts["rejected"],
             tail_unsettled=bool(d.get("tail_unsettled")),
             max_ci_pct=analysis.max_ci_pct,
-            ssp_mw=stat(TOTAL, "ssp", "mean_mw"),
-            energy_mj=(
-                d["energy_per_exec_mj"]["value"],
-                d["energy_per_exec_mj"]["ci_low"],
-                d["energy_per_exec_mj"]["ci_high"],
-            ),
+            ssp_mw=hl.power_mw,
+            headline_ci_mw=(hl.ci_low_mw, hl.ci_high_mw),
+            energy_mj=(hl.energy_mj, hl.energy_ci_low_mj, hl.energy_ci_high_mj),
         )
     )
 
@@ -258,16 +310,16 @@ def differentiate(
         "cycle_time_us": _us(d["cycle_time_ns"]["value"]),
         "cycle_time_ci_low_us": _us(d["cycle_time_ns"]["ci_low"]),
         "cycle_time_ci_high_us": _us(d["cycle_time_ns"]["ci_high"]),
-        "ssp_power_w": _w(stat(TOTAL, "ssp", "mean_mw")),
-        "ssp_power_ci_low_w": _w(stat(TOTAL, "ssp", "ci_low_mw")),
-        "ssp_power_ci_high_w": _w(stat(TOTAL, "ssp", "ci_high_mw")),
+        "ssp_power_w": _w(hl.power_mw),
+        "ssp_power_ci_low_w": _w(hl.ci_low_mw),
+        "ssp_power_ci_high_w": _w(hl.ci_high_mw),
         "sse_reading_w": _w(stat(TOTAL, "sse", "mean_mw")),
         "sse_reading_ci_low_w": _w(stat(TOTAL, "sse", "ci_low_mw")),
         "sse_reading_ci_high_w": _w(stat(TOTAL, "sse", "ci_high_mw")),
         "sse_reading_vs_ssp_pct": d["sse_reading_vs_ssp_pct"]["value"],
-        "energy_per_exec_mj": d["energy_per_exec_mj"]["value"],
-        "energy_per_exec_ci_low_mj": d["energy_per_exec_mj"]["ci_low"],
-        "energy_per_exec_ci_high_mj": d["energy_per_exec_mj"]["ci_high"],
+        "energy_per_exec_mj": hl.energy_mj,
+        "energy_per_exec_ci_low_mj": hl.energy_ci_low_mj,
+        "energy_per_exec_ci_high_mj": hl.energy_ci_high_mj,
         "interleaved_reading_w": _w(stat(TOTAL, "first", "mean_mw")) if has_pred else None,
         "interleaved_reading_ci_low_w": _w(stat(TOTAL, "first", "ci_low_mw")) if has_pred else None,
         "interleaved_reading_ci_high_w": _w(stat(TOTAL, "first", "ci_high_mw")) if has_pred else None,
@@ -279,6 +331,11 @@ def differentiate(
         **kernel_cols("sse", "sse"),
         **kernel_cols("first", "interleaved"),
     }
+    # a reading from fewer than min_lois LOIs is not measurable (too_few_lois_sse; the report says so): no number
+    for prefix, group in (("sse", "sse"), ("interleaved", "first")):
+        if int(stat(TOTAL, group, "lois") or 0) < analysis.min_lois:
+            for suffix in ("_w", "_ci_low_w", "_ci_high_w", "_vs_ssp_pct", "_vs_ssp_ci_low_pct", "_vs_ssp_ci_high_pct"):
+                row[f"{prefix}_reading{suffix}"] = None
     for ch in sorted(c for c in ch_stats if c != TOTAL):
         row[S.channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))
     for ch in sorted(c for c in ch_stats if c != TOTAL):  # at the end of the table (summary_columns)
@@ -304,6 +361,8 @@ def differentiate(
         reference_energy_power_w=_w(ref_energy_mw),
         reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
     )
+    row.update(sustained_columns(hl, ref, stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"),
+                                 stat(TOTAL, "ssp", "ci_high_mw"), d["cycle_time_ns"]["value"]))  # fmt: skip
     work = plan_work(plan)
     rates = throughput(work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level)
     row.update(row_columns(work, rates))
@@ -314,10 +373,10 @@ def differentiate(
             truth,
             binned,
             plan,
-            ssp_power_mw=stat(TOTAL, "ssp", "mean_mw"),
-            sse_reading_mw=stat(TOTAL, "sse", "mean_mw"),
-            energy_per_exec_mj=d["energy_per_exec_mj"]["value"],
-            interleaved_reading_mw=stat(TOTAL, "first", "mean_mw") if has_pred else None,
+            ssp_power_mw=hl.power_mw,
+            sse_reading_mw=_mw_of(row["sse_reading_w"]),
+            energy_per_exec_mj=hl.energy_mj,
+            interleaved_reading_mw=_mw_of(row["interleaved_reading_w"]),
             host_execs=hx,
             reference_power_mw=ref_mw,
             sse_kernel_mw=kernel["sse"].value_mw if "sse" in kernel else None,
@@ -325,8 +384,10 @@ def differentiate(
             reading_truth=reading_truth,
             lois=lois,
             delay_ns=delay_ns,
+            burst_power_mw=stat(TOTAL, "ssp", "mean_mw"),
+            sustained_run=int(ref["run"]) if ref is not None and hl.source != "burst" else None,
         )
-        for key in (*S.TRUTH, *S.TRUTH_EXTRA):
+        for key in (*S.TRUTH, *S.TRUTH_EXTRA, *S.TRUTH_SUSTAINED):
             row[key] = validation[key]
         for ch, per_group in validation["groups"].items():
             for g, v in per_group.items():

@@ -134,7 +134,8 @@ class FlagInputs:
     samples_rejected: int = 0
     tail_unsettled: bool = False  # the SSP tail still trends beyond its CI (fingrav.analysis.settling)
     max_ci_pct: float = float("inf")  # analysis.max_ci_pct
-    ssp_mw: float | None = None
+    ssp_mw: float | None = None  # the headline SSP (sustained where there is a reference run)
+    headline_ci_mw: tuple[float | None, float | None] | None = None  # its CI; None: ssp_ci_mw
     energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # value, CI low, CI high
 
 
@@ -193,7 +194,8 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
         fired.add("sample_phase_nonuniform")
     if (
-        _half_width_pct(inp.ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct
+        _half_width_pct(inp.ssp_mw, inp.headline_ci_mw if inp.headline_ci_mw is not None else inp.ssp_ci_mw)
+        > inp.max_ci_pct
         or _half_width_pct(inp.energy_mj[0], inp.energy_mj[1:]) > inp.max_ci_pct
     ):
         fired.add("imprecise")

@@ -18,8 +18,9 @@ pieces of its own per run kind, so the target's last piece is seen whole. The le
 the least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
 (the same resampling as every other statistic) widened by two systematic parts:
 
-* `model_mw`: the change when every piece is split in two (a model twice as fine): what the piecewise-constant
-  assumption may cost;
+* `model_mw`: the largest change when every piece is split in two or merged in pairs: what the piecewise-constant
+  assumption may cost. Pieces seen by fewer than `min_seen` readings' worth of samples are merged first
+  (`identified`): a piece the data do not see would be set by the least-squares prior, not measured;
 * `sensor_model_mw`: the largest change when the window, the lag or the dead time moves by 1.96 of its
   calibrated standard error.
 
@@ -193,12 +194,14 @@ def estimate_kernel_power(
     level: float,
     target: str,
     max_ci_pct: float,
+    min_seen: float = 10.0,
 ) -> KernelPowerEstimate:
     """The kernel power of `target` from `target_samples` output (module docstring).
 
     run_ids: the golden runs in the bootstrap's order; counts: the bootstrap's resampling counts (reps x runs,
     `profiles.ClusterBootstrap.counts`); level: the CI level; max_ci_pct: largest CI half-width (% of the value)
-    for the estimate to count as measured."""
+    for the estimate to count as measured; min_seen: readings' worth of data each piece of constant power needs
+    (analysis.min_lois), else the pieces are merged (`identified`)."""
     if sensor.window_ns is None:
         return _not(target, "the sensor's window is unknown")
     if frame.height == 0:
@@ -213,7 +216,30 @@ def estimate_kernel_power(
     t, y, pos, frame = t[keep], y[keep], pos[keep], frame.filter(pl.Series(keep))
     n_runs = len(run_ids)
 
-    pieces = _pieces(frame, sensor, 1)
+    post = _post_ns(sensor)
+
+    def seen_by(n: tuple[int, int, int]) -> np.ndarray:
+        """Per design column (idle first): how many samples' worth of reading it makes up (sum of its weights)."""
+        return _design(t, _segments(frame, *n, post_ns=post), window, lag).sum(axis=0)
+
+    def identified(n: tuple[int, int, int]) -> tuple[int, int, int] | None:
+        """The finest piece counts <= n whose every piece is seen by >= min_seen samples' worth of readings (a
+        piece seen by fewer is fixed by the fit's prior, not by data): halve a group's count until it is; None
+        when even one piece of the target (or of what precedes it) is not seen enough."""
+        n_b, n_t, n_a = n
+        while True:
+            w = seen_by((n_b, n_t, n_a))
+            groups = {"b": w[1 : 1 + n_b], "t": w[1 + n_b : 1 + n_b + n_t], "a": w[1 + n_b + n_t :]}
+            counts = {"b": n_b, "t": n_t, "a": n_a}
+            # what follows the target is a nuisance: one piece of it may be thinly seen (two, one per run kind)
+            short = [g for g, v in groups.items() if v.size and v.min() < min_seen and not (g == "a" and n_a == 1)]
+            if not short:
+                return n_b, n_t, n_a
+            for g in short:
+                if counts[g] == 1:
+                    return None
+                counts[g] = max(1, counts[g] // 2)
+            n_b, n_t, n_a = counts["b"], counts["t"], counts["a"]
 
     def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
@@ -229,7 +255,6 @@ def estimate_kernel_power(
         g, r = fit(n, w, tau, shift_ns)
         return float(_kernel_level(_solve(g.sum(axis=0), r.sum(axis=0)), n))
 
-    gram_r, rhs_r = fit(pieces, window, lag)
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())
     share = float(a_target.max()) if a_target.size else 0.0
@@ -243,6 +268,10 @@ def estimate_kernel_power(
             f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)",
             **base,
         )
+    pieces = identified(_pieces(frame, sensor, 1))
+    if pieces is None:
+        return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
+    gram_r, rhs_r = fit(pieces, window, lag)
     point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0)), pieces))
     reps = _kernel_level(
         _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r)), pieces
@@ -252,8 +281,13 @@ def estimate_kernel_power(
         return _not(target, "the fit is singular", **base)
     a = (1.0 - level) / 2.0
     lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
-    fine = point_of(_pieces(frame, sensor, 2), window, lag)
-    model = abs(fine - point) if math.isfinite(fine) else math.inf
+    # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
+    model = 0.0
+    for alt in ((2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)):
+        if alt == pieces:
+            continue
+        v = point_of(alt, window, lag)  # type: ignore[arg-type]
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
     sens = 0.0
     for w, tau, shift in (
         (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),

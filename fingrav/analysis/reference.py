@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.sustained import limit_cycle
+from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
 from fingrav.contracts.plan import Plan
@@ -42,48 +44,6 @@ logger = logging.getLogger(__name__)
 
 BATCHES = 10  # contiguous batches of the batch-means CI
 SAMPLE_MARGIN_NS = 1_000_000_000  # samples read around the run (for interpolation at its ends)
-
-
-def t_two_sided_prob(t: float, df: int) -> float:
-    """P(|T| <= t) for Student's t with integer `df` >= 1 degrees of freedom (closed form, Abramowitz
-    & Stegun 26.7.3-4)."""
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    if t <= 0:
-        return 0.0
-    theta = math.atan(t / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    if df % 2 == 1:
-        if df == 1:
-            return 2.0 * theta / math.pi
-        term, acc = math.cos(theta), math.cos(theta)
-        for k in range(3, df - 1, 2):  # terms cos^3 .. cos^(df-2), coefficients 2/3, 2*4/(3*5), ...
-            term *= c2 * (k - 1) / k
-            acc += term
-        return 2.0 / math.pi * (theta + math.sin(theta) * acc)
-    term, acc = 1.0, 1.0
-    for k in range(2, df, 2):  # terms cos^2 .. cos^(df-2), coefficients 1/2, 1*3/(2*4), ...
-        term *= c2 * (k - 1) / k
-        acc += term
-    return math.sin(theta) * acc
-
-
-def t_critical(level: float, df: int) -> float:
-    """The two-sided critical value of Student's t: P(|T| <= t) = level (e.g. 2.262 for 0.95, df 9)."""
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    lo, hi = 0.0, 1.0
-    while t_two_sided_prob(hi, df) < level:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_two_sided_prob(mid, df) < level:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
 
 
 def batch_means_ci(
@@ -221,8 +181,11 @@ def reference_stats(
     )
     t = smp["t_ns"].to_numpy()
     p = smp["power_mw"].to_numpy()
-    settled = p[(t >= busy_start + t_stable) & (t <= busy_end)]
+    in_settled = (t >= busy_start + t_stable) & (t <= busy_end)
+    settled = p[in_settled]
     mean, ci_lo, ci_hi = batch_means_ci(settled, level)
+    period = float(np.median(np.diff(t[in_settled]))) if settled.size > 2 else None
+    cycle = limit_cycle(t[in_settled], settled, level, period)
     spread = block_spread_pct(t[(t >= busy_start + t_stable) & (t <= busy_end)], settled)
     unsettled = settled.size < MIN_SETTLED_REFERENCE_SAMPLES
     if unsettled:
@@ -261,6 +224,9 @@ def reference_stats(
         "span_start_ns": span_start,
         "span_end_ns": busy_end,
         "span_ns": span,
+        "unstamped": bool(plan.reference_unstamped),
+        "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
+        "limit_cycle": cycle.to_summary() if cycle is not None else None,
         "energy_counter_mj": counter,
         "energy_power_mw": energy_power,
         "samples_energy_mj": samples_mj,

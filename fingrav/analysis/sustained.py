@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from fingrav.analysis.reference import t_critical
+from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
@@ -158,3 +161,52 @@ def limit_cycle(
         whole / 1e3,
     )
     return lc
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The headline SSP and energy per execution (mW, ns, mJ) and where they come from (`SSP_SOURCES`)."""
+
+    source: str
+    power_mw: float | None
+    ci_low_mw: float | None
+    ci_high_mw: float | None
+    cycle_ns: float | None
+    energy_mj: float | None
+    energy_ci_low_mj: float | None
+    energy_ci_high_mj: float | None
+
+
+def headline(
+    reference: Mapping[str, Any] | None,
+    burst_mw: tuple[float | None, float | None, float | None],
+    burst_cycle_ns: float | None,
+    burst_energy_mj: tuple[float | None, float | None, float | None],
+) -> Headline:
+    """What the kernel draws in the state users run it in. With a settled reference run: its sustained power
+    (the whole-cycle mean where the limiter cycles, else the settled mean) and its cycle time (uninstrumented
+    when the device ran it without stamps: source "sustained", else "sustained_stamped"); with fewer than
+    `MIN_CYCLES_FOR_CI` cycles the batch-means CI widened to include the settled mean. Without one: the FinGraV
+    SSP of the short runs after idle, source "burst". burst_*: that SSP (value, CI low, CI high)."""
+    ok = reference is not None and not reference.get("unsettled") and reference.get("power_mw") is not None
+    if not ok or reference is None or not reference.get("cycle_ns"):
+        return Headline("burst", *burst_mw, burst_cycle_ns, *burst_energy_mj)
+    settled = float(reference["power_mw"])
+    lo, hi = reference.get("ci_low_mw"), reference.get("ci_high_mw")
+    lc = reference.get("limit_cycle")
+    if lc is not None:
+        mean = lc["mean_mw"]
+        power = float(mean["value"])
+        if mean.get("ci_low") is not None and mean.get("ci_high") is not None:
+            lo, hi = float(mean["ci_low"]), float(mean["ci_high"])
+        elif lo is not None and hi is not None:  # too few cycles: the settled CI, widened to the whole-cycle mean
+            gap = abs(power - settled)
+            lo, hi = min(float(lo), power) - gap, max(float(hi), power) + gap
+    else:
+        power = settled
+    cycle = float(reference["cycle_ns"])
+    e = power * cycle * MJ_PER_MW_NS
+    e_lo = lo * cycle * MJ_PER_MW_NS if lo is not None else None
+    e_hi = hi * cycle * MJ_PER_MW_NS if hi is not None else None
+    source = "sustained" if reference.get("unstamped") else "sustained_stamped"
+    return Headline(source, power, lo, hi, cycle, e, e_lo, e_hi)

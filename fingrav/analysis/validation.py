@@ -124,6 +124,8 @@ def validate(
     reading_truth: pl.DataFrame | None = None,
     lois: pl.DataFrame | None = None,
     delay_ns: int = 0,
+    burst_power_mw: float | None = None,
+    sustained_run: int | None = None,
 ) -> dict[str, Any]:
     """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
 
@@ -131,6 +133,10 @@ def validate(
     executions, `truth_by_group`) validates the kernel-power estimates (sse_kernel_mw, interleaved_kernel_mw);
     the *reading* truth (`reading_truth_by_group`: the noise-free sensor at the same LOIs; needs reading_truth,
     lois and delay_ns) validates the sensor readings (sse_reading_mw, interleaved_reading_mw).
+
+    sustained_run: the reference run whose sustained power is the headline (`analysis.sustained.headline`); its
+    truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the SSP and energy truth,
+    and the SSP-tail truth validates burst_power_mw (truth_burst_power_w, burst_error_pct).
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
@@ -156,6 +162,12 @@ def validate(
     t_exec_energy = total("ssp", "energy_mj")
     t_cycle_energy = total("ssp", "cycle_energy_mj")
     t_energy = t_cycle_energy if t_cycle_energy is not None else t_exec_energy
+    t_burst = t_ssp
+    if sustained_run is not None:
+        hit = truth.filter((pl.col("run") == sustained_run) & (pl.col("channel") == TOTAL))
+        if hit.height:
+            t_ssp = float(hit["power_mw"][0])
+            t_energy = float(hit["energy_mj"][0])
     readings: dict[str, float] = {}
     if reading_truth is not None and lois is not None:
         readings = reading_truth_by_group(reading_truth, lois, plan, delay_ns)
@@ -179,6 +191,8 @@ def validate(
         "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
         "energy_error_pct": _err(energy_per_exec_mj, t_energy),
         "reference_error_pct": _err(reference_power_mw, t_ssp),
+        "truth_burst_power_w": t_burst / 1e3 if t_burst is not None else None,
+        "burst_error_pct": _err(burst_power_mw, t_burst),
     }
     shown = {
         k: "n/a" if out[k] is None else f"{out[k]:+.3f} %"

@@ -29,6 +29,7 @@ from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
+from fingrav.contracts.units import MJ_PER_MW_NS
 from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES
@@ -125,11 +126,14 @@ class _Recorder:
         delay_ns: int,
         store: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
         truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
+        unstamped: bool = False,
     ) -> ExecRecords:
         """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
         ("pred" | "main"). `store` / `truth_rows` select (boolean mask over the records, given the records and
         their segment names) the executions whose stamps / ground truth are kept (default: all).
-        Every rank waits for the others first (a no-op on one GPU)."""
+        Every rank waits for the others first (a no-op on one GPU). unstamped: one segment run as a user runs it
+        (`GPUDevice.run_unstamped`): one record, stored with exec_index = count - 1 and the first execution's start
+        (`fingrav.contracts.tables`), and on the simulator a truth row with the sustained truth."""
         dev = self.device
         self.sync.barrier()
         if idle_ns > 0:
@@ -141,8 +145,14 @@ class _Recorder:
         # would lock the sampling phase to the run start; a guard + random delay decorrelates them.
         dev.sleep_ns(READ_GUARD_NS + delay_ns)
         host_start = int(dev.host_time_ns())
-        rec = dev.execute(segments)
-        self.issued += len(rec)
+        if unstamped:
+            (handle, count), = segments
+            one = dev.run_unstamped(handle, int(count))
+            rec = ExecRecords(one.segment, one.exec_index + int(count) - 1, one.gpu_start_ns, one.gpu_end_ns)
+            self.issued += int(count)
+        else:
+            rec = dev.execute(segments)
+            self.issued += len(rec)
         e1 = dev.energy_mj()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
@@ -150,6 +160,19 @@ class _Recorder:
         kept_names = seg_names if store is None else seg_names[store(rec, seg_names)]
         self.execs.append((run_id, kept, kept_names))
         self.clock.append((reads, "run", run_id))
+        sustained = getattr(dev, "sustained_truth_of_last_run", None) if unstamped else None
+        if sustained is not None and (st := sustained()) is not None:
+            truth = {
+                ch: {
+                    "power_mw": np.array([d["power_mw"]]),
+                    "cycle_ns": np.array([d["cycle_ns"]]),
+                    "energy_mj": np.array([d["power_mw"] * d["cycle_ns"] * MJ_PER_MW_NS]),
+                    "cycle_energy_mj": np.array([d["power_mw"] * d["cycle_ns"] * MJ_PER_MW_NS]),
+                }
+                for ch, d in st.items()
+            }
+            self.truth.append((run_id, rec, seg_names, truth))
+            return rec
         truth = dev.ground_truth_of_last_execute()
         if truth is not None and truth_rows is not None:
             m = truth_rows(rec, seg_names)
@@ -342,15 +365,18 @@ def collect_scenario(
     run_id = 2
     if plan.reference_executions:
         n_ref = plan.reference_executions
-        rec.run(
-            run_id,
-            "reference",
-            [(main, n_ref)],
-            ["main"],
-            plan.idle_ns,
-            0,
-            store=lambda r, _n: (r.exec_index == 0) | (r.exec_index == n_ref - 1),
-        )
+        if device.unstamped_runs:  # as a user runs it: no stamp between executions (the kernel, not the probe)
+            rec.run(run_id, "reference", [(main, n_ref)], ["main"], plan.idle_ns, 0, unstamped=True)
+        else:
+            rec.run(
+                run_id,
+                "reference",
+                [(main, n_ref)],
+                ["main"],
+                plan.idle_ns,
+                0,
+                store=lambda r, _n: (r.exec_index == 0) | (r.exec_index == n_ref - 1),
+            )
         run_id += 1
         rec.samples.append(device.drain_samples())
         logger.info("%s: reference run of %d executions (%.0f ms)", scenario.name, n_ref, plan.reference_ms)
@@ -408,6 +434,8 @@ def collect_scenario(
         Path(truth_path) if truth_path is not None else None,
         Path(reading_truth_path) if reading_truth_path is not None else None,
     )
+    if plan.reference_executions:
+        extra["reference_unstamped"] = bool(device.unstamped_runs)
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
     rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION))  # the GPU's own calibration, if any

@@ -110,16 +110,17 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "power_limit_cycling",
         False,
         "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "
-        "clamps the card in cycles, so short runs after idle (the SSP) and sustained load (the reference) draw "
-        "different averages",
+        "clamps the card in cycles; the headline SSP is then the reference run's mean over whole limit cycles "
+        "(limit_cycle_* columns), and short runs after idle draw the burst level (burst_power_w)",
         f"spread of 200 ms block means > {MAX_BLOCK_SPREAD_PCT:g} %",
     ),
     Flag(
         "ssp_reference_mismatch",
         False,
-        "the SSP and the ≥ 2 s reference differ by more than 2 % and their CIs do not overlap: read the SSP as "
-        "the kernel's power in short bursts after idle and the reference as its sustained power",
-        f"abs(SSP − reference) > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
+        "the burst SSP (short stamped runs after idle, burst_power_w) and the reference run's settled power differ "
+        "by more than 2 % and their CIs do not overlap: the kernel draws differently in bursts after idle than in "
+        "sustained use (limiter, clocks, the stamps' cost); the headline ssp_power_w is the sustained one",
+        f"abs(burst SSP − reference) > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
     ),
     Flag(
         "sample_phase_nonuniform",

@@ -80,6 +80,11 @@ class Plan(BaseModel):
     sse_executions_per_run: int
     reference_executions: int = 0
     reference_ms: float = 0.0
+    reference_unstamped: bool = Field(
+        False,
+        description="the reference run ran as a user runs it, no stamp between executions (executions.parquet: one "
+        "row spanning it, exec_index = reference_executions - 1)",
+    )
     predecessor_count: int = 0
     idle_ns: int
     delay_max_ns: int

@@ -106,11 +106,49 @@ THROUGHPUT: Final[tuple[str, ...]] = (
     "energy_per_byte_ci_low_pj",
     "energy_per_byte_ci_high_pj",
 )
-FIXED: Final = frozenset(HEAD + COUNTS + TRUTH + EXTRA + THROUGHPUT + TRUTH_EXTRA)
+# sustained operation (fingrav.analysis.sustained): where the sweep has a reference run, the headline ssp_power_w /
+# energy_per_exec_mj are its sustained power (uninstrumented when the device can launch without stamps, over whole
+# limit cycles when the limiter cycles) and its uninstrumented cycle; the FinGraV SSP of the short stamped runs
+# after idle is the "burst" level. ssp_source names which the headline is.
+SUSTAINED: Final[tuple[str, ...]] = (
+    "ssp_source",
+    "burst_power_w",
+    "burst_power_ci_low_w",
+    "burst_power_ci_high_w",
+    "burst_vs_sustained_pct",
+    "sustained_cycle_time_us",
+    "instrumentation_cycle_pct",
+    "limit_cycles",
+    "limit_cycle_period_ms",
+    "limit_cycle_period_ci_low_ms",
+    "limit_cycle_period_ci_high_ms",
+    "limit_cycle_duty_pct",
+    "limit_cycle_duty_ci_low_pct",
+    "limit_cycle_duty_ci_high_pct",
+    "limit_cycle_high_w",
+    "limit_cycle_high_ci_low_w",
+    "limit_cycle_high_ci_high_w",
+    "limit_cycle_low_w",
+    "limit_cycle_low_ci_low_w",
+    "limit_cycle_low_ci_high_w",
+)
+TRUTH_SUSTAINED: Final[tuple[str, ...]] = ("truth_burst_power_w", "burst_error_pct")
+SSP_SOURCES: Final = ("burst", "sustained", "sustained_stamped")  # see `fingrav.analysis.sustained.headline`
+FIXED: Final = frozenset(HEAD + COUNTS + TRUTH + EXTRA + THROUGHPUT + TRUTH_EXTRA + SUSTAINED + TRUTH_SUSTAINED)
 
-STRING_COLUMNS: Final = frozenset({"scenario", "kernel", "backend", "predecessor", "flags"})
+STRING_COLUMNS: Final = frozenset({"scenario", "kernel", "backend", "predecessor", "flags", "ssp_source"})
 INT_COLUMNS: Final = frozenset(
-    {"runs_total", "runs_golden", "lois", "lois_sse", "sse_runs_total", "sse_runs_golden", "gpu", "fleet_gpus"}
+    {
+        "runs_total",
+        "runs_golden",
+        "lois",
+        "lois_sse",
+        "sse_runs_total",
+        "sse_runs_golden",
+        "gpu",
+        "fleet_gpus",
+        "limit_cycles",
+    }
 )
 BOOL_COLUMNS: Final = frozenset({"valid"})
 FLAG_SEPARATOR: Final = ";"
@@ -198,8 +236,10 @@ def columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         cols += TRUTH
     cols += EXTRA
     cols += THROUGHPUT
+    cols += SUSTAINED
     if truth:
         cols += TRUTH_EXTRA
+        cols += TRUTH_SUSTAINED
     return cols + sorted({k for k in keys if k not in FIXED and _CHANNEL_CI_COL.match(k)})
 
 

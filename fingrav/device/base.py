@@ -203,6 +203,17 @@ class GPUDevice(abc.ABC):
         """Run the segments back to back, each `count` executions of its kernel, every execution
         stamped with the GPU clock at start and end. Blocks until done."""
 
+    #: whether `run_unstamped` really runs without stamps between executions
+    unstamped_runs: bool = False
+
+    def run_unstamped(self, handle: KernelHandle, count: int) -> ExecRecords:
+        """`count` back-to-back executions of one kernel launched as a user launches them, with no stamp between
+        them: one record from the first start to the last end. Devices that cannot (`unstamped_runs` False) run
+        them stamped and return the same one record."""
+        rec = self.execute([(handle, int(count))])
+        z = np.zeros(1, np.int32)
+        return ExecRecords(z, z.copy(), rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:])
+
     @abc.abstractmethod
     def spin(self, duration_ns: int) -> ExecRecords:
         """A controllable constant load (e.g. FMAs on all SMs) lasting `duration_ns` of GPU time;

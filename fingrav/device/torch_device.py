@@ -367,6 +367,8 @@ class TorchGPUDevice(GPUDevice):
     `start_sampling`, `drain_samples`, `stop_sampling`, `energy_mj`, `close` via super).
     """
 
+    unstamped_runs = True
+
     backend = "torch"
 
     def __init__(

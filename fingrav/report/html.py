@@ -287,6 +287,8 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             if ch and ch not in channels:
                 channels.append(ch)
     with_ref = any(s.has_reference for s in scns)
+    sustained = any(s.row.get("ssp_source") not in (None, "burst") for s in scns)
+    cycling = any(s.row.get("limit_cycles") for s in scns)
     heads = [
         "",
         "scenario",
@@ -298,6 +300,10 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         "SSE reading vs SSP (%)",
         "SSE kernel power (W)",
     ]
+    if sustained:
+        heads += ["SSP source", "burst SSP (W, after idle)", "burst vs sustained (%)", "stamps add to the cycle (%)"]
+    if cycling:
+        heads += ["limit cycle (period ms, duty %, high / low W)"]
     if with_ref:
         heads += ["reference power (W)", "SSP vs reference (%)"]
     heads += [
@@ -332,6 +338,21 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
             fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
             *sse_cells,
         ]
+        if sustained:
+            cells += [
+                esc(r.get("ssp_source") or "–"),
+                fmt_ci(r.get("burst_power_w"), r.get("burst_power_ci_low_w"), r.get("burst_power_ci_high_w"), 1),
+                fmt(r.get("burst_vs_sustained_pct"), 1),
+                fmt(r.get("instrumentation_cycle_pct"), 1),
+            ]
+        if cycling:
+            cells.append(
+                "–"
+                if not r.get("limit_cycles")
+                else f"{fmt(r.get('limit_cycle_period_ms'), 0)} ms, {fmt(r.get('limit_cycle_duty_pct'), 0)} %, "
+                f"{fmt(r.get('limit_cycle_high_w'), 0)} / {fmt(r.get('limit_cycle_low_w'), 0)} W "
+                f"({fmt(r.get('limit_cycles'), 0)} cycles)"
+            )
         if with_ref:
             cells += [
                 fmt_ci(

@@ -8,6 +8,7 @@ triton are imported lazily, so that ``import fingrav.device.amd`` works everywhe
 * `poller`: the amdsmi poller run by `fingrav.device.sampler_host`, and the power derivation (pure);
 * `power`: `AMDSMIPower`, the amdsmi side alone (no torch): identity, sampler process, energy counter;
 * `timestamp`: the ``s_memrealtime`` `TimerSpec` of the shared kernels (`fingrav.device.kernels`);
+* `telemetry`: GFX / memory clocks and the violation status (amdsmi_get_violation_status), discovered at run time;
 * `device`: `AMDSMIDevice`, the `GPUDevice` (`PoweredTorchGPUDevice` + `AMDSMIPower`).
 """
 

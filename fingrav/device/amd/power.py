@@ -32,8 +32,9 @@ from fingrav.device.amd.poller import (
     is_na,
     open_poller,
 )
+from fingrav.device.amd.telemetry import AMDSMITelemetry
 from fingrav.device.amd.timestamp import MEMREALTIME
-from fingrav.device.base import PowerSamples
+from fingrav.device.base import ClockTelemetry, PowerSamples
 from fingrav.device.sampler_host import SamplerHost, Setup
 from fingrav.device.screening import EnergyCounter, is_sentinel
 from fingrav.errors import DeviceError
@@ -127,6 +128,7 @@ class AMDSMIPower:
         )
         self.counter_resolution_uj = probe.counter_resolution_uj
         self._identity = self._read_identity()
+        self.telemetry = AMDSMITelemetry(self.smi, self.handle, clock)  # what clocks / violation counters exist
         self._sampler: SamplerHost | None = None
         self._stamps: list[SampleBatch] = []
         self._energy = EnergyCounter("amdsmi energy counter (amdsmi_get_energy_count)")
@@ -180,7 +182,8 @@ class AMDSMIPower:
 
     def describe(self) -> dict[str, Any]:
         """JSON-able identity: ASIC, driver, amdsmi versions, metrics version, channels and whether
-        component channels are available (and why not), how power is derived."""
+        component channels are available (and why not), how power is derived, and the clock / violation-status
+        telemetry this amdsmi and GPU offer (`fingrav.device.amd.telemetry.AMDSMITelemetry.describe`)."""
         return {
             "backend": "amdsmi",
             "vendor": "AMD",
@@ -192,9 +195,15 @@ class AMDSMIPower:
             "component_channels_available": len(self.channels) > 1,
             "component_channels_note": self.plan.note,
             "power": self.sampler_info,
+            "telemetry": self.telemetry.describe(),
             "gpu_clock": {"source": "s_memrealtime", "hz": MEMREALTIME.hz, "verified_on_hardware": False},
             "verified_on_hardware": False,
         }
+
+    def read_telemetry(self) -> ClockTelemetry:
+        """GFX / memory clocks and the violation status now (`AMDSMITelemetry.read`: what this amdsmi and GPU
+        offer, found when this was made; a failed item is in `errors`, never raised)."""
+        return self.telemetry.read()
 
     # -- power ----------------------------------------------------------------------------
     def start_sampling(self) -> None:

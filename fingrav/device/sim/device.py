@@ -154,6 +154,8 @@ class SimulatedGPU(GPUDevice):
             SimulatedGPU in its own process, see `fingrav.collect.distributed`).
     """
 
+    unstamped_runs = True
+
     backend = "sim"
 
     def __init__(self, sim_cfg: SimConfig | None = None, index: int = 0, seed: int = 0, world_size: int = 1) -> None:

@@ -120,6 +120,26 @@ _ERR_INFO = {
 }
 
 
+class AmdSmiClkType(IntEnum):
+    """amdsmi_interface.AmdSmiClkType (amdsmi_wrapper.AMDSMI_CLK_TYPE_*; GFX is SYS's value)."""
+
+    SYS = 0
+    GFX = 0
+    DF = 1
+    DCEF = 2
+    SOC = 3
+    MEM = 4
+    PCIE = 5
+    VCLK0 = 6
+    VCLK1 = 7
+    DCLK0 = 8
+    DCLK1 = 9
+
+
+#: the violation kinds of amdsmi_get_violation_status (acc_<kind>, per_<kind>, active_<kind>), amdsmi 6.4-7.0
+VIOLATION_KINDS = ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm")
+
+
 class AmdSmiInitFlags(IntEnum):
     INIT_ALL_PROCESSORS = 0xFFFFFFFF
     INIT_AMD_CPUS = 1
@@ -207,6 +227,17 @@ class FakeConfig:
     driver_version: str = "6.10.5"
     lib_version: tuple[int, int, int, str] = (26, 0, 2, "26.0.2+fake")
     metrics_header: tuple[int, int, int] = (1624, 1, 6)  # structure_size, format_revision, content_revision
+    # clocks and violation status (amdsmi_get_clock_info; amdsmi_get_violation_status, amdsmi >= 6.3, MI300 and
+    # later): GFX clock `gfx_mhz` (`throttled_gfx_mhz` while a violation is active), MEM clock `mem_mhz`;
+    # `violations` {kind: [(from, to ns from the epoch)]} (kinds: VIOLATION_KINDS) are the intervals in which that
+    # violation is active: acc_counter counts firmware updates since the epoch, acc_<kind> those inside its
+    # intervals, per_<kind> = 100 x acc_<kind> / acc_counter, active_<kind> whether the latest update is inside one;
+    # violation_supported False: AMDSMI_STATUS_NOT_SUPPORTED (an ASIC before MI300)
+    gfx_mhz: int = 2100
+    throttled_gfx_mhz: int = 1600
+    mem_mhz: int = 1300
+    violations: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    violation_supported: bool = True
     # sampler faults, by firmware update index k (the update at firmware_phase_ns + k * firmware_period_ns), in the
     # metrics table (and, for "energy_backwards", in amdsmi_get_energy_count): "backwards" (its firmware_timestamp
     # is the one of update k - 2), "conflict" (every read after the first returns other energy and power with the
@@ -566,6 +597,66 @@ def amdsmi_get_gpu_metrics_info(processor_handle: ProcessorHandle) -> dict[str, 
             value = 0 if fault == "zero" else 0xFFFF
             out["current_socket_power"] = value
             out["firmware_timestamp"] = 0 if fault == "zero" else 0xFFFFFFFFFFFFFFFF
+    return out
+
+
+# -------------------------------------------------------------------------------- clocks and violation status
+def _updates_before(t_rel_ns: int) -> int:
+    """Firmware updates published before epoch-relative `t_rel_ns` (stalls ignored)."""
+    cfg = _STATE.config
+    return max(0, -(-(t_rel_ns - cfg.firmware_phase_ns) // cfg.firmware_period_ns))
+
+
+def _violation_counts(t_upd: int) -> tuple[int, dict[str, int], dict[str, bool]]:
+    """(acc_counter, {kind: acc}, {kind: active}) at the update published at epoch-relative `t_upd`."""
+    counter = _updates_before(t_upd + 1)
+    acc, active = {}, {}
+    for kind in VIOLATION_KINDS:
+        spans = _STATE.config.violations.get(kind, [])
+        acc[kind] = sum(_updates_before(min(hi, t_upd + 1)) - _updates_before(lo) for lo, hi in spans if lo <= t_upd)
+        active[kind] = any(lo <= t_upd < hi for lo, hi in spans)
+    return counter, acc, active
+
+
+def amdsmi_get_clock_info(processor_handle: ProcessorHandle, clock_type: AmdSmiClkType) -> dict[str, Any]:
+    """The current clock (MHz) as amdsmi 7.0 returns it: clk, min_clk, max_clk, clk_locked, clk_deep_sleep."""
+    _enter("amdsmi_get_clock_info", processor_handle)
+    if not isinstance(clock_type, AmdSmiClkType):
+        raise AmdSmiParameterException(clock_type, AmdSmiClkType)
+    cfg = _STATE.config
+    if clock_type == AmdSmiClkType.GFX:
+        _, _, active = _violation_counts(update_time_ns())
+        clk, lo, hi = (cfg.throttled_gfx_mhz if any(active.values()) else cfg.gfx_mhz), 500, cfg.gfx_mhz
+    elif clock_type == AmdSmiClkType.MEM:
+        clk, lo, hi = cfg.mem_mhz, 900, cfg.mem_mhz
+    else:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    return {"clk": clk, "min_clk": lo, "max_clk": hi, "clk_locked": False, "clk_deep_sleep": 0}
+
+
+def amdsmi_get_violation_status(processor_handle: ProcessorHandle) -> dict[str, Any]:
+    """The violation status as amdsmi 6.4-7.0 return it (amdsmi_interface.py): reference_timestamp (CPU, us),
+    violation_timestamp (ns), acc_counter, acc_/per_/active_<kind> (VIOLATION_KINDS), and the per-XCP lists, here
+    all "N/A" as on a GPU whose driver does not fill them."""
+    _enter("amdsmi_get_violation_status", processor_handle)
+    if not _STATE.config.violation_supported:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    now = _STATE.clock()
+    t_upd = update_time_ns(now)
+    counter, acc, active = _violation_counts(t_upd)
+    out: dict[str, Any] = {
+        "reference_timestamp": now // 1000,
+        "violation_timestamp": t_upd,
+        "acc_counter": counter,
+        "acc_gfx_clk_below_host_limit": NA,
+    }
+    for kind in VIOLATION_KINDS:
+        out[f"acc_{kind}"] = acc[kind]
+        out[f"per_{kind}"] = acc[kind] * 100 // counter if counter else NA
+        out[f"active_{kind}"] = active[kind]
+    for prefix in ("acc", "per", "active"):
+        for part in ("gfx_clk_below_host_limit_pwr", "gfx_clk_below_host_limit_thm", "low_utilization"):
+            out[f"{prefix}_{part}"] = [[NA] * 8 for _ in range(8)]
     return out
 
 

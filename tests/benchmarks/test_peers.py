@@ -1,0 +1,373 @@
+"""benchmarks/peers.py without a GPU: the reference's statistics on synthetic samples (flat and limit-cycling), the
+peers' protocol arithmetic (aiconfigurator's run count and poller, Kernel Tuner's benchmark loop, Zeus's windows and
+PowerMonitor means), the fingrav summary rows, the table, the orchestration (budget, failures, missing tools) and
+main() end to end with a fake GPU context."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MS = 1_000_000
+S = 1_000_000_000
+
+
+@pytest.fixture(scope="module")
+def peers():
+    spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["peers"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _samples(power_w, seconds: float = 6.5, period_ms: float = 20.0, noise_w: float = 2.0, seed: int = 1):
+    """NVML-like samples every period_ms of power_w(t_s) + noise, from t = 0 (ns, mW)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0, int(seconds * S), int(period_ms * MS), dtype=np.int64)
+    p = np.array([power_w(x / S) for x in t]) + rng.normal(0, noise_w, t.size)
+    return t, p * 1e3
+
+
+def _limit_cycle_w(t_s: float) -> float:
+    """730 W for the first 0.7 s after idle, then 0.2 s clamped at 600 W / 0.7 s at 720 W, repeating."""
+    if t_s < 0.7:
+        return 730.0
+    phase = (t_s - 0.7) % 0.9
+    return 600.0 if phase < 0.2 else 720.0
+
+
+# --------------------------------------------------------------------------- the reference
+def test_settled_power_of_a_flat_run(peers):
+    t, p = _samples(lambda s: 500.0)
+    r = peers.settled_power(t, p, 0, int(6.5 * S))
+    assert r["mean_w"] == pytest.approx(500.0, abs=0.3)
+    assert r["ci_low_w"] < r["mean_w"] < r["ci_high_w"] and r["ci_high_w"] - r["ci_low_w"] < 1.0
+    assert len(r["block_means_w"]) == 27  # whole 200 ms blocks from 1.0 s to 6.5 s
+    assert r["block_spread_pct"] < 1.0 and r["limit_cycle"] is None
+    assert r["burst_w"] == pytest.approx(500.0, abs=1.0) and r["n_samples"] == 270
+
+
+def test_settled_power_ci_covers_a_flat_truth(peers):
+    hits = 0
+    for seed in range(100):
+        t, p = _samples(lambda s: 500.0, seed=seed)
+        r = peers.settled_power(t, p, 0, int(6.5 * S))
+        hits += r["ci_low_w"] <= 500.0 <= r["ci_high_w"]
+    assert hits >= 88  # a 95 % batch-means interval over 27 blocks
+
+
+def test_settled_power_of_a_limit_cycling_run(peers):
+    t, p = _samples(_limit_cycle_w)
+    r = peers.settled_power(t, p, 0, int(6.5 * S), sensor_period_ns=20 * MS)
+    sel = (t >= S) & (t < int(6.4 * S))
+    assert r["mean_w"] == pytest.approx(p[sel].mean() / 1e3, abs=1e-9)
+    assert 670.0 < r["mean_w"] < 700.0  # between the levels, weighted by the duty of 0.7 / 0.9
+    assert r["burst_w"] == pytest.approx(730.0, abs=1.0)  # short runs after idle see the unclamped level
+    assert r["block_spread_pct"] > 5.0 and min(r["block_means_w"]) < 650.0 < max(r["block_means_w"])
+    lc = r["limit_cycle"]
+    assert lc is not None and lc["cycles"] >= 4
+    assert lc["period_ms"]["value"] == pytest.approx(900.0, abs=30.0)
+    assert lc["high_w"]["value"] == pytest.approx(720.0, abs=5.0) and lc["low_w"]["value"] == pytest.approx(
+        600.0, abs=10
+    )
+    assert lc["mean_w"]["value"] == pytest.approx((0.7 * 720 + 0.2 * 600) / 0.9, abs=6.0)
+
+
+def test_settled_power_without_samples(peers):
+    r = peers.settled_power(np.zeros(0, np.int64), np.zeros(0), 0, int(2 * S))
+    assert r["mean_w"] is None and r["ci_low_w"] is None and r["block_means_w"] == []
+
+
+def test_t_interval_and_error_pct(peers):
+    assert peers.t_interval([]) == (None, None, None)
+    assert peers.t_interval([3.0]) == (3.0, None, None)
+    m, lo, hi = peers.t_interval([1.0, 2.0, 3.0])
+    assert m == 2.0 and hi - m == pytest.approx(4.302653 / math.sqrt(3), rel=1e-5) == m - lo
+    assert peers.error_pct(105.0, 100.0) == pytest.approx(5.0) and peers.error_pct(None, 1.0) is None
+
+
+# --------------------------------------------------------------------------- aiconfigurator
+def test_aiconfigurator_run_count(peers):
+    assert peers.aic_runs(6 * 1.4e-3) == 120  # >= 1 s of replays
+    assert peers.aic_runs(6 * 7e-6) == 3000  # < 0.1 ms per call: 0.3 s, but capped at 3000 replays
+    assert peers.aic_runs(0.2) == 6  # at least num_runs
+    assert peers.aic_runs(5e-4) == 2001  # 1 s / 0.5 ms + 1
+    assert peers.aic_runs(2.5e-4, min_duration_s=0.25) == 1001  # COLLECTOR_POWER_MIN_DURATION=0.25
+    assert peers.aic_runs(5e-5, min_duration_s=0.1) == 2001  # the fast rule never lengthens it: min(0.1, 0.3)
+    assert peers.aic_runs(5e-5, min_duration_s=2.0) == 3000  # 0.3 s would be 6001 replays: capped
+
+
+def test_aiconfigurator_poller_reads_at_once_then_every_interval(peers):
+    values = iter([500_000.0, RuntimeError("busy"), 700_000.0] + [600_000.0] * 1000)
+
+    def read():
+        v = next(values)
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    sampler = peers.AicPowerSampler(read, interval_s=0.01)
+    sampler.start()
+    time.sleep(0.055)
+    mean = sampler.stop()
+    w = [mw / 1e3 for _, mw in sampler.samples]
+    assert w[:2] == [500.0, 700.0] and 4 <= len(w) <= 8  # the failed read is skipped
+    assert mean == pytest.approx(np.mean(w))
+    assert peers.AicPowerSampler(read).stop() is None
+
+
+# --------------------------------------------------------------------------- Kernel Tuner
+class _FakeKTDev:
+    def __init__(self) -> None:
+        self.launches = 0
+        self.polls = 0
+
+    def synchronize(self) -> None: ...
+
+    def start_event(self) -> None: ...
+
+    def stop_event(self) -> None: ...
+
+    def run_kernel(self) -> None:
+        self.launches += 1
+
+    def kernel_finished(self) -> bool:
+        self.polls += 1
+        return self.polls % 3 == 0
+
+
+class _Recorder:
+    def __init__(self, name: str, results: dict) -> None:
+        self.name, self.results_out, self.calls = name, results, []
+        self.continuous_duration = 1.0
+
+    def __getattr__(self, hook):
+        if hook in ("before_start", "after_start", "during", "after_finish"):
+            return lambda: self.calls.append(hook)
+        raise AttributeError(hook)
+
+    def get_results(self) -> dict:
+        return dict(self.results_out)
+
+
+def test_kernel_tuner_loop_follows_core_py(peers):
+    dev = _FakeKTDev()
+    timing = _Recorder("runtime", {"time": 0.25})  # ms
+    cont = _Recorder("nvml", {"nvml_power": 650.0})
+    out = peers.kt_benchmark(dev, [timing], [cont], iterations=7, sleep=lambda s: None)
+    assert dev.launches == 7 + 4000  # 7 timed + ceil(1 s / 0.25 ms)
+    assert timing.calls.count("before_start") == 7 and timing.calls.count("after_finish") == 7
+    assert cont.calls[0] == "before_start" and cont.calls[-1] == "after_finish" and "during" in cont.calls
+    assert out == {"time": 0.25, "nvml_power": 650.0, "continuous_iterations": 4000}
+    assert cont.results is out  # the continuous observer holds the results dict (the timed time), as in core.py
+    assert peers.kt_continuous_iterations(1.0, 0.007) == 142858
+
+
+def test_kernel_tuner_observer_loads_without_its_package_init(peers):
+    if importlib.util.find_spec("kernel_tuner") is None or importlib.util.find_spec("pynvml") is None:
+        pytest.skip("kernel_tuner / nvidia-ml-py not installed here (the GPU run carries the wheel)")
+    mod = peers.load_kernel_tuner_nvml()
+    assert hasattr(mod, "NVMLObserver") and "constraint" not in sys.modules
+
+
+# --------------------------------------------------------------------------- Zeus
+def test_powermonitor_timeline_mean_and_zeus_log_windows(peers, tmp_path):
+    # PowerMonitor keeps a sample only when it changes: 600 W for 1 s, then 700 W for 3 s
+    tl = [(10.0, 600.0), (11.0, 600.0), (11.0, 700.0), (14.0, 700.0)]
+    assert peers.timeline_mean_w(tl) == pytest.approx((600 * 1 + 700 * 3) / 4)
+    assert peers.timeline_mean_w([(1.0, 500.0)]) == 500.0 and peers.timeline_mean_w([]) is None
+    log = tmp_path / "zeus.csv"
+    log.write_text(
+        "start_time,window_name,elapsed_time,gpu0_energy\n"
+        "100.0,__zeus_profile_run_trial,5.0,3500.0\n"
+        "107.0,other,1.0,10.0\n"
+        "109.0,__zeus_profile_run_trial,5.1,3600.0\n"
+    )
+    assert peers.zeus_windows(log) == [(100.0, 5.0), (109.0, 5.1)]
+
+
+# --------------------------------------------------------------------------- fingrav's summary
+def test_fingrav_rows_are_matched_by_kernel_label(peers, tmp_path):
+    path = tmp_path / "summary.csv"
+    path.write_text(
+        "scenario,kernel,predecessor,ssp_power_w,ssp_power_ci_low_w,ssp_power_ci_high_w,valid,flags,ssp_source,"
+        "burst_power_w,cycle_time_us\n"
+        "cb-4k-after,gemm 4096x4096x4096 bf16,gemm 8192x8192x8192 bf16,1,0,2,true,,,,\n"
+        "cb-4k,gemm 4096x4096x4096 bf16,,691.5,688.0,695.0,true,power_limit_cycling,sustained,734.1,205.6\n"
+    )
+    labels = {"gemm-4k-bf16": "gemm 4096x4096x4096 bf16", "gemm-512-bf16": "gemm 512x512x512 bf16"}
+    rows = peers.read_fingrav_summary(path, labels)
+    r = rows["gemm-4k-bf16"]
+    assert (r.tool, r.power_w, r.ci_low_w, r.ci_high_w, r.cycle_us) == ("fingrav", 691.5, 688.0, 695.0, 205.6)
+    assert "headline sustained" in r.notes and "burst 734 W" in r.notes and "valid" in r.notes
+    assert rows["gemm-512-bf16"].status.startswith("not available: no row")
+
+
+def test_kernel_labels_match_fingrav_config(peers):
+    assert peers.kernel_model("gemm-4k-bf16").label() == "gemm 4096x4096x4096 bf16"
+    assert peers.kernel_model("gemv-16k-bf16").label() == "gemv 16384x16384 bf16"
+    assert set(peers.KERNELS) == {"gemm-8k-bf16", "gemm-4k-bf16", "gemm-8k-fp32", "gemv-16k-bf16", "gemm-512-bf16"}
+
+
+# --------------------------------------------------------------------------- the table and the outputs
+def _rows(peers):
+    R = peers.ToolResult
+    return [
+        R("gemm-4k-bf16", "zeus", 700.0, 690.0, 710.0, 26.0, 210.0, notes="3 trials"),
+        R("gemm-4k-bf16", "reference", 680.0, 678.0, 682.0, 8.0, 205.0),
+        R("gemm-4k-bf16", "kernel_tuner", status="not available: ModuleNotFoundError: kernel_tuner"),
+        R("gemm-4k-bf16", "aiconfigurator", 714.0, gpu_s=1.2, cycle_us=206.0),
+    ]
+
+
+def test_markdown_table(peers):
+    ref = {
+        "gemm-4k-bf16": {
+            "burst_w": 731.0,
+            "block_spread_pct": 21.0,
+            "block_means_w": [726.2, 572.0],
+            "limit_cycle": None,
+        }
+    }
+    table = peers.markdown_table(_rows(peers), ref)
+    lines = table.splitlines()
+    body = [ln for ln in lines if ln.startswith("| gemm-4k-bf16 | ")]
+    assert [ln.split(" | ")[1] for ln in body[:4]] == ["reference", "aiconfigurator", "kernel_tuner", "zeus"]
+    assert "| +5.0 |" in body[1] and "| +2.9 |" in body[3] and "690.0 – 710.0" in body[3]
+    assert "not available: ModuleNotFoundError" in body[2]
+    assert body[-1] == "| gemm-4k-bf16 | 731.0 | 21.0 | none | 726 572 |"
+
+
+def test_write_outputs(peers, tmp_path):
+    rows = _rows(peers)
+    rows[0].detail["nan"] = float("nan")
+    table = peers.write_outputs(tmp_path / "peers", rows, {"gpu": "H200", "date": "2026-12-01", "reference": {}})
+    data = json.loads((tmp_path / "peers" / "peers.json").read_text())
+    assert len(data["results"]) == 4 and data["results"][0]["detail"]["nan"] is None
+    md = (tmp_path / "peers" / "peers.md").read_text()
+    assert md.startswith("# Peers on H200 (2026-12-01)") and table in md
+
+
+# --------------------------------------------------------------------------- orchestration
+class _FakeCtx:
+    def __init__(self, fail_prepare: str | None = None) -> None:
+        self.prepared, self.released, self.fail_prepare = [], 0, fail_prepare
+        self.reference: dict = {}
+        self.dev = SimpleNamespace(describe=lambda: {"name": "fake H200"})
+
+    def prepare(self, name):
+        if name == self.fail_prepare:
+            raise MemoryError("out of memory")
+        self.prepared.append(name)
+        return f"handle:{name}"
+
+    def release(self) -> None:
+        self.released += 1
+
+    def close(self) -> None: ...
+
+
+def test_run_all_budget_failures_and_missing_tools(peers):
+    clock = {"t": 0.0}
+
+    def tool(power):
+        def fn(ctx, name, handle):
+            assert handle == f"handle:{name}"
+            clock["t"] += 10.0
+            return [peers.ToolResult(name, "reference", power)]
+
+        return fn
+
+    def broken(ctx, name, handle):
+        raise RuntimeError("graph capture failed")
+
+    tools = {"reference": tool(600.0), "aiconfigurator": broken, "zeus": tool(1.0)}
+    est = {"reference": lambda k: 8.0, "aiconfigurator": lambda k: 2.0, "zeus": lambda k: 30.0}
+    ctx = _FakeCtx(fail_prepare="gemv-16k-bf16")
+    sleeps = []
+    out = peers.run_all(
+        ctx,
+        ["gemm-4k-bf16", "gemv-16k-bf16", "gemm-512-bf16"],
+        tools,
+        {"zeus": "ModuleNotFoundError: sklearn"},
+        est,
+        budget_s=15.0,
+        idle_s=1.0,
+        clock=lambda: clock["t"],
+        sleep=sleeps.append,
+    )
+    status = [(r.kernel, r.tool, r.status.split(":")[0]) for r in out]
+    assert status == [
+        ("gemm-4k-bf16", "reference", "ok"),
+        ("gemm-4k-bf16", "aiconfigurator", "failed"),
+        ("gemm-4k-bf16", "zeus", "not available"),
+        ("gemv-16k-bf16", "reference", "failed"),
+        ("gemv-16k-bf16", "aiconfigurator", "failed"),
+        ("gemv-16k-bf16", "zeus", "failed"),
+        ("gemm-512-bf16", "reference", "skipped"),  # 10 s used + 8 s + 1 s idle > 15 s
+        ("gemm-512-bf16", "aiconfigurator", "failed"),
+        ("gemm-512-bf16", "zeus", "not available"),
+    ]
+    assert "graph capture failed" in out[1].status and "MemoryError" in out[3].status
+    assert ctx.prepared == ["gemm-4k-bf16", "gemm-512-bf16"] and ctx.released == 2 and sleeps == [1.0, 1.0, 1.0]
+
+
+def test_parse_args(peers, tmp_path):
+    a = peers.parse_args(["--out", str(tmp_path)])
+    assert a.kernels == list(peers.KERNELS) and a.tools == list(peers.TOOLS) and a.fingrav_summary is None
+    assert (a.reference_s, a.zeus_measure_s, a.zeus_trials, a.budget_s) == (6.5, 5.0, 3, 300.0)
+    q = peers.parse_args(["--out", str(tmp_path), "--quick", "--kernels", "gemm-512-bf16", "--tools", "reference"])
+    assert (q.reference_s, q.settle_s, q.zeus_measure_s, q.kernels, q.tools) == (
+        2.5,
+        0.5,
+        1.0,
+        ["gemm-512-bf16"],
+        ["reference"],
+    )
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--out", str(tmp_path), "--reference-s", "1.0"])
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--out", str(tmp_path), "--tools", "nvidia-smi"])
+    est = peers.estimates(a)
+    assert est["zeus"]("x") == pytest.approx(5.0 + 3 * 7.0 + 3.0) and est["reference"]("x") == 8.0
+
+
+def test_main_end_to_end_with_a_fake_gpu(peers, tmp_path, monkeypatch, capsys):
+    summary = tmp_path / "summary.csv"
+    summary.write_text("scenario,kernel,predecessor,ssp_power_w,valid\ncb-512,gemm 512x512x512 bf16,,480.0,false\n")
+
+    def reference(ctx, name, handle):
+        ctx.reference[name] = {"burst_w": 650.0, "block_means_w": [640.0, 652.0], "block_spread_pct": 1.9}
+        return [peers.ToolResult(name, "reference", 650.0, 648.0, 652.0, 8.1, 6.7)]
+
+    def zeus(ctx, name, handle):
+        return [peers.ToolResult(name, "zeus", 520.0), peers.ToolResult(name, "zeus_powermonitor", 515.0)]
+
+    monkeypatch.setattr(peers, "GPUContext", lambda args: _FakeCtx())
+    monkeypatch.setattr(peers, "run_reference", reference)
+    monkeypatch.setattr(peers, "run_zeus", zeus)
+    monkeypatch.setattr(peers, "availability", lambda tools: {"kernel_tuner": "not installed"})
+    argv = ["--out", str(tmp_path / "out"), "--idle-s", "0", "--kernels", "gemm-512-bf16"]
+    argv += ["--tools", "reference", "kernel_tuner", "zeus"]
+    assert peers.main([*argv, "--fingrav-summary", str(summary)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1].startswith("| gemm-512-bf16 | 650.0 |")  # the table is printed last
+    data = json.loads((tmp_path / "out" / "peers.json").read_text())
+    tools = {r["tool"]: r for r in data["results"]}
+    assert set(tools) == {"reference", "kernel_tuner", "zeus", "zeus_powermonitor", "fingrav"}
+    assert tools["kernel_tuner"]["status"] == "not available: not installed"
+    assert tools["fingrav"]["power_w"] == 480.0 and "NOT valid" in tools["fingrav"]["notes"]
+    assert data["meta"]["labels"] == {"gemm-512-bf16": "gemm 512x512x512 bf16"} and data["meta"]["gpu"] == "fake H200"
+    md = (tmp_path / "out" / "peers.md").read_text()
+    assert "| gemm-512-bf16 | zeus | 520.0 |" in md and "| -20.0 |" in md  # 520 vs 650 W

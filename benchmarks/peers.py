@@ -3,6 +3,7 @@
 
     python3 benchmarks/peers.py --out DIR [--fingrav-summary results/<sweep>/summary.csv] [--kernels ...]
                                 [--tools ...] [--quick] [--budget-s 330]
+    python3 benchmarks/peers.py --out DIR --from-json DIR/peers.json --fingrav-summary ...   # no GPU: add fingrav
 
 Per kernel (`KERNELS`: bf16 GEMM 8192^3, bf16 GEMM 4096^3 (cap-bound), fp32 GEMM 8192^3, bf16 GEMV 16384x16384,
 bf16 GEMM 512^3 (~5-10 us)), prepared once by fingrav's NVML device (`fingrav.device.nvidia.NVMLDevice.prepare`:
@@ -100,7 +101,7 @@ AIC_INTERVAL_S = 0.1  # PowerMonitor.SAMPLE_INTERVAL_MS
 KT_ITERATIONS = 7  # tune_kernel's iterations
 KT_CONTINUOUS_S = 1.0  # NVMLObserver continuous_duration
 KT_OBSERVABLES = ("nvml_power", "nvml_energy", "core_freq", "temperature")
-BUDGET_S = 300.0
+BUDGET_S = 330.0  # the whole script (s): no tool run starts that would end later
 
 
 # --------------------------------------------------------------------------- results
@@ -190,14 +191,19 @@ def settled_power(
     ts, ps = t[sel], p[sel]
     mean = float(ps.mean()) / 1e3
     out["mean_w"] = mean
-    _, bm = binned(ts, ps, int(block_ns)) if ts.size else (None, np.zeros(0))
+    _, bm = binned(ts, ps, int(block_ns))
     means = [float(x) / 1e3 for x in bm]
     out["block_means_w"] = means
     if len(means) >= 2:
         half = t_critical(level, len(means) - 1) * statistics.stdev(means) / math.sqrt(len(means))
         out["ci_low_w"], out["ci_high_w"] = mean - half, mean + half
         out["block_spread_pct"] = (max(means) - min(means)) / statistics.fmean(means) * 100.0
-    lc = limit_cycle(ts, ps, level, sensor_period_ns)
+    try:
+        lc = limit_cycle(ts, ps, level, sensor_period_ns)
+    except Exception as exc:  # noqa: BLE001 - the settled mean stands without the cycle's characterization
+        logger.error("limit cycle failed:\n%s", traceback.format_exc())
+        out["limit_cycle_error"] = _why(exc)
+        lc = None
     if lc is not None:
         s = lc.to_summary()
         out["limit_cycle"] = {
@@ -613,9 +619,9 @@ def run_reference(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
 
     def go() -> list[ToolResult]:
         dev = ctx.dev
-        probe = dev.run_unstamped(h, 32)
-        per = max(float(probe.duration_ns[0]) / 32, 1.0)
-        n_cal = max(32, int(0.1e9 / per))
+        probe = dev.run_unstamped(h, 8)
+        per = max(float(probe.duration_ns[0]) / 8, 1.0)
+        n_cal = max(8, int(0.1e9 / per))
         cal = dev.run_unstamped(h, n_cal)
         cycle_ns = float(cal.duration_ns[0]) / n_cal
         count = int(math.ceil(ctx.args.reference_s * 1e9 / cycle_ns))
@@ -638,6 +644,12 @@ def run_reference(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
         )
         s["count"] = count
         s["gaps"] = len(samples.gaps)
+        rel = (samples.t_ns[total] - start) / 1e6
+        keep = (rel >= -200.0) & (rel <= (end - start) / 1e6 + 100.0)
+        s["samples_ms_w"] = [
+            [round(float(a), 2), round(float(w) / 1e3, 1)]
+            for a, w in zip(rel[keep], samples.power_mw[total][keep], strict=True)
+        ]
         ctx.reference[name] = s
         gpu_cycle_us = float(rec.duration_ns[0]) / count / 1e3
         notes = f"{count} executions, {s['n_samples']} settled samples"
@@ -804,15 +816,20 @@ def run_kernel_tuner(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
             "power_readings": [[float(t), float(w)] for t, w in readings],
             "nvml_energy_j": _num(result.get("nvml_energy")),
             "core_freq_mhz": _num(result.get("core_freq")),
-            "kernel_tuner_version": importlib.metadata.version("kernel_tuner"),
+            "kernel_tuner_version": _dist_version("kernel_tuner"),
         }
+        power = _num(result.get("nvml_power"))
+        notes = f"median of {len(readings)} readings; {n} launches from Python in {cont_s:.2f} s"
+        if not readings:  # ContinuousObserver keeps power = 0 when it read nothing while the run drained
+            notes = f"Kernel Tuner reported {power} W: no reading while the run drained; " + notes
+            power = None
         return [
             ToolResult(
                 name,
                 "kernel_tuner",
-                power_w=_num(result.get("nvml_power")),
+                power_w=power,
                 cycle_us=cont_s / n * 1e6 if n else None,
-                notes=f"median of {len(readings)} readings; {n} launches from Python in {cont_s:.2f} s",
+                notes=notes,
                 detail=detail,
             )
         ]
@@ -829,8 +846,13 @@ def run_zeus(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
 
     a = ctx.args
     idx = int(a.index)
+    pm_error = None
     if ctx.power_monitor is None:
-        ctx.power_monitor = PowerMonitor(gpu_indices=[idx], update_period=ZEUS_UPDATE_PERIOD_S)
+        try:  # started once, kept for the later kernels (its processes poll every 0.1 s: a light load)
+            ctx.power_monitor = PowerMonitor(gpu_indices=[idx], update_period=ZEUS_UPDATE_PERIOD_S)
+        except Exception as exc:  # noqa: BLE001 - the ZeusMonitor row does not need it
+            logger.error("Zeus PowerMonitor failed to start:\n%s", traceback.format_exc())
+            pm_error = f"failed: PowerMonitor: {_why(exc)}"
     pm = ctx.power_monitor
 
     def go() -> list[ToolResult]:
@@ -855,15 +877,20 @@ def run_zeus(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
         trials = list(entry.trials)
         powers = [t.total_energy / t.total_time for t in trials if t.total_time > 0]
         mean, lo, hi = t_interval(powers)
-        windows = zeus_windows(log)[-len(trials) :]
-        pm_powers = []
-        for s, el in windows:
-            tl = pm.get_power_timeline("device_instant", gpu_index=idx, start_time=s, end_time=s + el).get(idx, [])
-            pm_powers.append(timeline_mean_w(tl))
+        pm_powers: list[float | None] = []
+        pm_status = pm_error or "ok"
+        try:
+            # the measured trials are the last windows (the warm-up trials come first)
+            for s, el in [] if pm is None else zeus_windows(log)[-len(trials) :]:
+                tl = pm.get_power_timeline("device_instant", gpu_index=idx, start_time=s, end_time=s + el)
+                pm_powers.append(timeline_mean_w(tl.get(idx, [])))
+        except Exception as exc:  # noqa: BLE001 - the energy-counter row stands without the PowerMonitor's
+            logger.error("PowerMonitor timeline failed:\n%s", traceback.format_exc())
+            pm_status = f"failed: {_why(exc)}"
         pm_mean, pm_lo, pm_hi = t_interval([p for p in pm_powers if p is not None])
         cycle_us = statistics.fmean(t.time_per_iter for t in trials) * 1e6 if trials else None
         detail = {
-            "zeus_version": importlib.metadata.version("zeus"),
+            "zeus_version": _dist_version("zeus"),
             "measurement_duration_s": a.zeus_measure_s,
             "cooldown_duration_s": a.zeus_cooldown_s,
             "num_trials": a.zeus_trials,
@@ -872,8 +899,8 @@ def run_zeus(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
             "is_valid": entry.is_valid,
             "trials": [asdict(t) for t in trials],
             "trial_power_w": powers,
-            "power_monitor_update_period_s": pm.update_period,
-            "power_monitor_domains": [d.value for d in pm.measurement_domains],
+            "power_monitor_update_period_s": None if pm is None else pm.update_period,
+            "power_monitor_domains": None if pm is None else [d.value for d in pm.measurement_domains],
             "power_monitor_trial_w": pm_powers,
         }
         notes = f"{len(trials)} trials of {a.zeus_measure_s:g} s after {a.zeus_cooldown_s:g} s cooldown"
@@ -887,7 +914,8 @@ def run_zeus(ctx: GPUContext, name: str, h: Any) -> list[ToolResult]:
                 pm_hi,
                 wall,
                 cycle_us,
-                notes=f"device_instant every {pm.update_period:g} s over the same windows",
+                status=pm_status,
+                notes=f"device_instant every {ZEUS_UPDATE_PERIOD_S:g} s over the same windows (same GPU time)",
                 detail={"trial_w": pm_powers},
             ),
         ]
@@ -902,16 +930,16 @@ def availability(tools: Sequence[str]) -> dict[str, str]:
         try:
             importlib.import_module("zeus.monitor")
             importlib.import_module("zeus.profile")
-            v = importlib.metadata.version("zeus")
-            if not v.startswith("0.16"):
+            v = _dist_version("zeus")
+            if not (v or "").startswith("0.16"):
                 out["zeus"] = f"zeus {v} installed, this compares 0.16"
         except Exception as exc:  # noqa: BLE001 - any import failure is "not available"
             out["zeus"] = _why(exc)
     if "kernel_tuner" in tools:
         try:
             load_kernel_tuner_nvml()
-            v = importlib.metadata.version("kernel_tuner")
-            if not v.startswith("1.5"):
+            v = _dist_version("kernel_tuner")
+            if not (v or "").startswith("1.5"):
                 out["kernel_tuner"] = f"kernel_tuner {v} installed, this compares 1.5"
         except Exception as exc:  # noqa: BLE001
             out["kernel_tuner"] = _why(exc)
@@ -943,6 +971,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--out", required=True, type=Path, help="folder for peers.json and peers.md")
     ap.add_argument("--fingrav-summary", type=Path, default=None, help="a fingrav summary.csv for the fingrav rows")
+    ap.add_argument(
+        "--from-json", type=Path, default=None, help="re-render this peers.json with --fingrav-summary (no GPU)"
+    )
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS), help="kernels to measure")
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS), help="tools to run")
     ap.add_argument("--index", type=int, default=0, help="CUDA device index")
@@ -954,7 +985,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--zeus-cooldown-s", type=float, default=ZEUS_COOLDOWN_S, help="zeus.profile cooldown_duration")
     ap.add_argument("--zeus-trials", type=int, default=ZEUS_TRIALS, help="zeus.profile num_trials")
     ap.add_argument("--zeus-warmup-trials", type=int, default=ZEUS_WARMUP_TRIALS, help="zeus.profile warm-up trials")
-    ap.add_argument("--budget-s", type=float, default=BUDGET_S, help="stop starting tool runs after this (s)")
+    ap.add_argument("--budget-s", type=float, default=BUDGET_S, help="start no tool run that would end later (s)")
     ap.add_argument("--quick", action="store_true", help="short durations (a smoke test, not numbers to cite)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -965,15 +996,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def fingrav_rows(summary: Path | None, labels: Mapping[str, str]) -> list[ToolResult]:
+    """The fingrav rows: from `summary` (a summary.csv) when given and present, else "not available" rows."""
+    if summary is None:
+        return [ToolResult(k, "fingrav", status="not available: run separately (--fingrav-summary)") for k in labels]
+    if not summary.exists():
+        return [ToolResult(k, "fingrav", status=f"not available: {summary} missing") for k in labels]
+    return list(read_fingrav_summary(summary, labels).values())
+
+
+def rerender(args: argparse.Namespace) -> int:
+    """--from-json: a previous run's peers.json with its fingrav rows replaced by --fingrav-summary's (no GPU)."""
+    data = json.loads(args.from_json.read_text())
+    meta = dict(data["meta"])
+    results = [ToolResult(**r) for r in data["results"] if r["tool"] != "fingrav"]
+    results += fingrav_rows(args.fingrav_summary, meta["labels"])
+    meta["fingrav_summary"] = None if args.fingrav_summary is None else str(args.fingrav_summary)
+    table = write_outputs(args.out, results, meta)
+    print(table)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.from_json is not None:
+        return rerender(args)
     t_start = time.perf_counter()
     labels = {k: kernel_model(k).label() for k in args.kernels}
     unavailable = availability(args.tools)
     for tool, why in unavailable.items():
         logger.warning("%s not available: %s", tool, why)
     ctx = GPUContext(args)
+    device: dict[str, Any] = {}
+    setup_s = math.nan
+    results: list[ToolResult] = []
     fns: dict[str, ToolFn] = {
         "reference": run_reference,
         "aiconfigurator": run_aiconfigurator,
@@ -989,22 +1046,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             {t: fns[t] for t in args.tools},
             unavailable,
             estimates(args),
-            args.budget_s,
+            args.budget_s - (time.perf_counter() - t_start),  # the budget is the whole script's
             args.idle_s,
         )
     finally:
         ctx.close()
-    if args.fingrav_summary is not None:
-        if args.fingrav_summary.exists():
-            results += list(read_fingrav_summary(args.fingrav_summary, labels).values())
-        else:
-            results += [
-                ToolResult(k, "fingrav", status=f"not available: {args.fingrav_summary} missing") for k in labels
-            ]
-    else:
-        results += [
-            ToolResult(k, "fingrav", status="not available: run separately (--fingrav-summary)") for k in labels
-        ]
+    results += fingrav_rows(args.fingrav_summary, labels)
     meta = {
         "gpu": device.get("name"),
         "date": time.strftime("%Y-%m-%d"),
@@ -1013,6 +1060,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": device,
         "unavailable": unavailable,
         "reference": ctx.reference,
+        "fingrav_summary": None if args.fingrav_summary is None else str(args.fingrav_summary),
         "setup_s": setup_s,
         "total_s": time.perf_counter() - t_start,
         "versions": _versions(),
@@ -1024,13 +1072,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for dist in ("torch", "nvidia-ml-py", "zeus", "kernel_tuner", "numpy", "pydantic"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    return {d: _dist_version(d) for d in ("torch", "nvidia-ml-py", "zeus", "kernel_tuner", "numpy", "pydantic")}
+
+
+def _dist_version(dist: str) -> str | None:
+    """The installed version of distribution `dist`, None when it is not installed as one."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ WRITTEN_DIRS: Final = (
 SCENARIO_RAW_FILES: Final = ("executions.parquet", "runs.parquet", "clock.parquet", "samples.parquet", "plan.json")
 CALIBRATION_RAW_FILES: Final = ("clock.parquet", "steps.parquet", "samples.parquet")
 PROFILE_FILES: Final = ("lois.parquet", "summary.json")
+TELEMETRY_FILE: Final = "telemetry.parquet"  # raw/gpu<k>/<scenario>/: clocks and limiter counters, where offered
 SCENARIO_CALIBRATION: Final = "calibration.json"  # raw/gpu<k>/<scenario>/: only when collect calibrated its own GPU
 CALIBRATION_DIR: Final = "calibration"  # raw/gpu<k>/calibration/: a reserved scenario name
 COLLECTED: Final = "COLLECTED.json"  # the collection receipt in raw/gpu<k>/<scenario>/

@@ -40,6 +40,7 @@ from fingrav.analysis.settling import (
     residual_transient_mw,
     tail_trend,
 )
+from fingrav.analysis.tdist import t_critical
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
@@ -255,6 +256,15 @@ def _median_stat(
     return {"value": _f(med), "ci_low": _f(lo), "ci_high": _f(hi)}
 
 
+def small_sample_factor(n_runs: int, level: float) -> float:
+    """How much wider than the bootstrap's percentile interval a CI over `n_runs` clusters must be: t(level,
+    n - 1) / z(level) x sqrt(n / (n - 1)) (1 for n < 2: nothing to widen by; -> 1 for many runs)."""
+    if n_runs < 2:
+        return 1.0
+    z = t_critical(level, 1_000_000)
+    return t_critical(level, n_runs - 1) / z * math.sqrt(n_runs / (n_runs - 1))
+
+
 def compute_profiles(
     lois: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -359,6 +369,22 @@ def compute_profiles(
                 "runs_with_lois": int((n > 0).sum()),
                 "fit_coeffs": fit,
             }
+
+    # readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile interval
+    # is then too narrow; widen it by Student's t over the normal quantile and the n / (n - 1) variance factor,
+    # and by the quantization bias of the calibrated sensor (the mean of quantized readings vs the unquantized)
+    for ch, per_group in channels.items():
+        sensor = (sensors or {}).get(ch)
+        quant = quantization_bias_mw(sensor) if sensor is not None else 0.0
+        for g in ("sse", "first"):
+            st = per_group.get(g)
+            if st is None or st["mean_mw"] is None or st["ci_low_mw"] is None or st["ci_high_mw"] is None:
+                continue
+            n = int(st["runs_with_lois"])
+            f = small_sample_factor(n, level)
+            m = float(st["mean_mw"])
+            st["ci_low_mw"] = m - (m - st["ci_low_mw"]) * f - quant
+            st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f + quant
 
     derived: dict[str, Any] = {}
     ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])

@@ -13,6 +13,7 @@ With the default `Solo` (one GPU) all of this is a no-op and the collection is w
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import zlib
@@ -30,9 +31,9 @@ from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import MJ_PER_MW_NS
-from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
-from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES
+from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE
 from fingrav.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class _Recorder:
         self.execs: list[tuple[int, ExecRecords, np.ndarray]] = []
         self.clock: list[tuple[ClockReads, str, int]] = []
         self.truth: list[tuple[int, ExecRecords, np.ndarray, dict[str, dict[str, np.ndarray]]]] = []
+        self.telemetry: list[tuple[int, str, str, ClockTelemetry]] = []
         self.samples: list[PowerSamples] = []
         self.issued = 0  # executions launched (stored or not)
 
@@ -138,6 +140,7 @@ class _Recorder:
         self.sync.barrier()
         if idle_ns > 0:
             dev.sleep_ns(idle_ns)
+        tel0 = dev.read_telemetry()  # clocks, clock-event reasons, limiter counters: outside the timed region
         e0 = dev.energy_mj()
         reads = dev.read_gpu_clock(1)  # METHOD.md step 2: a GPU timestamp just before the executions
         # The random delay comes after the reads: on the H200 the first power sample after such reads was
@@ -146,7 +149,7 @@ class _Recorder:
         dev.sleep_ns(READ_GUARD_NS + delay_ns)
         host_start = int(dev.host_time_ns())
         if unstamped:
-            (handle, count), = segments
+            ((handle, count),) = segments
             one = dev.run_unstamped(handle, int(count))
             rec = ExecRecords(one.segment, one.exec_index + int(count) - 1, one.gpu_start_ns, one.gpu_end_ns)
             self.issued += int(count)
@@ -154,7 +157,11 @@ class _Recorder:
             rec = dev.execute(segments)
             self.issued += len(rec)
         e1 = dev.energy_mj()
+        tel1 = dev.read_telemetry()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
+        for when, tel in (("before", tel0), ("after", tel1)):
+            if tel is not None:
+                self.telemetry.append((run_id, phase, when, tel))
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
         kept = rec if store is None else _subset(rec, store(rec, seg_names))
         kept_names = seg_names if store is None else seg_names[store(rec, seg_names)]
@@ -266,6 +273,27 @@ class _Recorder:
                     for key in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj"):
                         cols[key].append(np.asarray(d[key], np.float64))
             rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
+        if self.telemetry:
+            t = self.telemetry
+            rawio.write_table(
+                raw_dir / TELEMETRY_FILE,
+                "telemetry",
+                {
+                    "run": np.array([r for r, *_ in t], np.int32),
+                    "phase": np.array([p for _, p, _, _ in t], dtype=object).astype(str),
+                    "when": np.array([w for _, _, w, _ in t], dtype=object).astype(str),
+                    "host_ns": np.array([x.host_ns for *_, x in t], np.int64),
+                    "read_ns": np.array([x.read_ns for *_, x in t], np.int64),
+                    "sm_mhz": np.array([np.nan if x.sm_mhz is None else x.sm_mhz for *_, x in t], np.float64),
+                    "mem_mhz": np.array([np.nan if x.mem_mhz is None else x.mem_mhz for *_, x in t], np.float64),
+                    "reasons": pa.array([x.reasons for *_, x in t], pa.int64()),
+                    "reason_names": np.array([";".join(x.reason_names) for *_, x in t], dtype=object).astype(str),
+                    "violation_json": np.array([json.dumps(x.violation) for *_, x in t], dtype=object).astype(str),
+                    "violation_unit": np.array([x.violation_unit for *_, x in t], dtype=object).astype(str),
+                    "fields_json": np.array([json.dumps(x.fields) for *_, x in t], dtype=object).astype(str),
+                },
+                meta,
+            )
         drain_truth = getattr(self.device, "drain_reading_truth", None)  # simulator only
         if reading_truth_path is not None and drain_truth is not None:
             rt = drain_truth()
@@ -438,7 +466,8 @@ def collect_scenario(
         extra["reference_unstamped"] = bool(device.unstamped_runs)
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
-    rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION))  # the GPU's own calibration, if any
+    # the GPU's own calibration and the telemetry, where there are any
+    rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION, TELEMETRY_FILE))
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
 

@@ -114,6 +114,7 @@ class ScenarioSummary(_Model):
     sse_reading_vs_ssp_pct: Estimate
     interleaved_reading_vs_ssp_pct: Estimate
     kernel_power: dict[str, KernelPowerEstimate] = {}
+    telemetry: dict[str, Any] | None = None  # by run phase: `fingrav.analysis.telemetry.telemetry_summary`
     validation: dict[str, Any] | None = None
     work: Work | None = None  # the kernel's work per execution, where known (fingrav.contracts.work)
     throughput: Throughput | None = None  # rates and efficiencies with CIs, where the work is known

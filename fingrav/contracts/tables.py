@@ -13,6 +13,9 @@ Raw tables (collect, calibrate; GPU side, pyarrow):
 * `steps` - calibration load steps: step:int32, gpu_start_ns, gpu_end_ns:int64 (GPU clock)
 * `truth` - simulator only: run:int32, segment, exec_index, channel, power_mw (true cycle mean: start to the next
   start), energy_mj (the execution's own), cycle_ns (true cycle length), cycle_energy_mj (true energy over the cycle)
+* `telemetry` - where the GPU offers it (`GPUDevice.read_telemetry`; optional file): per run, before and after its
+  executions: clocks (MHz), clock-event reasons (bitmask and names), cumulative limiter / violation counters and
+  field values (JSON), read outside the timed region
 * `reading_truth` - simulator only: t_ns, channel, power_mw of every sample in samples.parquet, as the noise-free,
   unquantized sensor would have read it (the truth of a sensor *reading*; `truth` is the truth of kernel power)
 
@@ -73,6 +76,22 @@ RAW: Final[dict[str, pa.Schema]] = {
         ]
     ),
     "reading_truth": pa.schema([("t_ns", pa.int64()), ("channel", pa.string()), ("power_mw", pa.float64())]),
+    "telemetry": pa.schema(
+        [
+            ("run", pa.int32()),
+            ("phase", pa.string()),
+            ("when", pa.string()),  # "before" | "after" the run's executions
+            ("host_ns", pa.int64()),
+            ("read_ns", pa.int64()),
+            ("sm_mhz", pa.float64()),
+            ("mem_mhz", pa.float64()),
+            ("reasons", pa.int64()),
+            ("reason_names", pa.string()),  # ";"-joined
+            ("violation_json", pa.string()),  # {counter: cumulative value} in violation_unit
+            ("violation_unit", pa.string()),
+            ("fields_json", pa.string()),
+        ]
+    ),
 }
 
 # binned/<scenario>.parquet: one row per measure run. bin_exec_time_ns: the binned duration (main exec

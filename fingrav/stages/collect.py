@@ -25,7 +25,7 @@ from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario,
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
-from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, SweepLayout, dataset
+from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE, SweepLayout, dataset
 from fingrav.preflight import claim_results
 from fingrav.stages import typed
 from fingrav.stages.calibrate import calibration_for_gpu, replay_source
@@ -55,8 +55,8 @@ def run(
             dst = layout.scenario_dir(scenario.name, rank)
             dst.mkdir(parents=True, exist_ok=True)
             rawio.verify_manifest(src.scenario_dir(scenario.name, rank))
-            for name in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION):
-                optional = name in (rawio.MANIFEST, SCENARIO_CALIBRATION)
+            for name in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE):
+                optional = name in (rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE)
                 if optional and not (src.scenario_dir(scenario.name, rank) / name).exists():
                     continue
                 shutil.copyfile(replay_source(device, src.scenario_dir(scenario.name, rank) / name), dst / name)

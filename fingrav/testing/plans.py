@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.sensor import PlanSensor
+from fingrav.contracts.sensor import PlanSensor, SensorModel
 
 
 def make_plan(**kw: Any) -> Plan:
@@ -31,3 +32,20 @@ def make_plan(**kw: Any) -> Plan:
     f.setdefault("trailing", 0)
     f.setdefault("executions_per_run", f["ssp_index"] + f["tail"] + f["trailing"])
     return Plan(**f)
+
+
+def sim_calibration(preset: str = "mi300x") -> Calibration:
+    """A calibration with a simulated preset's true total sensor (no fit): for collect tests that skip calibrate."""
+    from fingrav.device.sim.presets import PRESETS
+
+    ms = 1_000_000.0
+    s = PRESETS[preset].sensors[0]
+    total = SensorModel(
+        period_ns=s.period_ns,
+        delay_ns=s.delay_ns,
+        window_ns=s.window_ns,
+        lag_ns=s.lag_ns,
+        settle_ns=s.window_ns + 5 * s.lag_ns + 0.3 * ms,
+        noise_mw=s.noise_mw,
+    )
+    return Calibration(clock={"offset_ns": 0.0, "gpu_ref_ns": 0}, sensor={"total": total}, channels=["total"], steps={})

@@ -326,7 +326,7 @@ def test_run_all_budget_failures_and_missing_tools(peers):
 def test_parse_args(peers, tmp_path):
     a = peers.parse_args(["--out", str(tmp_path)])
     assert a.kernels == list(peers.KERNELS) and a.tools == list(peers.TOOLS) and a.fingrav_summary is None
-    assert (a.reference_s, a.zeus_measure_s, a.zeus_trials, a.budget_s) == (6.5, 5.0, 3, 300.0)
+    assert (a.reference_s, a.zeus_measure_s, a.zeus_trials, a.budget_s) == (6.5, 5.0, 3, 330.0)
     q = peers.parse_args(["--out", str(tmp_path), "--quick", "--kernels", "gemm-512-bf16", "--tools", "reference"])
     assert (q.reference_s, q.settle_s, q.zeus_measure_s, q.kernels, q.tools) == (
         2.5,
@@ -371,3 +371,238 @@ def test_main_end_to_end_with_a_fake_gpu(peers, tmp_path, monkeypatch, capsys):
     assert data["meta"]["labels"] == {"gemm-512-bf16": "gemm 512x512x512 bf16"} and data["meta"]["gpu"] == "fake H200"
     md = (tmp_path / "out" / "peers.md").read_text()
     assert "| gemm-512-bf16 | zeus | 520.0 |" in md and "| -20.0 |" in md  # 520 vs 650 W
+
+
+# --------------------------------------------------------------------------- the GPU paths, against fakes
+class _Event:
+    def __init__(self, clock) -> None:
+        self.clock, self.t, self.polls = clock, None, 0
+
+    def record(self) -> None:
+        self.t, self.polls = self.clock["t"], 0
+
+    def elapsed_time(self, end) -> float:
+        return (end.t - self.t) * 1e3  # ms
+
+    def query(self) -> bool:
+        self.polls += 1
+        return self.polls > 3  # the GPU is busy for the first three polls after a record
+
+
+class _Graph:
+    def __init__(self, clock, handle) -> None:
+        self.clock, self.handle, self.launches = clock, handle, 0
+
+    def replay(self) -> None:
+        self.clock["t"] += self.launches * self.handle.exec_s
+
+
+class _FakeHandle:
+    def __init__(self, clock, exec_s: float) -> None:
+        self.clock, self.exec_s, self.sets = clock, exec_s, []
+        self.capturing: _Graph | None = None
+
+    def launch(self, i: int) -> None:
+        self.sets.append(i)
+        if self.capturing is not None:
+            self.capturing.launches += 1
+        else:
+            self.clock["t"] += self.exec_s
+
+
+def _fake_gpu_ctx(peers, handle, clock):
+    from contextlib import contextmanager
+
+    from fingrav.device.base import ClockTelemetry, PowerSamples
+
+    @contextmanager
+    def graph(g):
+        handle.capturing = g
+        try:
+            yield
+        finally:
+            handle.capturing = None
+
+    cuda = SimpleNamespace(
+        Event=lambda enable_timing=False: _Event(clock),
+        synchronize=lambda: None,
+        empty_cache=lambda: None,
+        CUDAGraph=lambda: _Graph(clock, handle),
+        graph=graph,
+    )
+    host = {"ns": 10 * S}
+
+    class Dev:
+        def run_unstamped(self, h, count):
+            d = int(count * h.exec_s * 1e9)
+            self.last = (host["ns"], host["ns"] + d)
+            host["ns"] += d
+            return SimpleNamespace(duration_ns=np.array([d]))
+
+        def start_sampling(self):
+            pass
+
+        def stop_sampling(self):
+            a, b = self.last
+            t = np.arange(a - 100 * MS, b + 100 * MS, 20 * MS, dtype=np.int64)
+            p = np.where((t >= a) & (t <= b), 690_000.0, 120_000.0)
+            return PowerSamples(t, np.array(["total"] * t.size, dtype=object), p)
+
+        def host_time_ns(self):
+            return host["ns"]
+
+        def sleep_ns(self, ns):
+            host["ns"] += ns
+
+        def read_telemetry(self):
+            return ClockTelemetry(host["ns"], 1000, 1980.0, 3201.0, 4, ("sw_power_cap",), {"power": host["ns"]})
+
+        def describe(self):
+            return {"enforced_power_limit_mw": 700_000}
+
+    ctx = SimpleNamespace(
+        args=peers.parse_args(["--out", "x"]),
+        torch=SimpleNamespace(cuda=cuda),
+        dev=Dev(),
+        nvml_index=0,
+        reference={},
+    )
+    ctx.telemetry = lambda: ctx.dev.read_telemetry().as_dict()
+    return ctx
+
+
+def test_reference_path_with_a_fake_device(peers):
+    clock = {"t": 0.0}
+    h = _FakeHandle(clock, 200e-6)
+    ctx = _fake_gpu_ctx(peers, h, clock)
+    (r,) = peers.run_reference(ctx, "gemm-4k-bf16", h)
+    assert r.tool == "reference" and r.status == "ok" and r.power_w == pytest.approx(690.0)
+    assert r.cycle_us == pytest.approx(200.0) and r.detail["count"] == 32500
+    assert ctx.reference["gemm-4k-bf16"]["burst_w"] == pytest.approx(690.0)
+    assert r.detail["samples_ms_w"][0][1] == 120.0  # the idle before the run is kept for the plot
+    assert r.detail["telemetry"]["violation_ns"]["power"] > 0
+
+
+def test_aiconfigurator_path_with_the_fake_pynvml(peers, monkeypatch):
+    fake = importlib.import_module("fingrav.testing.fakes.fake_pynvml")
+    fake.configure(power_mw=lambda t: 650_000.0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    clock = {"t": 0.0}
+    h = _FakeHandle(clock, 1.4e-3)
+    ctx = _fake_gpu_ctx(peers, h, clock)
+    (r,) = peers.run_aiconfigurator(ctx, "gemm-8k-bf16", h)
+    fake.configure()
+    assert r.status == "ok" and r.power_w == pytest.approx(650.0) and r.detail["runs"] == 120
+    assert h.sets[: 3 * peers.AIC_OPS] == list(range(peers.AIC_OPS)) * 3  # warm-ups: the 6 input copies
+    assert r.cycle_us == pytest.approx(1400.0) and r.detail["power_limit_w"] == 700.0
+    assert r.detail["samples_w"] and r.detail["throttled"] is False
+
+
+def test_kernel_tuner_path_with_its_real_observer(peers, monkeypatch):
+    if importlib.util.find_spec("kernel_tuner") is None or importlib.util.find_spec("pynvml") is None:
+        pytest.skip("kernel_tuner / nvidia-ml-py not installed here (the GPU run carries the wheel)")
+    kt = peers.load_kernel_tuner_nvml()
+
+    class FakeNvml:  # what NVMLObserver reads of its `nvml` device object
+        def __init__(self, device_id=None, **kwargs) -> None:
+            self.device_id, self.readings = device_id, iter([640_000, 650_000, 660_000] * 10_000)
+            self.gr_clock, self.temperature = 1980, 55
+
+        def pwr_usage(self) -> int:
+            return next(self.readings)
+
+    monkeypatch.setattr(kt, "nvml", FakeNvml)
+    clock = {"t": 0.0}
+    h = _FakeHandle(clock, 0.25e-3)
+    ctx = _fake_gpu_ctx(peers, h, clock)
+    (r,) = peers.run_kernel_tuner(ctx, "gemm-4k-bf16", h)
+    assert r.status == "ok" and r.tool == "kernel_tuner"
+    assert r.power_w == pytest.approx(650.0)  # the median of the readings (W)
+    assert r.detail["continuous_iterations"] == 4000 and len(h.sets) == 7 + 4000
+    assert r.detail["kernel_tuner_version"].startswith("1.5")
+
+
+def _stub_zeus(monkeypatch, clock, tmp_path):
+    """zeus.monitor / zeus.profile stand-ins with 0.16's call signatures: ZeusMonitor logs every window to its
+    log_file as 0.16 does; profile_measurement_duration runs warm-up and measured trials of 5 s at 700 W."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class TrialResult:
+        energy_per_iter: float
+        time_per_iter: float
+        total_energy: float
+        total_time: float
+        iterations: int
+        temperature_before: float
+        temperature_after: float
+
+    class ZeusMonitor:
+        def __init__(self, gpu_indices=None, cpu_indices=None, log_file=None, **kw) -> None:
+            assert gpu_indices == [0] and cpu_indices == []
+            self.log = open(log_file, "w")  # noqa: SIM115 - as ZeusMonitor keeps it open
+            self.log.write("start_time,window_name,elapsed_time,gpu0_energy\n")
+
+    def profile_measurement_duration(target, monitor, measurement_duration_search_range, cooldown_duration,
+                                     num_trials, num_warmup_trials, **kw):  # fmt: skip
+        (dur,) = measurement_duration_search_range
+        trials = []
+        for i in range(num_warmup_trials + num_trials):
+            start = 1000.0 + 20.0 * i
+            for _ in range(100):
+                target()
+            watts = 700.0 + i
+            monitor.log.write(f"{start},__zeus_profile_run_trial,{dur},{watts * dur}\n")
+            if i >= num_warmup_trials:
+                trials.append(TrialResult(watts * dur / 100, dur / 100, watts * dur, dur, 100, 40.0, 50.0))
+        monitor.log.flush()
+        entry = SimpleNamespace(trials=trials, energy_std=0.01, is_valid=False)
+        return SimpleNamespace(entries=[entry])
+
+    class PowerMonitor:
+        def __init__(self, gpu_indices=None, update_period=None) -> None:
+            self.update_period = update_period
+            self.measurement_domains = [SimpleNamespace(value="device_instant")]
+
+        def get_power_timeline(self, domain, gpu_index=None, start_time=None, end_time=None):
+            assert domain == "device_instant"
+            return {gpu_index: [(start_time, 690.0), (end_time, 690.0)]}
+
+        def stop(self) -> None: ...
+
+    monkeypatch.setitem(sys.modules, "zeus", SimpleNamespace(__path__=[]))
+    monkeypatch.setitem(
+        sys.modules, "zeus.monitor", SimpleNamespace(ZeusMonitor=ZeusMonitor, PowerMonitor=PowerMonitor)
+    )
+    monkeypatch.setitem(
+        sys.modules, "zeus.profile", SimpleNamespace(profile_measurement_duration=profile_measurement_duration)
+    )
+
+
+def test_zeus_path_with_stand_ins(peers, monkeypatch, tmp_path):
+    clock = {"t": 0.0}
+    h = _FakeHandle(clock, 1e-5)
+    _stub_zeus(monkeypatch, clock, tmp_path)
+    ctx = _fake_gpu_ctx(peers, h, clock)
+    ctx.power_monitor, ctx.scratch = None, tmp_path
+    zeus, pm = peers.run_zeus(ctx, "gemm-512-bf16", h)
+    assert (zeus.tool, pm.tool) == ("zeus", "zeus_powermonitor") and zeus.status == pm.status == "ok"
+    assert zeus.power_w == pytest.approx(702.0) and zeus.ci_low_w < 702.0 < zeus.ci_high_w  # trials 701, 702, 703 W
+    assert zeus.detail["trial_power_w"] == pytest.approx([701.0, 702.0, 703.0])
+    assert pm.power_w == pytest.approx(690.0) and pm.detail["trial_w"] == pytest.approx([690.0] * 3)
+    assert zeus.detail["power_monitor_update_period_s"] == 0.1 and zeus.cycle_us == pytest.approx(50_000.0)
+    assert h.sets[:5] == [0, 1, 2, 3, 4]  # every call takes the next input set
+
+
+def test_rerender_adds_fingrav_rows_without_a_gpu(peers, tmp_path, capsys):
+    rows = _rows(peers) + [peers.ToolResult("gemm-4k-bf16", "fingrav", status="not available: run separately")]
+    meta = {"gpu": "H200", "date": "2026-12-01", "labels": {"gemm-4k-bf16": "gemm 4096x4096x4096 bf16"}}
+    peers.write_outputs(tmp_path / "gpu", rows, {**meta, "reference": {}})
+    summary = tmp_path / "summary.csv"
+    summary.write_text("scenario,kernel,predecessor,ssp_power_w,valid\ncb-4k,gemm 4096x4096x4096 bf16,,690.0,true\n")
+    argv = ["--out", str(tmp_path / "final"), "--from-json", str(tmp_path / "gpu" / "peers.json")]
+    assert peers.main([*argv, "--fingrav-summary", str(summary)]) == 0
+    data = json.loads((tmp_path / "final" / "peers.json").read_text())
+    fr = [r for r in data["results"] if r["tool"] == "fingrav"]
+    assert len(fr) == 1 and fr[0]["power_w"] == 690.0 and data["meta"]["fingrav_summary"] == str(summary)
+    assert "| gemm-4k-bf16 | fingrav | 690.0 | — | +1.5 |" in capsys.readouterr().out

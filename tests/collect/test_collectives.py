@@ -21,9 +21,9 @@ from fingrav.config import AllGatherKernel, AllReduceKernel, DeviceConfig, GemmK
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.profile import Estimate, ScenarioSummary
-from fingrav.contracts.sensor import SensorModel
 from fingrav.errors import ConfigError, DeviceError
 from fingrav.layout import SweepLayout
+from fingrav.testing.plans import sim_calibration
 
 MS = 1_000_000
 US = 1_000
@@ -94,7 +94,8 @@ def test_one_gpu_device_params_keep_their_form() -> None:
     d = DeviceConfig().model_dump(mode="json")
     assert d["world_size"] == 1 and d["dist_backend"] is None
     text = ROOT.joinpath("rules", "common.smk").read_text()
-    assert 'device=CFG.device.model_dump(mode="json")' in text
+    # the collect rule passes the validated device section (device_params: the listed-GPU fields only when set)
+    assert "device=device_params(" in text and 'device.model_dump(mode="json"' in text
 
 
 # --------------------------------------------------------------------------- simulator
@@ -203,18 +204,7 @@ class ThreadLockstep:
 
 
 def _calibration(preset: str = "mi300x") -> Calibration:
-    from fingrav.device.sim.presets import PRESETS
-
-    s = PRESETS[preset].sensors[0]
-    total = SensorModel(
-        period_ns=s.period_ns,
-        delay_ns=s.delay_ns,
-        window_ns=s.window_ns,
-        lag_ns=s.lag_ns,
-        settle_ns=s.window_ns + 5 * s.lag_ns + 0.3 * MS,
-        noise_mw=s.noise_mw,
-    )
-    return Calibration(clock={"offset_ns": 0.0, "gpu_ref_ns": 0}, sensor={"total": total}, channels=["total"], steps={})
+    return sim_calibration(preset)
 
 
 def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:

@@ -84,6 +84,7 @@ def test_overrides_are_applied() -> None:
         exec_jitter_pct=0.0,
         outlier_run_fraction=0.0,
         launch_gap_us=0.0,
+        stamp_overhead_us=0.0,
     )
     dev = SimulatedGPU(SimConfig(preset="h200", overrides=ov), seed=0)
     par = dev.describe()["parameters"]
@@ -460,7 +461,7 @@ def test_channel_split_memory_vs_compute() -> None:
         dev.execute([(k, 300)])
         t = dev.ground_truth_of_last_execute()
         ss = {ch: float(np.median(t[ch]["power_mw"][-20:-1])) / 1000 for ch in dev.channels}
-        ref = steady(kern)
+        ref = dev.kernel_info(k)["steady_cycle_stamped_w"]  # execute() stamps every execution
         for ch in dev.channels:
             assert ss[ch] == pytest.approx(ref[ch], rel=0.02)
     h = SimulatedGPU(SimConfig(preset="h200"))
@@ -482,11 +483,13 @@ def test_h200_heavy_kernel_throttles_then_settles() -> None:
     i = int(np.argmax(r))
     assert 860 < r[i] < 920
     assert 40 < (ts[i] - t0) / MS < 60
-    assert 680 < r[-1] < 700
+    # the fast limiter holds the burst level (cap_burst, ~725 W) until the limit cycle starts (after 700 ms busy:
+    # tests/device/test_sim_sustained.py)
+    assert 715 < r[-1] < 735
     assert np.ptp(r[-50:]) < 3
     assert truth[100:300].max() > 880  # unthrottled, cycle mean, before the limiter acts
     late = truth[-400:-1]
-    assert np.all(late < 700) and np.ptp(late) < 15  # steady (only the execution-time jitter remains)
+    assert np.all(late < 740) and np.ptp(late) < 15  # steady (only the execution-time jitter remains)
     d = rec.duration_ns
     assert np.median(d[-100:]) > 1.03 * np.median(d[20:100])  # throttled executions are slower
     # a long idle resets the transient: a second run after 500 ms idle repeats the first

@@ -40,7 +40,8 @@ def test_cap_bound_gemm_cycles_burst_then_clamped_and_its_mean_sits_at_the_cap()
     assert mean_w.min() < 0.92 * mean_w.max()  # clamps of ~0.2 s every ~0.9 s
     low = mean_w < 0.5 * (mean_w.min() + mean_w.max())
     starts = np.flatnonzero(low[1:] & ~low[:-1])
-    assert np.diff(starts).mean() == pytest.approx((H200.limit_cycle_high_ns + H200.limit_cycle_low_ns) / (100 * MS), abs=1.5)
+    period_blocks = (H200.limit_cycle_high_ns + H200.limit_cycle_low_ns) / (100 * MS)
+    assert np.diff(starts).mean() == pytest.approx(period_blocks, abs=1.5)
 
 
 def test_light_kernel_has_no_cycle() -> None:

@@ -15,7 +15,16 @@ from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.sensor import PlanSensor, SensorModel
-from fingrav.contracts.summary import COUNTS, EXTRA, HEAD, THROUGHPUT, TRUTH, TRUTH_EXTRA
+from fingrav.contracts.summary import (
+    COUNTS,
+    EXTRA,
+    HEAD,
+    SUSTAINED,
+    THROUGHPUT,
+    TRUTH,
+    TRUTH_EXTRA,
+    TRUTH_SUSTAINED,
+)
 from fingrav.layout import SweepLayout
 from fingrav.report.table import summary_frame
 from fingrav.stages import bin as bin_stage
@@ -172,7 +181,9 @@ def test_summary_table_column_order_and_types():
         *TRUTH,
         *EXTRA,
         *THROUGHPUT,
+        *SUSTAINED,
         *TRUTH_EXTRA,
+        *TRUTH_SUSTAINED,
     ]
     assert THROUGHPUT == (  # the work-based columns (fingrav.analysis.throughput), after EXTRA
         "work_flop",
@@ -215,4 +226,5 @@ def test_summary_table_column_order_and_types():
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
-    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT]
+    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT, *SUSTAINED]
+    assert t.schema["ssp_source"] == pl.String and t.schema["limit_cycles"] == pl.Int64

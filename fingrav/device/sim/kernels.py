@@ -239,11 +239,14 @@ def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
 
 def kernel_summary(preset: Preset, k: SimKernel) -> dict[str, Any]:
     """Nominal numbers of a prepared kernel (JSON-able): time, utilization, steady cycle-mean power
-    per component and total (W), before jitter and without the start-up transient."""
+    per component and total (W), before jitter and without the start-up transient: unstamped (what a user's
+    back-to-back loop draws, `steady_cycle_w`) and with the stamps' overhead in every gap (`steady_cycle_stamped_w`)."""
     idle = np.array([c.idle_mw for c in preset.components])
     dur = k.base_ns * (1.0 + preset.limiter_slowdown * (1.0 - k.limiter_level))
     steady = cycle_mean_excess(preset, k.plateau_mw, k.shape, dur, preset.launch_gap_ns, k.limiter_level) + idle
     free = cycle_mean_excess(preset, k.plateau_mw, k.shape, k.base_ns, preset.launch_gap_ns, 1.0) + idle
+    stamped_gap = preset.launch_gap_ns + preset.stamp_overhead_ns
+    stamped = cycle_mean_excess(preset, k.plateau_mw, k.shape, dur, stamped_gap, k.limiter_level) + idle
     return {
         "label": k.label,
         "base_us": k.base_ns / US,
@@ -255,6 +258,8 @@ def kernel_summary(preset: Preset, k: SimKernel) -> dict[str, Any]:
         "burst_level": k.burst_level,
         "steady_cycle_w": {c.name: float(v) / W for c, v in zip(preset.components, steady, strict=True)}
         | {"total": float(steady.sum()) / W},
+        "steady_cycle_stamped_w": {c.name: float(v) / W for c, v in zip(preset.components, stamped, strict=True)}
+        | {"total": float(stamped.sum()) / W},
         "unthrottled_cycle_w": float(free.sum()) / W,
         "limiter_settle_ms": (preset.limiter_start_ns + 20 * preset.limiter_tau_ns) / MS if k.heavy else 0.0,
     }

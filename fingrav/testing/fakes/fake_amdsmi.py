@@ -19,6 +19,10 @@ units and ``"N/A"`` conventions of the returned dictionaries, the exception clas
   ``average_socket_power`` in W (integers), ``energy_accumulator`` in ticks of 15.259 uJ (2**-16 J; the
   ``counter_resolution`` amdsmi_get_energy_count reports, in uJ), ``firmware_timestamp`` "PMFW attached
   timestamp (10ns resolution)", ``system_clock_counter`` "driver attached timestamp (in ns)".
+* ``amdsmi_interface.py`` of amdsmi 7.0.2 (the wheel): ``amdsmi_get_clock_info(h, AmdSmiClkType)`` -> ``clk``,
+  ``min_clk``, ``max_clk``, ``clk_locked``, ``clk_deep_sleep``; ``amdsmi_get_violation_status(h)`` (amdsmi >= 6.3,
+  MI300 and later) -> ``reference_timestamp``, ``violation_timestamp``, ``acc_counter``, ``acc_/per_/active_`` +
+  prochot_thrm, ppt_pwr (PVIOL), socket_thrm (TVIOL), vr_thrm, hbm_thrm, and per-partition lists.
 * ``py-interface/amdsmi_exception.py``: ``AmdSmiException`` > ``AmdSmiLibraryException(err_code)``
   (``err_code``, ``err_info``, ``get_error_code()``) > ``AmdSmiRetryException`` / ``AmdSmiTimeoutException``;
   ``AmdSmiParameterException``; status numbers from ``py-interface/amdsmi_wrapper.py``.

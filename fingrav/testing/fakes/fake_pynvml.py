@@ -6,7 +6,10 @@ NVML_TOTAL_POWER_SAMPLES, NVML_FI_DEV_POWER_AVERAGE / _INSTANT, NVML_POWER_SCOPE
 `.value` holds the code), ctypes structures laid out as the real ones (`c_nvmlValue_t`, `c_nvmlSample_t`
 with `.timeStamp` / `.sampleValue.uiVal`, `c_nvmlFieldValue_t` with `.nvmlReturn`, `.timestamp`,
 `.valueType`, `.value`), and the functions (nvmlInit, nvmlDeviceGetSamples, nvmlDeviceGetFieldValues,
-nvmlDeviceGetTotalEnergyConsumption, ...). Behaviour follows the real library:
+nvmlDeviceGetTotalEnergyConsumption, ...; the clock-event telemetry: nvmlDeviceGetClockInfo,
+nvmlDeviceGetCurrentClocksEventReasons / ThrottleReasons, nvmlDeviceGetViolationStatus, the CLOCKS_EVENT_REASON /
+PERF_POLICY fields, with `missing_functions` / `unsupported` for drivers that lack some). Behaviour follows the
+real library:
 
 * `nvmlDeviceGetSamples(h, NVML_TOTAL_POWER_SAMPLES, last_ts_us)` returns
   `(NVML_VALUE_TYPE_UNSIGNED_INT, [c_nvmlSample_t, ...])` for the samples still in the driver's ring

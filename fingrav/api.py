@@ -47,14 +47,19 @@ LIMIT_CYCLING_FLAG = "power_limit_cycling"
 @dataclass(frozen=True)
 class LimitCycle:
     """A power limiter that clamps the card in cycles (flag `power_limit_cycling`, from the reference run):
-    block_spread_pct = (max - min) / mean of the reference run's `block_ms` block means of settled power.
-    The cycle's period and its low / high levels are not estimated yet (None)."""
+    block_spread_pct = (max - min) / mean of the reference run's `block_ms` block means of settled power; the cycle
+    (`fingrav.analysis.sustained.LimitCycle`): whole cycles seen, period (ms), released fraction (duty, %), high and
+    low levels and the whole-cycle mean (W), each (value, ci_low, ci_high); None where fewer than two clamps were
+    seen."""
 
     block_ms: float
     block_spread_pct: float
-    period_ms: float | None = None
-    low_w: float | None = None
-    high_w: float | None = None
+    cycles: int | None = None
+    period_ms: tuple[float | None, float | None, float | None] | None = None
+    duty_pct: tuple[float | None, float | None, float | None] | None = None
+    high_w: tuple[float | None, float | None, float | None] | None = None
+    low_w: tuple[float | None, float | None, float | None] | None = None
+    mean_w: tuple[float | None, float | None, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,24 @@ def _limit_cycle(summary: ScenarioSummary) -> LimitCycle | None:
     ref = summary.reference or {}
     if LIMIT_CYCLING_FLAG not in summary.flags or ref.get("block_spread_pct") is None:
         return None
-    return LimitCycle(block_ms=float(ref.get("block_ms") or 0.0), block_spread_pct=float(ref["block_spread_pct"]))
+    lc = ref.get("limit_cycle")
+
+    def part(key: str, scale: float) -> tuple[float | None, float | None, float | None] | None:
+        if not lc:
+            return None
+        d = lc[key]
+        return tuple(None if d.get(k) is None else float(d[k]) * scale for k in ("value", "ci_low", "ci_high"))  # type: ignore[return-value]
+
+    return LimitCycle(
+        block_ms=float(ref.get("block_ms") or 0.0),
+        block_spread_pct=float(ref["block_spread_pct"]),
+        cycles=int(lc["cycles"]) if lc else None,
+        period_ms=part("period_ns", 1e-6),
+        duty_pct=part("duty", 100.0),
+        high_w=part("high_mw", 1e-3),
+        low_w=part("low_mw", 1e-3),
+        mean_w=part("mean_mw", 1e-3),
+    )
 
 
 def run_stages(cfg: SweepConfig, layout: SweepLayout) -> Path:

@@ -113,6 +113,21 @@ def test_limit_cycle_is_reported_where_the_limiter_cycles(measured: ProfileResul
     lc = _limit_cycle(cycling)
     assert lc is not None and (lc.block_ms, lc.block_spread_pct, lc.period_ms) == (200.0, 7.5, None)
     assert _limit_cycle(s) is None
+    iv = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
+    lc_summary = {
+        "cycles": 5,
+        "start_ns": 0,
+        "end_ns": 1,
+        "period_ns": {"value": 9e8, "ci_low": 8e8, "ci_high": 1e9},
+        "duty": iv,
+        "high_mw": iv,
+        "low_mw": iv,
+        "mean_mw": {"value": 690e3, "ci_low": 686e3, "ci_high": 694e3},
+    }
+    ref = {"block_ms": 200.0, "block_spread_pct": 12.0, "limit_cycle": lc_summary}
+    lc = _limit_cycle(cycling.model_copy(update={"reference": ref}))
+    assert lc is not None and lc.cycles == 5 and lc.period_ms == (900.0, 800.0, 1000.0)
+    assert lc.mean_w == (690.0, 686.0, 694.0) and lc.duty_pct == (100.0, 50.0, 150.0)
 
 
 def test_import_fingrav_stays_light() -> None:

@@ -75,10 +75,12 @@ def sustained_columns(
     burst_lo_mw: float | None,
     burst_hi_mw: float | None,
     burst_cycle_ns: float | None,
+    max_ci_pct: float,
 ) -> dict[str, Any]:
     """The `contracts.summary.SUSTAINED` columns: the headline's source, the burst SSP (the FinGraV SSP of the
     short stamped runs after idle) and how far it is from the sustained power, the uninstrumented cycle and what
-    the stamps add to it (%), and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %)."""
+    the stamps add to it (%), the sustained run's length and the length a CI of ±max_ci_pct would take (s: the
+    half-width shrinks as 1 / sqrt(time)), and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %)."""
     out: dict[str, Any] = dict.fromkeys(S.SUSTAINED)
     out.update(
         ssp_source=hl.source,
@@ -89,6 +91,12 @@ def sustained_columns(
     if hl.source == "burst":
         return out
     out["burst_vs_sustained_pct"] = _pct(burst_mw, hl.power_mw)
+    # GPU time: the sustained run's, and what a CI of ±max_ci_pct would need (the half-width shrinks as 1 / sqrt(time))
+    busy_s = float((ref or {}).get("busy_ns") or 0.0) / 1e9
+    out["sustained_run_s"] = busy_s or None
+    if busy_s and hl.power_mw and hl.ci_low_mw is not None and hl.ci_high_mw is not None:
+        half_pct = 50.0 * (hl.ci_high_mw - hl.ci_low_mw) / hl.power_mw
+        out["sustained_run_s_for_max_ci"] = busy_s * (half_pct / max_ci_pct) ** 2
     out["sustained_cycle_time_us"] = _us(hl.cycle_ns)
     if hl.source == "sustained" and burst_cycle_ns and hl.cycle_ns:
         out["instrumentation_cycle_pct"] = (burst_cycle_ns - hl.cycle_ns) / hl.cycle_ns * 100.0
@@ -362,7 +370,8 @@ def differentiate(
         reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
     )
     row.update(sustained_columns(hl, ref, stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"),
-                                 stat(TOTAL, "ssp", "ci_high_mw"), d["cycle_time_ns"]["value"]))  # fmt: skip
+                                 stat(TOTAL, "ssp", "ci_high_mw"), d["cycle_time_ns"]["value"],
+                                 analysis.max_ci_pct))  # fmt: skip
     work = plan_work(plan)
     rates = throughput(work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level)
     row.update(row_columns(work, rates))

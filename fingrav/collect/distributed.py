@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
-from fingrav.config import DeviceConfig, RunPolicy, Scenario, SimOverrides
+from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, SimOverrides
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import BackendUnavailableError, DeviceError
 from fingrav.layout import SweepLayout
@@ -193,10 +193,13 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
     log.info("joined %s group of %d (device index %d)", backend, world_size, device_cfg.index)
     try:
         layout = SweepLayout(Path(spec["root"]))
-        calibration = rawio.read_model(layout.calibration_json(rank), Calibration)
         name = str(spec["scenario"]["name"])
         truth = layout.truth(name, rank) if device_cfg.backend == "sim" else None
+        cal_cfg = CalibrationConfig.model_validate(spec["calibration"]) if spec.get("calibration") else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:
+            from fingrav.stages.calibrate import calibration_for_gpu
+
+            calibration = calibration_for_gpu(dev, layout, cal_cfg, int(spec["seed"]), name, rank)
             collect_scenario(
                 dev,
                 Scenario.model_validate(spec["scenario"]),
@@ -222,6 +225,7 @@ def collect_distributed(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     rank_sim_overrides: Mapping[int, Mapping[str, Any]] | None = None,
+    calibration: CalibrationConfig | None = None,
 ) -> dict[str, Any]:
     """Collect `scenario` on device.world_size GPUs in lockstep (module docstring) and return rank 0's
     plan.json. Every rank's files follow `layout` (calibration/gpu<k>.json in, raw/gpu<k>/<scenario>/ and
@@ -229,7 +233,10 @@ def collect_distributed(
 
     timeout_s: how long a rank waits for the others at any one point (torch.distributed timeout).
     rank_sim_overrides: simulator only, for tests and experiments: {rank: SimOverrides dict} gives that
-    rank a differently behaving simulated GPU (e.g. slower executions); the plan is still rank 0's."""
+    rank a differently behaving simulated GPU (e.g. slower executions); the plan is still rank 0's.
+    calibration: the sweep's calibration config: a rank that finds itself on another GPU than the one calibrated for
+    its rank (a scheduler's pick) calibrates that GPU first (`fingrav.stages.calibrate.calibration_for_gpu`), so
+    calibration and collection are always of the same GPU."""
     n = int(device_cfg.world_size)
     if n < 2:
         raise ValueError("collect_distributed needs device.world_size >= 2 (use collect_scenario for one GPU)")
@@ -251,6 +258,7 @@ def collect_distributed(
         "root": str(layout.root),
         "timeout_s": float(timeout_s),
         "rank_sim_overrides": {int(k): dict(v) for k, v in (rank_sim_overrides or {}).items()},
+        "calibration": calibration.model_dump(mode="json") if calibration is not None else None,
         "log_level": logging.getLogger("fingrav").getEffectiveLevel(),
     }
     ctx = tmp.get_context("spawn")

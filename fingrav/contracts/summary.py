@@ -117,6 +117,8 @@ SUSTAINED: Final[tuple[str, ...]] = (
     "burst_power_ci_high_w",
     "burst_vs_sustained_pct",
     "sustained_cycle_time_us",
+    "sustained_run_s",
+    "sustained_run_s_for_max_ci",
     "instrumentation_cycle_pct",
     "limit_cycles",
     "limit_cycle_period_ms",

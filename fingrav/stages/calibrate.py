@@ -85,16 +85,16 @@ def calibrated_gpu(calibration: Calibration) -> str | None:
 
 
 def calibration_for_gpu(
-    dev: Any, layout: SweepLayout, calibration: CalibrationConfig | None, seed: int, scenario: str
+    dev: Any, layout: SweepLayout, calibration: CalibrationConfig | None, seed: int, scenario: str, rank: int = 0
 ) -> Calibration:
-    """The calibration to collect `scenario` with on the open device `dev` (GPU 0 of `layout`'s sweep): the sweep's
-    (calibration/gpu0.json) when it was measured on this GPU or when a UUID is unknown; else this GPU's own
-    (`SweepLayout.calibration_cache`: its UUID and the calibration config hash), calibrated now on `dev` when there
-    is none yet, and copied to raw/gpu0/<scenario>/calibration.json (`SweepLayout.scenario_calibration`), which
-    differentiate reads instead of the sweep's."""
+    """The calibration to collect `scenario` with on the open device `dev` (GPU `rank` of `layout`'s sweep: 0, or a
+    rank of a lockstep group): the sweep's (calibration/gpu<rank>.json) when it was measured on this GPU or when a
+    UUID is unknown; else this GPU's own (`SweepLayout.calibration_cache`: its UUID and the calibration config
+    hash), calibrated now on `dev` when there is none yet, and copied to raw/gpu<rank>/<scenario>/calibration.json
+    (`SweepLayout.scenario_calibration`), which differentiate reads instead of the sweep's."""
     from fingrav.collect.calibrate import calibrate
 
-    sweep_cal = rawio.read_model(layout.calibration_json(0), Calibration)
+    sweep_cal = rawio.read_model(layout.calibration_json(rank), Calibration)
     here, there = gpu_uuid(dev.describe()), calibrated_gpu(sweep_cal)
     if here is None or there is None or here == there or calibration is None:
         return sweep_cal
@@ -108,7 +108,7 @@ def calibration_for_gpu(
         )
         result = calibrate(dev, calibration, seed, cache / "raw")
         rawio.write_json(cache / CACHED_CALIBRATION, result)
-    rawio.write_json(layout.scenario_calibration(scenario, 0), result)
+    rawio.write_json(layout.scenario_calibration(scenario, rank), result)
     return result
 
 

@@ -74,7 +74,7 @@ def run(
         if device.world_size > 1:
             from fingrav.collect.distributed import collect_distributed
 
-            collect_distributed(device, scenario, policy, seed, layout)
+            collect_distributed(device, scenario, policy, seed, layout, calibration=calibration)
         else:
             from fingrav.collect.runner import collect_scenario
             from fingrav.device import open_device

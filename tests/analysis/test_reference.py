@@ -13,10 +13,9 @@ from fingrav.analysis.reference import (
     batch_means_ci,
     reference_stats,
     settle_time_ns,
-    t_critical,
-    t_two_sided_prob,
     trapezoid_energy_mj,
 )
+from fingrav.analysis.tdist import t_critical, t_two_sided_prob
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor

@@ -223,3 +223,31 @@ def test_one_rank_dying_fails_the_collection_loudly_and_leaves_nothing_complete(
         (old,) = layout.archive_dir.glob(f"{SCENARIO}-gpu{k}-*")
         assert rawio.verify_manifest(old)  # the earlier collection, archived whole
     assert not (layout.scenario_dir(SCENARIO, 1) / rawio.MANIFEST).exists()
+
+
+def test_a_lockstep_group_on_other_gpus_calibrates_them_first(x2_calibrated: Path, tmp_path: Path) -> None:
+    """The group was calibrated on simulated cards 0 and 1 (device.index 0); its collect job is then given cards 2
+    and 3 (a scheduler's pick): each rank calibrates the card it is on, collects with that calibration and leaves
+    it beside its raw data (raw/gpu<k>/<scenario>/calibration.json), so calibration and collection are of one GPU."""
+    import shutil
+
+    from fingrav import rawio
+    from fingrav.collect.distributed import collect_distributed
+    from fingrav.config import parse_config
+    from fingrav.contracts.calibration import Calibration
+    from fingrav.layout import SweepLayout
+    from fingrav.stages.calibrate import calibrated_gpu
+
+    layout = SweepLayout(tmp_path / "tiny-x2")
+    shutil.copytree(x2_calibrated, layout.root)
+    cfg = parse_config(x2_config())
+    moved = cfg.device.model_copy(update={"index": 2})
+    policy = cfg.policy_for(SCENARIO).model_copy(update={"runs": 10, "sse_runs": 10})
+    # (the collect stage's ownership check, which refuses another configured device index, is bypassed: under a
+    # scheduler the configured index stays and the physical GPUs change)
+    collect_distributed(moved, cfg.scenario(SCENARIO), policy, cfg.seed, layout, calibration=cfg.calibration)
+    for k in (0, 1):
+        own = rawio.read_model(layout.scenario_calibration(SCENARIO, k), Calibration)
+        sweep = rawio.read_model(layout.calibration_json(k), Calibration)
+        assert calibrated_gpu(own) is not None and calibrated_gpu(own) != calibrated_gpu(sweep)
+        assert rawio.verify_manifest(layout.scenario_dir(SCENARIO, k))

@@ -81,6 +81,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    args.config = args.config or args.config_path
+    if not args.config:
+        raise SystemExit("fingrav validate: give the sweep config: --config FILE")
     cfg = load_config(args.config)
     logger.info(
         "%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios), cfg.device.backend
@@ -172,8 +175,19 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed package's version (importlib.metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fingrav")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fingrav", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"fingrav {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("schema", help="write (or --check) config/schema.json from the pydantic models")
     s.add_argument("--out", default=str(SCHEMA_PATH))
@@ -192,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--rank", type=int, default=0, help="which GPU of a multi-GPU sweep (default 0)")
     e.set_defaults(func=_cmd_export)
     v = sub.add_parser("validate", help="validate a sweep config")
-    v.add_argument("config")
+    v.add_argument("--config", help="the sweep config (as in every other subcommand)")
+    v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
     v.set_defaults(func=_cmd_validate)
     for name, func, hlp in (
         ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),

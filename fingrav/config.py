@@ -478,7 +478,11 @@ class AnalysisConfig(_Model):
     )
     bootstrap_reps: Annotated[int, Field(ge=100, le=100_000)] = 1000
     ci_level: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
-    fit_degree: Annotated[int, Field(ge=0, le=8)] = 4
+    fit_degree: Annotated[int, Field(ge=0, le=8)] = Field(
+        4,
+        description="highest degree of the TOI-power fits; the degree used is the one the data support "
+        "(5-fold cross-validation, one-standard-error rule)",
+    )
     min_lois: PositiveInt = Field(10, description="fewer LOIs than this flags a profile as too_few_lois")
     delay_correction: bool = Field(True, description="shift samples back by the calibrated sensor delay")
     max_drift_ppm: PositiveFloat = Field(200.0, description="flag clock_drift beyond this")

@@ -38,3 +38,18 @@ def test_gpu_sweep_resumes_and_archives(tmp_path: Path) -> None:
     cfg.write_text(yaml.safe_dump(data))
     assert main(["gpu-sweep", "--config", str(cfg), "--out", str(out)]) == 0
     assert len(list((out / "archive").glob("cb-2k-*"))) == 1 and len(list((out / "archive").glob("cb-8k-*"))) == 2
+
+
+def test_version_and_one_argument_style(capsys) -> None:
+    """`fingrav --version`; every subcommand that reads a sweep config takes it as --config."""
+    from fingrav.cli import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("fingrav ")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "cmd")
+    for name in ("validate", "calibrate", "collect", "gpu-sweep", "export"):
+        opts = {o for a in sub.choices[name]._actions for o in a.option_strings}
+        assert "--config" in opts, name
+    assert main(["validate", "--config", "config/config.yaml"]) == 0

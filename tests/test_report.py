@@ -882,6 +882,10 @@ def test_paper_values_match_scenarios_by_name() -> None:
     groups = dict(zip(df["group"].to_list(), df["source"].to_list(), strict=True))
     assert "cb-2k" in df["group"].to_list() and "CB-8K (paper)" in groups
     assert df.filter(pl.col("source") == "this sweep")["pct"].item() == 75.0
+    # signed (an under-read is negative, like the paper's), labelled with its sign
+    mine = df.filter(pl.col("source") == "this sweep").row(0, named=True)
+    assert mine["signed"] == -75.0 and mine["label"] == "-75"
+    assert df.filter(pl.col("group") == "cb-2k", pl.col("source") != "this sweep")["signed"].item() == -80.0
 
 
 def test_pa_schema_of_fixture_matches_contract(sim_report: dict[str, Any]) -> None:

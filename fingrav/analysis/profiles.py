@@ -159,6 +159,38 @@ def poly_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float] | None:
     return [float(c) for c in coeffs]
 
 
+CV_FOLDS = 5
+CV_MAX_POINTS = 20_000  # above this, the degree is chosen on a seeded subsample of this many points
+
+
+def cv_degree(x: np.ndarray, y: np.ndarray, max_degree: int, seed: int = 0) -> int:
+    """The polynomial degree (0 .. max_degree) the data support: K-fold cross-validated mean squared error, the
+    lowest degree within one standard error of the best (the one-standard-error rule), so sparse or noisy channels
+    get a flat or low-degree fit instead of a wiggle."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    max_degree = min(int(max_degree), int(np.unique(x).size) - 1)
+    if max_degree <= 0 or x.size < 2 * CV_FOLDS:
+        return max(0, max_degree) if x.size >= 2 * CV_FOLDS else 0
+    rng = np.random.default_rng(seed)
+    if x.size > CV_MAX_POINTS:
+        pick = rng.choice(x.size, CV_MAX_POINTS, replace=False)
+        x, y = x[pick], y[pick]
+    fold = rng.permutation(x.size) % CV_FOLDS
+    errs = np.zeros((max_degree + 1, CV_FOLDS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        for d in range(max_degree + 1):
+            for k in range(CV_FOLDS):
+                tr, te = fold != k, fold == k
+                c = np.polyfit(x[tr], y[tr], d)
+                errs[d, k] = float(np.mean((np.polyval(c, x[te]) - y[te]) ** 2))
+    mean = errs.mean(axis=1)
+    se = errs.std(axis=1, ddof=1) / np.sqrt(CV_FOLDS)
+    best = int(np.argmin(mean))
+    return int(np.flatnonzero(mean <= mean[best] + se[best])[0])
+
+
 def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
     leg = np.polynomial.legendre
     gram = np.zeros((degree + 1, degree + 1))
@@ -347,7 +379,7 @@ def compute_profiles(
                 k = ci * len(ROLES) + ROLES.index(g)
                 sl = slice(data["bounds"][k], data["bounds"][k + 1])
                 pos, power, toi = data["pos"][sl], data["power"][sl], data["toi"][sl]
-            fit = poly_fit(toi, power, degree)
+            fit = poly_fit(toi, power, cv_degree(toi, power, degree)) if toi.size else None
             if g == "ssp" and data_ssp is not None and ch in data_ssp["channel_names"]:
                 k = data_ssp["channel_names"].index(ch) * len(ROLES) + ROLES.index(g)
                 sl = slice(data_ssp["bounds"][k], data_ssp["bounds"][k + 1])

@@ -788,13 +788,15 @@ PAPER_SOURCE = "paper (MI300X)"
 
 
 def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str) -> pl.DataFrame:
-    """|SSE-vs-SSP error| per scenario, plus the paper's values (matched to a scenario by name, ignoring
+    """The signed SSE-vs-SSP reading error per scenario with its CI (pct: its magnitude), plus the paper's values
+    (matched to a scenario by name, ignoring
     case and punctuation; unmatched ones become their own category). A scenario whose SSE has too few
     LOIs (flag too_few_lois_sse) or no value gets pct null and the label "not measurable"."""
     rows = []
     by_norm = {_norm(s.name): s.name for s in scns}
     for s in scns:
         v = s.row.get("sse_reading_vs_ssp_pct")
+        lo, hi = s.row.get("sse_reading_vs_ssp_ci_low_pct"), s.row.get("sse_reading_vs_ssp_ci_high_pct")
         if s.sse_measurable and _finite(v):
             rows.append(
                 {
@@ -802,7 +804,9 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
                     "source": source_label,
                     "pct": abs(float(v)),
                     "signed": float(v),
-                    "label": f"{abs(float(v)):.0f}",
+                    "ci_low": float(lo) if _finite(lo) else None,
+                    "ci_high": float(hi) if _finite(hi) else None,
+                    "label": f"{float(v):+.0f}",
                     "valid": s.valid,
                 }
             )
@@ -814,6 +818,8 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
                     "source": source_label,
                     "pct": None,
                     "signed": None,
+                    "ci_low": None,
+                    "ci_high": None,
                     "label": NOT_MEASURABLE + flag,
                     "valid": s.valid,
                 }
@@ -828,8 +834,10 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
                 "group": group,
                 "source": PAPER_SOURCE,
                 "pct": abs(float(v)),
-                "signed": float(v),
-                "label": f"{abs(float(v)):.0f}",
+                "signed": -abs(float(v)),  # the paper's SSE under-reads the SSP by this much
+                "ci_low": None,
+                "ci_high": None,
+                "label": f"{-abs(float(v)):+.0f}",
                 "valid": True,
             }
         )
@@ -838,6 +846,8 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
         "source": pl.String,
         "pct": pl.Float64,
         "signed": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
         "label": pl.String,
         "valid": pl.Boolean,
     }
@@ -866,12 +876,18 @@ def sse_error_chart(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | Non
         base = alt.Chart(measured).encode(**enc)
         layers.append(
             base.mark_bar().encode(
-                y=alt.Y("pct:Q", title="|SSE − SSP| / SSP (%)"),
+                y=alt.Y("signed:Q", title="(SSE reading − SSP) / SSP (%)"),
                 color=color,
                 opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
             )
         )
-        layers.append(base.mark_text(dy=-7, fontSize=10).encode(y="pct:Q", text="label:N"))
+        layers.append(
+            base.transform_filter("isValid(datum.ci_low) && isValid(datum.ci_high)")
+            .mark_rule(color="black")
+            .encode(y="ci_low:Q", y2="ci_high:Q")
+        )
+        layers.append(base.mark_text(dy=-7, fontSize=10).encode(y=alt.Y("signed:Q", title=""), text="label:N"))
+        layers.append(alt.Chart(pl.DataFrame({"z": [0.0]})).mark_rule(color="#555555").encode(y="z:Q"))
     if missing.height:
         layers.append(
             alt.Chart(missing)
@@ -883,10 +899,13 @@ def sse_error_chart(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | Non
                 fontSize=10,
                 color="#b00000",
             )
-            .encode(**enc, y=alt.Y("y0:Q", title="|SSE − SSP| / SSP (%)"), text="label:N")
+            .encode(**enc, y=alt.Y("y0:Q", title="(SSE reading − SSP) / SSP (%)"), text="label:N")
         )
     width = max(300, 55 * len(order))
-    sub = "how far the naively measured (SSE) power is from the steady-state (SSP) power; faded: invalid"
+    sub = (
+        "signed: how far the sensor's reading during the SSE is from the SSP, with its CI; the paper's MI300X values "
+        "(an under-read) beside; faded: invalid"
+    )
     if missing.height:
         sub += "; not measurable: too few SSE LOIs"
     chart = alt.layer(*layers).properties(

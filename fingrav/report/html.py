@@ -60,6 +60,7 @@ figcaption b{color:#111}
 .warn{background:#fff8e6;border-left:4px solid #e0a800;padding:8px 14px;font-size:14px}
 code{background:#f1f1f1;padding:0 4px;border-radius:3px;font-size:12.5px}
 footer{color:#777;font-size:12.5px;margin-top:40px}
+details>summary{cursor:pointer;font-weight:600;margin:8px 0;color:#1f5fa8}
 """
 
 
@@ -277,6 +278,57 @@ def kernel_power_cell(scn: ScenarioData, target: str) -> str:
     return fmt_ci(w(k.value_mw), w(k.ci_low_mw), w(k.ci_high_mw), 1)
 
 
+def _signed(v: Any) -> str:
+    return f"{float(v):+.1f}" if _finite(v) else "n/a"
+
+
+def takeaway(scn: ScenarioData) -> str:
+    """One line on what a scenario's numbers say (from the analysis' columns and flags; nothing recomputed)."""
+    r = scn.row
+    if not scn.valid:
+        invalid = [f for f in scn.flags if FL.BY_NAME.get(f) is not None and FL.BY_NAME[f].invalidates]
+        return "not valid: " + ", ".join(invalid or scn.flags)
+    bits = []
+    if r.get("limit_cycles"):
+        bits.append(
+            f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
+            f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_signed(r.get('burst_vs_sustained_pct'))} %"
+        )
+    elif r.get("ssp_source") == "sustained" and _finite(r.get("instrumentation_cycle_pct")):
+        bits.append(f"stamps lengthen its cycle by {_signed(r.get('instrumentation_cycle_pct'))} %")
+    if _finite(r.get("sse_kernel_power_w")):
+        bits.append(f"the SSE draws {_signed(r.get('sse_kernel_vs_ssp_pct'))} % vs the SSP (kernel power)")
+    elif _finite(r.get("sse_reading_vs_ssp_pct")):
+        bits.append(f"the sensor reads {_signed(r.get('sse_reading_vs_ssp_pct'))} % vs the SSP during the SSE")
+    if _finite(r.get("interleaved_reading_vs_ssp_pct")):
+        bits.append(f"right after its predecessor it reads {_signed(r.get('interleaved_reading_vs_ssp_pct'))} %")
+    return "; ".join(bits) or "steady: the SSP is the number to use"
+
+
+def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
+    """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway."""
+    rows = []
+    for s in scns:
+        r = s.row
+        mark = '<span class="ok">✓</span>' if s.valid else '<span class="bad">✗</span>'
+        source = r.get("ssp_source") or "burst"
+        ssp = fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1)
+        energy = fmt_ci(
+            r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
+        )
+        rows.append(
+            f"<tr><td>{mark}</td><td><b>{esc(s.name)}</b></td>"
+            f'<td class="num">{ssp}<span class="ci">{esc(source)}</span></td>'
+            f'<td class="num">{energy}</td><td>{esc(takeaway(s))}</td></tr>'
+        )
+    return (
+        '<h2 id="headline">Headline</h2>'
+        f'<p class="sub">What each kernel draws ({ci_pct} CIs), and the one thing to know about it.</p>'
+        '<div class="wide"><table><tr><th></th><th>scenario</th><th>SSP power (W)</th><th>energy / execution (mJ)</th>'
+        f"<th>takeaway</th></tr>{''.join(rows)}</table></div>"
+    )
+
+
 def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The summary table: every number with its CI, validity marker and flags. SSE numbers of a scenario
     with too few SSE LOIs read "not measurable"; reference-run columns appear when any scenario has one."""
@@ -411,7 +463,9 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<h2 id="summary">Summary</h2>'
         f'<p class="sub">Every number is a mean over the golden runs with its {ci_pct} confidence interval below it '
         f"(cluster bootstrap over runs). The same table is in <code>summary.csv</code>.{ref_note}</p>"
-        f'{note}<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+        f"{note}<details><summary>All columns ({len(heads)}): SSE and interleaved readings and kernel powers, "
+        f"sustained vs burst, limit cycle, runs, LOIs</summary>"
+        f'<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div></details>'
     )
 
 
@@ -524,7 +578,14 @@ towards what ran before it.</p>
 kind of run is binned on its own. A scenario whose SSE has too few LOIs shows <i>not measurable</i>. The
 optional <b>reference run</b> (the kernel alone, back to back for seconds) gives an independent steady-state
 power and an energy-counter cross-check.</p>
-<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = SSP power × SSP cycle time.
+<p>With a reference run the headline <b>SSP</b> is the kernel's <b>sustained</b> power: the reference run is
+launched as users launch kernels (no stamp between executions) and averaged over whole power-limit cycles; the
+FinGraV SSP of the short runs after idle is the <b>burst</b> column. SSE and interleaved numbers come twice: the
+<b>sensor reading</b> (what the sensor reported during the execution: naive profiling, the paper's numbers) and
+the <b>kernel power</b> (what the execution drew, through the sensor model; <i>not measurable</i> where the sensor
+cannot resolve the execution). Per-component powers come from their own sensors and need not add up to the
+total (other parts of the board, other sensors' timing).</p>
+<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = SSP power × cycle time.
 Flags (hover over one in the table for its meaning):</p>
 <ul>{flags}</ul>
 </div>
@@ -588,7 +649,13 @@ def render_html(
 ) -> str:
     """The whole page. `ci_pct`: the CI level as shown ("95 %")."""
     sweep = sweep_meta.get("sweep") or "sweep"
-    nav = [("summary", "Summary"), ("how", "How to read this"), ("meta", "Provenance"), ("calibration", "Calibration")]
+    nav = [
+        ("headline", "Headline"),
+        ("summary", "Summary"),
+        ("how", "How to read this"),
+        ("meta", "Provenance"),
+        ("calibration", "Calibration"),
+    ]
     fig_parts = []
     for key, title, intro in SECTIONS:
         figs = [f for f in figures if f.section == key]
@@ -598,7 +665,14 @@ def render_html(
         fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
         if intro:
             fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
-        fig_parts += [figure_html(f) for f in figs]
+        if key == "profiles":  # one grid per scenario: folded, the headline says what matters
+            fig_parts.append(
+                f"<details><summary>{len(figs)} profile figures (open)</summary>"
+                + "".join(figure_html(f) for f in figs)
+                + "</details>"
+            )
+        else:
+            fig_parts += [figure_html(f) for f in figs]
     val_html = validation_section(validation)
     ref_html = reference_section(scns, ci_pct)
     if ref_html:
@@ -622,6 +696,7 @@ def render_html(
         f"<h1>fingrav power report: {esc(sweep)}</h1>",
         f'<p class="sub">{subtitle}</p>',
         nav_html,
+        headline_section(scns, ci_pct),
         summary_section(scns, ci_pct),
         how_to_read(),
         meta_section(sweep_meta, calibration, scns),

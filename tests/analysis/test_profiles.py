@@ -297,3 +297,17 @@ def test_exec_time_from_ssp_runs_only():
     _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS)
     assert s["row"]["exec_time_us"] == pytest.approx(200.0)
     assert s["row"]["exec_time_ci_high_us"] == pytest.approx(200.0)
+
+
+def test_fit_degree_is_what_the_data_support() -> None:
+    """The TOI fit's degree is cross-validated (one-standard-error rule) up to analysis.fit_degree: flat noisy
+    data get a constant, a real curve its degree, a sparse channel no wiggle."""
+    from fingrav.analysis.profiles import cv_degree
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, 400)
+    assert cv_degree(x, 5 + rng.normal(0, 1, 400), 4) == 0
+    assert cv_degree(x, 5 + 10 * (x - 0.5) ** 2 + rng.normal(0, 0.1, 400), 4) == 2
+    assert cv_degree(x[:8], rng.normal(0, 1, 8), 4) == 0
+    cubic = 3 * x**3 - 2 * x + rng.normal(0, 0.01, 400)
+    assert cv_degree(x, cubic, 2) == 2  # never above the configured maximum

@@ -12,10 +12,11 @@ the dead time is already corrected) by linear deconvolution:
 where H is the sensor's step response and the segments j of each golden run are equal pieces of constant
 power: of the span before the target (warm-ups, predecessors) and of the target execution itself, about one
 per half of the sensor's resolution (window + 2 x lag; `_pieces`). The kernel power is the mean of the
-target's pieces (time-weighted). The samples used run from settled idle before each run to window + 4 x lag
-after the target's end; what follows the target (idle after an SSE run, more executions in an SSP run) gets
-pieces of its own per run kind, so the target's last piece is seen whole. The levels are
-the least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
+target's pieces (time-weighted), over the target's cycle (its start to the next execution's start, the launch gap
+included, like the SSP; its end when it is the run's last). The samples used run from settled idle before each
+run to window + 4 x lag after the target's end; what follows the target (idle after an SSE run, more executions
+in an SSP run) gets pieces of its own per run kind, so the target's last piece is seen whole. The levels are the
+least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
 (the same resampling as every other statistic) widened by two systematic parts:
 
 * `model_mw`: the largest change when every piece is split in two or merged in pairs: what the piecewise-constant
@@ -147,14 +148,15 @@ def target_samples(
 ) -> pl.DataFrame:
     """The samples of the golden runs that enter the fit for `target` ("sse": main execution sse_index; "first":
     main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
-    end: run, t_ns (delay-corrected), power_mw, run_start_ns, t_start_ns, t_end_ns (host clock), sse_run."""
+    end: run, t_ns (delay-corrected), power_mw, run_start_ns, t_start_ns, t_end_ns (host clock; the end of the
+    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
     starts = gold.group_by("run").agg(run_start_ns=pl.col("exec_start_ns").min())
     tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
-        t_end_ns="exec_end_ns",
+        t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
         sse_run=pl.col("phase").cast(pl.String) == SSE,
     )
     period = float(sensor.period_ns or 0.0)

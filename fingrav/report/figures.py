@@ -94,9 +94,13 @@ def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
     return None
 
 
+DENSITY_ABOVE_POINTS = 800  # a panel with more LOIs than this shows their density instead of the points
+
+
 def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int = 5000) -> Chart | None:
     """TOI-power scatter of the golden runs' LOIs (SSE, SSP and the interleaved first execution), the
-    degree-4 fits from summary.json and the mean ± CI band per role; one panel per channel."""
+    cross-validated fits from summary.json and the mean ± CI band per role; one panel per channel. Where points
+    would overplot (more than DENSITY_ABOVE_POINTS), their density in TOI x power cells instead."""
     exec_us = exec_time_us(scn, lois)
     if exec_us is None:
         logger.warning("%s: no execution time; no profile figure", scn.name)
@@ -189,7 +193,18 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                 )
             )
         p = pts.filter(pl.col("channel") == ch)
-        if p.height:
+        if p.height > DENSITY_ABOVE_POINTS:  # where points would overplot: their density (darker: more LOIs)
+            layers.append(
+                alt.Chart(p)
+                .mark_rect(clip=True)
+                .encode(
+                    x=alt.X("toi_us:Q", bin=alt.Bin(maxbins=48), scale=x_scale, title=x_title),
+                    y=alt.Y("power_w:Q", bin=alt.Bin(maxbins=36), title="power (W)", scale=y_scale),
+                    color=color,
+                    opacity=alt.Opacity("count():Q", scale=alt.Scale(range=[0.08, 0.9]), legend=None),
+                )
+            )
+        elif p.height:
             layers.append(
                 alt.Chart(p)
                 .mark_circle(opacity=0.5, clip=True)
@@ -229,8 +244,9 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     kernel = f"{scn.row['kernel']}; " if scn.row.get("kernel") else ""
     subtitle = [
         f"{kernel}execution ≈ {exec_us:.3g} µs; golden runs; "
-        f"{shown} of {total} LOIs shown; "
-        + (f"lines: degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
+        f"{shown} of the {total} LOIs of these executions shown (the table's SSP LOIs: {scn.row.get('lois')}); "
+        + ("shaded cells: LOI density; " if shown > DENSITY_ABOVE_POINTS else "")
+        + (f"lines: cross-validated degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
         + "band: mean ± CI; dashed: mean",
     ]
     if not scn.sse_measurable:

@@ -55,7 +55,11 @@ def _runs(
         hx,
         schema=["run", "phase", "segment", "exec_index", "exec_start_ns", "exec_end_ns", "golden"],
         orient="row",
-    ).with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32))
+    ).with_columns(
+        pl.col("run").cast(pl.Int32),
+        pl.col("exec_index").cast(pl.Int32),
+        cycle_end_ns=pl.col("exec_end_ns"),  # back to back, no launch gap: each cycle ends where the next starts
+    )
     runs_f = pl.DataFrame(runs, schema=["run", "idle_ns", "delay_ns"], orient="row")
     return hx_f, runs_f, pl.concat(smp), np.full(n_runs, sse_mw)
 

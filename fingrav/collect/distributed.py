@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
+from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, SimOverrides
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import BackendUnavailableError, DeviceError
@@ -197,8 +198,6 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
         truth = layout.truth(name, rank) if device_cfg.backend == "sim" else None
         cal_cfg = CalibrationConfig.model_validate(spec["calibration"]) if spec.get("calibration") else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:
-            from fingrav.stages.calibrate import calibration_for_gpu
-
             calibration = calibration_for_gpu(dev, layout, cal_cfg, int(spec["seed"]), name, rank)
             collect_scenario(
                 dev,
@@ -235,7 +234,7 @@ def collect_distributed(
     rank_sim_overrides: simulator only, for tests and experiments: {rank: SimOverrides dict} gives that
     rank a differently behaving simulated GPU (e.g. slower executions); the plan is still rank 0's.
     calibration: the sweep's calibration config: a rank that finds itself on another GPU than the one calibrated for
-    its rank (a scheduler's pick) calibrates that GPU first (`fingrav.stages.calibrate.calibration_for_gpu`), so
+    its rank (a scheduler's pick) calibrates that GPU first (`fingrav.collect.gpu_calibration.calibration_for_gpu`), so
     calibration and collection are always of the same GPU."""
     n = int(device_cfg.world_size)
     if n < 2:

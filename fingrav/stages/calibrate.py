@@ -7,7 +7,7 @@ it runs and when it fails); an earlier calibration's raw folder is moved to `arc
 before the GPU is calibrated again (`fingrav.rawio.archive`). GPU side: no polars.
 
 A collect job that finds itself on another GPU than the calibrated one (a scheduler gives every job the GPU it
-likes) calibrates the GPU it is on first, once per GPU and calibration config (`calibration_for_gpu`, cached under
+likes) calibrates the GPU it is on first, once per GPU and calibration config (`collect.gpu_calibration`, cached under
 `calibration/by-gpu/<uuid>-<hash>/`): a scenario is always analyzed with the calibration of the GPU that measured it.
 """
 
@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
-from fingrav.config import CalibrationConfig, DeviceConfig, config_hash
+from fingrav.config import CalibrationConfig, DeviceConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import CALIBRATION_RAW_FILES, SweepLayout, dataset
 from fingrav.preflight import claim_results
-from fingrav.provenance import gpu_uuid
 from fingrav.stages import typed
 
 logger = logging.getLogger(__name__)
@@ -76,43 +74,6 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
         with open_device(device, seed=seed) as dev:
             result: Calibration = calibrate(dev, calibration, seed, layout.calibration_dir(0))
     return [rawio.write_json(layout.calibration_json(0), result)]
-
-
-def calibrated_gpu(calibration: Calibration) -> str | None:
-    """The UUID of the GPU a calibration was measured on (None when its provenance does not say)."""
-    prov = calibration.provenance or {}
-    return prov.get("gpu_uuid") or gpu_uuid(prov.get("device"))
-
-
-def calibration_for_gpu(
-    dev: Any, layout: SweepLayout, calibration: CalibrationConfig | None, seed: int, scenario: str, rank: int = 0
-) -> Calibration:
-    """The calibration to collect `scenario` with on the open device `dev` (GPU `rank` of `layout`'s sweep: 0, or a
-    rank of a lockstep group): the sweep's (calibration/gpu<rank>.json) when it was measured on this GPU or when a
-    UUID is unknown; else this GPU's own (`SweepLayout.calibration_cache`: its UUID and the calibration config
-    hash), calibrated now on `dev` when there is none yet, and copied to raw/gpu<rank>/<scenario>/calibration.json
-    (`SweepLayout.scenario_calibration`), which differentiate reads instead of the sweep's."""
-    from fingrav.collect.calibrate import calibrate
-
-    sweep_cal = rawio.read_model(layout.calibration_json(rank), Calibration)
-    here, there = gpu_uuid(dev.describe()), calibrated_gpu(sweep_cal)
-    if here is None or there is None or here == there or calibration is None:
-        return sweep_cal
-    cache = layout.calibration_cache(f"{re.sub(r'[^A-Za-z0-9_.-]', '_', here)}-{config_hash(calibration)}")
-    if (cache / CACHED_CALIBRATION).exists():
-        result = rawio.read_model(cache / CACHED_CALIBRATION, Calibration)
-        logger.info("%s: on GPU %s (calibrated: %s); its calibration from %s", scenario, here, there, cache)
-    else:
-        logger.warning(
-            "%s: on GPU %s, not the calibrated %s: calibrating this GPU first (%s)", scenario, here, there, cache
-        )
-        result = calibrate(dev, calibration, seed, cache / "raw")
-        rawio.write_json(cache / CACHED_CALIBRATION, result)
-    rawio.write_json(layout.scenario_calibration(scenario, rank), result)
-    return result
-
-
-CACHED_CALIBRATION = "calibration.json"  # in calibration/by-gpu/<key>/, beside raw/ (that GPU's raw calibration)
 
 
 def from_params(p: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
+from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, collection_hash
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.errors import DataError
@@ -28,7 +29,7 @@ from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE, SweepLayout, dataset
 from fingrav.preflight import claim_results
 from fingrav.stages import typed
-from fingrav.stages.calibrate import calibration_for_gpu, replay_source
+from fingrav.stages.calibrate import replay_source
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def run(
     """Collect (or, replaying, copy) `scenario` on GPUs 0 .. device.world_size - 1; returns the receipts
     (`SweepLayout.collected`, written last). An earlier collection in the raw folders is moved to the archive
     first, never deleted (module docstring). One GPU: on another GPU than the calibrated one (a scheduler's pick)
-    it calibrates this GPU first with `calibration` (`fingrav.stages.calibrate.calibration_for_gpu`)."""
+    it calibrates this GPU first with `calibration` (`fingrav.collect.gpu_calibration.calibration_for_gpu`)."""
     claim_results(layout, device)  # never into another sweep's results folder
     ranks = range(device.world_size)
     for rank in ranks:  # a receipt stands only for what this run measures

@@ -233,10 +233,10 @@ def test_a_lockstep_group_on_other_gpus_calibrates_them_first(x2_calibrated: Pat
 
     from fingrav import rawio
     from fingrav.collect.distributed import collect_distributed
+    from fingrav.collect.gpu_calibration import calibrated_gpu
     from fingrav.config import parse_config
     from fingrav.contracts.calibration import Calibration
     from fingrav.layout import SweepLayout
-    from fingrav.stages.calibrate import calibrated_gpu
 
     layout = SweepLayout(tmp_path / "tiny-x2")
     shutil.copytree(x2_calibrated, layout.root)

@@ -12,13 +12,13 @@ import pytest
 from conftest import tiny_config
 
 from fingrav import rawio
+from fingrav.collect.gpu_calibration import calibrated_gpu, calibration_for_gpu
 from fingrav.config import SweepConfig, config_hash, parse_config
 from fingrav.contracts.calibration import Calibration
 from fingrav.device import open_device
 from fingrav.layout import SweepLayout
 from fingrav.stages import bin as bin_stage
 from fingrav.stages import calibrate, collect, differentiate
-from fingrav.stages.calibrate import calibrated_gpu, calibration_for_gpu
 
 pytestmark = pytest.mark.slow
 

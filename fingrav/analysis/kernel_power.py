@@ -212,8 +212,11 @@ def estimate_kernel_power(
     lag = float(sensor.lag_ns or 0.0)
     t = frame["t_ns"].to_numpy().astype(np.float64)
     y = frame["power_mw"].to_numpy().astype(np.float64)
-    lut = {int(r): i for i, r in enumerate(run_ids)}
-    pos = np.array([lut.get(int(r), -1) for r in frame["run"].to_numpy()], dtype=np.int64)
+    ids = np.asarray(run_ids, dtype=np.int64)
+    by_id = np.argsort(ids, kind="stable")
+    runs_of = frame["run"].to_numpy().astype(np.int64)
+    at = np.clip(np.searchsorted(ids[by_id], runs_of), 0, max(ids.size - 1, 0))
+    pos = np.where(ids.size and ids[by_id][at] == runs_of, by_id[at], -1) if ids.size else np.full(runs_of.size, -1)
     keep = pos >= 0
     t, y, pos, frame = t[keep], y[keep], pos[keep], frame.filter(pl.Series(keep))
     n_runs = len(run_ids)
@@ -243,19 +246,27 @@ def estimate_kernel_power(
                 counts[g] = max(1, counts[g] // 2)
             n_b, n_t, n_a = counts["b"], counts["t"], counts["a"]
 
+    # the samples of one run are contiguous (runs do not overlap in time): per-run sums by reduceat, not add.at
+    order = np.argsort(pos, kind="stable")
+    t, y, pos, frame = t[order], y[order], pos[order], frame[order]
+    run_starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+    run_pos = pos[run_starts]
+
     def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Per-run normal equations (runs x k x k, runs x k) of the piece model."""
         x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
         k = x.shape[1]
         outer = (x[:, :, None] * x[:, None, :]).reshape(t.size, k * k)
         gram_r = np.zeros((n_runs, k * k))
         rhs_r = np.zeros((n_runs, k))
-        np.add.at(gram_r, pos, outer)
-        np.add.at(rhs_r, pos, x * y[:, None])
+        gram_r[run_pos] = np.add.reduceat(outer, run_starts, axis=0)
+        rhs_r[run_pos] = np.add.reduceat(x * y[:, None], run_starts, axis=0)
         return gram_r.reshape(n_runs, k, k), rhs_r
 
     def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> float:
-        g, r = fit(n, w, tau, shift_ns)
-        return float(_kernel_level(_solve(g.sum(axis=0), r.sum(axis=0)), n))
+        """The point estimate of a model: its pooled normal equations only (one matrix product)."""
+        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
+        return float(_kernel_level(_solve(x.T @ x, x.T @ y), n))
 
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())

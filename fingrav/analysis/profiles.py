@@ -28,6 +28,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -288,13 +289,17 @@ def _median_stat(
     return {"value": _f(med), "ci_low": _f(lo), "ci_high": _f(hi)}
 
 
+T_EXACT_MAX_DF = 500
+
+
 def small_sample_factor(n_runs: int, level: float) -> float:
     """How much wider than the bootstrap's percentile interval a CI over `n_runs` clusters must be: t(level,
     n - 1) / z(level) x sqrt(n / (n - 1)) (1 for n < 2: nothing to widen by; -> 1 for many runs)."""
     if n_runs < 2:
         return 1.0
-    z = t_critical(level, 1_000_000)
-    return t_critical(level, n_runs - 1) / z * math.sqrt(n_runs / (n_runs - 1))
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    t = t_critical(level, n_runs - 1) if n_runs <= T_EXACT_MAX_DF else z  # t -> z: within 0.1 % beyond ~500 df
+    return t / z * math.sqrt(n_runs / (n_runs - 1))
 
 
 def compute_profiles(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 import time
 import traceback
@@ -34,24 +33,6 @@ logger = logging.getLogger("fingrav.benchmarks.nvml_smoke")
 
 SIZES = (2048, 4096, 8192)
 PERTURBATION_LIMIT_PCT = 0.5
-
-
-def _jsonable(obj: Any) -> Any:
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return None if not math.isfinite(float(obj)) else float(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _q(x: Any, qs: tuple[float, ...] = (10, 50, 90)) -> dict[str, float]:
@@ -436,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.data["failed_checks"] = rep.failed
     rep.row("total", "wall time", f"{total:.1f} s", total < 60)
     path = args.out / "nvml_smoke.json"
-    path.write_text(json.dumps(_jsonable(rep.data), indent=2, sort_keys=True))
+    from fingrav.rawio import jsonable
+
+    path.write_text(json.dumps(jsonable(rep.data), indent=2, sort_keys=True))
     print(f"wrote {path}")
     print(rep.table())
     return 1 if rep.failed else 0

@@ -70,6 +70,7 @@ import numpy as np
 from fingrav.analysis.sustained import binned, limit_cycle
 from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.rawio import jsonable
 
 logger = logging.getLogger("fingrav.benchmarks.peers")
 
@@ -525,26 +526,10 @@ def write_outputs(out: Path, results: Sequence[ToolResult], meta: Mapping[str, A
     reference = meta.get("reference") or {}
     table = markdown_table(results, reference)
     payload = {"meta": dict(meta), "results": [asdict(r) for r in results]}
-    (out / "peers.json").write_text(json.dumps(_jsonable(payload), indent=2, sort_keys=True))
+    (out / "peers.json").write_text(json.dumps(jsonable(payload), indent=2, sort_keys=True))
     head = f"# Peers on {meta.get('gpu', 'the GPU')} ({meta.get('date', '')})\n\n"
     (out / "peers.md").write_text(head + table + "\n")
     return table
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(float(obj)) else None
-    if isinstance(obj, str | int | bool) or obj is None:
-        return obj
-    return str(obj)
 
 
 # --------------------------------------------------------------------------- the GPU side

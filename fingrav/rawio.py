@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,6 +41,24 @@ def _json_default(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):  # pydantic models (the contracts)
         return obj.model_dump(mode="json")
     raise TypeError(f"not JSON-able: {type(obj).__name__}")
+
+
+def jsonable(obj: Any) -> Any:
+    """`obj` as plain JSON values (benchmark reports): numpy scalars and arrays as Python ones, non-finite floats as
+    null (JSON has no NaN), dict keys as strings, anything else unknown as its str()."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        return float(obj) if math.isfinite(float(obj)) else None
+    if isinstance(obj, str | int | bool) or obj is None:
+        return obj
+    return str(obj)
 
 
 def dumps(obj: Any) -> str:

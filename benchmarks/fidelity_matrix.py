@@ -3,8 +3,11 @@ stages, every number compared with the simulator's truth.
 
 Each *sweep* draws one simulated GPU (preset h200 or mi300x with overrides: sensor period 0.5-100 ms, window
 0.01-50 ms, lag 0-40 ms, dead time 0-10 ms, period jitter 0-40 %, noise 0-25 W, quantization 0-10 W, clock
-offset +-10 ms, drift +-300 ppm, execution jitter 0-8 %, outlier runs 0-20 %, launch gaps 0-100 us) and
-`--scenarios` scenarios (GEMMs and GEMVs of random shapes and dtypes, some interleaved after another kernel),
+offset +-10 ms, drift +-300 ppm, execution jitter 0-8 %, outlier runs 0-20 %, launch gaps 0-100 us, stamp cost
+0-4 us; the h200 preset has a power limit cycle, on 70 % of its draws a random one: first clamp after 0.2-1.5 s,
+released 0.1-1.2 s, clamped 0.05-0.4 s, cycle-to-cycle jitter 0-40 %), a reference run of 1.5-4 s shortest length
+(adaptive; none in 25 % of sweeps) and `--scenarios` scenarios (GEMMs and GEMVs of random shapes and dtypes,
+some interleaved after another kernel),
 then runs calibrate -> collect -> bin -> differentiate in process (`fingrav.stages.*.run`, exactly what the
 rules call). Writes one JSON line per scenario to `--out` and prints the summary table (markdown) that
 benchmarks/RESULTS.md records.
@@ -58,6 +61,18 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
         "outlier_run_fraction": round(float(rng.uniform(0, 0.2)), 3),
         "launch_gap_us": round(float(rng.uniform(0, 100.0)), 3),
     }
+    preset = str(rng.choice(["h200", "mi300x"]))
+    # sustained operation: a power limit cycle of random timing on cap-bound kernels (the h200 preset's burst level
+    # sits above its cap), a random stamp cost, and a reference run of random shortest length (none in a quarter)
+    if preset == "h200" and rng.random() < 0.7:
+        overrides |= {
+            "limit_cycle_start_ms": round(float(rng.uniform(200.0, 1500.0)), 1),
+            "limit_cycle_high_ms": round(float(rng.uniform(100.0, 1200.0)), 1),
+            "limit_cycle_low_ms": round(float(rng.uniform(50.0, 400.0)), 1),
+            "limit_cycle_jitter_pct": round(float(rng.uniform(0.0, 40.0)), 1),
+        }
+    overrides["stamp_overhead_us"] = round(float(rng.uniform(0.0, 4.0)), 3)
+    reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
     scenarios = []
@@ -70,9 +85,9 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     return {
         "sweep": f"fidelity-{index}",
         "seed": int(rng.integers(0, 2**31 - 1)),
-        "device": {"backend": "sim", "sim": {"preset": str(rng.choice(["h200", "mi300x"])), "overrides": overrides}},
+        "device": {"backend": "sim", "sim": {"preset": preset, "overrides": overrides}},
         "calibration": {"steps": 24, "step_on_ms": round(step_ms, 1), "step_off_ms": round(step_ms, 1)},
-        "run_policy": {"mode": "auto", "max_runs": 600, "min_lois": 30},
+        "run_policy": {"mode": "auto", "max_runs": 600, "min_lois": 30, "reference_ms": reference_ms},
         "analysis": {"bootstrap_reps": 400},
         "scenarios": scenarios,
     }
@@ -152,6 +167,14 @@ _ROW_KEYS = (
     ),
     *(f"truth_{n}_{kind}_w" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
     *(f"{n}_{kind}_error_pct" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
+    "ssp_source",
+    "sustained_stop",
+    "sustained_run_s",
+    "limit_cycles",
+    "burst_power_w",
+    "truth_burst_power_w",
+    "instrumentation_cycle_pct",
+    "instrumentation_power_pct",
 )
 # the two kinds of SSE / interleaved number, each validated against its own truth (fingrav.analysis.validation)
 SECONDARY = tuple((n, kind) for n in ("sse", "interleaved") for kind in ("reading", "kernel_power"))
@@ -189,6 +212,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         secondary[f"{name}_reported"] = len(reported)
         secondary[f"{name}_ci_coverage"] = sum(bool(x) for x in c) / len(c) if c else None
         secondary[f"{name}_max_abs_error_pct"] = max(errs, default=None)
+    by_source: dict[str, Any] = {}
+    for src in ("sustained", "burst"):
+        v = [r for r in valid if r.get("ssp_source") == src and r.get("ssp_error_pct") is not None]
+        c = [_covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w") for r in v]
+        by_source[f"{src}_valid"] = len(v)
+        by_source[f"{src}_max_abs_error_pct"] = max((abs(r["ssp_error_pct"]) for r in v), default=None)
+        by_source[f"{src}_ci_coverage"] = sum(bool(x) for x in c) / len(c) if c else None
+    cyc = [r for r in valid if (r.get("limit_cycles") or 0) > 0]
+    by_source["limit_cycling_valid"] = len(cyc)
+    by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["ssp_error_pct"]) for r in cyc), default=None)
     return {
         "scenarios": len(rows),
         "errors": len(rows) - len(ok),
@@ -208,6 +241,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             and not _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")
         ),
         **secondary,
+        **by_source,
     }
 
 

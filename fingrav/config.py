@@ -315,6 +315,9 @@ class SimOverrides(_Model):
     limit_cycle_low_ms: Annotated[float, Field(ge=0, le=60_000.0)] | None = Field(
         None, description="clamped phase of the power limit cycle"
     )
+    limit_cycle_jitter_pct: Annotated[float, Field(ge=0, le=100.0)] | None = Field(
+        None, description="cycle-to-cycle spread (log-sd, %) of the limit cycle's released and clamped lengths"
+    )
     stamp_overhead_us: Annotated[float, Field(ge=0, le=1_000.0)] | None = Field(
         None, description="GPU time the stamps around one stamped execution add to its cycle"
     )
@@ -429,7 +432,22 @@ class RunPolicy(_Model):
     max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
     probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
-        0.0, description="length of a back-to-back reference run (settled power, energy-counter cross-check); 0: none"
+        3000.0,
+        description="shortest length of the reference run: the kernel back to back, launched as users launch it "
+        "(no stamp between executions), whose mean over whole power-limit cycles is the headline SSP and energy "
+        "(ssp_source 'sustained'); 0: none, the headline is the burst SSP of the short runs after idle "
+        "(ssp_source 'burst', flag burst_only). Must be long enough to see whether the power cycles",
+    )
+    reference_max_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
+        30_000.0,
+        description="longest length of the reference run: past reference_ms it goes on while its power cycles and "
+        "the whole-cycle mean has fewer than 3 cycles or a CI wider than reference_ci_pct "
+        "(fingrav.analysis.sustained.reference_decision); <= reference_ms: a fixed length",
+    )
+    reference_ci_pct: PositiveFloat = Field(
+        0.7,
+        description="the adaptive reference run stops once the 95 % CI of its whole-cycle mean is within +- this "
+        "many % (below analysis.max_ci_pct, the validity limit, so that the final analysis meets it)",
     )
     stability_tol_pct: PositiveFloat = Field(
         1.0,

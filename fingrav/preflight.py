@@ -57,6 +57,12 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
     layout = SweepLayout.of(cfg.sweep, root / RESULTS_ROOT)
     if layout.root.is_symlink():
         raise ConfigError(f"sweep = {cfg.sweep!r}: {layout.root} is a symbolic link; results must stay in results/")
+    tracked = _tracked_files(layout.root) if cfg.device.backend != "replay" and layout.root.exists() else []
+    if tracked:
+        raise ConfigError(
+            f"sweep = {cfg.sweep!r}: {layout.root} holds committed files ({tracked[0]}, ...); a measuring sweep "
+            "would overwrite them: give it a sweep name of its own"
+        )
     check_owner(layout, cfg.device, cfg.sweep)  # never write into (or archive) another sweep's measurements
     for i in cfg.device.cards:  # a sweep over listed GPUs: each GPU's folder is a one-GPU sweep's
         check_owner(layout.card(i), cfg.device.card(i), cfg.sweep)
@@ -79,12 +85,6 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
             if not cal.is_dir():
                 raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: {cal} is missing ({what})")
         return
-    tracked = _tracked_files(layout.root) if layout.root.exists() else []
-    if tracked:
-        raise ConfigError(
-            f"sweep = {cfg.sweep!r}: {layout.root} holds committed files ({tracked[0]}, ...); a measuring sweep "
-            "would overwrite them: give it a sweep name of its own"
-        )
     if dev.backend in VENDOR_MODULES:
         module, hint = VENDOR_MODULES[dev.backend]
         if importlib.util.find_spec(module) is None:

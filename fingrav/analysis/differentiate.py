@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks
@@ -76,11 +77,15 @@ def sustained_columns(
     burst_hi_mw: float | None,
     burst_cycle_ns: float | None,
     max_ci_pct: float,
+    plan: Plan | None = None,
 ) -> dict[str, Any]:
     """The `contracts.summary.SUSTAINED` columns: the headline's source, the burst SSP (the FinGraV SSP of the
     short stamped runs after idle) and how far it is from the sustained power, the uninstrumented cycle and what
     the stamps add to it (%), the sustained run's length and the length a CI of ±max_ci_pct would take (s: the
-    half-width shrinks as 1 / sqrt(time)), and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %)."""
+    half-width shrinks as 1 / sqrt(time)), why the adaptive run stopped (plan.json `reference_stop`), what the
+    stamps do to the power (the burst SSP vs the reference run's uninstrumented power at the same time after idle,
+    before the first clamp: `analysis.reference.early_power`; %, interval arithmetic), and the limit cycle
+    (`analysis.sustained.LimitCycle`; W, ms, %)."""
     out: dict[str, Any] = dict.fromkeys(S.SUSTAINED)
     out.update(
         ssp_source=hl.source,
@@ -98,8 +103,18 @@ def sustained_columns(
         half_pct = 50.0 * (hl.ci_high_mw - hl.ci_low_mw) / hl.power_mw
         out["sustained_run_s_for_max_ci"] = busy_s * (half_pct / max_ci_pct) ** 2
     out["sustained_cycle_time_us"] = _us(hl.cycle_ns)
+    stop = getattr(plan, "reference_stop", None) if plan is not None else None
+    out["sustained_stop"] = stop.get("reason") if stop else ("fixed_length" if ref else None)
     if hl.source == "sustained" and burst_cycle_ns and hl.cycle_ns:
         out["instrumentation_cycle_pct"] = (burst_cycle_ns - hl.cycle_ns) / hl.cycle_ns * 100.0
+    early = (ref or {}).get("early")
+    if hl.source == "sustained" and early:
+        out["unstamped_burst_power_w"] = _w(early["power_mw"])
+        out["unstamped_burst_power_ci_low_w"] = _w(early["ci_low_mw"])
+        out["unstamped_burst_power_ci_high_w"] = _w(early["ci_high_mw"])
+        pct = vs_ssp(burst_mw, burst_lo_mw, burst_hi_mw, early["power_mw"], (early["ci_low_mw"], early["ci_high_mw"]))
+        out["instrumentation_power_pct"], out["instrumentation_power_ci_low_pct"] = pct[0], pct[1]
+        out["instrumentation_power_ci_high_pct"] = pct[2]
     lc = (ref or {}).get("limit_cycle")
     if lc:
         out["limit_cycles"] = int(lc["cycles"])
@@ -115,6 +130,15 @@ def sustained_columns(
                 v = lc[key].get(part)
                 out[col] = conv(float(v)) if v is not None else None
     return out
+
+
+def gpu_seconds(samples: pl.DataFrame) -> float | None:
+    """How long the scenario's collection held the GPU (s): its power samples' span, from the start of sampling
+    (before the timing run) to its end (after the last run), idle waits included."""
+    if samples.height < 2:
+        return None
+    t = samples["t_ns"]
+    return float(t.max() - t.min()) / 1e9
 
 
 def vs_ssp(
@@ -298,6 +322,7 @@ def differentiate(
             samples_rejected=sample_counts["rejected"],
             tail_unsettled=bool(d.get("tail_unsettled")),
             max_ci_pct=analysis.max_ci_pct,
+            headline_source=hl.source,
             ssp_mw=hl.power_mw,
             headline_ci_mw=(hl.ci_low_mw, hl.ci_high_mw),
             energy_mj=(hl.energy_mj, hl.energy_ci_low_mj, hl.energy_ci_high_mj),
@@ -371,9 +396,17 @@ def differentiate(
     )
     row.update(sustained_columns(hl, ref, stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"),
                                  stat(TOTAL, "ssp", "ci_high_mw"), d["cycle_time_ns"]["value"],
-                                 analysis.max_ci_pct))  # fmt: skip
+                                 analysis.max_ci_pct, plan))  # fmt: skip
+    row["collect_gpu_s"] = gpu_seconds(samples)
     work = plan_work(plan)
-    rates = throughput(work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level)
+    if hl.source == "burst":  # rates over the stamped SSP cycle, efficiencies from the burst energy
+        rates = throughput(
+            work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level
+        )
+    else:  # as users run it: the uninstrumented sustained cycle (two GPU stamps over the whole run) and energy
+        cyc = np.array([hl.cycle_ns]) if hl.cycle_ns else None
+        energy = {"value": hl.energy_mj, "ci_low": hl.energy_ci_low_mj, "ci_high": hl.energy_ci_high_mj}
+        rates = throughput(work, hl.cycle_ns, cyc, energy, analysis.ci_level)
     row.update(row_columns(work, rates))
 
     validation = None

@@ -137,6 +137,7 @@ class FlagInputs:
     ssp_mw: float | None = None  # the headline SSP (sustained where there is a reference run)
     headline_ci_mw: tuple[float | None, float | None] | None = None  # its CI; None: ssp_ci_mw
     energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # value, CI low, CI high
+    headline_source: str | None = None  # `contracts.summary.SSP_SOURCES`; "burst" fires burst_only
 
 
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
@@ -182,6 +183,8 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("low_golden_fraction")
     if inp.reference_unsettled:
         fired.add("reference_unsettled")
+    if inp.headline_source == "burst":
+        fired.add("burst_only")
     if inp.reference_block_spread_pct is not None and inp.reference_block_spread_pct > MAX_BLOCK_SPREAD_PCT:
         fired.add("power_limit_cycling")
     if (

@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.analysis.sustained import limit_cycle
-from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct, limit_cycle
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
 from fingrav.contracts.plan import Plan
@@ -42,39 +41,10 @@ from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
-BATCHES = 10  # contiguous batches of the batch-means CI
 SAMPLE_MARGIN_NS = 1_000_000_000  # samples read around the run (for interpolation at its ends)
-
-
-def batch_means_ci(
-    values: np.ndarray, level: float = 0.95, batches: int = BATCHES
-) -> tuple[float | None, float | None, float | None]:
-    """(mean, ci_low, ci_high) of autocorrelated `values` in time order: the mean of all values and a
-    t-interval from the means of `batches` contiguous, near-equal batches (df = batches - 1).
-    Fewer values than batches: (mean, None, None); no values: (None, None, None)."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 0:
-        return None, None, None
-    mean = float(v.mean())
-    if v.size < batches or batches < 2:
-        return mean, None, None
-    means = np.array([b.mean() for b in np.array_split(v, batches)])
-    half = t_critical(level, batches - 1) * float(means.std(ddof=1)) / math.sqrt(batches)
-    return mean, mean - half, mean + half
-
-
-def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLOCK_NS) -> float | None:
-    """(max - min) / mean of the block means of settled power, in %: how much sustained power still moves
-    after settling. A power limiter that clamps the card in ~1 s cycles (H200 GEMMs near the cap) shows as
-    a large spread; None with fewer than 3 blocks of >= 3 samples."""
-    if t_ns.size < 9:
-        return None
-    blk = (t_ns - t_ns[0]) // block_ns
-    means = [float(power_mw[blk == b].mean()) for b in np.unique(blk) if np.count_nonzero(blk == b) >= 3]
-    if len(means) < 3:
-        return None
-    m = float(np.mean(means))
-    return (max(means) - min(means)) / m * 100.0 if m else None
+EARLY_WINDOW_NS = 100_000_000  # the early (pre-clamp) window of the reference run: >= 100 ms ...
+EARLY_PERIODS = 15  # ... and >= 15 sensor periods
+EARLY_MIN_SAMPLES = 6
 
 
 def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int) -> float | None:
@@ -100,12 +70,32 @@ def _finite(v: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def settle_time_ns(plan: Plan) -> tuple[int, str]:
-    """(t_stable_ns, source): the probe's t_stable_ns ("probe"), else the planned sensor's settle_ns
-    ("sensor_settle")."""
-    if plan.probe is not None:
-        return plan.probe.t_stable_ns, "probe"
-    return plan.sensor.settle_ns, "sensor_settle"
+def early_power(
+    t_ns: np.ndarray,
+    power_mw: np.ndarray,
+    settled_ns: int,
+    busy_end_ns: int,
+    period_ns: float | None,
+    first_clamp_ns: int | None,
+    level: float = 0.95,
+) -> dict[str, Any] | None:
+    """The reference run's power right after it settles and before the limiter first clamps: the uninstrumented
+    counterpart of the burst SSP (the SSP of the short stamped runs is read at the same time after idle), so that
+    burst SSP vs this is what the stamps do to the power (`instrumentation_power_pct`).
+
+    Window: from `settled_ns` (busy start + t_stable) for EARLY_WINDOW_NS or EARLY_PERIODS sensor periods, whichever
+    is longer, cut at the first clamp (`first_clamp_ns`, limit cycle) and the run's end. Mean and batch-means CI of
+    the delay-corrected samples in it (mW, ns; up to BATCHES batches of >= 3 samples); None with fewer than
+    EARLY_MIN_SAMPLES samples in the window."""
+    width = max(EARLY_WINDOW_NS, EARLY_PERIODS * (period_ns or 0.0))
+    end = min(settled_ns + int(width), busy_end_ns, first_clamp_ns if first_clamp_ns is not None else busy_end_ns)
+    inside = (t_ns >= settled_ns) & (t_ns <= end)
+    n = int(inside.sum())
+    if n < EARLY_MIN_SAMPLES:
+        return None
+    mean, lo, hi = batch_means_ci(power_mw[inside], level, min(BATCHES, n // 3))
+    return {"start_ns": int(settled_ns), "end_ns": int(end), "samples": int(inside.sum()), "power_mw": mean,
+            "ci_low_mw": lo, "ci_high_mw": hi}  # fmt: skip
 
 
 def reference_stats(
@@ -164,9 +154,10 @@ def reference_stats(
     busy_start, busy_end = int(ex["start_ns"][0]), int(ex["end_ns"][-1])
     n_exec = int(ex["exec_index"][-1]) + 1
     planned = plan.reference_executions
-    if planned and planned != n_exec:
-        logger.warning("reference run %d: last exec_index %d, plan has %s executions", run, n_exec - 1, planned)
-    t_stable, t_source = settle_time_ns(plan)
+    ran = plan.reference_executed if plan.reference_executed is not None else planned
+    if ran and ran != n_exec:
+        logger.warning("reference run %d: last exec_index %d, plan says %s executions ran", run, n_exec - 1, ran)
+    t_stable, t_source = plan.settle_time_ns()
     host_start = rrow["host_start_ns"]
     span_start = int(host_start) if host_start is not None and host_start <= busy_start else busy_start
     lo_ns = min(span_start, busy_start + t_stable) - SAMPLE_MARGIN_NS
@@ -198,6 +189,7 @@ def reference_stats(
             t_stable / 1e9,
         )
 
+    early = early_power(t, p, busy_start + t_stable, busy_end, period, cycle.start_ns if cycle else None, level)
     e0, e1 = _finite(rrow["energy_start_mj"]), _finite(rrow["energy_end_mj"])
     counter = e1 - e0 if e0 is not None and e1 is not None else None
     span = busy_end - span_start
@@ -227,6 +219,7 @@ def reference_stats(
         "unstamped": bool(plan.reference_unstamped),
         "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
         "limit_cycle": cycle.to_summary() if cycle is not None else None,
+        "early": early,
         "energy_counter_mj": counter,
         "energy_power_mw": energy_power,
         "samples_energy_mj": samples_mj,

@@ -36,6 +36,38 @@ logger = logging.getLogger(__name__)
 BIN_NS = 10_000_000  # 10 ms
 MIN_RUN_BINS = 2
 MIN_CYCLES_FOR_CI = 3
+BATCHES = 10  # contiguous batches of the batch-means CI
+
+
+def batch_means_ci(
+    values: np.ndarray, level: float = 0.95, batches: int = BATCHES
+) -> tuple[float | None, float | None, float | None]:
+    """(mean, ci_low, ci_high) of autocorrelated `values` in time order: the mean of all values and a
+    t-interval from the means of `batches` contiguous, near-equal batches (df = batches - 1).
+    Fewer values than batches: (mean, None, None); no values: (None, None, None)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return None, None, None
+    mean = float(v.mean())
+    if v.size < batches or batches < 2:
+        return mean, None, None
+    means = np.array([b.mean() for b in np.array_split(v, batches)])
+    half = t_critical(level, batches - 1) * float(means.std(ddof=1)) / math.sqrt(batches)
+    return mean, mean - half, mean + half
+
+
+def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLOCK_NS) -> float | None:
+    """(max - min) / mean of the block means of settled power, in %: how much sustained power still moves
+    after settling. A power limiter that clamps the card in ~1 s cycles (H200 GEMMs near the cap) shows as
+    a large spread; None with fewer than 3 blocks of >= 3 samples."""
+    if t_ns.size < 9:
+        return None
+    blk = (t_ns - t_ns[0]) // block_ns
+    means = [float(power_mw[blk == b].mean()) for b in np.unique(blk) if np.count_nonzero(blk == b) >= 3]
+    if len(means) < 3:
+        return None
+    m = float(np.mean(means))
+    return (max(means) - min(means)) / m * 100.0 if m else None
 
 
 @dataclass(frozen=True)
@@ -210,3 +242,88 @@ def headline(
     e_hi = hi * cycle * MJ_PER_MW_NS if hi is not None else None
     source = "sustained" if reference.get("unstamped") else "sustained_stamped"
     return Headline(source, power, lo, hi, cycle, e, e_lo, e_hi)
+
+
+#: why an adaptive reference run stopped or went on (`reference_decision`; plan.json `reference_stop`)
+REFERENCE_REASONS = {
+    "min_length": "shorter than run_policy.reference_ms: going on",
+    "too_short_to_tell": "fewer than three 200 ms blocks of settled samples: going on",
+    "steady": "settled power does not cycle (block spread within the limit): stopped",
+    "too_few_cycles": "the power cycles but fewer than three whole limit cycles are seen: going on",
+    "ci_too_wide": "the whole-cycle mean's CI is wider than run_policy.reference_ci_pct: going on",
+    "ci_reached": "the whole-cycle mean's CI is within run_policy.reference_ci_pct: stopped",
+    "max_length": "run_policy.reference_max_ms reached: stopped",
+}
+
+
+@dataclass(frozen=True)
+class ReferenceDecision:
+    """Whether an adaptive reference run goes on (`reason`: a key of `REFERENCE_REASONS`); what it saw so far:
+    `elapsed_ns` since the run started, whole limit `cycles`, and the whole-cycle mean's CI half-width in %
+    (`ci_pct`, None without one)."""
+
+    extend: bool
+    reason: str
+    elapsed_ns: int
+    cycles: int = 0
+    ci_pct: float | None = None
+
+    def to_summary(self) -> dict[str, object]:
+        return {
+            "extend": self.extend,
+            "reason": self.reason,
+            "elapsed_ns": self.elapsed_ns,
+            "cycles": self.cycles,
+            "ci_pct": self.ci_pct,
+        }
+
+
+def reference_decision(
+    t_ns: np.ndarray,
+    power_mw: np.ndarray,
+    start_ns: int,
+    now_ns: int,
+    settle_ns: int,
+    min_ns: int,
+    max_ns: int,
+    max_ci_pct: float,
+    level: float = 0.95,
+    period_ns: float | None = None,
+) -> ReferenceDecision:
+    """Go on with a reference run, or stop (the collector asks this while the run is still executing).
+
+    t_ns / power_mw: the "total" samples read so far (host clock ns, mW; raw, not delay-corrected: a decision,
+    not a measurement); start_ns / now_ns: the run's start and now on the host clock; settle_ns: samples before
+    start + settle_ns are not looked at (the probe's settling time). The run goes on until it is min_ns long,
+    then for as long as its settled power is seen to cycle (block spread > MAX_BLOCK_SPREAD_PCT) and the
+    whole-cycle mean (`limit_cycle`, the headline's own statistic) has fewer than MIN_CYCLES_FOR_CI cycles or a
+    CI wider than +-max_ci_pct %, up to max_ns. A power that does not cycle stops it at min_ns: a limiter that
+    only starts later than min_ns is not seen (make reference_ms longer)."""
+    elapsed = int(now_ns - start_ns)
+    if elapsed < min_ns:
+        return ReferenceDecision(True, "min_length", elapsed)
+    t = np.asarray(t_ns, dtype=np.int64)
+    p = np.asarray(power_mw, dtype=np.float64)
+    keep = (t >= start_ns + settle_ns) & (t <= now_ns)
+    t, p = t[keep], p[keep]
+    order = np.argsort(t, kind="stable")
+    t, p = t[order], p[order]
+    stop = elapsed >= max_ns
+    spread = block_spread_pct(t, p)
+    if spread is None:
+        return ReferenceDecision(not stop, "max_length" if stop else "too_short_to_tell", elapsed)
+    if spread <= MAX_BLOCK_SPREAD_PCT:
+        return ReferenceDecision(False, "steady", elapsed)
+    lc = limit_cycle(t, p, level, period_ns)
+    if lc is None or lc.cycles < MIN_CYCLES_FOR_CI:
+        cycles = lc.cycles if lc is not None else 0
+        return ReferenceDecision(not stop, "max_length" if stop else "too_few_cycles", elapsed, cycles)
+    m = lc.mean_mw
+    ci = (
+        (m.ci_high - m.ci_low) / 2.0 / abs(m.value) * 100.0
+        if m.value and m.ci_low is not None and m.ci_high is not None
+        else None
+    )
+    if ci is not None and ci <= max_ci_pct:
+        return ReferenceDecision(False, "ci_reached", elapsed, lc.cycles, ci)
+    return ReferenceDecision(not stop, "max_length" if stop else "ci_too_wide", elapsed, lc.cycles, ci)

@@ -1,7 +1,9 @@
 """Throughput and efficiency of a kernel whose work is known, with CIs (`fingrav.contracts.profile.Throughput`).
 
 Computed once, in the differentiate stage, from the work per execution (`fingrav.contracts.work.Work`: flop, bytes),
-the SSP cycle time and the energy per execution:
+the headline's cycle time and energy per execution: with a reference run (ssp_source sustained) its uninstrumented
+cycle, timed by two GPU stamps around the whole run (its CI is that one value: over ~10^4-10^7 executions the
+stamps' resolution is negligible), and its sustained energy; without one the stamped SSP cycle and the burst energy:
 
 * rates over the SSP cycle time c (pooled mean start-to-start time, ns): TFLOP/s = flop / c * 1e-3 and
   GB/s = bytes / c; their CIs are the percentile intervals of the same map over the cluster bootstrap's

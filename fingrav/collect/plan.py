@@ -204,6 +204,8 @@ def make_plan(
         if policy.reference_ms
         else 0,
         reference_ms=float(policy.reference_ms),
+        reference_max_ms=float(policy.reference_max_ms) if policy.reference_ms else 0.0,
+        reference_ci_pct=float(policy.reference_ci_pct) if policy.reference_ms else None,
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,
         delay_max_ns=period,

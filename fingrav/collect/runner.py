@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -25,12 +26,13 @@ import numpy as np
 import pyarrow as pa
 
 from fingrav import rawio
+from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
-from fingrav.contracts.units import MJ_PER_MW_NS
+from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
 from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, PowerSamples
 from fingrav.errors import DeviceError
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE
@@ -41,6 +43,7 @@ logger = logging.getLogger(__name__)
 CLOCK_BURST = 50
 READ_GUARD_NS = 5_000_000  # idle between the pre-run reads and the random delay + executions
 PROGRESS_EVERY_S = 10.0
+REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
 
 
 class Lockstep(Protocol):
@@ -117,6 +120,7 @@ class _Recorder:
         self.telemetry: list[tuple[int, str, str, ClockTelemetry]] = []
         self.samples: list[PowerSamples] = []
         self.issued = 0  # executions launched (stored or not)
+        self.host_start = 0  # host clock at the start of the current run (ns)
 
     def run(
         self,
@@ -129,13 +133,16 @@ class _Recorder:
         store: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
         truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
         unstamped: bool = False,
+        more: Callable[[int], int] | None = None,
+        part: int | None = None,
     ) -> ExecRecords:
         """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
         ("pred" | "main"). `store` / `truth_rows` select (boolean mask over the records, given the records and
         their segment names) the executions whose stamps / ground truth are kept (default: all).
         Every rank waits for the others first (a no-op on one GPU). unstamped: one segment run as a user runs it
         (`GPUDevice.run_unstamped`): one record, stored with exec_index = count - 1 and the first execution's start
-        (`fingrav.contracts.tables`), and on the simulator a truth row with the sustained truth."""
+        (`fingrav.contracts.tables`), and on the simulator a truth row with the sustained truth; more / part: an
+        adaptive unstamped run (`GPUDevice.run_unstamped`; `self.host_start` is the run's start for `more`)."""
         dev = self.device
         self.sync.barrier()
         if idle_ns > 0:
@@ -148,11 +155,11 @@ class _Recorder:
         # would lock the sampling phase to the run start; a guard + random delay decorrelates them.
         dev.sleep_ns(READ_GUARD_NS + delay_ns)
         host_start = int(dev.host_time_ns())
+        self.host_start = host_start
         if unstamped:
             ((handle, count),) = segments
-            one = dev.run_unstamped(handle, int(count))
-            rec = ExecRecords(one.segment, one.exec_index + int(count) - 1, one.gpu_start_ns, one.gpu_end_ns)
-            self.issued += int(count)
+            rec = dev.run_unstamped(handle, int(count), more=more, part=part)
+            self.issued += int(rec.exec_index[-1]) + 1
         else:
             rec = dev.execute(segments)
             self.issued += len(rec)
@@ -389,25 +396,31 @@ def collect_scenario(
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
 
-    # 4. reference: back to back for reference_ms; only the first and last stamps are stored
+    # 4. reference: back to back for reference_ms and, adaptively, up to reference_max_ms (`_reference_more`)
     run_id = 2
+    ref_decisions: list[ReferenceDecision] = []
+    ref_executed: int | None = None
     if plan.reference_executions:
         n_ref = plan.reference_executions
-        if device.unstamped_runs:  # as a user runs it: no stamp between executions (the kernel, not the probe)
-            rec.run(run_id, "reference", [(main, n_ref)], ["main"], plan.idle_ns, 0, unstamped=True)
-        else:
-            rec.run(
-                run_id,
-                "reference",
-                [(main, n_ref)],
-                ["main"],
-                plan.idle_ns,
-                0,
-                store=lambda r, _n: (r.exec_index == 0) | (r.exec_index == n_ref - 1),
-            )
+        part = max(1, math.ceil(REFERENCE_PART_NS / max(plan.cycle_ns, 1)))
+        adaptive = plan.reference_max_ms > plan.reference_ms
+        more = _reference_more(rec, plan, sync, ref_decisions, part) if adaptive else None
+        # as a user runs it: no stamp between executions (the kernel, not the probe), where the device can
+        one = rec.run(
+            run_id, "reference", [(main, n_ref)], ["main"], plan.idle_ns, 0, unstamped=True, more=more, part=part
+        )
+        ref_executed = int(one.exec_index[-1]) + 1
         run_id += 1
         rec.samples.append(device.drain_samples())
-        logger.info("%s: reference run of %d executions (%.0f ms)", scenario.name, n_ref, plan.reference_ms)
+        last = ref_decisions[-1] if ref_decisions else None
+        logger.info(
+            "%s: reference run of %d executions (%.0f ms; shortest %.0f ms%s)",
+            scenario.name,
+            ref_executed,
+            (one.gpu_end_ns[-1] - one.gpu_start_ns[0]) / 1e6,
+            plan.reference_ms,
+            f", stopped: {REFERENCE_REASONS[last.reason]}" if last is not None else "",
+        )
 
     # 5. SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order
     kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
@@ -464,12 +477,50 @@ def collect_scenario(
     )
     if plan.reference_executions:
         extra["reference_unstamped"] = bool(device.unstamped_runs)
+        extra["reference_executed"] = ref_executed
+        extra["reference_stop"] = ref_decisions[-1].to_summary() if ref_decisions else None
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
     # the GPU's own calibration and the telemetry, where there are any
     rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION, TELEMETRY_FILE))
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
     return plan
+
+
+def _reference_more(
+    rec: _Recorder, plan: Plan, sync: Lockstep, decisions: list[ReferenceDecision], part: int
+) -> Callable[[int], int]:
+    """The adaptive reference run's `more` (`GPUDevice.run_unstamped`): drain the samples, ask
+    `fingrav.analysis.sustained.reference_decision` whether to go on, and go on by `part` executions while it says
+    so (several GPUs in lockstep: while any rank's says so, so that every rank runs the same executions). Every
+    decision is appended to `decisions`."""
+    device = rec.device
+    settle_ns, _ = plan.settle_time_ns()
+    min_ns, max_ns = int(plan.reference_ms * NS_PER_MS), int(plan.reference_max_ms * NS_PER_MS)
+
+    def more(done: int) -> int:
+        rec.samples.append(device.drain_samples())
+        smp = PowerSamples.concat(rec.samples)
+        rec.samples[:] = [smp]
+        start = rec.host_start
+        tot = (smp.channel == "total") & (smp.t_ns >= start)
+        d = reference_decision(
+            smp.t_ns[tot],
+            smp.power_mw[tot],
+            start,
+            int(device.host_time_ns()),
+            settle_ns,
+            min_ns,
+            max_ns,
+            float(plan.reference_ci_pct or 1.0),
+            period_ns=float(plan.sensor.period_ns),
+        )
+        decisions.append(d)
+        go = any(sync.all_gather(d.extend))
+        logger.debug("reference run: %d executions, %s (%s)", done, d.reason, "going on" if go else "stopping")
+        return part if go else 0
+
+    return more
 
 
 def _probe(

@@ -107,6 +107,15 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         f"< {MIN_SETTLED_REFERENCE_SAMPLES} settled reference samples",
     ),
     Flag(
+        "burst_only",
+        False,
+        "no sustained reference run (run_policy.reference_ms 0, or it did not settle): the headline ssp_power_w and "
+        "energy_per_exec_mj are the burst SSP of short stamped runs after idle (ssp_source burst), not what the "
+        "kernel draws launched back to back without stamps in sustained use; the stamps' gaps lower it on short "
+        "kernels and a power limiter may clamp sustained use below it",
+        "ssp_source = burst",
+    ),
+    Flag(
         "power_limit_cycling",
         False,
         "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "

@@ -78,8 +78,20 @@ class Plan(BaseModel):
     runs: int = Field(description="SSP runs")
     sse_runs: int
     sse_executions_per_run: int
-    reference_executions: int = 0
-    reference_ms: float = 0.0
+    reference_executions: int = Field(0, description="executions planned for the reference run's shortest length")
+    reference_ms: float = Field(0.0, description="the reference run's shortest length (run_policy.reference_ms)")
+    reference_max_ms: float = Field(
+        0.0, description="its longest length (run_policy.reference_max_ms; <= reference_ms: a fixed length)"
+    )
+    reference_ci_pct: float | None = Field(None, description="its stopping CI target (run_policy.reference_ci_pct)")
+    reference_executed: int | None = Field(
+        None, description="executions the reference run really had (adaptive: reference_executions or more)"
+    )
+    reference_stop: dict[str, Any] | None = Field(
+        None,
+        description="why the adaptive reference run stopped: fingrav.analysis.sustained.ReferenceDecision.to_summary "
+        "of its last decision (reason, elapsed_ns, cycles, ci_pct)",
+    )
     reference_unstamped: bool = Field(
         False,
         description="the reference run ran as a user runs it, no stamp between executions (executions.parquet: one "
@@ -103,6 +115,14 @@ class Plan(BaseModel):
     rank_local: dict[str, Any] | None = None
     probes_by_rank: list[Probe] | None = None
     provenance: dict[str, Any] = {}
+
+    def settle_time_ns(self) -> tuple[int, str]:
+        """(ns, source) after which a back-to-back run's power is settled: the probe's t_stable_ns ("probe"),
+        else the planned sensor's settle_ns ("sensor_settle"). The reference run's statistics and its adaptive
+        length both start there."""
+        if self.probe is not None:
+            return self.probe.t_stable_ns, "probe"
+        return self.sensor.settle_ns, "sensor_settle"
 
     @field_validator("probe", mode="before")
     @classmethod

@@ -76,6 +76,7 @@ EXTRA: Final[tuple[str, ...]] = (
     "sse_kernel_vs_ssp_ci_high_pct",
     "interleaved_kernel_vs_ssp_ci_low_pct",
     "interleaved_kernel_vs_ssp_ci_high_pct",
+    "collect_gpu_s",
 )
 TRUTH_EXTRA: Final[tuple[str, ...]] = (
     "reference_error_pct",
@@ -120,6 +121,13 @@ SUSTAINED: Final[tuple[str, ...]] = (
     "sustained_run_s",
     "sustained_run_s_for_max_ci",
     "instrumentation_cycle_pct",
+    "unstamped_burst_power_w",
+    "unstamped_burst_power_ci_low_w",
+    "unstamped_burst_power_ci_high_w",
+    "instrumentation_power_pct",
+    "instrumentation_power_ci_low_pct",
+    "instrumentation_power_ci_high_pct",
+    "sustained_stop",
     "limit_cycles",
     "limit_cycle_period_ms",
     "limit_cycle_period_ci_low_ms",
@@ -138,7 +146,9 @@ TRUTH_SUSTAINED: Final[tuple[str, ...]] = ("truth_burst_power_w", "burst_error_p
 SSP_SOURCES: Final = ("burst", "sustained", "sustained_stamped")  # see `fingrav.analysis.sustained.headline`
 FIXED: Final = frozenset(HEAD + COUNTS + TRUTH + EXTRA + THROUGHPUT + TRUTH_EXTRA + SUSTAINED + TRUTH_SUSTAINED)
 
-STRING_COLUMNS: Final = frozenset({"scenario", "kernel", "backend", "predecessor", "flags", "ssp_source"})
+STRING_COLUMNS: Final = frozenset(
+    {"scenario", "kernel", "backend", "predecessor", "flags", "ssp_source", "sustained_stop"}
+)
 INT_COLUMNS: Final = frozenset(
     {
         "runs_total",

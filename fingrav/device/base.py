@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,13 +206,25 @@ class GPUDevice(abc.ABC):
     #: whether `run_unstamped` really runs without stamps between executions
     unstamped_runs: bool = False
 
-    def run_unstamped(self, handle: KernelHandle, count: int) -> ExecRecords:
+    def run_unstamped(self, handle: KernelHandle, count: int, more: Callable[[int], int] | None = None) -> ExecRecords:
         """`count` back-to-back executions of one kernel launched as a user launches them, with no stamp between
-        them: one record from the first start to the last end. Devices that cannot (`unstamped_runs` False) run
-        them stamped and return the same one record."""
+        them: one record from the first start to the last end, exec_index = the executions run - 1.
+
+        more: an adaptive run (`fingrav.collect.runner`). Once the first `count` executions are under way, the
+        device calls `more(done)` each time a part of the run has finished on the GPU (`done`: executions
+        finished so far) and appends as many executions as it returns, back to back, until it returns 0. GPUs
+        that queue work ahead keep the next part queued while `more` runs, so the GPU never idles inside the run
+        (the run may end up one part longer than the last `more` asked for). part: executions per part (the
+        device's own choice when None).
+
+        Devices that cannot run without stamps (`unstamped_runs` False) run the executions stamped, one `execute`
+        per part (with a launch gap between parts), and return the same one record."""
         rec = self.execute([(handle, int(count))])
-        z = np.zeros(1, np.int32)
-        return ExecRecords(z, z.copy(), rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:])
+        start, end, total = rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:], int(count)
+        while more is not None and (n := int(more(total))) > 0:
+            part = self.execute([(handle, n)])
+            end, total = part.gpu_end_ns[-1:], total + n
+        return ExecRecords(np.zeros(1, np.int32), np.full(1, total - 1, np.int32), start, end)
 
     @abc.abstractmethod
     def spin(self, duration_ns: int) -> ExecRecords:

@@ -89,7 +89,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -803,20 +803,66 @@ class TorchGPUDevice(GPUDevice):
             raise DeviceError("GPU stamps: an execution ends before it starts (clock went backwards?)")
         return ExecRecords(seg, idx, start, end)
 
-    def run_unstamped(self, handle: KernelHandle, count: int) -> ExecRecords:
-        """`count` back-to-back executions with NO per-execution stamps, bracketed by one stamp before
-        and one after: one record spanning them all (for measuring what stamping costs)."""
+    def run_unstamped(
+        self,
+        handle: KernelHandle,
+        count: int,
+        more: Callable[[int], int] | None = None,
+        part: int | None = None,
+    ) -> ExecRecords:
+        """`count` back-to-back executions with NO per-execution stamps, bracketed by one stamp before and one
+        after: one record spanning them all (exec_index = executions - 1); how users launch a kernel, and what
+        stamping costs.
+
+        more / part (`GPUDevice.run_unstamped`): the run is launched in parts of `part` executions (rounded up to
+        whole graph chunks; at least two parts when `more` is given), each followed by a CUDA event. Two parts
+        are queued ahead; when the last planned part is the only one left on the GPU, `more(done)` is asked and
+        its answer (rounded up to whole parts) queued behind it, so the GPU never waits for the host. Every graph
+        the parts need is captured before the first stamp (capture synchronizes the device)."""
         if count <= 0:
             raise ValueError("count must be > 0")
+        h = self._check_handle(handle)
+        count = int(count)
+        size = count if part is None else max(1, int(part))
+        if more is not None:
+            size = min(size, max(1, -(-count // 2)))
+        if more is not None or part is not None:
+            size = -(-size // h.chunk) * h.chunk  # whole graph chunks: every part replays the same cached graphs
+        todo = [min(size, count - k) for k in range(0, count, size)]
         self._ensure_capacity(2)
-        plan = self._work([(handle, count)], stamped=False)
+        plans = {n: self._work([(h, n)], stamped=False) for n in {*todo, size}}
+        torch = self._torch
+        queued: list[tuple[Any, int]] = []
+        done = 0
+        asking = more is not None
+
+        def enqueue(n: int) -> None:
+            self._launch_plan(plans[n], stamped=False)
+            ev = torch.cuda.Event()
+            ev.record(self._stream)
+            queued.append((ev, n))
+
         with self._on_stream():
             self._counter.zero_()
             self._stamper.stamp(self._buf, self._counter)
-            self._launch_plan(plan, stamped=False)
+            enqueue(todo.pop(0))
+            if todo:
+                enqueue(todo.pop(0))
+            while queued:
+                ev, n = queued.pop(0)
+                ev.synchronize()
+                done += n
+                if asking and not todo and len(queued) == 1:  # the last planned part is running: ask now
+                    k = int(more(done)) if more is not None else 0
+                    asking = k > 0
+                    todo = [size] * -(-k // size) if k > 0 else []
+                if todo:
+                    enqueue(todo.pop(0))
             self._stamper.stamp(self._buf, self._counter)
         t = self._fetch(2)
-        return ExecRecords(np.zeros(1, np.int32), np.zeros(1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64))
+        return ExecRecords(
+            np.zeros(1, np.int32), np.full(1, done - 1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64)
+        )
 
     def stamp_series(self, n: int, use_graph: bool | None = None) -> np.ndarray:
         """`n` stamps back to back (nothing between them), in ns: their spacing is the GPU cost of one

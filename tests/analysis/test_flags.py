@@ -70,6 +70,7 @@ def test_each_flag_fires():
         "clock_residual": (dict(clock=clock(residual_ns=25_000.0)), False),
         "unsettled": (dict(probe=probe(False)), False),
         "low_golden_fraction": (dict(runs_golden=49), True),
+        "burst_only": (dict(headline_source="burst"), True),
     }
     for flag, (kw, valid) in cases.items():
         flags, ok = compute_flags(base_inputs(**kw))
@@ -116,6 +117,7 @@ def test_flags_from_differentiate():
         "clock_drift",
         "unsettled",
         "low_golden_fraction",
+        "burst_only",  # synthetic data without a reference run: the headline is the burst SSP
     ]
     assert s["row"]["valid"] is False and s["row"]["flags"] == ";".join(s["flags"])
 
@@ -129,7 +131,7 @@ def test_sample_gaps_known_and_detected():
     t6 = d["runs"].filter(pl.col("run") == 6)["host_start_ns"].item()
     d["samples"] = d["samples"].filter(~pl.col("t_ns").is_between(t6 + 100_000, t6 + 600_000))
     s = _differentiate(d)
-    assert s["flags"] == ["sample_gaps"] and s["gaps"]["detected_in_golden_runs"] == 1
+    assert s["flags"] == ["sample_gaps", "burst_only"] and s["gaps"]["detected_in_golden_runs"] == 1
 
 
 def test_clock_residual_limit():

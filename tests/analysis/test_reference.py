@@ -9,12 +9,8 @@ import pytest
 
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.differentiate import differentiate
-from fingrav.analysis.reference import (
-    batch_means_ci,
-    reference_stats,
-    settle_time_ns,
-    trapezoid_energy_mj,
-)
+from fingrav.analysis.reference import reference_stats, trapezoid_energy_mj
+from fingrav.analysis.sustained import batch_means_ci
 from fingrav.analysis.tdist import t_critical, t_two_sided_prob
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan, Probe
@@ -187,18 +183,18 @@ def test_settle_time_falls_back_to_the_sensor():
         settled=True,
         samples=1,
     )
-    assert settle_time_ns(plan.model_copy(update={"probe": probe})) == (5, "probe")
-    assert settle_time_ns(plan.model_copy(update={"probe": None})) == (9, "sensor_settle")
+    assert plan.model_copy(update={"probe": probe}).settle_time_ns() == (5, "probe")
+    assert plan.model_copy(update={"probe": None}).settle_time_ns() == (9, "sensor_settle")
     # plan.json with an empty probe record (no probe ran): the sensor's settle time
     empty = Plan.model_validate({**plan.model_dump(), "probe": {}})
-    assert empty.probe is None and settle_time_ns(empty) == (9, "sensor_settle")
+    assert empty.probe is None and empty.settle_time_ns() == (9, "sensor_settle")
 
 
 def test_block_spread_sees_power_limit_cycling() -> None:
     """~715 W with a 200 ms dip to ~615 W every second (an H200 GEMM near its 700 W cap) vs flat power."""
     import numpy as np
 
-    from fingrav.analysis.reference import block_spread_pct
+    from fingrav.analysis.sustained import block_spread_pct
 
     t = np.arange(0, 2_000_000_000, 20_000_000)
     cycling = np.where((t % 1_000_000_000) >= 800_000_000, 615_000.0, 715_000.0)

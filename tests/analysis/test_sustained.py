@@ -44,3 +44,48 @@ def test_steady_power_has_no_cycle_and_the_headline_is_the_settled_mean() -> Non
     # no reference run: the burst SSP of the short runs is the headline, and says so
     b = headline(None, (470e3, 468e3, 472e3), 11_000.0, (5.17, 5.15, 5.19))
     assert b.source == "burst" and b.power_mw == 470e3 and b.energy_mj == 5.17
+
+
+def _decide(t: np.ndarray, p: np.ndarray, elapsed_ms: float, min_ms: float = 2000, max_ms: float = 30_000, ci=0.7):
+    from fingrav.analysis.sustained import reference_decision
+
+    return reference_decision(
+        t, p, 0, int(elapsed_ms * MS), 200 * MS, int(min_ms * MS), int(max_ms * MS), ci, period_ns=20 * MS
+    )
+
+
+def test_reference_decision_goes_on_while_the_power_cycles_and_the_cycle_mean_is_imprecise() -> None:
+    t, p, _ = _cycling(7)  # ~12 s of a 900 ms limit cycle
+    assert _decide(t, p, 1500).reason == "min_length" and _decide(t, p, 1500).extend
+    seen = lambda ms: (t <= ms * MS)  # noqa: E731 - the samples a run of `ms` has produced
+    early = _decide(t[seen(2500)], p[seen(2500)], 2500)
+    assert early.extend and early.reason == "too_few_cycles" and early.cycles < 3
+    # the decision asks for the very statistic the headline uses: it stops once that CI is within the target
+    reasons = []
+    for ms in range(2500, 12_000, 250):
+        d = _decide(t[seen(ms)], p[seen(ms)], ms, ci=1.0)
+        reasons.append(d.reason)
+        if not d.extend:
+            break
+    assert reasons[-1] == "ci_reached" and d.ci_pct is not None and d.ci_pct <= 1.0 and d.cycles >= 3
+    settled = seen(ms) & (t >= 200 * MS)
+    lc = limit_cycle(t[settled], p[settled], 0.95, 20 * MS)
+    assert lc is not None and (lc.mean_mw.ci_high - lc.mean_mw.ci_low) / 2 / lc.mean_mw.value * 100 == pytest.approx(
+        d.ci_pct
+    )
+    # a target it cannot reach: stopped at the longest length, saying so
+    capped = _decide(t, p, 12_000, max_ms=12_000, ci=0.01)
+    assert not capped.extend and capped.reason == "max_length"
+
+
+def test_reference_decision_stops_a_steady_run_at_its_shortest_length() -> None:
+    rng = np.random.default_rng(3)
+    t = (np.arange(200) * 20 * MS).astype(np.int64)
+    p = 450e3 + rng.normal(0, 3e3, t.size)
+    d = _decide(t, p, 4000)
+    assert not d.extend and d.reason == "steady"
+    # samples before the settling time are not looked at: a start-up ramp does not read as cycling
+    ramp = np.where(t < 200 * MS, 300e3, p)
+    assert _decide(t, ramp, 4000).reason == "steady"
+    # too few settled blocks to tell: go on
+    assert _decide(t[:20], p[:20], 2000, min_ms=100).reason == "too_short_to_tell"

@@ -99,7 +99,7 @@ def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
     assert plan.ssp_index == 4 and plan.sse_index == 3
     assert plan.runs == 200 and plan.sse_runs == 200
     assert plan.margin is None and plan.margin_for_binning(None) == 0.02
-    assert plan.reference_executions == 0
+    assert plan.reference_executions == 1994 and plan.reference_max_ms == 30_000.0  # 3 s by default, adaptive
 
 
 def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:

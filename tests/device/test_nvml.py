@@ -464,6 +464,7 @@ class _Clock:
         self.capturing: list | None = None
         self.captures = 0
         self.fail_capture = False
+        self.events = 0
 
 
 class FTensor:
@@ -543,6 +544,13 @@ def _fake_torch(clock: _Clock, l2_bytes: int = 1000):
         def synchronize(self):
             pass
 
+    class Event:  # the fake GPU runs every op at launch: an event is complete when recorded
+        def record(self, stream=None):
+            clock.events += 1
+
+        def synchronize(self):
+            pass
+
     class Generator:
         def __init__(self, device=None):
             self.seed = 0
@@ -573,6 +581,7 @@ def _fake_torch(clock: _Clock, l2_bytes: int = 1000):
         device=lambda i: contextlib.nullcontext(),
         mem_get_info=lambda i=None: (100 * 2**30, 141 * 2**30),
         CUDAGraph=CUDAGraph,
+        Event=Event,
         graph=graph,
         graph_pool_handle=lambda: object(),
         synchronize=lambda device=None: None,
@@ -686,10 +695,32 @@ def test_execute_records_rotation_and_graph_cache(fake_torch):
     dev.close()
 
 
+def test_adaptive_unstamped_run_asks_more_with_one_part_queued_and_counts_every_execution(fake_torch):
+    dev = _device_class(fake_torch)()
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    asked: list[int] = []
+
+    def more(done: int) -> int:
+        asked.append(done)
+        return 300 if len(asked) < 3 else 0  # rounded up to whole parts
+
+    events = fake_torch.events
+    rec = dev.run_unstamped(k, 1000, more=more, part=k.chunk)
+    n = int(rec.exec_index[-1]) + 1
+    parts = -(-1000 // k.chunk)
+    # asked once the last planned part is the only one left: after parts - 1 parts, then after each part added
+    assert asked[0] == (parts - 1) * k.chunk and len(asked) == 3
+    assert n == 1000 + 2 * -(-300 // k.chunk) * k.chunk
+    assert rec.duration_ns.tolist() == [n * 1000 + 10]  # back to back, one stamp at each end
+    assert fake_torch.events - events == parts + 2 * -(-300 // k.chunk)  # one event per part
+    dev.close()
+
+
 def test_unstamped_spin_series_and_clock_reads(fake_torch):
     dev = _device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
-    assert dev.run_unstamped(k, 100).duration_ns.tolist() == [100 * 1000 + 10]
+    one = dev.run_unstamped(k, 100)
+    assert one.duration_ns.tolist() == [100 * 1000 + 10] and one.exec_index.tolist() == [99]
     assert dev.spin(123_456).duration_ns.tolist() == [123_456]  # deadline anchored to the start stamp
     assert np.all(np.diff(dev.stamp_series(50)) == 10)
     assert np.all(np.diff(dev.stamp_series(50, use_graph=False)) == 10)

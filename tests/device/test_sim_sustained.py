@@ -19,7 +19,8 @@ def _block_means_w(t_ns: np.ndarray, mw: np.ndarray, t0: int, block_ns: int) -> 
 
 
 def test_cap_bound_gemm_cycles_burst_then_clamped_and_its_mean_sits_at_the_cap() -> None:
-    dev = SimulatedGPU(SimConfig(preset="h200"), seed=2)
+    periodic = SimOverrides(limit_cycle_jitter_pct=0.0)  # the preset's cycle, strictly periodic
+    dev = SimulatedGPU(SimConfig(preset="h200", overrides=periodic), seed=2)
     k = dev.prepare(GemmKernel(m=4096, n=4096, k=4096))
     assert dev.kernel_info(k)["heavy"]
     dev.start_sampling()
@@ -42,6 +43,20 @@ def test_cap_bound_gemm_cycles_burst_then_clamped_and_its_mean_sits_at_the_cap()
     starts = np.flatnonzero(low[1:] & ~low[:-1])
     period_blocks = (H200.limit_cycle_high_ns + H200.limit_cycle_low_ns) / (100 * MS)
     assert np.diff(starts).mean() == pytest.approx(period_blocks, abs=1.5)
+
+
+def test_limit_cycles_vary_from_one_to_the_next_and_average_to_the_cap_over_many() -> None:
+    from fingrav.device.sim.device import limit_cycle_schedule
+
+    starts, lows = limit_cycle_schedule(H200, np.random.default_rng(1), cycles=400)
+    periods = np.diff(starts)
+    assert 0.07 < periods.std() / periods.mean() < 0.2  # the preset's 15 % per phase
+    assert periods.mean() == pytest.approx((H200.limit_cycle_high_ns + H200.limit_cycle_low_ns), rel=0.05)
+    dev = SimulatedGPU(SimConfig(preset="h200"), seed=3)
+    k = dev.prepare(GemmKernel(m=4096, n=4096, k=4096))
+    dev.run_unstamped(k, int(60e9 / dev.kernel_info(k)["steady_us"] / 1e3))  # one minute: ~65 cycles
+    st = dev.sustained_truth_of_last_run()["total"]
+    assert st["cycles"] >= 40 and st["power_mw"] == pytest.approx(H200.cap_target_mw, rel=0.01)
 
 
 def test_light_kernel_has_no_cycle() -> None:

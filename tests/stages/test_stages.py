@@ -221,6 +221,7 @@ def test_summary_table_column_order_and_types():
         "sse_kernel_vs_ssp_ci_high_pct",
         "interleaved_kernel_vs_ssp_ci_low_pct",
         "interleaved_kernel_vs_ssp_ci_high_pct",
+        "collect_gpu_s",
     )
     assert t.schema["sse_runs_total"] == pl.Int64
     assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
@@ -228,3 +229,4 @@ def test_summary_table_column_order_and_types():
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
     assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT, *SUSTAINED]
     assert t.schema["ssp_source"] == pl.String and t.schema["limit_cycles"] == pl.Int64
+    assert t.schema["sustained_stop"] == pl.String and t.schema["instrumentation_power_pct"] == pl.Float64

@@ -56,7 +56,7 @@ Cards (`index`, `SimConfig.card_spread_pct`)
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,8 @@ _EPOCH_STEP_NS = 64_000  # host epoch is a multiple of every stamp / timer resol
 _CUT = 20.0  # exponentials past this many time constants are taken as exactly settled
 _HOUSEKEEP_SEGMENTS = 50_000  # compute samples, consolidate + prune once this many segments are pending
 _PRUNE_MARGIN_NS = 1.0 * MS
+_LIMIT_CYCLES = 20_000  # limit cycles drawn per card (hours of sustained load)
+_UNSTAMPED_PART_NS = 250.0 * MS  # `run_unstamped` simulates (and asks `more`) in parts of this much GPU time
 _MJ_PER_MWNS = 1e-9  # 1 mW * 1 ns = 1e-12 J = 1e-9 mJ
 
 
@@ -86,50 +88,79 @@ def sim_uuid(preset: str, index: int, card_spread_pct: float = 0.0) -> str:
     return f"SIM-{uuid.uuid5(uuid.NAMESPACE_URL, f'fingrav-sim:{preset}:{card_spread_pct:g}:{int(index)}')}"
 
 
+def limit_cycle_schedule(p: Preset, rng: np.random.Generator, cycles: int = _LIMIT_CYCLES) -> tuple[np.ndarray, ...]:
+    """The limit cycles of one card: (start of each cycle after `limit_cycle_start_ns` of limiter age, its clamped
+    length), ns. Each cycle's released and clamped lengths are the preset's times a lognormal factor of mean 1 and
+    log-sd `limit_cycle_jitter` (0: a strictly periodic cycle), drawn once per card: the H200's cycles vary from
+    one to the next (issue 10: 200 ms block means 726 726 731 572 707 718 723 709 620 ...)."""
+    j = p.limit_cycle_jitter
+    f_hi = np.exp(j * rng.standard_normal(cycles) - 0.5 * j * j)
+    f_lo = np.exp(j * rng.standard_normal(cycles) - 0.5 * j * j)
+    hi, lo = p.limit_cycle_high_ns * f_hi, p.limit_cycle_low_ns * f_lo
+    starts = np.concatenate(([0.0], np.cumsum(hi + lo)[:-1]))
+    return starts, lo
+
+
 def limit_cycle_level(
-    age_ns: np.ndarray, fast: np.ndarray, lss: np.ndarray, burst: np.ndarray, p: Preset
+    age_ns: np.ndarray,
+    fast: np.ndarray,
+    lss: np.ndarray,
+    burst: np.ndarray,
+    p: Preset,
+    schedule: tuple[np.ndarray, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The limiter level L and the limit-cycle number (-1 before the first clamp) at limiter ages `age_ns`:
-    the fast limiter's level `fast` (its pull-down to the burst level) until `limit_cycle_start_ns`, then
-    `limit_cycle_low_ns` clamped at L_low and `limit_cycle_high_ns` at the burst level, repeating. L_low keeps the
-    cycle-mean level at the kernel's sustained limiter level `lss` (the cap target), within [0.2, burst]."""
+    the fast limiter's level `fast` (its pull-down to the burst level) until `limit_cycle_start_ns`, then each
+    cycle of `schedule` (`limit_cycle_schedule`; None: strictly periodic) clamped at L_low for its clamped length
+    and at the burst level for the rest. L_low keeps the mean of a nominal cycle at the kernel's sustained limiter
+    level `lss` (the cap target), within [0.2, burst]; cycles that are longer released draw more."""
     hi, lo = p.limit_cycle_high_ns, p.limit_cycle_low_ns
     period = hi + lo
     low_level = np.clip((lss * period - burst * hi) / lo, 0.2, burst)
     since = age_ns - p.limit_cycle_start_ns
-    cycle_no = np.where(since >= 0, np.floor(since / period), -1).astype(np.int64)
-    phase = since - np.maximum(cycle_no, 0) * period
-    level = np.where(since < 0, fast, np.where(phase < lo, low_level, burst))
+    if schedule is None:
+        cycle_no = np.where(since >= 0, np.floor(since / period), -1).astype(np.int64)
+        phase = since - np.maximum(cycle_no, 0) * period
+        clamp = np.full(since.shape, lo)
+    else:
+        starts, lows = schedule
+        k = np.clip(np.searchsorted(starts, since, side="right") - 1, 0, starts.size - 1)
+        cycle_no = np.where(since >= 0, k, -1).astype(np.int64)
+        phase = since - starts[k]
+        clamp = lows[k]
+    level = np.where(since < 0, fast, np.where(phase < clamp, low_level, burst))
     return level, cycle_no
 
 
 def _sustained_truth(
     channels: Sequence[str],
-    x0: np.ndarray,
+    marks: dict[str, np.ndarray],
+    e_end: np.ndarray,
     idle_ch: np.ndarray,
-    fs: np.ndarray,
-    fe: np.ndarray,
-    cycle_no: np.ndarray,
+    n: int,
+    last_start: float,
+    last_end: float,
 ) -> dict[str, dict[str, float]]:
     """The true sustained power of one unstamped run (`SimulatedGPU.sustained_truth_of_last_run`): over whole
     limit cycles (from the first execution of the first complete cycle to the first of the last cycle seen),
-    else over the run's second half. x0: cumulative excess energy (mW ns) at every segment start (4 per
-    execution: ramp, plateau, tail, gap; the last is the run's end); fs / fe: execution starts / ends (ns)."""
-    n = fs.size
-    first = np.flatnonzero(np.diff(cycle_no) > 0) + 1  # first execution of each new cycle
+    else from the first part start in the run's second half to its end.
+
+    marks: the executions that start a part or a new limit cycle, in order: "exec" (index in the run), "fs"
+    (start, ns), "e_start" (cumulative excess energy at the start, mW ns, (C, m)), "cycle_no"; e_end: the
+    cumulative excess energy at the run's end (C,); n: executions; last_start / last_end: the last one's (ns)."""
+    cyc = marks["cycle_no"]
+    first = np.flatnonzero(np.diff(cyc) > 0) + 1  # marks that start a new cycle
+    fs, e_start = marks["fs"], marks["e_start"]
     if first.size >= 2:
         a, b, cycles = int(first[0]), int(first[-1]), int(first.size - 1)
+        t_b, e_b = fs[b], e_start[:, b]
     else:
-        a, b, cycles = n // 2, n, 0
-    t_a = fs[a]
-    e_a = x0[:, 4 * a]
-    if b < n:
-        t_b, e_b = fs[b], x0[:, 4 * b]
-    else:
-        t_b, e_b = fe[-1], x0[:, -1]
-    span = max(float(t_b - t_a), 1.0)
-    power = (e_b - e_a) / span + idle_ch[:, 0]
-    cycle = float((fs[-1] - fs[0]) / (n - 1)) if n > 1 else float(fe[0] - fs[0])
+        a, cycles = int(np.searchsorted(marks["exec"], n // 2)), 0
+        a = min(a, fs.size - 1)
+        t_b, e_b = last_end, e_end
+    span = max(float(t_b - fs[a]), 1.0)
+    power = (e_b - e_start[:, a]) / span + idle_ch[:, 0]
+    cycle = float((last_start - fs[0]) / (n - 1)) if n > 1 else float(last_end - fs[0])
     return {
         ch: {"power_mw": float(power[i]), "cycle_ns": cycle, "window_ns": span, "cycles": float(cycles)}
         for i, ch in enumerate(channels)
@@ -167,7 +198,7 @@ class SimulatedGPU(GPUDevice):
         p = self.preset
         preset_code = sum(ord(ch) for ch in p.name)
         ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
-        kids = ss.spawn(3 + 2 * len(p.sensors))
+        kids = ss.spawn(4 + 2 * len(p.sensors))
         self._rng_exec = np.random.default_rng(kids[0])
         self._rng_clock = np.random.default_rng(kids[1])
         rng_misc = np.random.default_rng(kids[2])
@@ -199,6 +230,8 @@ class SimulatedGPU(GPUDevice):
             for i, s in enumerate(p.sensors)
         ]
         self._stream_names = [np.array(s.channels, dtype=str) for s in p.sensors]
+        cycling = p.limit_cycle_high_ns > 0 and p.limit_cycle_low_ns > 0
+        self._limit_cycles = limit_cycle_schedule(p, np.random.default_rng(kids[-1])) if cycling else None
         # device transient state
         self._clock = p.clock_idle_level
         self._limiter_age = 0.0
@@ -211,6 +244,8 @@ class SimulatedGPU(GPUDevice):
         self._energy_offset_mj = float(rng_misc.uniform(1e6, 1e9))
         self._last_truth: dict[str, dict[str, np.ndarray]] | None = None
         self._last_sustained: dict[str, dict[str, float]] | None = None
+        self._last_part: dict[str, Any] = {}
+        self._slow_x = 0.0
         self._kernels: dict[str, SimKernel] = {}
         logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
 
@@ -314,15 +349,48 @@ class SimulatedGPU(GPUDevice):
         its launch gap); see the module docstring for the timing and power model."""
         return self._execute(segments, stamped=True)
 
-    def run_unstamped(self, handle: Any, count: int) -> ExecRecords:
+    def run_unstamped(
+        self, handle: Any, count: int, more: Callable[[int], int] | None = None, part: int | None = None
+    ) -> ExecRecords:
         """`count` back-to-back executions with no stamp between them (no stamp overhead), bracketed by one stamp
-        before and one after: one record spanning them all. The truth of the call (`sustained_truth_of_last_run`)
-        is its sustained power: the true mean over whole limit cycles (else over the run's second half)."""
+        before and one after: one record spanning them all (exec_index = executions - 1). Simulated in parts
+        (`part` executions, else `_UNSTAMPED_PART_NS` of GPU time), each continuing the previous one after one
+        launch gap (no sync, no idle: what a GPU does with work queued ahead); `more` (`GPUDevice.run_unstamped`)
+        is asked after each part past `count`. The truth of the call (`sustained_truth_of_last_run`) is its
+        sustained power: the true mean over whole limit cycles (else over the run's second half)."""
         if int(count) <= 0:
             raise ValueError("count must be > 0")
-        rec = self._execute([(handle, int(count))], stamped=False)
-        z = np.zeros(1, np.int32)
-        return ExecRecords(z, z.copy(), rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:])
+        per_exec = (handle.base_ns if isinstance(handle, SimKernel) else 1.0) + self.preset.launch_gap_ns
+        part = max(1, int(part) if part is not None else int(_UNSTAMPED_PART_NS // max(per_exec, 1.0)))
+        todo = [min(part, int(count) - k) for k in range(0, int(count), part)]
+        marks: list[dict[str, np.ndarray]] = []
+        done = 0
+        while todo:
+            n = todo.pop(0)
+            self._execute([(handle, n)], stamped=False, continue_from=done)
+            st = self._last_part
+            cyc = st["cycle_no"]
+            keep = np.concatenate(([0], np.flatnonzero(np.diff(cyc) != 0) + 1))  # part start + cycle starts
+            marks.append(
+                {"exec": done + keep, "fs": st["fs"][keep], "e_start": st["e_start"][:, keep], "cycle_no": cyc[keep]}
+            )
+            if done == 0:
+                first_start = st["gpu_start"]
+            last_end = st["gpu_end"]
+            done += n
+            if not todo and more is not None and (k := int(more(done))) > 0:
+                todo = [min(part, k - j) for j in range(0, k, part)]
+        joined = {k: np.concatenate([m[k] for m in marks], axis=-1) for k in marks[0]}
+        self._last_sustained = _sustained_truth(
+            self._channels,
+            joined,
+            st["e_end"],
+            self._idle_ch[:, None],
+            done,
+            float(st["fs"][-1]),
+            float(st["fe"][-1]),
+        )
+        return ExecRecords(np.zeros(1, np.int32), np.full(1, done - 1, np.int32), first_start, last_end)
 
     def sustained_truth_of_last_run(self) -> dict[str, dict[str, float]] | None:
         """Simulator only: per channel, of the last `run_unstamped`: "power_mw" (true mean power over whole limit
@@ -331,7 +399,10 @@ class SimulatedGPU(GPUDevice):
         in it)."""
         return self._last_sustained
 
-    def _execute(self, segments: Sequence[tuple[Any, int]], stamped: bool) -> ExecRecords:
+    def _execute(self, segments: Sequence[tuple[Any, int]], stamped: bool, continue_from: int = 0) -> ExecRecords:
+        """The executions of one call; continue_from > 0: a later part of an unstamped run that already had that
+        many executions (`run_unstamped`): it starts one launch gap after the previous part's end, with no warm-up
+        penalty and the previous part's outlier factor."""
         p = self.preset
         handles: list[SimKernel] = []
         counts: list[int] = []
@@ -358,13 +429,18 @@ class SimulatedGPU(GPUDevice):
         exec_idx = (np.arange(n) - np.repeat(offsets, cnt)).astype(np.int32)
         base = np.array([h.base_ns for h in handles])[seg_of]
 
-        t_launch = self._now + int(round(p.launch_latency_ns * (0.8 + 0.4 * rng.random())))
+        if continue_from:
+            gap0 = p.launch_gap_ns * float(np.exp(p.launch_gap_sigma * rng.standard_normal()))
+            # never before the host's now: samples up to now may have been computed (a `more` that drained them)
+            t_launch = max(self._now, int(round(self._t_busy_end + gap0)))
+        else:
+            t_launch = self._now + int(round(p.launch_latency_ns * (0.8 + 0.4 * rng.random())))
         c_start, age0, idle = self._decayed_state(float(t_launch))
 
         # execution times before the limiter
         factor = 1.0 + p.exec_jitter * rng.standard_normal(n)
         nw = len(p.warmup_penalty)
-        if nw:
+        if nw and not continue_from:
             warm = np.flatnonzero(exec_idx < nw)
             if warm.size:
                 scale = (1.0 - np.exp(-idle / p.warmup_idle_tau_ns)) * np.where(
@@ -374,6 +450,9 @@ class SimulatedGPU(GPUDevice):
         is_outlier = rng.random() < p.outlier_run_fraction
         slow_x = float(rng.uniform(*p.outlier_slowdown))
         slow_x = slow_x if is_outlier else 0.0
+        if continue_from:
+            slow_x = self._slow_x  # one run, one outlier factor
+        self._slow_x = slow_x
         d_pre = base * factor * (1.0 + slow_x)
         gaps = p.launch_gap_ns * np.exp(p.launch_gap_sigma * rng.standard_normal(n))
         if stamped:
@@ -393,7 +472,7 @@ class SimulatedGPU(GPUDevice):
                 z <= 0, 1.0, np.where(z > _CUT, target, target + (1.0 - target) * np.exp(-np.clip(z, 0, _CUT)))
             )
             if cycling:
-                lim, cycle_no = limit_cycle_level(age, fast, lss, target, p)
+                lim, cycle_no = limit_cycle_level(age, fast, lss, target, p, self._limit_cycles)
             else:
                 lim, cycle_no = fast, np.full(n, -1)
             level = np.where(heavy[seg_of], lim, 1.0)
@@ -463,8 +542,16 @@ class SimulatedGPU(GPUDevice):
             for i, ch in enumerate(self._channels)
         }
 
-        if not stamped:
-            self._last_sustained = _sustained_truth(self._channels, x0, idle_ch, fs, fe, cycle_no)
+        if not stamped:  # `run_unstamped` joins its parts into the sustained truth
+            self._last_part = {
+                "fs": fs,
+                "fe": fe,
+                "e_start": x0[:, 0::4],
+                "e_end": x0[:, -1].copy(),
+                "cycle_no": cycle_no,
+                "gpu_start": self._gpu_of(starts[:1]),
+                "gpu_end": self._gpu_of(ends[-1:]),
+            }
         # device state after the call
         self._t_busy_end = float(fe[-1])
         z_end = (fe[-1] - t_launch) / p.clock_up_ns

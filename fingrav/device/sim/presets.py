@@ -176,6 +176,7 @@ class Preset:
     limit_cycle_high_ns: float = 0.0
     limit_cycle_low_ns: float = 0.0
     cap_burst_mw: float = 0.0  # cycle-mean total power the fast limiter holds before the cycle (0: cap_target_mw)
+    limit_cycle_jitter: float = 0.0  # log-sd of each cycle's released and clamped lengths (0: strictly periodic)
     # -- instrumentation: GPU time the two stamp kernels around a stamped execution add to its cycle
     stamp_overhead_ns: float = 0.0
 
@@ -368,6 +369,10 @@ H200 = Preset(
     limit_cycle_high_ns=700.0 * MS,
     limit_cycle_low_ns=200.0 * MS,
     cap_burst_mw=725 * W,
+    # cycle to cycle the H200's clamps vary (200 ms block means 726 726 731 572 707 718 723 709 620 691 ...; periods
+    # 0.33-1.0 s between kernels): each cycle's phases vary by ~15 %, which gives the per-cycle spread of the
+    # whole-cycle means seen there (cb-4k: +-0.85 % from 7 cycles, i.e. ~0.9 % per cycle)
+    limit_cycle_jitter=0.15,
     stamp_overhead_ns=1.6 * US,  # ~7 us GEMM: 8.3 us cycle stamped vs 6.7 us unstamped (CUDA graphs)
 )
 
@@ -414,6 +419,7 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
         ("limit_cycle_start_ms", "limit_cycle_start_ns", MS),
         ("limit_cycle_high_ms", "limit_cycle_high_ns", MS),
         ("limit_cycle_low_ms", "limit_cycle_low_ns", MS),
+        ("limit_cycle_jitter_pct", "limit_cycle_jitter", 0.01),
         ("stamp_overhead_us", "stamp_overhead_ns", US),
     ):
         if getattr(ov, key) is not None:
@@ -522,6 +528,7 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "limit_cycle_high_ms": p.limit_cycle_high_ns / MS,
             "cap_burst_w": p.cap_burst_mw / W,
             "limit_cycle_low_ms": p.limit_cycle_low_ns / MS,
+            "limit_cycle_jitter_pct": p.limit_cycle_jitter * 100.0,
             "stamp_overhead_us": p.stamp_overhead_ns / US,
         },
         "executions": {

@@ -321,6 +321,12 @@ class SimOverrides(_Model):
     stamp_overhead_us: Annotated[float, Field(ge=0, le=1_000.0)] | None = Field(
         None, description="GPU time the stamps around one stamped execution add to its cycle"
     )
+    thermal_rise_pct: Annotated[float, Field(ge=0, le=50.0)] | None = Field(
+        None, description="how much the excess power of a kernel below the cap rises as the die warms (%)"
+    )
+    thermal_tau_ms: Annotated[float, Field(gt=0, le=600_000.0)] | None = Field(
+        None, description="time constant of that warming while busy (and of the cooling while idle)"
+    )
 
 
 class SimConfig(_Model):

@@ -733,9 +733,13 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
 
 
 def test_invalid_rows_marked_and_truth_table(sim_report: dict[str, Any]) -> None:
+    """The invalid scenario's row is red in the headline, the core table and the folded table of every column."""
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
-    summary_part = html[html.index('id="summary"') : html.index('id="how"')]
-    assert summary_part.count('<tr class="invalid">') == 1
+    headline = html[html.index('id="headline"') : html.index('id="summary"')]
+    core = html[html.index('class="core"') : html.index('class="all"')]
+    every = html[html.index('class="all"') : html.index('id="how"')]
+    assert headline.count('<tr class="invalid">') == core.count('<tr class="invalid">') == 1
+    assert every.count('<tr class="invalid">') == 1
     assert "✗ invalid" in html
     assert 'class="validation"' in html
     assert "Validation against the simulator" in html
@@ -990,10 +994,13 @@ def test_profile_chart_caps_points() -> None:
 def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None:
     """gemv4k has too few SSE LOIs: no SSE number on the page, "not measurable" with its flag instead."""
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
-    summary_part = html[html.index('id="summary"') : html.index('id="how"')]
-    row = next(r for r in summary_part.split("<tr") if "<b>gemv4k</b>" in r)
+    every = html[html.index('class="all"') : html.index('id="how"')]
+    row = next(r for r in every.split("<tr") if "<b>gemv4k</b>" in r)
     # SSE reading and its % vs SSP (too few SSE LOIs), and the SSE kernel power (not resolved: reason as tooltip)
     assert row.count('class="nm"') == 3 and "too_few_lois_sse" in row
+    core = html[html.index('class="core"') : html.index('class="all"')]
+    row = next(r for r in core.split("<tr") if "<b>gemv4k</b>" in r)
+    assert row.count('class="nm"') == 1  # the SSE reading's % vs SSP
     scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
     df = sse_error_data(scns, {"cb-2k": 80.0}, "this sweep")
     gemv = df.filter(pl.col("group") == "gemv4k").row(0, named=True)
@@ -1074,3 +1081,95 @@ def test_readings_panel_and_kernel_power_validation_axis() -> None:
     data = [v for d in spec.get("datasets", {}).values() for v in d]
     assert {r["quantity"] for r in data if "quantity" in r} == {"SSP power (W)", "energy per execution (mJ)"}
     assert max(r["error_pct"] for r in data if "error_pct" in r) == F.TRUTH_AXIS_PCT  # clipped to the axis
+
+
+def test_profile_chart_draws_the_analysis_fit_band() -> None:
+    """The fit's CI band is drawn from summary.json's fit_band (W = mW / 1000) as a shaded area, not recomputed."""
+    from fingrav.report.figures import profile_chart
+
+    grid = [i / 20 for i in range(21)]
+    band = {
+        "toi_frac": grid,
+        "ci_low_mw": [299_000.0 - 100.0 * i for i in range(21)],
+        "ci_high_mw": [301_000.0 + 100.0 * i for i in range(21)],
+        "level": 0.95,
+        "runs": 40,
+        "replicates": 1000,
+    }
+    stats = {"mean_mw": 300_000.0, "ci_low_mw": 299_500.0, "ci_high_mw": 300_500.0, "lois": 100}
+    summary = summary_of(
+        "banded",
+        {"exec_time_us": 200.0, "kernel": "k", "valid": True},
+        {"total": {"ssp": {**stats, "fit_coeffs": [300_000.0], "fit_band": band}}},
+    )
+    spec = profile_chart(ScenarioData("banded", summary, SweepLayout(Path("."))), None).to_dict()
+    areas = [lay for lay in spec["layer"] if (lay.get("mark") or {}).get("type") == "area"]
+    assert len(areas) == 1 and areas[0]["encoding"]["y2"]["field"] == "hi_w"
+    rows = spec["datasets"][areas[0]["data"]["name"]]
+    assert [r["toi_us"] for r in rows] == pytest.approx([200.0 * g for g in grid])
+    assert [r["lo_w"] for r in rows] == pytest.approx([299.0 - 0.1 * i for i in range(21)])
+    assert [r["hi_w"] for r in rows] == pytest.approx([301.0 + 0.1 * i for i in range(21)])
+    assert any("95 % CI bands" in line for line in spec["title"]["subtitle"])
+    # without a band (older summaries, LOIs of one run): the fit alone
+    summary = summary_of(
+        "plain",
+        {"exec_time_us": 200.0, "kernel": "k", "valid": True},
+        {"total": {"ssp": {**stats, "fit_coeffs": [300_000.0]}}},
+    )
+    spec = profile_chart(ScenarioData("plain", summary, SweepLayout(Path("."))), None).to_dict()
+    assert not [lay for lay in spec["layer"] if (lay.get("mark") or {}).get("type") == "area"]
+
+
+def test_core_table_has_the_core_columns_signed_with_cis_and_the_paper_beside() -> None:
+    """The summary's always-visible core table: ~8 columns; signed SSE/interleaved errors with their CIs, the
+    paper's value (signed: its SSE under-reads) beside a scenario it reports; "not measurable" where the SSE is."""
+    from fingrav.report.html import core_table
+
+    def scn(name: str, row: dict[str, Any], flags: Sequence[str] = (), **plan: Any) -> ScenarioData:
+        base = {"ssp_power_w": 600.0, "ssp_power_ci_low_w": 599.0, "ssp_power_ci_high_w": 601.0, "valid": not flags}
+        summary = summary_of(name, {**base, **row}, plan=make_plan(**plan), flags=flags, valid=not flags)
+        return ScenarioData(name, summary, SweepLayout(Path(".")))
+
+    scns = [
+        scn(
+            "cb-2k",
+            {
+                "sse_reading_vs_ssp_pct": -65.2,
+                "sse_reading_vs_ssp_ci_low_pct": -66.0,
+                "sse_reading_vs_ssp_ci_high_pct": -64.1,
+                "runs_golden": 38,
+                "runs_total": 40,
+            },
+        ),  # fmt: skip
+        scn(
+            "cb-2k-after-cb-8k",
+            {
+                "sse_reading_vs_ssp_pct": 14.3,
+                "interleaved_reading_vs_ssp_pct": 17.6,
+                "interleaved_reading_vs_ssp_ci_low_pct": 16.9,
+                "interleaved_reading_vs_ssp_ci_high_pct": 18.2,
+            },
+            predecessor_count=4,
+        ),  # fmt: skip
+        scn("mb-8k", {"sse_reading_vs_ssp_pct": -1.0}, flags=("too_few_lois_sse",)),
+    ]
+    html = core_table(scns)
+    heads = re.findall(r"<th>(.*?)</th>", html)
+    assert len(heads) == 9 and heads[-1] == "flags" and "interleaved reading vs SSP (%)" in heads
+    rows = html.split("<tr")[2:]
+    assert "-65.2" in rows[0] and "[-66.0, -64.1]" in rows[0] and "paper: -80" in rows[0] and "38 / 40" in rows[0]
+    assert "+14.3" in rows[1] and "+17.6" in rows[1] and "[+16.9, +18.2]" in rows[1] and "paper" not in rows[1]
+    assert "not measurable" in rows[2] and "-1.0" not in rows[2] and 'class="invalid"' in rows[2]
+    assert "interleaved" not in core_table(scns[:1])  # no predecessor in the sweep: no interleaved column
+
+
+def test_ci_ends_that_would_print_alike_get_more_decimals() -> None:
+    """A CI of [29.89, 29.89] would read as no uncertainty: the value and its CI get the decimals that tell the
+    ends apart (up to 3 more); a CI that prints apart, or a zero-width one, keeps the usual format."""
+    from fingrav.report.html import fmt_ci, fmt_ci_inline
+
+    assert fmt_ci(29.891, 29.887, 29.894) == '29.891<span class="ci">[29.887, 29.894]</span>'
+    assert fmt_ci_inline(608.12, 608.11, 608.14, 1) == '608.12<span class="cii">[608.11, 608.14]</span>'
+    assert fmt_ci(29.89, 29.5, 30.2) == '29.89<span class="ci">[29.50, 30.20]</span>'
+    assert fmt_ci(300.0, 300.0, 300.0, 1) == '300.0<span class="ci">[300.0, 300.0]</span>'
+    assert fmt_ci(None, 1.0, 2.0) == "–"

@@ -140,6 +140,11 @@ class FlagInputs:
     headline_source: str | None = None  # `contracts.summary.SSP_SOURCES`; "burst" fires burst_only
 
 
+# with a sustained headline these concern the burst SSP (burst_power_w) alone: they fire as their burst_* flags
+BURST_ONLY_FLAGS = {"too_few_lois": "burst_too_few_lois", "unsettled": "burst_unsettled"}
+SUSTAINED_SOURCES = frozenset({"sustained", "sustained_stamped"})
+
+
 def _disjoint(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool:
     if None in a or None in b:
         return True
@@ -204,6 +209,10 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("imprecise")
     if inp.samples_rejected > 0:
         fired.add("nonphysical_samples")
+    if inp.headline_source in SUSTAINED_SOURCES:  # the headline rests on the reference run, not on the SSP LOIs
+        for ssp_flag, burst_flag in BURST_ONLY_FLAGS.items():
+            if ssp_flag in fired:
+                fired = (fired - {ssp_flag}) | {burst_flag}
     flags = [f for f in FLAG_ORDER if f in fired]
     valid = not (fired & INVALIDATING)
     if flags:

@@ -23,6 +23,7 @@ next, ARCHITECTURE.md), from the SSP executions that have a successor in their r
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import warnings
@@ -292,6 +293,7 @@ def _median_stat(
 T_EXACT_MAX_DF = 500
 
 
+@functools.lru_cache(maxsize=4096)
 def small_sample_factor(n_runs: int, level: float) -> float:
     """How much wider than the bootstrap's percentile interval a CI over `n_runs` clusters must be: t(level,
     n - 1) / z(level) x sqrt(n / (n - 1)) (1 for n < 2: nothing to widen by; -> 1 for many runs)."""
@@ -300,6 +302,85 @@ def small_sample_factor(n_runs: int, level: float) -> float:
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     t = t_critical(level, n_runs - 1) if n_runs <= T_EXACT_MAX_DF else z  # t -> z: within 0.1 % beyond ~500 df
     return t / z * math.sqrt(n_runs / (n_runs - 1))
+
+
+FIT_BAND_POINTS = 21  # the TOI grid (toi_frac 0, 0.05, .., 1) a fit's CI band is given at
+
+
+def fit_band(
+    pos: np.ndarray,
+    toi: np.ndarray,
+    power: np.ndarray,
+    coeffs: list[float] | None,
+    boot: ClusterBootstrap,
+    points: int = FIT_BAND_POINTS,
+) -> dict[str, Any] | None:
+    """The pointwise CI band (at `boot.level`) of a TOI fit: toi_frac (a grid of `points` on 0..1) and, at each,
+    ci_low_mw / ci_high_mw around the fit `coeffs` (poly_fit's, power_mw vs toi_frac); None without a fit or with
+    LOIs from fewer than 2 runs. pos: each LOI's run (index into the bootstrap's runs), toi: toi_frac, power: mW.
+
+    Method: a cluster bootstrap over golden runs, the same resampling (`boot.counts`, stratified by run kind) as
+    every other CI of the profile, re-fitting the polynomial at the fit's degree in every replicate: the LOIs of
+    one run share its run-to-run variation (clock phase, temperature, the sensor's state), so they are not
+    independent, and an ordinary least-squares band, which treats them as independent, is too narrow by about the
+    square root of the design effect (1 + (LOIs per run - 1) x intra-run correlation). Resampling whole runs keeps
+    that correlation (a cluster-robust sandwich covariance would too, but leans on a normal approximation that
+    is liberal with few runs; the bootstrap is the one resampling every number of the profile shares). Each
+    replicate's fit is one weighted least-squares solve (weights = how often its run was drawn) from per-run normal
+    equations in the shifted Legendre basis P_k(2x - 1), so B replicates cost one (B x runs with LOIs) @
+    (runs x unique normal-equation entries) product, not B fits. At each grid point the band is the percentile
+    interval of the replicates' curves, widened about the fit like the SSE's CI (`small_sample_factor`: Student's
+    t over the normal quantile and the n / (n - 1) variance factor over the n runs with LOIs), since a percentile
+    interval over few clusters is too short; the band always contains the fit. Replicates whose normal equations
+    are singular (too few distinct TOIs drawn) are left out. The band is conditional on the degree (the
+    cross-validated choice is not redone per replicate): it is the uncertainty of the fit shown, not of the choice
+    of its degree, and it covers the true profile where that degree can follow it (tests/analysis/test_profiles.py:
+    92-96 % of grid points over random synthetic runs with correlated LOIs, where a band treating LOIs as independent
+    covers 61-69 %)."""
+    if not coeffs or pos.size == 0:
+        return None
+    pos = np.asarray(pos, dtype=np.int64)
+    members = np.unique(pos)  # the runs with LOIs: the others add nothing to any replicate's normal equations
+    n_with = int(members.size)
+    if n_with < 2:
+        return None
+    deg = len(coeffs) - 1
+    p = deg + 1
+    leg = np.polynomial.legendre
+    v = leg.legvander(2.0 * np.asarray(toi, dtype=np.float64) - 1.0, deg)  # (LOIs, p)
+    y = np.asarray(power, dtype=np.float64)
+    # per-run normal equations: the Gram matrix's upper triangle (symmetric) and the right-hand side, one column each
+    iu, ju = np.triu_indices(p)
+    local = np.searchsorted(members, pos)
+    cols = [v[:, i] * v[:, j] for i, j in zip(iu, ju, strict=True)] + [v[:, i] * y for i in range(p)]
+    per_run = np.stack([np.bincount(local, weights=c, minlength=n_with) for c in cols], axis=1)
+    agg = boot.counts[:, members] @ per_run  # (replicates, columns): every replicate's weighted sums at once
+    g_b = np.empty((agg.shape[0], p, p))
+    g_b[:, iu, ju] = agg[:, : iu.size]
+    g_b[:, ju, iu] = agg[:, : iu.size]
+    r_b = agg[:, iu.size :]
+    eig = np.linalg.eigvalsh(g_b)  # symmetric positive semi-definite: cond = largest / smallest eigenvalue
+    ok = eig[:, 0] > eig[:, -1] / MAX_GRAM_COND
+    if not ok.any():
+        return None
+    c_b = np.linalg.solve(g_b[ok], r_b[ok][:, :, None])[:, :, 0]  # (good replicates, p), Legendre coefficients
+    grid = np.linspace(0.0, 1.0, int(points))
+    curves = c_b @ leg.legvander(2.0 * grid - 1.0, deg).T  # (good replicates, points)
+    a = (1.0 - boot.level) / 2.0
+    q_lo, q_hi = np.quantile(curves, [a, 1.0 - a], axis=0)
+    mid = np.polyval(np.asarray(coeffs, dtype=np.float64), grid)
+    f = small_sample_factor(n_with, boot.level)
+    lo = mid - (mid - q_lo) * f
+    hi = mid + (q_hi - mid) * f
+    return {
+        "toi_frac": [float(g) for g in grid],
+        "ci_low_mw": [float(x) for x in np.minimum(lo, mid)],
+        "ci_high_mw": [float(x) for x in np.maximum(hi, mid)],
+        "level": boot.level,
+        "runs": n_with,
+        "replicates": int(ok.sum()),
+        "method": "cluster_bootstrap_refit",
+    }
 
 
 def compute_profiles(
@@ -327,7 +408,7 @@ def compute_profiles(
     phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
     (bootstrap_reps, ci_level, fit_degree).
     channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, lois_by_phase {"sse", "ssp"},
-    runs_with_lois, fit_coeffs};
+    runs_with_lois, fit_coeffs, fit_band (`fit_band`: the fit's pointwise CI band)};
     derived = exec_time_ns / cycle_time_ns {value (median over golden SSP runs), ci_low, ci_high},
     exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
     sse_reading_vs_ssp_pct / interleaved_reading_vs_ssp_pct {value, ci_low, ci_high}.
@@ -385,6 +466,7 @@ def compute_profiles(
                 sl = slice(data["bounds"][k], data["bounds"][k + 1])
                 pos, power, toi = data["pos"][sl], data["power"][sl], data["toi"][sl]
             fit = poly_fit(toi, power, cv_degree(toi, power, degree)) if toi.size else None
+            band = fit_band(pos, toi, power, fit, boot)
             if g == "ssp" and data_ssp is not None and ch in data_ssp["channel_names"]:
                 k = data_ssp["channel_names"].index(ch) * len(ROLES) + ROLES.index(g)
                 sl = slice(data_ssp["bounds"][k], data_ssp["bounds"][k + 1])
@@ -405,6 +487,7 @@ def compute_profiles(
                 "lois_by_phase": {"sse": n_sse, "ssp": int(power.size) - n_sse},
                 "runs_with_lois": int((n > 0).sum()),
                 "fit_coeffs": fit,
+                "fit_band": band,
             }
 
     # readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile interval

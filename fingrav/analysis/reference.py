@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct, limit_cycle
+from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct, drift, limit_cycle
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
 from fingrav.contracts.plan import Plan
@@ -45,6 +45,7 @@ SAMPLE_MARGIN_NS = 1_000_000_000  # samples read around the run (for interpolati
 EARLY_WINDOW_NS = 100_000_000  # the early (pre-clamp) window of the reference run: >= 100 ms ...
 EARLY_PERIODS = 15  # ... and >= 15 sensor periods
 EARLY_MIN_SAMPLES = 6
+DRIFT_TOL_PCT = 0.35  # a reference run without a stopping target (older plans) drifts beyond +-this over its last half
 
 
 def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int) -> float | None:
@@ -176,7 +177,7 @@ def reference_stats(
     settled = p[in_settled]
     mean, ci_lo, ci_hi = batch_means_ci(settled, level)
     period = float(np.median(np.diff(t[in_settled]))) if settled.size > 2 else None
-    cycle = limit_cycle(t[in_settled], settled, level, period)
+    cycle = limit_cycle(t[in_settled], settled, level)  # the same call as the collector's `reference_decision`
     spread = block_spread_pct(t[(t >= busy_start + t_stable) & (t <= busy_end)], settled)
     unsettled = settled.size < MIN_SETTLED_REFERENCE_SAMPLES
     if unsettled:
@@ -189,6 +190,8 @@ def reference_stats(
             t_stable / 1e9,
         )
 
+    dr = drift(t[in_settled], settled, level) if cycle is None else None
+    drift_tol = (plan.reference_ci_pct if plan.reference_ci_pct is not None else DRIFT_TOL_PCT * 2.0) / 2.0
     early = early_power(t, p, busy_start + t_stable, busy_end, period, cycle.start_ns if cycle else None, level)
     e0, e1 = _finite(rrow["energy_start_mj"]), _finite(rrow["energy_end_mj"])
     counter = e1 - e0 if e0 is not None and e1 is not None else None
@@ -220,6 +223,8 @@ def reference_stats(
         "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
         "limit_cycle": cycle.to_summary() if cycle is not None else None,
         "early": early,
+        "drift": dr.to_summary() if dr is not None else None,
+        "drifting": bool(dr is not None and dr.drifting(drift_tol)),
         "energy_counter_mj": counter,
         "energy_power_mw": energy_power,
         "samples_energy_mj": samples_mj,

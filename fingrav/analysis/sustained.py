@@ -5,16 +5,23 @@ H200: ~0.7 s near the burst level, ~0.2 s clamped, repeating). A mean over an ar
 where the span starts and ends; the sustained power is the mean over *whole* cycles. From the settled,
 delay-corrected samples of the reference run:
 
-1. the samples are averaged into bins of `BIN_NS` (at least one sensor period);
-2. the run cycles when the 200 ms block means spread by more than `contracts.flags.MAX_BLOCK_SPREAD_PCT`; the bins are
-   then split at the midpoint between their 10th and 90th percentiles into clamped (low) and released (high)
-   bins, and runs of fewer than `MIN_RUN_BINS` bins are merged into their neighbours (noise);
+1. the run cycles when the 200 ms block means spread by more than `contracts.flags.MAX_BLOCK_SPREAD_PCT`;
+2. the samples are averaged into bins of `SEGMENTATION_FACTORS` x the median sample interval (at least `BIN_NS`;
+   bins narrower than about 1.5 intervals alias with the samples: empty bins every few bins split the phases
+   apart); the bins are labelled clamped (low) or released (high) with hysteresis, switching below the lower third
+   and above the upper third between their 10th and 90th percentiles, and runs of fewer than `MIN_RUN_BINS` bins
+   are merged into their neighbours (noise);
 3. a cycle runs from the start of one clamp to the start of the next; per cycle: period, duty (the released
    fraction), high and low levels, and its mean;
 4. the sustained power is the time-weighted mean of the bins from the first clamp start to the last, its CI a
    t-interval over the per-cycle means (>= 3 cycles; else none); the cycle's numbers get t-intervals too.
 
-Without cycling the sustained power is the settled mean (the reference run's batch-means CI). Powers mW, times ns.
+Where cycles begin is a model choice, and on the H200 the per-cycle CI changes with it (0.1-1.2 % on one run for
+bins of 1.5-3 sample intervals; the mean by < 0.2 %): the cycle's numbers come from the middle bin width, and the
+mean's CI is the widest of the bin widths that see >= 3 cycles (a systematic part, as in
+`fingrav.analysis.kernel_power`). Without cycling the sustained power is the mean of the run's last half
+(`drift`): the die warms for seconds (the H200: +0.6 % from 0.5 to 3 s), so the latest half is the closest to
+sustained use; its batch-means CI is widened by half the change across that half. Powers mW, times ns.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ logger = logging.getLogger(__name__)
 BIN_NS = 10_000_000  # 10 ms
 MIN_RUN_BINS = 2
 MIN_CYCLES_FOR_CI = 3
+SEGMENTATION_FACTORS = (1.5, 2.0, 3.0)  # bin widths, in sample intervals (module docstring)
 BATCHES = 10  # contiguous batches of the batch-means CI
 
 
@@ -68,6 +76,69 @@ def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLO
         return None
     m = float(np.mean(means))
     return (max(means) - min(means)) / m * 100.0 if m else None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How much settled power still changes over the last half of a run (the die warming, a slow clock change):
+    `change_pct` (least-squares slope x the half's length, % of its mean) with its standard error `se_pct` (from
+    the batch means' spread: samples are autocorrelated), the half's mean and batch-means CI (mW) and its start."""
+
+    change_pct: float
+    se_pct: float
+    mean_mw: float
+    ci_low_mw: float | None
+    ci_high_mw: float | None
+    start_ns: int
+
+    def drifting(self, tol_pct: float) -> bool:
+        """Whether the change exceeds `tol_pct` by more than two standard errors."""
+        return abs(self.change_pct) - 2.0 * self.se_pct > tol_pct
+
+    def to_summary(self) -> dict[str, object]:
+        return {
+            "change_pct": self.change_pct,
+            "se_pct": self.se_pct,
+            "mean_mw": self.mean_mw,
+            "ci_low_mw": self.ci_low_mw,
+            "ci_high_mw": self.ci_high_mw,
+            "start_ns": self.start_ns,
+        }
+
+
+def drift(t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95) -> Drift | None:
+    """The `Drift` of the last half (in time) of settled samples; None with fewer than 2 x BATCHES samples in it.
+    The slope is fitted to the means of BATCHES contiguous batches against their mean times, its standard error
+    from their residuals (df BATCHES - 2): the samples' autocorrelation cannot make a wiggle look like a drift."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    p = np.asarray(power_mw, dtype=np.float64)
+    if t.size < 4:
+        return None
+    mid = t[0] + (t[-1] - t[0]) // 2
+    keep = t >= mid
+    th, ph = (t[keep] - mid).astype(np.float64), p[keep]
+    if ph.size < 2 * BATCHES:
+        return None
+    tb = np.array([b.mean() for b in np.array_split(th, BATCHES)])
+    pb = np.array([b.mean() for b in np.array_split(ph, BATCHES)])
+    x = tb - tb.mean()
+    sxx = float(np.sum(x * x))
+    m = float(ph.mean())
+    if sxx <= 0 or m == 0:
+        return None
+    slope = float(np.sum(x * (pb - pb.mean())) / sxx)
+    resid = pb - pb.mean() - slope * x
+    se_slope = math.sqrt(float(np.sum(resid * resid)) / (BATCHES - 2) / sxx)
+    span = float(th.max() - th.min())
+    mean, lo, hi = batch_means_ci(ph, level)
+    return Drift(
+        change_pct=slope * span / m * 100.0,
+        se_pct=se_slope * span / abs(m) * 100.0,
+        mean_mw=float(mean if mean is not None else m),
+        ci_low_mw=lo,
+        ci_high_mw=hi,
+        start_ns=int(mid),
+    )
 
 
 @dataclass(frozen=True)
@@ -140,12 +211,38 @@ def _merge_short_runs(high: np.ndarray, min_len: int) -> np.ndarray:
     return out
 
 
+def _labels(cp: np.ndarray) -> np.ndarray:
+    """Released (True) / clamped (False) per bin, with hysteresis (module docstring, 2.)."""
+    lo_q, hi_q = np.quantile(cp, [0.1, 0.9])
+    lower, upper = lo_q + (hi_q - lo_q) / 3.0, lo_q + 2.0 * (hi_q - lo_q) / 3.0
+    high = np.empty(cp.size, dtype=bool)
+    state = bool(cp[0] > 0.5 * (lo_q + hi_q))
+    for i, v in enumerate(cp):
+        if state and v < lower:
+            state = False
+        elif not state and v > upper:
+            state = True
+        high[i] = state
+    return _merge_short_runs(high, MIN_RUN_BINS)
+
+
+def _segment(t: np.ndarray, p: np.ndarray, bin_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(bin starts, bin means, released labels, indices of the clamp starts) for one bin width."""
+    ct, cp = binned(t, p, bin_ns)
+    high = _labels(cp)
+    return ct, cp, high, np.flatnonzero(~high[1:] & high[:-1]) + 1  # released -> clamped
+
+
+def _cycle_means(cp: np.ndarray, starts: np.ndarray) -> list[float]:
+    return [float(cp[a:b].mean()) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
 def limit_cycle(
     t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95, period_ns: float | None = None
 ) -> LimitCycle | None:
     """The limit cycle of settled samples (module docstring), or None when the power does not cycle (block
-    spread <= MAX_BLOCK_SPREAD_PCT) or fewer than two clamp starts are seen. period_ns: the sensor period (bins are
-    at least that long)."""
+    spread <= MAX_BLOCK_SPREAD_PCT) or fewer than two clamp starts are seen. period_ns: the sample interval the bin
+    widths scale with (default: the samples' median interval)."""
     t = np.asarray(t_ns, dtype=np.int64)
     p = np.asarray(power_mw, dtype=np.float64)
     if t.size < 9:
@@ -153,14 +250,12 @@ def limit_cycle(
     bt, bp = binned(t, p, BLOCK_NS)
     if bp.size < 3 or bp.mean() <= 0 or (bp.max() - bp.min()) / bp.mean() * 100.0 <= MAX_BLOCK_SPREAD_PCT:
         return None
-    bin_ns = int(max(BIN_NS, period_ns or 0.0))
-    ct, cp = binned(t, p, bin_ns)
-    lo_q, hi_q = np.quantile(cp, [0.1, 0.9])
-    high = _merge_short_runs(cp > 0.5 * (lo_q + hi_q), MIN_RUN_BINS)
-    clamp_starts = np.flatnonzero(~high[1:] & high[:-1]) + 1  # released -> clamped
+    dt = float(period_ns) if period_ns else float(np.median(np.diff(t)))
+    segs = [_segment(t, p, int(max(BIN_NS, f * dt))) for f in SEGMENTATION_FACTORS]
+    ct, cp, high, clamp_starts = segs[len(segs) // 2]
     if clamp_starts.size < 2:
         return None
-    periods, duties, highs, lows, means = [], [], [], [], []
+    periods, duties, highs, lows = [], [], [], []
     for a, b in zip(clamp_starts[:-1], clamp_starts[1:], strict=True):
         seg_h = high[a:b]
         seg_p = cp[a:b]
@@ -168,11 +263,21 @@ def limit_cycle(
         duties.append(float(seg_h.mean()))
         highs.append(float(seg_p[seg_h].mean()) if seg_h.any() else math.nan)
         lows.append(float(seg_p[~seg_h].mean()) if (~seg_h).any() else math.nan)
-        means.append(float(seg_p.mean()))
+    means = _cycle_means(cp, clamp_starts)
     a, b = int(clamp_starts[0]), int(clamp_starts[-1])
     n = len(means)
     whole = float(cp[a:b].mean())
-    mean_ci = _t_interval(means, level) if n >= MIN_CYCLES_FOR_CI else Interval(whole)
+    mean_ci = Interval(whole)
+    halves = [
+        (iv.ci_high - iv.ci_low) / 2.0
+        for _, scp, _, st in segs
+        if st.size - 1 >= MIN_CYCLES_FOR_CI
+        and (iv := _t_interval(_cycle_means(scp, st), level)).ci_low is not None
+        and iv.ci_high is not None
+    ]
+    if n >= MIN_CYCLES_FOR_CI and halves:
+        half = max(halves)
+        mean_ci = Interval(whole, whole - half, whole + half)
     lc = LimitCycle(
         cycles=n,
         start_ns=int(ct[a]),
@@ -181,7 +286,7 @@ def limit_cycle(
         duty=_t_interval(duties, level),
         high_mw=_t_interval(highs, level),
         low_mw=_t_interval(lows, level),
-        mean_mw=Interval(whole, mean_ci.ci_low, mean_ci.ci_high),
+        mean_mw=mean_ci,
     )
     logger.info(
         "limit cycle: %d whole cycles, period %.3g s, duty %.2g, high %.4g W, low %.4g W, mean %.4g W",
@@ -217,7 +322,8 @@ def headline(
 ) -> Headline:
     """What the kernel draws in the state users run it in. With a settled reference run: its sustained power
     (the whole-cycle mean where the limiter cycles, else the settled mean) and its cycle time (uninstrumented
-    when the device ran it without stamps: source "sustained", else "sustained_stamped"); with fewer than
+    when the device ran it without stamps: source "sustained", else "sustained_stamped"); where it does not cycle,
+    the mean of the run's last half (`drift`), its CI widened by half the change across it; with fewer than
     `MIN_CYCLES_FOR_CI` cycles the batch-means CI widened to include the settled mean. Without one: the FinGraV
     SSP of the short runs after idle, source "burst". burst_*: that SSP (value, CI low, CI high)."""
     ok = reference is not None and not reference.get("unsettled") and reference.get("power_mw") is not None
@@ -234,6 +340,13 @@ def headline(
         elif lo is not None and hi is not None:  # too few cycles: the settled CI, widened to the whole-cycle mean
             gap = abs(power - settled)
             lo, hi = min(float(lo), power) - gap, max(float(hi), power) + gap
+    elif (dr := reference.get("drift")) is not None:
+        # the run's last half, the closest to sustained use (the die still warms for seconds); its CI widened by
+        # half the change across it (the power still moves inside the window the number stands for)
+        power = float(dr["mean_mw"])
+        extra = abs(float(dr["change_pct"])) / 200.0 * power
+        if dr.get("ci_low_mw") is not None and dr.get("ci_high_mw") is not None:
+            lo, hi = float(dr["ci_low_mw"]) - extra, float(dr["ci_high_mw"]) + extra
     else:
         power = settled
     cycle = float(reference["cycle_ns"])
@@ -248,7 +361,8 @@ def headline(
 REFERENCE_REASONS = {
     "min_length": "shorter than run_policy.reference_ms: going on",
     "too_short_to_tell": "fewer than three 200 ms blocks of settled samples: going on",
-    "steady": "settled power does not cycle (block spread within the limit): stopped",
+    "steady": "settled power does not cycle (block spread within the limit) and no longer drifts: stopped",
+    "drifting": "settled power still drifts over the run's last half by more than reference_ci_pct / 2: going on",
     "too_few_cycles": "the power cycles but fewer than three whole limit cycles are seen: going on",
     "ci_too_wide": "the whole-cycle mean's CI is wider than run_policy.reference_ci_pct: going on",
     "ci_reached": "the whole-cycle mean's CI is within run_policy.reference_ci_pct: stopped",
@@ -288,7 +402,6 @@ def reference_decision(
     max_ns: int,
     max_ci_pct: float,
     level: float = 0.95,
-    period_ns: float | None = None,
 ) -> ReferenceDecision:
     """Go on with a reference run, or stop (the collector asks this while the run is still executing).
 
@@ -297,8 +410,9 @@ def reference_decision(
     start + settle_ns are not looked at (the probe's settling time). The run goes on until it is min_ns long,
     then for as long as its settled power is seen to cycle (block spread > MAX_BLOCK_SPREAD_PCT) and the
     whole-cycle mean (`limit_cycle`, the headline's own statistic) has fewer than MIN_CYCLES_FOR_CI cycles or a
-    CI wider than +-max_ci_pct %, up to max_ns. A power that does not cycle stops it at min_ns: a limiter that
-    only starts later than min_ns is not seen (make reference_ms longer)."""
+    CI wider than +-max_ci_pct %, or, where it does not cycle, for as long as it still drifts over the last half
+    (`drift`: by more than max_ci_pct / 2 plus two standard errors; the die warming), up to max_ns. A limiter
+    that only starts later than the run's end is not seen (make reference_ms longer)."""
     elapsed = int(now_ns - start_ns)
     if elapsed < min_ns:
         return ReferenceDecision(True, "min_length", elapsed)
@@ -313,8 +427,11 @@ def reference_decision(
     if spread is None:
         return ReferenceDecision(not stop, "max_length" if stop else "too_short_to_tell", elapsed)
     if spread <= MAX_BLOCK_SPREAD_PCT:
+        d = drift(t, p, level)
+        if d is not None and d.drifting(max_ci_pct / 2.0):  # still warming (or cooling): not yet sustained
+            return ReferenceDecision(not stop, "max_length" if stop else "drifting", elapsed, 0, None)
         return ReferenceDecision(False, "steady", elapsed)
-    lc = limit_cycle(t, p, level, period_ns)
+    lc = limit_cycle(t, p, level)
     if lc is None or lc.cycles < MIN_CYCLES_FOR_CI:
         cycles = lc.cycles if lc is not None else 0
         return ReferenceDecision(not stop, "max_length" if stop else "too_few_cycles", elapsed, cycles)

@@ -513,7 +513,6 @@ def _reference_more(
             min_ns,
             max_ns,
             float(plan.reference_ci_pct or 1.0),
-            period_ns=float(plan.sensor.period_ns),
         )
         decisions.append(d)
         go = any(sync.all_gather(d.extend))

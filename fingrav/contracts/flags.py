@@ -107,6 +107,22 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         f"< {MIN_SETTLED_REFERENCE_SAMPLES} settled reference samples",
     ),
     Flag(
+        "burst_too_few_lois",
+        False,
+        "the headline is sustained (the reference run), but the burst SSP (burst_power_w, the short stamped runs "
+        "after idle) has fewer SSP LOIs than analysis.min_lois: burst_power_w and what is compared with it "
+        "(burst_vs_sustained_pct, instrumentation_power_pct) are not trustworthy",
+        "ssp_source sustained and SSP LOIs < analysis.min_lois",
+    ),
+    Flag(
+        "burst_unsettled",
+        False,
+        "the headline is sustained (the reference run), but the power was not steady over the burst SSP: the "
+        "stability probe never settled (often: the limiter already clamps it) or the SSP tail still trends; "
+        "burst_power_w is not a settled SSP",
+        "ssp_source sustained and (probe not settled, or SSP-tail trend |z| > 3.29 beyond the CI)",
+    ),
+    Flag(
         "burst_only",
         False,
         "no sustained reference run (run_policy.reference_ms 0, or it did not settle): the headline ssp_power_w and "

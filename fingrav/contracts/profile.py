@@ -27,9 +27,26 @@ class Estimate(_Model):
     ci_high: float | None = None
 
 
+class FitBand(_Model):
+    """The pointwise CI band of a TOI fit (`fingrav.analysis.profiles.fit_band`): at each toi_frac of a grid over
+    the execution (0..1), the band's low and high power (mW) at `level`, from a cluster bootstrap over the golden
+    runs that re-fits the polynomial at the fit's degree in every replicate (LOIs of one run are correlated: runs,
+    not LOIs, are the independent units), widened for few runs. runs: runs with LOIs; replicates: the bootstrap
+    replicates whose fit could be solved."""
+
+    toi_frac: list[float]
+    ci_low_mw: list[float]
+    ci_high_mw: list[float]
+    level: float
+    runs: int
+    replicates: int
+    method: str = "cluster_bootstrap_refit"
+
+
 class RoleStats(_Model):
-    """The LOIs of one role (or statistic group) on one channel: mean power, cluster-bootstrap CI, counts, and
-    the TOI fit (numpy.polyfit coefficients, highest power first, x = toi_frac, y = power_mw)."""
+    """The LOIs of one role (or statistic group) on one channel: mean power, cluster-bootstrap CI, counts, the
+    TOI fit (numpy.polyfit coefficients, highest power first, x = toi_frac, y = power_mw) and its pointwise CI
+    band (None without a fit or with LOIs from fewer than 2 runs)."""
 
     mean_mw: float | None = None
     ci_low_mw: float | None = None
@@ -38,6 +55,7 @@ class RoleStats(_Model):
     lois_by_phase: dict[str, int] = {}
     runs_with_lois: int = 0
     fit_coeffs: list[float] | None = None
+    fit_band: FitBand | None = None
     truth_mw: float | None = None  # simulator
     # SSP only: what the CI is made of (bootstrap interval over runs, + the lag bias of a tail trend) and the
     # tail's trend test (`fingrav.analysis.settling`)

@@ -815,10 +815,11 @@ class TorchGPUDevice(GPUDevice):
         stamping costs.
 
         more / part (`GPUDevice.run_unstamped`): the run is launched in parts of `part` executions (rounded up to
-        whole graph chunks; at least two parts when `more` is given), each followed by a CUDA event. Two parts
-        are queued ahead; when the last planned part is the only one left on the GPU, `more(done)` is asked and
-        its answer (rounded up to whole parts) queued behind it, so the GPU never waits for the host. Every graph
-        the parts need is captured before the first stamp (capture synchronizes the device)."""
+        whole graph chunks, or whole rounds of the input sets when shorter; at least two parts when `more` is
+        given), each followed by a CUDA event. Two parts are queued ahead; when the last planned part is the only
+        one left on the GPU, `more(done)` is asked and its answer (rounded up to whole parts) queued behind it, so
+        the GPU never waits for the host. Every graph the parts need is captured before the first stamp (capture
+        synchronizes the device)."""
         if count <= 0:
             raise ValueError("count must be > 0")
         h = self._check_handle(handle)
@@ -827,7 +828,10 @@ class TorchGPUDevice(GPUDevice):
         if more is not None:
             size = min(size, max(1, -(-count // 2)))
         if more is not None or part is not None:
-            size = -(-size // h.chunk) * h.chunk  # whole graph chunks: every part replays the same cached graphs
+            # whole graph chunks (every part replays the same cached graphs), or for a part shorter than one chunk
+            # (a long kernel) whole rounds of the input sets, so that the rotation stays seamless across parts
+            unit = h.chunk if size >= h.chunk else max(1, h.n_sets)
+            size = -(-size // unit) * unit
         todo = [min(size, count - k) for k in range(0, count, size)]
         self._ensure_capacity(2)
         plans = {n: self._work([(h, n)], stamped=False) for n in {*todo, size}}

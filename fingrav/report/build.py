@@ -97,9 +97,10 @@ def _profile_caption(scn: ScenarioData, ci: str) -> str:
         "Each dot is a LOI: a power sample that fell inside an execution of a golden run, placed at its TOI. "
         "<b>Red</b>: SSE (first execution after the warm-ups); <b>blue</b>: SSP (executions in power steady "
         "state); <b>green</b>: the first execution right after the predecessor, when there is one. Lines: "
-        f"polynomial fits (the analysis' fit_coeffs); shaded band: mean ± {ci} CI; dashed: mean. Look for: SSE "
-        "below SSP when the kernel is shorter than the sensor's window, a fit that follows the cloud, and narrow "
-        "bands."
+        "polynomial fits of a cross-validated degree (the analysis' fit_coeffs), shaded around each line: its "
+        f"pointwise {ci} CI band (the analysis' fit_band: a cluster bootstrap over runs, re-fitting at the same "
+        f"degree); dashed: the mean, light box: the mean's {ci} CI. Look for: SSE below SSP when the kernel is "
+        "shorter than the sensor's window, a fit that follows the cloud, and narrow bands."
     ]
     flags = scn.flags
     if "kernel_shorter_than_window" in flags:

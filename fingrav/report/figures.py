@@ -18,6 +18,7 @@ import polars as pl
 from fingrav.analysis.roles import role_expr
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.paper import norm_name
 from fingrav.contracts.summary import channel_of_column
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
 from fingrav.report.load import ScenarioData, subsample
@@ -99,8 +100,9 @@ DENSITY_ABOVE_POINTS = 800  # a panel with more LOIs than this shows their densi
 
 def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int = 5000) -> Chart | None:
     """TOI-power scatter of the golden runs' LOIs (SSE, SSP and the interleaved first execution), the
-    cross-validated fits from summary.json and the mean ± CI band per role; one panel per channel. Where points
-    would overplot (more than DENSITY_ABOVE_POINTS), their density in TOI x power cells instead."""
+    cross-validated fits from summary.json with their pointwise CI bands (`RoleStats.fit_band`, shaded around each
+    fit line) and the mean with its CI (dashed, light box) per role; one panel per channel. Where points would
+    overplot (more than DENSITY_ABOVE_POINTS), their density in TOI x power cells instead."""
     exec_us = exec_time_us(scn, lois)
     if exec_us is None:
         logger.warning("%s: no execution time; no profile figure", scn.name)
@@ -131,8 +133,10 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     )
 
     fits: list[dict[str, Any]] = []
+    fit_bands: list[dict[str, Any]] = []  # the fits' pointwise CI bands, as the analysis computed them
     bands: list[dict[str, Any]] = []
     degrees: set[int] = set()
+    band_levels: set[float] = set()
     frac = np.linspace(0.0, 1.0, 41)
     for ch in channels:
         for role in PROFILE_ROLES:
@@ -148,6 +152,13 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                     {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "power_w": float(y)}
                     for f, y in zip(frac, ys, strict=True)
                 ]
+                fb = stats.fit_band
+                if fb is not None and all(_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
+                    band_levels.add(fb.level)
+                    fit_bands += [
+                        {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
+                        for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
+                    ]
             mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
             if _finite(mean):
                 bands.append(
@@ -170,6 +181,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         "role_label:N", scale=alt.Scale(domain=["SSP", "interleaved (1st)", "SSE"], range=[12, 30, 30]), legend=None
     )
     fits_df = pl.DataFrame(fits) if fits else None
+    fit_bands_df = pl.DataFrame(fit_bands) if fit_bands else None
     bands_df = pl.DataFrame(bands) if bands else None
     multi = len(channels) > 1
     width, height = (330, 190) if multi else (560, 260)
@@ -177,6 +189,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     x_title = "TOI (µs into the execution)"
 
     panels = []
+    dense = False  # whether any panel shows the LOIs' density instead of the points
     for ch in channels:
         y_scale = alt.Scale(zero=False, domain=_y_domain(pts, bands_df, ch), nice=True)
         layers: list[alt.Chart] = []
@@ -194,6 +207,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
             )
         p = pts.filter(pl.col("channel") == ch)
         if p.height > DENSITY_ABOVE_POINTS:  # where points would overplot: their density (darker: more LOIs)
+            dense = True
             layers.append(
                 alt.Chart(p)
                 .mark_rect(clip=True)
@@ -224,6 +238,18 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                     color=color,
                 )
             )
+        if fit_bands_df is not None and (fb := fit_bands_df.filter(pl.col("channel") == ch)).height:
+            layers.append(
+                alt.Chart(fb)
+                .mark_area(opacity=0.28, clip=True)
+                .encode(
+                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
+                    y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale),
+                    y2="hi_w:Q",
+                    color=color,
+                    detail="role_label:N",
+                )
+            )
         if fits_df is not None and (f := fits_df.filter(pl.col("channel") == ch)).height:
             layers.append(
                 alt.Chart(f)
@@ -242,12 +268,15 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
     if not panels:
         return None
     kernel = f"{scn.row['kernel']}; " if scn.row.get("kernel") else ""
-    subtitle = [
-        f"{kernel}execution ≈ {exec_us:.3g} µs; golden runs; "
-        f"{shown} of the {total} LOIs of these executions shown (the table's SSP LOIs: {scn.row.get('lois')}); "
-        + ("shaded cells: LOI density; " if shown > DENSITY_ABOVE_POINTS else "")
-        + (f"lines: cross-validated degree-{'/'.join(map(str, sorted(degrees)))} fit; " if degrees else "")
-        + "band: mean ± CI; dashed: mean",
+    fit_line = f"lines: cross-validated degree-{'/'.join(map(str, sorted(degrees)))} fits" if degrees else ""
+    if band_levels:
+        levels = "/".join(f"{lv * 100:.4g}" for lv in sorted(band_levels))
+        fit_line += f"; shaded around them: their {levels} % CI bands (cluster bootstrap over runs)"
+    subtitle = [  # one short line each: a long subtitle widens the PNG, and the page then shrinks the panels
+        f"{kernel}execution ≈ {_duration(exec_us / 1000.0)}; LOIs of golden runs: {shown} of {total} shown "
+        f"(the table's SSP LOIs: {scn.row.get('lois')})",
+        *([fit_line] if fit_line else []),
+        "dashed: mean, light box: its CI" + ("; shaded cells: LOI density" if dense else ""),
     ]
     if not scn.sse_measurable:
         subtitle.append("SSE: not measurable (too_few_lois_sse): its few LOIs are drawn, without fit or mean")
@@ -794,9 +823,7 @@ def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 
 
 # --------------------------------------------------------------------------- 5. SSE vs SSP error
-def _norm(name: str) -> str:
-    """A name for loose matching: lower case, letters and digits only."""
-    return "".join(ch for ch in name.lower() if ch.isalnum())
+_norm = norm_name  # a name for loose matching with the paper's names
 
 
 NOT_MEASURABLE = "not measurable"

@@ -17,6 +17,7 @@ import polars as pl
 from fingrav.contracts import flags as FL
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
 from fingrav.contracts.units import MW_PER_W, ms, us, w
 from fingrav.report.load import ScenarioData, sensor_ns
@@ -36,12 +37,17 @@ h2{font-size:20px;margin:36px 0 10px;padding-bottom:4px;border-bottom:2px solid 
 h3{font-size:16px;margin:22px 0 8px}
 .sub{color:#666;margin:0 0 18px}
 nav{font-size:14px;margin:8px 0 18px;color:#555}
-nav a{color:#1f5fa8;text-decoration:none;margin-right:14px}
+nav a{color:#1f5fa8;text-decoration:none;margin-right:14px;white-space:nowrap;display:inline-block}
 table{border-collapse:collapse;font-size:13px;margin:6px 0 12px}
 th,td{padding:5px 8px;border-bottom:1px solid #e8e8e8;text-align:left;vertical-align:top}
 th{background:#f3f4f6;font-weight:600;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ci{color:#777;font-size:11.5px;display:block}
+.cii{color:#777;font-size:11.5px;margin-left:5px;white-space:nowrap}
+.paper{color:#8a8a8a;font-size:11.5px;display:block;white-space:nowrap}
+td.name,table.all td:nth-child(2){white-space:nowrap}
+table.headline td,table.core td{vertical-align:baseline}
+table.core th{white-space:normal;vertical-align:bottom;max-width:150px}
 table.kv th{background:none;color:#555;font-weight:500;text-align:right}
 .wide{overflow-x:auto;max-width:100%}
 tr.invalid td{background:#fdecea}
@@ -112,13 +118,61 @@ def fmt(v: Any, digits: int | None = None) -> str:
     return f"{v:.3g}"
 
 
+def _default_decimals(v: float) -> int | None:
+    """The decimals `fmt` shows for v without `digits` (None: significant digits, for |v| < 0.01)."""
+    a = abs(v)
+    if a >= 1000:
+        return 0
+    if a >= 100:
+        return 1
+    if a >= 10:
+        return 2
+    return 3 if a >= 0.01 or a == 0 else None
+
+
+def ci_digits(v: Any, lo: Any, hi: Any, digits: int | None = None) -> int | None:
+    """The decimals to show a value and its CI with: `digits` (or fmt's default), plus up to 3 more where the CI's
+    two ends would otherwise print alike (a CI of [29.89, 29.89] reads as no uncertainty at all)."""
+    if not (_finite(v) and _finite(lo) and _finite(hi)) or lo == hi or fmt(lo, digits) != fmt(hi, digits):
+        return digits
+    base = digits if digits is not None else _default_decimals(float(v))
+    if base is None:
+        return digits
+    for d in range(base + 1, base + 4):
+        if f"{float(lo):.{d}f}" != f"{float(hi):.{d}f}":
+            return d
+    return digits
+
+
 def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
     """A value with its CI below it, as HTML."""
     if v is None:
         return "–"
+    digits = ci_digits(v, lo, hi, digits)
     out = fmt(v, digits)
     if _finite(lo) and _finite(hi):
         out += f'<span class="ci">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
+    return out
+
+
+def fmt_ci_inline(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
+    """A value with its CI on the same line (smaller, grey), as HTML: one line per table row."""
+    if v is None:
+        return "–"
+    digits = ci_digits(v, lo, hi, digits)
+    out = fmt(v, digits)
+    if _finite(lo) and _finite(hi):
+        out += f'<span class="cii">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
+    return out
+
+
+def fmt_signed_ci(v: Any, lo: Any, hi: Any) -> str:
+    """A signed percentage (one decimal, with its sign) with its CI below it, as HTML."""
+    if not _finite(v):
+        return "–"
+    out = f"{float(v):+.1f}"
+    if _finite(lo) and _finite(hi):
+        out += f'<span class="ci">[{float(lo):+.1f}, {float(hi):+.1f}]</span>'
     return out
 
 
@@ -286,15 +340,22 @@ def takeaway(scn: ScenarioData) -> str:
     """One line on what a scenario's numbers say (from the analysis' columns and flags; nothing recomputed)."""
     r = scn.row
     if not scn.valid:
-        invalid = [f for f in scn.flags if FL.BY_NAME.get(f) is not None and FL.BY_NAME[f].invalidates]
-        return "not valid: " + ", ".join(invalid or scn.flags)
+        invalid = [FL.BY_NAME[f] for f in scn.flags if FL.BY_NAME.get(f) is not None and FL.BY_NAME[f].invalidates]
+        if not invalid:
+            return "not valid: " + ", ".join(scn.flags)
+        also = f"; also {', '.join(f.name for f in invalid[1:])}" if len(invalid) > 1 else ""
+        return f"not valid: {invalid[0].name} ({invalid[0].threshold}){also}"
     bits = []
     if r.get("limit_cycles"):
         bits.append(
             f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
             f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_signed(r.get('burst_vs_sustained_pct'))} %"
         )
-    elif r.get("ssp_source") == "sustained" and _finite(r.get("instrumentation_cycle_pct")):
+    elif (
+        r.get("ssp_source") == "sustained"
+        and _finite(r.get("instrumentation_cycle_pct"))
+        and abs(float(r["instrumentation_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
+    ):
         bits.append(f"stamps lengthen its cycle by {_signed(r.get('instrumentation_cycle_pct'))} %")
     if _finite(r.get("sse_kernel_power_w")):
         bits.append(f"the SSE draws {_signed(r.get('sse_kernel_vs_ssp_pct'))} % vs the SSP (kernel power)")
@@ -306,32 +367,97 @@ def takeaway(scn: ScenarioData) -> str:
 
 
 def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
-    """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway."""
+    """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
+    scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
+    (burst / sustained) is shown when the sweep has any sustained one."""
+    show_source = any((s.row.get("ssp_source") or "burst") != "burst" for s in scns)
     rows = []
     for s in scns:
         r = s.row
-        mark = '<span class="ok">✓</span>' if s.valid else '<span class="bad">✗</span>'
-        source = r.get("ssp_source") or "burst"
-        ssp = fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1)
-        energy = fmt_ci(
+        mark = '<span class="ok" title="valid">✓</span>' if s.valid else '<span class="bad" title="invalid">✗</span>'
+        ssp = fmt_ci_inline(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1)
+        if show_source:
+            ssp += f'<span class="cii">{esc(r.get("ssp_source") or "burst")}</span>'
+        energy = fmt_ci_inline(
             r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
         )
+        cls = "" if s.valid else ' class="invalid"'
         rows.append(
-            f"<tr><td>{mark}</td><td><b>{esc(s.name)}</b></td>"
-            f'<td class="num">{ssp}<span class="ci">{esc(source)}</span></td>'
-            f'<td class="num">{energy}</td><td>{esc(takeaway(s))}</td></tr>'
+            f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b></td>'
+            f'<td class="num">{ssp}</td><td class="num">{energy}</td><td>{esc(takeaway(s))}</td></tr>'
         )
     return (
         '<h2 id="headline">Headline</h2>'
-        f'<p class="sub">What each kernel draws ({ci_pct} CIs), and the one thing to know about it.</p>'
-        '<div class="wide"><table><tr><th></th><th>scenario</th><th>SSP power (W)</th><th>energy / execution (mJ)</th>'
-        f"<th>takeaway</th></tr>{''.join(rows)}</table></div>"
+        f'<p class="sub">What each kernel draws, [{ci_pct} CI] beside each number, and the one thing to know about '
+        "it.</p>"
+        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>SSP power (W)</th>'
+        f"<th>energy / execution (mJ)</th><th>takeaway</th></tr>{''.join(rows)}</table></div>"
     )
 
 
-def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
-    """The summary table: every number with its CI, validity marker and flags. SSE numbers of a scenario
-    with too few SSE LOIs read "not measurable"; reference-run columns appear when any scenario has one."""
+def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT) -> str:
+    """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, SSP power,
+    energy per execution, the SSE reading's signed error vs the SSP with its CI and the paper's value beside it,
+    the interleaved reading's (when a scenario has a predecessor), golden runs and flags. Every number is the
+    analysis' (summary.csv); nothing is recomputed."""
+    interleaved = any(s.has_predecessor for s in scns)
+    heads = ["", "scenario", "exec time (µs)", "SSP power (W)", "energy / exec (mJ)", "SSE reading vs SSP (%)"]
+    heads += ["interleaved reading vs SSP (%)"] if interleaved else []
+    heads += ["golden / runs", "flags"]
+    body = []
+    for s in scns:
+        r = s.row
+        marker = (
+            '<span class="ok" title="valid">✓</span>'
+            if s.valid
+            else '<span class="bad" title="invalid">✗ invalid</span>'
+        )
+        if s.sse_measurable:
+            sse = fmt_signed_ci(
+                r.get("sse_reading_vs_ssp_pct"),
+                r.get("sse_reading_vs_ssp_ci_low_pct"),
+                r.get("sse_reading_vs_ssp_ci_high_pct"),
+            )
+        else:
+            sse = NOT_MEASURABLE_HTML
+        ref = paper_sse_vs_ssp_pct(s.name, paper)
+        if ref is not None:
+            sse += f'<span class="paper" title="the paper\'s MI300X value">paper: {ref:+.0f}</span>'
+        cells = [
+            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
+            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
+            fmt_ci(
+                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
+            ),
+            sse,
+        ]
+        if interleaved:
+            cells.append(
+                fmt_signed_ci(
+                    r.get("interleaved_reading_vs_ssp_pct"),
+                    r.get("interleaved_reading_vs_ssp_ci_low_pct"),
+                    r.get("interleaved_reading_vs_ssp_ci_high_pct"),
+                )
+                if s.has_predecessor
+                else "–"
+            )
+        cells.append(f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}")
+        tds = "".join(f'<td class="num">{c}</td>' for c in cells)
+        cls = "valid" if s.valid else "invalid"
+        body.append(
+            f'<tr class="{cls}"><td>{marker}</td><td class="name"><b>{esc(s.name)}</b></td>{tds}'
+            f"<td>{flag_chips(s.flags)}</td></tr>"
+        )
+    head = "".join(f"<th>{esc(h)}</th>" for h in heads)
+    return f'<div class="wide"><table class="core"><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def summary_section(
+    scns: Sequence[ScenarioData], ci_pct: str = "95 %", paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT
+) -> str:
+    """The summary: the core table (`core_table`), then every column, folded: every number with its CI, validity
+    marker and flags. SSE numbers of a scenario with too few SSE LOIs read "not measurable"; reference-run columns
+    appear when any scenario has one."""
     channels: list[str] = []
     for s in scns:
         for col in s.row:
@@ -463,9 +589,10 @@ def summary_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<h2 id="summary">Summary</h2>'
         f'<p class="sub">Every number is a mean over the golden runs with its {ci_pct} confidence interval below it '
         f"(cluster bootstrap over runs). The same table is in <code>summary.csv</code>.{ref_note}</p>"
-        f"{note}<details><summary>All columns ({len(heads)}): SSE and interleaved readings and kernel powers, "
-        f"sustained vs burst, limit cycle, runs, LOIs</summary>"
-        f'<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div></details>'
+        f"{note}{core_table(scns, paper)}"
+        f"<details><summary>All columns ({len(heads)}): SSE and interleaved readings and kernel powers, "
+        f"sustained vs burst, limit cycle, per-component power, runs, LOIs</summary>"
+        f'<div class="wide"><table class="all"><tr>{head}</tr>{"".join(body)}</table></div></details>'
     )
 
 
@@ -697,7 +824,7 @@ def render_html(
         f'<p class="sub">{subtitle}</p>',
         nav_html,
         headline_section(scns, ci_pct),
-        summary_section(scns, ci_pct),
+        summary_section(scns, ci_pct, sweep_meta.get("paper_sse_vs_ssp_pct", SSE_VS_SSP_PCT)),
         how_to_read(),
         meta_section(sweep_meta, calibration, scns),
         calibration_section(calibration),

@@ -71,6 +71,8 @@ def test_each_flag_fires():
         "unsettled": (dict(probe=probe(False)), False),
         "low_golden_fraction": (dict(runs_golden=49), True),
         "burst_only": (dict(headline_source="burst"), True),
+        "burst_too_few_lois": (dict(ssp_lois=9, headline_source="sustained"), True),
+        "burst_unsettled": (dict(probe=probe(False), headline_source="sustained"), True),
     }
     for flag, (kw, valid) in cases.items():
         flags, ok = compute_flags(base_inputs(**kw))

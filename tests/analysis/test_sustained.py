@@ -49,15 +49,13 @@ def test_steady_power_has_no_cycle_and_the_headline_is_the_settled_mean() -> Non
 def _decide(t: np.ndarray, p: np.ndarray, elapsed_ms: float, min_ms: float = 2000, max_ms: float = 30_000, ci=0.7):
     from fingrav.analysis.sustained import reference_decision
 
-    return reference_decision(
-        t, p, 0, int(elapsed_ms * MS), 200 * MS, int(min_ms * MS), int(max_ms * MS), ci, period_ns=20 * MS
-    )
+    return reference_decision(t, p, 0, int(elapsed_ms * MS), 200 * MS, int(min_ms * MS), int(max_ms * MS), ci)
 
 
 def test_reference_decision_goes_on_while_the_power_cycles_and_the_cycle_mean_is_imprecise() -> None:
     t, p, _ = _cycling(7)  # ~12 s of a 900 ms limit cycle
     assert _decide(t, p, 1500).reason == "min_length" and _decide(t, p, 1500).extend
-    seen = lambda ms: (t <= ms * MS)  # noqa: E731 - the samples a run of `ms` has produced
+    seen = lambda ms: t <= ms * MS  # noqa: E731 - the samples a run of `ms` has produced
     early = _decide(t[seen(2500)], p[seen(2500)], 2500)
     assert early.extend and early.reason == "too_few_cycles" and early.cycles < 3
     # the decision asks for the very statistic the headline uses: it stops once that CI is within the target
@@ -69,7 +67,7 @@ def test_reference_decision_goes_on_while_the_power_cycles_and_the_cycle_mean_is
             break
     assert reasons[-1] == "ci_reached" and d.ci_pct is not None and d.ci_pct <= 1.0 and d.cycles >= 3
     settled = seen(ms) & (t >= 200 * MS)
-    lc = limit_cycle(t[settled], p[settled], 0.95, 20 * MS)
+    lc = limit_cycle(t[settled], p[settled], 0.95)
     assert lc is not None and (lc.mean_mw.ci_high - lc.mean_mw.ci_low) / 2 / lc.mean_mw.value * 100 == pytest.approx(
         d.ci_pct
     )
@@ -89,3 +87,26 @@ def test_reference_decision_stops_a_steady_run_at_its_shortest_length() -> None:
     assert _decide(t, ramp, 4000).reason == "steady"
     # too few settled blocks to tell: go on
     assert _decide(t[:20], p[:20], 2000, min_ms=100).reason == "too_short_to_tell"
+
+
+def test_drift_sees_a_warming_run_and_not_noise() -> None:
+    from fingrav.analysis.sustained import drift
+
+    rng = np.random.default_rng(5)
+    t = (np.arange(400) * 10 * MS).astype(np.int64)  # 4 s of 10 ms samples
+    noise = rng.normal(0, 2e3, t.size)
+    flat = drift(t, 500e3 + noise)
+    assert flat is not None and not flat.drifting(0.35) and abs(flat.change_pct) < 3 * flat.se_pct + 0.05
+    warming = 500e3 * (1 + 0.04 * (1 - np.exp(-t / 3e9))) + noise  # +4 % with a 3 s time constant
+    d = drift(t, warming)
+    expected = (warming[t >= 2_000 * MS][-40:].mean() - warming[t >= 2_000 * MS][:40].mean()) / 500e3 * 100
+    assert d is not None and d.drifting(0.35) and d.change_pct == pytest.approx(expected, rel=0.3)
+    assert d.mean_mw == pytest.approx(warming[t >= t[-1] // 2].mean(), rel=1e-3)  # the last half's mean
+    # the headline of a run that does not cycle: its last half, the CI widened by half the change across it
+    ref = {"power_mw": float(warming[20:].mean()), "ci_low_mw": 0.0, "ci_high_mw": 1e9, "unsettled": False,
+           "cycle_ns": 1e4, "unstamped": True, "limit_cycle": None, "drift": d.to_summary()}  # fmt: skip
+    hl = headline(ref, (1.0, 0.9, 1.1), 1e4, (1.0, 0.9, 1.1))
+    assert hl.power_mw == d.mean_mw and hl.ci_high_mw - hl.ci_low_mw > abs(d.change_pct) / 100 * d.mean_mw
+    # an adaptive run goes on while the power still drifts
+    assert _decide(t, warming, 4000, min_ms=2000).reason == "drifting"
+    assert _decide(t, 500e3 + noise, 4000, min_ms=2000).reason == "steady"

@@ -716,6 +716,17 @@ def test_adaptive_unstamped_run_asks_more_with_one_part_queued_and_counts_every_
     dev.close()
 
 
+def test_an_adaptive_run_of_a_long_kernel_asks_within_a_graph_chunk(fake_torch):
+    dev = _device_class(fake_torch)()
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    asked: list[int] = []
+    rec = dev.run_unstamped(k, 140, more=lambda done: asked.append(done) or 0, part=12)  # 12 executions < one chunk
+    assert asked and asked[0] < 140 and int(rec.exec_index[-1]) + 1 == 140
+    unit = max(1, k.n_sets)
+    assert asked[0] % unit == 0  # parts are whole rounds of the input sets: the rotation stays seamless
+    dev.close()
+
+
 def test_unstamped_spin_series_and_clock_reads(fake_torch):
     dev = _device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))

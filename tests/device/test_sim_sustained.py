@@ -83,3 +83,22 @@ def test_stamps_cost_gpu_time_and_unstamped_runs_do_not_pay_it() -> None:
     assert extra == pytest.approx(H200.stamp_overhead_ns, rel=0.25)
     truth = dev.sustained_truth_of_last_run()["total"]
     assert truth["cycle_ns"] == pytest.approx(cyc_unstamped, rel=0.01)
+
+
+def test_a_kernel_below_the_cap_warms_and_the_truth_is_over_the_runs_second_half() -> None:
+    dev = SimulatedGPU(SimConfig(preset="h200", overrides=SimOverrides(thermal_rise_pct=3.0)), seed=4)
+    k = dev.prepare(GemvKernel(m=8192, k=8192))
+    dev.start_sampling()
+    t0 = dev.host_time_ns()
+    n = int(6e9 / dev.kernel_info(k)["steady_us"] / 1e3)
+    dev.run_unstamped(k, n)
+    r = dev.drain_reading_truth()
+    tot = (r.channel == "total") & (r.t_ns > t0 + 200 * MS)
+    w = _block_means_w(r.t_ns[tot], r.power_mw[tot], t0, 1_000 * MS)
+    assert w[-1] > w[0] * 1.01  # ~+2 % of the excess power from 0.2 s to 6 s (2 s time constant)
+    st = dev.sustained_truth_of_last_run()["total"]
+    assert w[2] / 1e0 < st["power_mw"] / 1e3 < w[-1] * 1.001  # the second half's mean: between mid-run and the end
+    cold = SimulatedGPU(SimConfig(preset="h200", overrides=SimOverrides(thermal_rise_pct=0.0)), seed=4)
+    kc = cold.prepare(GemvKernel(m=8192, k=8192))
+    cold.run_unstamped(kc, n)
+    assert cold.sustained_truth_of_last_run()["total"]["power_mw"] < st["power_mw"]

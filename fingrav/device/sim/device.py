@@ -235,6 +235,7 @@ class SimulatedGPU(GPUDevice):
         # device transient state
         self._clock = p.clock_idle_level
         self._limiter_age = 0.0
+        self._theta = 0.0  # die warming, 0 (cold) .. 1 (busy equilibrium)
         self._t_busy_end = -1e15  # long idle before the simulation starts
         # telemetry
         self._sampling = False
@@ -335,6 +336,15 @@ class SimulatedGPU(GPUDevice):
     def kernel_info(self, handle: SimKernel) -> dict[str, Any]:
         """Simulator only: nominal time, utilizations and steady powers of a prepared kernel."""
         return kernel_summary(self.preset, handle)
+
+    def _theta_at(self, t_start: float) -> float:
+        """The die's warming (0..1) at `t_start`, after cooling since the last busy end."""
+        idle = max(0.0, t_start - self._t_busy_end)
+        return float(self._theta * np.exp(-min(idle / self.preset.thermal_tau_ns, 50.0)))
+
+    def _warm(self, theta0: float, busy_ns: np.ndarray | float) -> np.ndarray:
+        """Warming after `busy_ns` of busy time from theta0 (first order towards 1)."""
+        return 1.0 - (1.0 - theta0) * np.exp(-np.asarray(busy_ns, dtype=np.float64) / self.preset.thermal_tau_ns)
 
     def _decayed_state(self, t_start: float) -> tuple[float, float, float]:
         """(clock level c, limiter age ns, idle ns) at `t_start` after the idle since the last busy end."""
@@ -492,6 +502,10 @@ class SimulatedGPU(GPUDevice):
         comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
         plateau = np.stack([h.plateau_mw for h in handles], axis=1)[:, seg_of]
         x_plat = self._chan_mat @ (plateau * comp_mult) / np.sqrt(1.0 + slow_x)  # (C, n)
+        theta0 = self._theta_at(float(t_launch))
+        if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
+            warm = 1.0 + p.thermal_rise * self._warm(theta0, (starts - t_launch).astype(np.float64))
+            x_plat = x_plat * np.where(heavy[seg_of], 1.0, warm)[None, :]
 
         # segments: ramp, plateau, tail, gap (the last gap is the closing zero segment)
         ramp_frac = np.array([h.shape.ramp_frac for h in handles])[seg_of]
@@ -557,6 +571,7 @@ class SimulatedGPU(GPUDevice):
         z_end = (fe[-1] - t_launch) / p.clock_up_ns
         self._clock = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start) * np.exp(-z_end))
         self._limiter_age = float(age0 + busy_nominal.sum())
+        self._theta = float(self._warm(theta0, float(fe[-1] - t_launch)))
         self._now = int(ends[-1]) + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))
         records = ExecRecords(seg_of, exec_idx, self._gpu_of(starts), self._gpu_of(ends))
         self._housekeep()
@@ -579,6 +594,7 @@ class SimulatedGPU(GPUDevice):
         gpu_start = self._gpu_of(np.array([start]))
         z_end = host_d / p.clock_up_ns
         self._clock = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start) * np.exp(-z_end))
+        self._theta = float(self._warm(self._theta_at(float(start)), float(host_d)))
         self._limiter_age = age0 + host_d
         self._t_busy_end = float(end)
         self._now = end + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))

@@ -179,6 +179,10 @@ class Preset:
     limit_cycle_jitter: float = 0.0  # log-sd of each cycle's released and clamped lengths (0: strictly periodic)
     # -- instrumentation: GPU time the two stamp kernels around a stamped execution add to its cycle
     stamp_overhead_ns: float = 0.0
+    # -- heating (kernels below the cap): the excess power rises by up to `thermal_rise` as the die warms, with time
+    # constant `thermal_tau_ns` while busy (and cools with it while idle); 0: no drift
+    thermal_rise: float = 0.0
+    thermal_tau_ns: float = 3_000.0 * MS
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -373,7 +377,12 @@ H200 = Preset(
     # 0.33-1.0 s between kernels): each cycle's phases vary by ~15 %, which gives the per-cycle spread of the
     # whole-cycle means seen there (cb-4k: +-0.85 % from 7 cycles, i.e. ~0.9 % per cycle)
     limit_cycle_jitter=0.15,
-    stamp_overhead_ns=1.6 * US,  # ~7 us GEMM: 8.3 us cycle stamped vs 6.7 us unstamped (CUDA graphs)
+    stamp_overhead_ns=1.6 * US,
+    # back to back the H200's power still creeps up for seconds as it warms (results/h200-adaptive: 16K GEMV
+    # 567.9 -> 571.6 W from 0.5 to 3.3 s, attention decode 668.6 -> 676.2 W; a 6.5 s run measured later, warm,
+    # read 576.8 W): ~1.2 % of the excess power with a ~2 s time constant
+    thermal_rise=0.012,
+    thermal_tau_ns=2_000.0 * MS,  # ~7 us GEMM: 8.3 us cycle stamped vs 6.7 us unstamped (CUDA graphs)
 )
 
 PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
@@ -421,6 +430,8 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
         ("limit_cycle_low_ms", "limit_cycle_low_ns", MS),
         ("limit_cycle_jitter_pct", "limit_cycle_jitter", 0.01),
         ("stamp_overhead_us", "stamp_overhead_ns", US),
+        ("thermal_rise_pct", "thermal_rise", 0.01),
+        ("thermal_tau_ms", "thermal_tau_ns", MS),
     ):
         if getattr(ov, key) is not None:
             changes[field] = getattr(ov, key) * unit
@@ -530,6 +541,8 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "limit_cycle_low_ms": p.limit_cycle_low_ns / MS,
             "limit_cycle_jitter_pct": p.limit_cycle_jitter * 100.0,
             "stamp_overhead_us": p.stamp_overhead_ns / US,
+            "thermal_rise_pct": p.thermal_rise * 100.0,
+            "thermal_tau_ms": p.thermal_tau_ns / MS,
         },
         "executions": {
             "jitter_pct": p.exec_jitter * 100,

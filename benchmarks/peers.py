@@ -397,13 +397,15 @@ def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, Too
             notes.append(f"flags {row['flags']}")
         if _num(row.get("burst_power_w")) is not None:
             notes.append(f"burst {_num(row.get('burst_power_w')):.0f} W")
+        if _num(row.get("sustained_run_s")) is not None:
+            notes.append(f"reference {_num(row.get('sustained_run_s')):.1f} s ({row.get('sustained_stop') or 'fixed'})")
         out[name] = ToolResult(
             name,
             "fingrav",
             power_w=_num(row.get("ssp_power_w")),
             ci_low_w=_num(row.get("ssp_power_ci_low_w")),
             ci_high_w=_num(row.get("ssp_power_ci_high_w")),
-            gpu_s=_num(row.get("gpu_seconds")),
+            gpu_s=_num(row.get("collect_gpu_s")),  # the scenario's whole collection (the sweep's calibration aside)
             cycle_us=_num(row.get("sustained_cycle_time_us")) or _num(row.get("cycle_time_us")),
             notes="; ".join(notes),
             detail={k: v for k, v in row.items() if v not in (None, "")},

@@ -932,7 +932,10 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     # the FinGraV SSP of the short runs is the burst column (what ssp_vs_reference_pct compares)
     ssp_vs_ref = (ref["burst_power_w"] - ref["reference_power_w"]) / ref["reference_power_w"] * 100
     assert ref["ssp_vs_reference_pct"] == pytest.approx(ssp_vs_ref) and -6 < ssp_vs_ref < 0
-    assert ref["ssp_source"] == "sustained_stamped" and ref["ssp_power_w"] == pytest.approx(ref["reference_power_w"])
+    # (the headline is the mean of the reference run's last half, the settled power the mean after settling: the
+    # same level where nothing drifts)
+    assert ref["ssp_source"] == "sustained_stamped"
+    assert ref["ssp_power_w"] == pytest.approx(ref["reference_power_w"], rel=2e-3)
     assert abs(ref["reference_counter_vs_samples_pct"]) < 1.0
     assert ref["reference_energy_power_w"] > ref["reference_power_w"]  # the 130 % transient is in the counter
     assert df.filter(pl.col("scenario") != "gemm2k")["reference_power_w"].is_null().all()

@@ -107,6 +107,9 @@ def sustained_columns(
     out["sustained_stop"] = stop.get("reason") if stop else ("fixed_length" if ref else None)
     if hl.source == "sustained" and burst_cycle_ns and hl.cycle_ns:
         out["instrumentation_cycle_pct"] = (burst_cycle_ns - hl.cycle_ns) / hl.cycle_ns * 100.0
+    dr = (ref or {}).get("drift")
+    if dr is not None and not (ref or {}).get("limit_cycle"):
+        out["sustained_drift_pct"] = float(dr["change_pct"])
     early = (ref or {}).get("early")
     if hl.source == "sustained" and early:
         out["unstamped_burst_power_w"] = _w(early["power_mw"])
@@ -323,6 +326,7 @@ def differentiate(
             tail_unsettled=bool(d.get("tail_unsettled")),
             max_ci_pct=analysis.max_ci_pct,
             headline_source=hl.source,
+            reference_drifting=bool(ref is not None and ref.get("drifting") and not ref.get("limit_cycle")),
             ssp_mw=hl.power_mw,
             headline_ci_mw=(hl.ci_low_mw, hl.ci_high_mw),
             energy_mj=(hl.energy_mj, hl.energy_ci_low_mj, hl.energy_ci_high_mj),

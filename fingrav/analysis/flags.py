@@ -138,6 +138,7 @@ class FlagInputs:
     headline_ci_mw: tuple[float | None, float | None] | None = None  # its CI; None: ssp_ci_mw
     energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # value, CI low, CI high
     headline_source: str | None = None  # `contracts.summary.SSP_SOURCES`; "burst" fires burst_only
+    reference_drifting: bool = False  # the reference run's power still drifts over its last half (warming)
 
 
 # with a sustained headline these concern the burst SSP (burst_power_w) alone: they fire as their burst_* flags
@@ -190,6 +191,8 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("reference_unsettled")
     if inp.headline_source == "burst":
         fired.add("burst_only")
+    if inp.reference_drifting:
+        fired.add("reference_drifting")
     if inp.reference_block_spread_pct is not None and inp.reference_block_spread_pct > MAX_BLOCK_SPREAD_PCT:
         fired.add("power_limit_cycling")
     if (

@@ -132,6 +132,14 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "ssp_source = burst",
     ),
     Flag(
+        "reference_drifting",
+        False,
+        "the reference run's power still drifts over its last half (the die warming; sustained_drift_pct) even at "
+        "run_policy.reference_max_ms: the headline is the mean of that last half, its CI widened by half the drift; "
+        "a longer run reads the warmer state",
+        "change over the last half > run_policy.reference_ci_pct / 2 + 2 standard errors",
+    ),
+    Flag(
         "power_limit_cycling",
         False,
         "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "

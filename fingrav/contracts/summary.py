@@ -128,6 +128,7 @@ SUSTAINED: Final[tuple[str, ...]] = (
     "instrumentation_power_ci_low_pct",
     "instrumentation_power_ci_high_pct",
     "sustained_stop",
+    "sustained_drift_pct",
     "limit_cycles",
     "limit_cycle_period_ms",
     "limit_cycle_period_ci_low_ms",

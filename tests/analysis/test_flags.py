@@ -73,6 +73,7 @@ def test_each_flag_fires():
         "burst_only": (dict(headline_source="burst"), True),
         "burst_too_few_lois": (dict(ssp_lois=9, headline_source="sustained"), True),
         "burst_unsettled": (dict(probe=probe(False), headline_source="sustained"), True),
+        "reference_drifting": (dict(reference_drifting=True), True),
     }
     for flag, (kw, valid) in cases.items():
         flags, ok = compute_flags(base_inputs(**kw))

@@ -27,6 +27,7 @@ HEAD: Final[tuple[str, ...]] = (
     "energy_per_exec_ci_low_mj",
     "energy_per_exec_ci_high_mj",
     # what the sensor reads during the SSE / the interleaved execution (naive profiling, the paper's numbers) ...
+    # (every *_vs_ssp_pct compares with the SSP of the same stamped runs: burst_power_w where the headline is sustained)
     "sse_reading_w",
     "sse_reading_ci_low_w",
     "sse_reading_ci_high_w",

@@ -358,9 +358,11 @@ def takeaway(scn: ScenarioData) -> str:
     ):
         bits.append(f"stamps lengthen its cycle by {_signed(r.get('instrumentation_cycle_pct'))} %")
     if _finite(r.get("sse_kernel_power_w")):
-        bits.append(f"the SSE draws {_signed(r.get('sse_kernel_vs_ssp_pct'))} % vs the SSP (kernel power)")
+        vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
+        bits.append(f"the SSE draws {_signed(r.get('sse_kernel_vs_ssp_pct'))} % vs {vs} (kernel power)")
     elif _finite(r.get("sse_reading_vs_ssp_pct")):
-        bits.append(f"the sensor reads {_signed(r.get('sse_reading_vs_ssp_pct'))} % vs the SSP during the SSE")
+        vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
+        bits.append(f"the sensor reads {_signed(r.get('sse_reading_vs_ssp_pct'))} % vs {vs} during the SSE")
     if _finite(r.get("interleaved_reading_vs_ssp_pct")):
         bits.append(f"right after its predecessor it reads {_signed(r.get('interleaved_reading_vs_ssp_pct'))} %")
     return "; ".join(bits) or "steady: the SSP is the number to use"
@@ -395,14 +397,21 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     )
 
 
+def _vs_label(scns: Sequence[ScenarioData]) -> str:
+    """What the readings' *_vs_ssp_pct compare with: the SSP of the same stamped runs, which is the burst SSP
+    (burst_power_w) where a headline is sustained (`fingrav.contracts.summary` HEAD)."""
+    return "burst SSP" if any((s.row.get("ssp_source") or "burst") != "burst" for s in scns) else "SSP"
+
+
 def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT) -> str:
     """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, SSP power,
     energy per execution, the SSE reading's signed error vs the SSP with its CI and the paper's value beside it,
     the interleaved reading's (when a scenario has a predecessor), golden runs and flags. Every number is the
     analysis' (summary.csv); nothing is recomputed."""
     interleaved = any(s.has_predecessor for s in scns)
-    heads = ["", "scenario", "exec time (µs)", "SSP power (W)", "energy / exec (mJ)", "SSE reading vs SSP (%)"]
-    heads += ["interleaved reading vs SSP (%)"] if interleaved else []
+    vs = _vs_label(scns)
+    heads = ["", "scenario", "exec time (µs)", "SSP power (W)", "energy / exec (mJ)", f"SSE reading vs {vs} (%)"]
+    heads += [f"interleaved reading vs {vs} (%)"] if interleaved else []
     heads += ["golden / runs", "flags"]
     body = []
     for s in scns:
@@ -475,11 +484,12 @@ def summary_section(
         "exec time (µs)",
         "SSP power (W, kernel)",
         "SSE reading (W, sensor)",
-        "SSE reading vs SSP (%)",
+        f"SSE reading vs {_vs_label(scns)} (%)",
         "SSE kernel power (W)",
     ]
     if sustained:
         heads += ["SSP source", "burst SSP (W, after idle)", "burst vs sustained (%)", "stamps add to the cycle (%)"]
+        heads += ["stamps change the power (%)", "reference run (s, stop)"]
     if cycling:
         heads += ["limit cycle (period ms, duty %, high / low W)"]
     if with_ref:
@@ -487,7 +497,7 @@ def summary_section(
     heads += [
         "energy / exec (mJ)",
         "interleaved reading (W, sensor)",
-        "interleaved reading vs SSP (%)",
+        f"interleaved reading vs {_vs_label(scns)} (%)",
         "interleaved kernel power (W)",
     ]
     heads += [f"SSP {ch} (W)" for ch in channels]
@@ -522,6 +532,13 @@ def summary_section(
                 fmt_ci(r.get("burst_power_w"), r.get("burst_power_ci_low_w"), r.get("burst_power_ci_high_w"), 1),
                 fmt(r.get("burst_vs_sustained_pct"), 1),
                 fmt(r.get("instrumentation_cycle_pct"), 1),
+                fmt_ci(
+                    r.get("instrumentation_power_pct"),
+                    r.get("instrumentation_power_ci_low_pct"),
+                    r.get("instrumentation_power_ci_high_pct"),
+                    1,
+                ),
+                f"{fmt(r.get('sustained_run_s'), 1)} ({esc(r.get('sustained_stop') or '–')})",
             ]
         if cycling:
             cells.append(

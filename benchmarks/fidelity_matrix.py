@@ -5,7 +5,8 @@ Each *sweep* draws one simulated GPU (preset h200 or mi300x with overrides: sens
 0.01-50 ms, lag 0-40 ms, dead time 0-10 ms, period jitter 0-40 %, noise 0-25 W, quantization 0-10 W, clock
 offset +-10 ms, drift +-300 ppm, execution jitter 0-8 %, outlier runs 0-20 %, launch gaps 0-100 us, stamp cost
 0-4 us; the h200 preset has a power limit cycle, on 70 % of its draws a random one: first clamp after 0.2-1.5 s,
-released 0.1-1.2 s, clamped 0.05-0.4 s, cycle-to-cycle jitter 0-40 %), a reference run of 1.5-4 s shortest length
+released 0.1-1.2 s, clamped 0.05-0.4 s, cycle-to-cycle jitter 0-40 %; in half the draws warming by 0-4 % of the
+excess power with a 0.3-20 s time constant), a reference run of 1.5-4 s shortest length
 (adaptive; none in 25 % of sweeps) and `--scenarios` scenarios (GEMMs and GEMVs of random shapes and dtypes,
 some interleaved after another kernel),
 then runs calibrate -> collect -> bin -> differentiate in process (`fingrav.stages.*.run`, exactly what the
@@ -72,6 +73,9 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
             "limit_cycle_jitter_pct": round(float(rng.uniform(0.0, 40.0)), 1),
         }
     overrides["stamp_overhead_us"] = round(float(rng.uniform(0.0, 4.0)), 3)
+    if rng.random() < 0.5:  # warming of random strength and speed (else the preset's: h200 1.2 % / 2 s, mi300x none)
+        overrides["thermal_rise_pct"] = round(float(rng.uniform(0.0, 4.0)), 2)
+        overrides["thermal_tau_ms"] = round(_log_uniform(rng, 300.0, 20_000.0), 1)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)

@@ -1169,10 +1169,10 @@ def test_core_table_has_the_core_columns_signed_with_cis_and_the_paper_beside() 
 def test_ci_ends_that_would_print_alike_get_more_decimals() -> None:
     """A CI of [29.89, 29.89] would read as no uncertainty: the value and its CI get the decimals that tell the
     ends apart (up to 3 more); a CI that prints apart, or a zero-width one, keeps the usual format."""
-    from fingrav.report.html import fmt_ci, fmt_ci_inline
+    from fingrav.report.html import fmt_ci
 
     assert fmt_ci(29.891, 29.887, 29.894) == '29.891<span class="ci">[29.887, 29.894]</span>'
-    assert fmt_ci_inline(608.12, 608.11, 608.14, 1) == '608.12<span class="cii">[608.11, 608.14]</span>'
+    assert fmt_ci(608.12, 608.11, 608.14, 1, inline=True) == '608.12<span class="cii">[608.11, 608.14]</span>'
     assert fmt_ci(29.89, 29.5, 30.2) == '29.89<span class="ci">[29.50, 30.20]</span>'
     assert fmt_ci(300.0, 300.0, 300.0, 1) == '300.0<span class="ci">[300.0, 300.0]</span>'
     assert fmt_ci(None, 1.0, 2.0) == "–"

@@ -75,17 +75,19 @@ def sustained_columns(
     burst_mw: float | None,
     burst_lo_mw: float | None,
     burst_hi_mw: float | None,
-    burst_cycle_ns: float | None,
+    burst_cycle_ns: tuple[float | None, float | None, float | None],
     max_ci_pct: float,
     plan: Plan | None = None,
 ) -> dict[str, Any]:
-    """The `contracts.summary.SUSTAINED` columns: the headline's source, the burst SSP (the FinGraV SSP of the
-    short stamped runs after idle) and how far it is from the sustained power, the uninstrumented cycle and what
-    the stamps add to it (%), the sustained run's length and the length a CI of ±max_ci_pct would take (s: the
-    half-width shrinks as 1 / sqrt(time)), why the adaptive run stopped (plan.json `reference_stop`), what the
-    stamps do to the power (the burst SSP vs the reference run's uninstrumented power at the same time after idle,
-    before the first clamp: `analysis.reference.early_power`; %, interval arithmetic), and the limit cycle
-    (`analysis.sustained.LimitCycle`; W, ms, %)."""
+    """The `contracts.summary.SUSTAINED` columns: the headline's source; the burst SSP (the FinGraV SSP of the
+    short stamped runs after idle) and how far it is from the sustained power; the uninstrumented cycle and what
+    the stamps add to it (%; burst_cycle_ns: the stamped SSP cycle's value, CI low, CI high; the uninstrumented one
+    is timed over the whole run by two stamps, exact to their resolution); the sustained run's length and the
+    length a CI of ±max_ci_pct would take (s: the half-width shrinks as 1 / sqrt(time)); why the adaptive run
+    stopped (plan.json `reference_stop`); what the stamps do to the power (the burst SSP vs the reference run's
+    uninstrumented power at the same time after idle, before the first clamp: `analysis.reference.early_power`);
+    and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %). Differences in % with CIs by interval
+    arithmetic (`vs_ssp`)."""
     out: dict[str, Any] = dict.fromkeys(S.SUSTAINED)
     out.update(
         ssp_source=hl.source,
@@ -95,7 +97,11 @@ def sustained_columns(
     )
     if hl.source == "burst":
         return out
-    out["burst_vs_sustained_pct"] = _pct(burst_mw, hl.power_mw)
+    (
+        out["burst_vs_sustained_pct"],
+        out["burst_vs_sustained_ci_low_pct"],
+        out["burst_vs_sustained_ci_high_pct"],
+    ) = vs_ssp(burst_mw, burst_lo_mw, burst_hi_mw, hl.power_mw, (hl.ci_low_mw, hl.ci_high_mw))
     # GPU time: the sustained run's, and what a CI of ±max_ci_pct would need (the half-width shrinks as 1 / sqrt(time))
     busy_s = float((ref or {}).get("busy_ns") or 0.0) / 1e9
     out["sustained_run_s"] = busy_s or None
@@ -103,10 +109,14 @@ def sustained_columns(
         half_pct = 50.0 * (hl.ci_high_mw - hl.ci_low_mw) / hl.power_mw
         out["sustained_run_s_for_max_ci"] = busy_s * (half_pct / max_ci_pct) ** 2
     out["sustained_cycle_time_us"] = _us(hl.cycle_ns)
-    stop = getattr(plan, "reference_stop", None) if plan is not None else None
+    stop = plan.reference_stop if plan is not None else None
     out["sustained_stop"] = stop.get("reason") if stop else ("fixed_length" if ref else None)
-    if hl.source == "sustained" and burst_cycle_ns and hl.cycle_ns:
-        out["instrumentation_cycle_pct"] = (burst_cycle_ns - hl.cycle_ns) / hl.cycle_ns * 100.0
+    if hl.source == "sustained" and burst_cycle_ns[0] and hl.cycle_ns:
+        (
+            out["instrumentation_cycle_pct"],
+            out["instrumentation_cycle_ci_low_pct"],
+            out["instrumentation_cycle_ci_high_pct"],
+        ) = vs_ssp(*burst_cycle_ns, hl.cycle_ns, (hl.cycle_ns, hl.cycle_ns))
     dr = (ref or {}).get("drift")
     if dr is not None and not (ref or {}).get("limit_cycle"):
         out["sustained_drift_pct"] = float(dr["change_pct"])
@@ -399,7 +409,8 @@ def differentiate(
         reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
     )
     row.update(sustained_columns(hl, ref, stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"),
-                                 stat(TOTAL, "ssp", "ci_high_mw"), d["cycle_time_ns"]["value"],
+                                 stat(TOTAL, "ssp", "ci_high_mw"),
+                                 tuple(d["cycle_time_ns"][k] for k in ("value", "ci_low", "ci_high")),
                                  analysis.max_ci_pct, plan))  # fmt: skip
     row["collect_gpu_s"] = gpu_seconds(samples)
     work = plan_work(plan)

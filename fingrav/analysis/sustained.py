@@ -26,6 +26,7 @@ sustained use; its batch-means CI is widened by half the change across that half
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -96,14 +97,7 @@ class Drift:
         return abs(self.change_pct) - 2.0 * self.se_pct > tol_pct
 
     def to_summary(self) -> dict[str, object]:
-        return {
-            "change_pct": self.change_pct,
-            "se_pct": self.se_pct,
-            "mean_mw": self.mean_mw,
-            "ci_low_mw": self.ci_low_mw,
-            "ci_high_mw": self.ci_high_mw,
-            "start_ns": self.start_ns,
-        }
+        return dataclasses.asdict(self)
 
 
 def drift(t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95) -> Drift | None:
@@ -383,13 +377,7 @@ class ReferenceDecision:
     ci_pct: float | None = None
 
     def to_summary(self) -> dict[str, object]:
-        return {
-            "extend": self.extend,
-            "reason": self.reason,
-            "elapsed_ns": self.elapsed_ns,
-            "cycles": self.cycles,
-            "ci_pct": self.ci_pct,
-        }
+        return dataclasses.asdict(self)
 
 
 def reference_decision(

@@ -144,25 +144,14 @@ def ci_digits(v: Any, lo: Any, hi: Any, digits: int | None = None) -> int | None
     return digits
 
 
-def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
-    """A value with its CI below it, as HTML."""
+def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None, inline: bool = False) -> str:
+    """A value with its CI below it (inline: on the same line, smaller and grey: one line per table row), as HTML."""
     if v is None:
         return "–"
     digits = ci_digits(v, lo, hi, digits)
     out = fmt(v, digits)
     if _finite(lo) and _finite(hi):
-        out += f'<span class="ci">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
-    return out
-
-
-def fmt_ci_inline(v: Any, lo: Any, hi: Any, digits: int | None = None) -> str:
-    """A value with its CI on the same line (smaller, grey), as HTML: one line per table row."""
-    if v is None:
-        return "–"
-    digits = ci_digits(v, lo, hi, digits)
-    out = fmt(v, digits)
-    if _finite(lo) and _finite(hi):
-        out += f'<span class="cii">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
+        out += f'<span class="{"cii" if inline else "ci"}">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
     return out
 
 
@@ -336,6 +325,13 @@ def _signed(v: Any) -> str:
     return f"{float(v):+.1f}" if _finite(v) else "n/a"
 
 
+def _pct_ci(r: Mapping[str, Any], name: str) -> str:
+    """A row's signed percentage `<name>_pct` with its CI (`<name>_ci_low_pct`, `<name>_ci_high_pct`) as text."""
+    v, lo, hi = (r.get(f"{name}{part}_pct") for part in ("", "_ci_low", "_ci_high"))
+    ci = f" [{_signed(lo)}, {_signed(hi)}]" if _finite(lo) and _finite(hi) else ""
+    return f"{_signed(v)} %{ci}"
+
+
 def takeaway(scn: ScenarioData) -> str:
     """One line on what a scenario's numbers say (from the analysis' columns and flags; nothing recomputed)."""
     r = scn.row
@@ -346,25 +342,24 @@ def takeaway(scn: ScenarioData) -> str:
         also = f"; also {', '.join(f.name for f in invalid[1:])}" if len(invalid) > 1 else ""
         return f"not valid: {invalid[0].name} ({invalid[0].threshold}){also}"
     bits = []
+    vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
     if r.get("limit_cycles"):
         bits.append(
             f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
-            f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_signed(r.get('burst_vs_sustained_pct'))} %"
+            f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'burst_vs_sustained')}"
         )
     elif (
         r.get("ssp_source") == "sustained"
         and _finite(r.get("instrumentation_cycle_pct"))
         and abs(float(r["instrumentation_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
     ):
-        bits.append(f"stamps lengthen its cycle by {_signed(r.get('instrumentation_cycle_pct'))} %")
+        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'instrumentation_cycle')}")
     if _finite(r.get("sse_kernel_power_w")):
-        vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
-        bits.append(f"the SSE draws {_signed(r.get('sse_kernel_vs_ssp_pct'))} % vs {vs} (kernel power)")
+        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_vs_ssp')} vs {vs} (kernel power)")
     elif _finite(r.get("sse_reading_vs_ssp_pct")):
-        vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
-        bits.append(f"the sensor reads {_signed(r.get('sse_reading_vs_ssp_pct'))} % vs {vs} during the SSE")
+        bits.append(f"the sensor reads {_pct_ci(r, 'sse_reading_vs_ssp')} vs {vs} during the SSE")
     if _finite(r.get("interleaved_reading_vs_ssp_pct")):
-        bits.append(f"right after its predecessor it reads {_signed(r.get('interleaved_reading_vs_ssp_pct'))} %")
+        bits.append(f"right after its predecessor it reads {_pct_ci(r, 'interleaved_reading_vs_ssp')}")
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
 
@@ -377,11 +372,14 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     for s in scns:
         r = s.row
         mark = '<span class="ok" title="valid">✓</span>' if s.valid else '<span class="bad" title="invalid">✗</span>'
-        ssp = fmt_ci_inline(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1)
+        ssp = fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1, inline=True)
         if show_source:
             ssp += f'<span class="cii">{esc(r.get("ssp_source") or "burst")}</span>'
-        energy = fmt_ci_inline(
-            r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
+        energy = fmt_ci(
+            r.get("energy_per_exec_mj"),
+            r.get("energy_per_exec_ci_low_mj"),
+            r.get("energy_per_exec_ci_high_mj"),
+            inline=True,
         )
         cls = "" if s.valid else ' class="invalid"'
         rows.append(
@@ -530,8 +528,18 @@ def summary_section(
             cells += [
                 esc(r.get("ssp_source") or "–"),
                 fmt_ci(r.get("burst_power_w"), r.get("burst_power_ci_low_w"), r.get("burst_power_ci_high_w"), 1),
-                fmt(r.get("burst_vs_sustained_pct"), 1),
-                fmt(r.get("instrumentation_cycle_pct"), 1),
+                fmt_ci(
+                    r.get("burst_vs_sustained_pct"),
+                    r.get("burst_vs_sustained_ci_low_pct"),
+                    r.get("burst_vs_sustained_ci_high_pct"),
+                    1,
+                ),
+                fmt_ci(
+                    r.get("instrumentation_cycle_pct"),
+                    r.get("instrumentation_cycle_ci_low_pct"),
+                    r.get("instrumentation_cycle_ci_high_pct"),
+                    1,
+                ),
                 fmt_ci(
                     r.get("instrumentation_power_pct"),
                     r.get("instrumentation_power_ci_low_pct"),

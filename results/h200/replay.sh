@@ -1,10 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate results/h200/{summary.csv,report/,calibration/} from the committed raw data
-# (results/h200/gpu/) on any machine, no GPU needed, and check that every number matches the committed
-# summary.csv within 0.1 %. Run from anywhere after `pip install -e .` (see README.md).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-committed=$(mktemp)
-cp results/h200/summary.csv "$committed"
-snakemake --cores "${CORES:-2}" --forceall --configfile config/h200-replay.yaml
-python3 benchmarks/compare_summary.py "$committed" results/h200/summary.csv
+# Regenerate results/h200/{summary.csv,report/,calibration/} from the committed raw data (results/h200/gpu/) on any
+# machine, no GPU needed, and check that every number matches the committed summary.csv within 0.1 %. Run from
+# anywhere after `pip install -e .` (see README.md).
+exec bash "$(dirname "$0")/../../benchmarks/replay_dataset.sh" h200

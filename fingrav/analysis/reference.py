@@ -191,7 +191,7 @@ def reference_stats(
         )
 
     dr = drift(t[in_settled], settled, level) if cycle is None else None
-    drift_tol = (plan.reference_ci_pct if plan.reference_ci_pct is not None else DRIFT_TOL_PCT * 2.0) / 2.0
+    drift_tol = plan.reference_ci_pct / 2.0 if plan.reference_ci_pct is not None else DRIFT_TOL_PCT
     early = early_power(t, p, busy_start + t_stable, busy_end, period, cycle.start_ns if cycle else None, level)
     e0, e1 = _finite(rrow["energy_start_mj"]), _finite(rrow["energy_end_mj"])
     counter = e1 - e0 if e0 is not None and e1 is not None else None

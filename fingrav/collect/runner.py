@@ -130,15 +130,14 @@ class _Recorder:
         names: list[str],
         idle_ns: int,
         delay_ns: int,
-        store: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
         truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
         unstamped: bool = False,
         more: Callable[[int], int] | None = None,
         part: int | None = None,
     ) -> ExecRecords:
         """One run: sleep, a GPU-clock read, the segments back to back. `names` names each segment
-        ("pred" | "main"). `store` / `truth_rows` select (boolean mask over the records, given the records and
-        their segment names) the executions whose stamps / ground truth are kept (default: all).
+        ("pred" | "main"). `truth_rows` selects (boolean mask over the records, given the records and their
+        segment names) the executions whose ground truth is kept (default: all).
         Every rank waits for the others first (a no-op on one GPU). unstamped: one segment run as a user runs it
         (`GPUDevice.run_unstamped`): one record, stored with exec_index = count - 1 and the first execution's start
         (`fingrav.contracts.tables`), and on the simulator a truth row with the sustained truth; more / part: an
@@ -170,9 +169,7 @@ class _Recorder:
             if tel is not None:
                 self.telemetry.append((run_id, phase, when, tel))
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
-        kept = rec if store is None else _subset(rec, store(rec, seg_names))
-        kept_names = seg_names if store is None else seg_names[store(rec, seg_names)]
-        self.execs.append((run_id, kept, kept_names))
+        self.execs.append((run_id, rec, seg_names))
         self.clock.append((reads, "run", run_id))
         sustained = getattr(dev, "sustained_truth_of_last_run", None) if unstamped else None
         if sustained is not None and (st := sustained()) is not None:

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel
 
+from fingrav.backends import get_backend
 from fingrav.config import (
     AnalysisConfig,
     CalibrationConfig,
@@ -250,7 +251,7 @@ def run_stages(cfg: SweepConfig, layout: SweepLayout) -> Path:
         0,
         cfg.analysis,
         cfg.calibration.max_clock_residual_us,
-        with_truth=cfg.device.backend == "sim",
+        with_truth=get_backend(cfg.device.backend).truth,
     )
     return layout.summary_json(scenario.name, 0)
 

@@ -31,8 +31,19 @@ from pydantic import (
     model_validator,
 )
 
+from fingrav.backends import BACKENDS, get_backend
 from fingrav.contracts.work import Work
 from fingrav.errors import ConfigError
+from fingrav.kinds import (
+    DTYPE_BYTES,
+    KINDS,
+    attention_work,
+    collective_work,
+    declared_work,
+    gemm_work,
+    gemv_work,
+    is_collective,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +79,8 @@ class GemmKernel(_Model):
         return f"gemm {self.m}x{self.n}x{self.k} {self.dtype}"
 
     def work(self) -> Work:
-        """flop = 2 m n k; bytes = A and B read + C written, once each."""
-        m, n, k = self.m, self.n, self.k
-        nbytes = float(DTYPE_BYTES[self.dtype] * (m * k + k * n + m * n))
-        return Work(flop=2.0 * m * n * k, bytes=nbytes, source="model")
+        """flop = 2 m n k; bytes = A and B read + C written, once each (`fingrav.kinds.gemm_work`)."""
+        return gemm_work(self)
 
     @model_validator(mode="after")
     def _fits(self) -> GemmKernel:
@@ -93,9 +102,8 @@ class GemvKernel(_Model):
         return f"gemv {self.m}x{self.k} {self.dtype}"
 
     def work(self) -> Work:
-        """flop = 2 m k; bytes = A and x read + y written."""
-        m, k = self.m, self.k
-        return Work(flop=2.0 * m * k, bytes=float(DTYPE_BYTES[self.dtype] * (m * k + k + m)), source="model")
+        """flop = 2 m k; bytes = A and x read + y written (`fingrav.kinds.gemv_work`)."""
+        return gemv_work(self)
 
     @model_validator(mode="after")
     def _fits(self) -> GemvKernel:
@@ -103,9 +111,6 @@ class GemvKernel(_Model):
         if size > MAX_OPERAND_BYTES:
             raise ValueError(f"gemv {self.m}x{self.k} {self.dtype} needs {size / 2**30:.0f} GiB of operands")
         return self
-
-
-DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def size_label(size_bytes: int) -> str:
@@ -136,7 +141,7 @@ class AllReduceKernel(_Model):
 
     def work(self) -> None:
         """No throughput columns for collectives (their bandwidth is a bus bandwidth, not a memory one)."""
-        return None
+        return collective_work(self)
 
 
 class AllGatherKernel(_Model):
@@ -158,7 +163,7 @@ class AllGatherKernel(_Model):
 
     def work(self) -> None:
         """No throughput columns for collectives (their bandwidth is a bus bandwidth, not a memory one)."""
-        return None
+        return collective_work(self)
 
 
 class AttentionKernel(_Model):
@@ -196,10 +201,9 @@ class AttentionKernel(_Model):
         return self
 
     def work(self) -> Work:
-        """flop = 4 b h q kv d (two matmuls), halved when causal; bytes = Q, K, V read + the output written."""
-        b, h, q, kv, d = self.batch, self.heads, self.q_len, self.kv_len, self.head_dim
-        flop = 4.0 * b * h * q * kv * d * (0.5 if self.causal else 1.0)
-        return Work(flop=flop, bytes=float(DTYPE_BYTES[self.dtype] * b * h * d * (2 * q + 2 * kv)), source="model")
+        """flop = 4 b h q kv d (two matmuls), halved when causal; bytes = Q, K, V read + the output written
+        (`fingrav.kinds.attention_work`)."""
+        return attention_work(self)
 
 
 # "package.module:factory" or "path/to/file.py:factory" (a file path relative to the working directory)
@@ -240,24 +244,19 @@ class CallableKernel(_Model):
         return f"callable {self.name or self.target.rsplit(':', 1)[1]}"
 
     def work(self) -> Work | None:
-        """The declared work (None when neither flops nor bytes is declared)."""
-        if self.flops is None and self.bytes is None:
-            return None
-        return Work(flop=self.flops, bytes=self.bytes, source="declared")
+        """The declared work (None when neither flops nor bytes is declared; `fingrav.kinds.declared_work`)."""
+        return declared_work(self)
 
 
 Kernel = Annotated[
     GemmKernel | GemvKernel | AllReduceKernel | AllGatherKernel | AttentionKernel | CallableKernel,
     Field(discriminator="kind"),
 ]
-KERNEL_KINDS = ("gemm", "gemv", "allreduce", "allgather", "attention", "callable")
-COLLECTIVE_KINDS = ("allreduce", "allgather")
-
-
-def is_collective(kernel: Any) -> bool:
-    """Whether a kernel model (or its dict) is a collective across GPUs."""
-    kind = kernel.get("kind") if isinstance(kernel, dict) else getattr(kernel, "kind", None)
-    return kind in COLLECTIVE_KINDS
+# every member's kind has its entry in fingrav.kinds.KINDS (label, work model, torch and simulator models, export
+# fields); tests/test_kinds.py keeps the two equal
+KERNEL_MODELS: tuple[type[_Model], ...] = get_args(get_args(Kernel)[0])
+if _unregistered := {m.model_fields["kind"].default for m in KERNEL_MODELS} ^ set(KINDS):
+    raise ImportError(f"kernel kinds without both a config model and a fingrav.kinds entry: {sorted(_unregistered)}")
 
 
 class Predecessor(_Model):
@@ -407,6 +406,12 @@ class DeviceConfig(_Model):
             raise KeyError(f"GPU {index} is not in device.gpus = {self.gpus}")
         replay_dir = str(card_root(self.replay_dir, index)) if self.replay_dir is not None else None
         return self.model_copy(update={"index": index, "gpus": None, "fleet": False, "replay_dir": replay_dir})
+
+
+if _unregistered := set(get_args(DeviceConfig.model_fields["backend"].annotation)) ^ set(BACKENDS):
+    raise ImportError(
+        f"device backends without both a config literal and a fingrav.backends entry: {sorted(_unregistered)}"
+    )
 
 
 # --------------------------------------------------------------------------- calibration
@@ -572,10 +577,17 @@ class SweepConfig(_Model):
                         f"scenarios[{s.name!r}].{part}: a callable on the simulated GPU needs flops and/or bytes "
                         f"(the simulator cannot run {k.target!r}: it models it as a roofline of the declared work)"
                     )
-        if self.device.dist_backend == "gloo" and self.device.backend in ("nvml", "amdsmi"):
-            raise ValueError("device.dist_backend 'gloo' cannot run collectives on GPUs: use 'nccl' (or leave it out)")
-        if self.device.dist_backend == "nccl" and self.device.backend == "sim":
-            raise ValueError("device.dist_backend 'nccl' needs GPUs: the simulator runs its ranks over 'gloo'")
+        want, reg = self.device.dist_backend, get_backend(self.device.backend)
+        if want is not None and reg.dist_backend is not None and want != reg.dist_backend:
+            if reg.real_gpu:
+                raise ValueError(
+                    f"device.dist_backend {want!r} cannot run collectives on GPUs: use {reg.dist_backend!r} "
+                    "(or leave it out)"
+                )
+            raise ValueError(
+                f"device.dist_backend {want!r} needs GPUs: device.backend {reg.name!r} runs its ranks over "
+                f"{reg.dist_backend!r}"
+            )
         return self
 
     def policy_for(self, name: str) -> RunPolicy:
@@ -698,7 +710,7 @@ def format_validation_error(err: ValidationError, data: Any) -> str:
                 explained.add((*full[:-1], close[0]))
     for e in errors:
         full = tuple(e["loc"])
-        loc = tuple(p for p in full if not (isinstance(p, str) and p in KERNEL_KINDS))
+        loc = tuple(p for p in full if not (isinstance(p, str) and p in KINDS))
         value = e.get("input") if e["type"] != "missing" else None
         where = _loc(loc, data)
         if e["type"] == "extra_forbidden":

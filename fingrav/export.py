@@ -17,24 +17,19 @@ from typing import Any, Literal
 
 import fingrav
 from fingrav import rawio
+from fingrav.backends import BACKENDS, Backend
 from fingrav.config import Scenario
 from fingrav.contracts.export import AICONFIGURATOR_COLUMNS, ResultFile
 from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US
 from fingrav.errors import DataError
+from fingrav.kinds import kind_of
 from fingrav.layout import SweepLayout, gpu_dir
 
 logger = logging.getLogger(__name__)
 
 Format = Literal["json", "aiconfigurator"]
 FORMATS: tuple[Format, ...] = ("json", "aiconfigurator")
-SHAPE_FIELDS: dict[str, tuple[str, ...]] = {
-    "gemm": ("m", "n", "k"),
-    "gemv": ("m", "k"),
-    "attention": ("batch", "heads", "q_len", "kv_len", "head_dim", "causal"),
-    "allreduce": ("size_bytes",),
-    "allgather": ("size_bytes",),
-}
 
 
 def scenario_names(layout: SweepLayout, rank: int = 0) -> list[str]:
@@ -80,23 +75,20 @@ def power_limit_w(device: Mapping[str, Any]) -> float | None:
     return float(cap) if isinstance(cap, int | float) else None
 
 
-def _kernel_source(kind: str, kernel: Mapping[str, Any], info: Mapping[str, Any], backend: str | None) -> str:
-    if backend == "sim":
+def _recorded_backend(device: Mapping[str, Any]) -> Backend | None:
+    """The registry entry of the backend that measured (its describe() record); None when the record names
+    none or one fingrav does not have (synthetic test data)."""
+    return BACKENDS.get(str(device.get("backend")))
+
+
+def _kernel_source(kernel: Mapping[str, Any], info: Mapping[str, Any], backend: Backend | None) -> str:
+    if backend is not None and backend.truth:  # the simulator runs no kernel: it models it
         return "sim-roofline"
-    if kind in ("gemm", "gemv"):
-        return "torch.matmul"
-    if kind == "attention":
-        return f"torch.sdpa:{info.get('sdpa_backend') or 'unknown'}"
-    if kind == "callable":
-        return str(kernel.get("target"))
-    return "torch.distributed"
+    return kind_of(kernel).export_source(kernel, info) if kernel.get("kind") else ""
 
 
-def _shape(kind: str, kernel: Mapping[str, Any]) -> str:
-    if kind == "callable":
-        items = sorted((kernel.get("args") or {}).items())
-    else:
-        items = [(f, kernel.get(f)) for f in SHAPE_FIELDS.get(kind, ())]
+def _shape(kernel: Mapping[str, Any]) -> str:
+    items = kind_of(kernel).export_shape(kernel) if kernel.get("kind") else []
     return " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in items)
 
 
@@ -113,10 +105,10 @@ def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
     kind = str(kernel.get("kind", ""))
     kernels = raw.get("kernels") if isinstance(raw.get("kernels"), Mapping) else {}
     info = kernels.get("main") if isinstance(kernels.get("main"), Mapping) else {}
-    backend = device.get("backend")
+    backend = _recorded_backend(device)
     packages = raw.get("packages") if isinstance(raw.get("packages"), Mapping) else {}
-    if backend == "sim":
-        framework, version = "fingrav-sim", str(raw.get("fingrav_version") or fingrav.__version__)
+    if backend is not None and backend.truth:  # the simulator: fingrav itself runs the kernels
+        framework, version = str(backend.framework), str(raw.get("fingrav_version") or fingrav.__version__)
     else:
         framework, version = "torch", str(device.get("torch_version") or packages.get("torch") or "")
     pred = None
@@ -128,9 +120,9 @@ def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
         "version": version,
         "device": str(device.get("name") or device.get("torch_name") or ""),
         "op_name": kind,
-        "kernel_source": _kernel_source(kind, kernel, info, backend),
+        "kernel_source": _kernel_source(kernel, info, backend),
         "scenario": s.scenario,
-        "shape": _shape(kind, kernel),
+        "shape": _shape(kernel),
         "dtype": str(kernel.get("dtype") or ""),
         "predecessor": f"{pred.kernel.label()} x{pred.count}" if pred is not None else "",
         "latency": _ms(row.get("exec_time_us")),

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from fingrav.backends import get_backend
 from fingrav.errors import DeviceError
 
 logger = logging.getLogger(__name__)
@@ -28,19 +29,12 @@ logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-# the variables that renumber a process's GPUs (a scheduler's job sees its GPUs as 0, 1, ...), by backend
-VISIBLE_DEVICES_ENV: dict[str, tuple[str, ...]] = {
-    "nvml": ("CUDA_VISIBLE_DEVICES",),
-    "amdsmi": ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
-}
-
-
 def node_gpu(backend: str, index: int, env: Mapping[str, str] | None = None) -> str:
     """The node's name for the process's GPU `index`: the index-th entry of CUDA_VISIBLE_DEVICES (ROCR/HIP on
     AMD) when that lists the process's GPUs (a number or a UUID), else the index itself. Two jobs that each see
     "GPU 0" on one node (a scheduler gave them GPUs 2 and 5) lock different GPUs."""
     env = os.environ if env is None else env
-    for var in VISIBLE_DEVICES_ENV.get(backend, ()):
+    for var in get_backend(backend).visible_devices_env:  # the variables that renumber the process's GPUs
         listed = [x.strip() for x in (env.get(var) or "").split(",") if x.strip()]
         if listed:
             return listed[int(index)] if int(index) < len(listed) else str(int(index))

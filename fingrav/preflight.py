@@ -7,7 +7,6 @@ GPU-side module (stdlib + the config). `check_sweep` is called by rules/common.s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -17,16 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fingrav.backends import get_backend
 from fingrav.config import DeviceConfig, SweepConfig, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
 
 logger = logging.getLogger(__name__)
-
-VENDOR_MODULES = {
-    "nvml": ("pynvml", "pip install 'fingrav[nvidia]'"),
-    "amdsmi": ("amdsmi", "pip install 'fingrav[amd]'"),
-}
 
 
 def _tracked_files(folder: Path) -> list[str]:
@@ -85,10 +80,8 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
             if not cal.is_dir():
                 raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: {cal} is missing ({what})")
         return
-    if dev.backend in VENDOR_MODULES:
-        module, hint = VENDOR_MODULES[dev.backend]
-        if importlib.util.find_spec(module) is None:
-            raise ConfigError(f"device.backend = {dev.backend!r} needs the {module} module, which is missing: {hint}")
+    if (problem := get_backend(dev.backend).library_problem()) is not None:
+        raise ConfigError(problem)
     check_callables(cfg, root)
 
 

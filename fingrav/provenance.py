@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import fingrav
-from fingrav.gpulock import VISIBLE_DEVICES_ENV
+from fingrav.backends import visible_devices_vars
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +80,7 @@ def scheduler_job(env: Mapping[str, str] | None = None) -> dict[str, Any] | None
         return None
     rec: dict[str, Any] = {"scheduler": "slurm"}
     rec.update({key: env[var] for key, var in SLURM_ENV.items() if env.get(var)})
-    visible = dict.fromkeys(var for vars_ in VISIBLE_DEVICES_ENV.values() for var in vars_)
-    rec.update({var.lower(): env[var] for var in visible if env.get(var)})
+    rec.update({var.lower(): env[var] for var in visible_devices_vars() if env.get(var)})
     return rec
 
 

@@ -11,6 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from fingrav.backends import get_backend
 from fingrav.config import config_hash, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
@@ -39,7 +40,7 @@ L = SweepLayout.of(CFG.sweep)
 ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]
 RANKS = list(range(CFG.device.world_size))
-IS_SIM = CFG.device.backend == "sim"
+IS_SIM = get_backend(CFG.device.backend).truth  # the simulator writes ground truth
 CARDS = CFG.device.cards  # listed GPUs (device.gpus); [] for a sweep of device.index (+ world_size ranks)
 UNITS = {str(L.card(i).root): CFG.device.card(i) for i in CARDS} if CARDS else {ROOT: CFG.device}
 U = SweepLayout(Path("{root}"))  # the paths of one unit, its folder a wildcard

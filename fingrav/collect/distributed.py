@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
+from fingrav.backends import get_backend
 from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, SimOverrides
 from fingrav.contracts.calibration import Calibration
@@ -68,7 +69,10 @@ def dist_backend_of(device_cfg: DeviceConfig) -> str:
     (a ROCm build of torch runs RCCL under the name "nccl")."""
     if device_cfg.dist_backend is not None:
         return device_cfg.dist_backend
-    return "gloo" if device_cfg.backend == "sim" else "nccl"
+    reg = get_backend(device_cfg.backend)
+    if reg.dist_backend is None:
+        raise BackendUnavailableError(f"device.backend = {reg.name!r} runs no torch.distributed group")
+    return reg.dist_backend
 
 
 def import_torch_distributed() -> Any:
@@ -195,7 +199,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
     try:
         layout = SweepLayout(Path(spec["root"]))
         name = str(spec["scenario"]["name"])
-        truth = layout.truth(name, rank) if device_cfg.backend == "sim" else None
+        truth = layout.truth(name, rank) if get_backend(device_cfg.backend).truth else None
         cal_cfg = CalibrationConfig.model_validate(spec["calibration"]) if spec.get("calibration") else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:
             calibration = calibration_for_gpu(dev, layout, cal_cfg, int(spec["seed"]), name, rank)

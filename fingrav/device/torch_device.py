@@ -98,11 +98,12 @@ import numpy as np
 from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
 from fingrav.device.hostclock import host_ns
 from fingrav.errors import BackendUnavailableError, DeviceError
+from fingrav.kinds import DTYPE_BYTES, kind_of
 
 logger = logging.getLogger(__name__)
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+ELEMENT_BYTES = DTYPE_BYTES  # one home: fingrav.kinds
 MAX_INPUT_SETS = 64
 GRAPH_CHUNK = 256  # target executions per chunk graph
 SLEEP_SPIN_NS = 200_000  # sleep_ns busy-waits the last 200 us for accuracy
@@ -197,7 +198,7 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
             "set_bytes": (m * k + k) * e,
             "bytes": (m * k + k + m) * e,
         }
-    if kind in COLLECTIVE_KINDS:
+    if kind_of(kernel).collective:
         return collective_sizes(kernel, 1)
     if kind == "attention":
         from fingrav.device.sdpa import attention_sizes
@@ -208,16 +209,13 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
     )
 
 
-COLLECTIVE_KINDS = ("allreduce", "allgather")
-
-
 def collective_sizes(kernel: Any, world_size: int) -> dict[str, Any]:
     """Buffer shapes (elements) and bytes of a `fingrav.config` AllReduceKernel / AllGatherKernel on a group
     of `world_size` GPUs: all-reduce reduces a `size_bytes` buffer in place; all-gather gathers
     size_bytes / world_size bytes from every rank into a `size_bytes` output."""
     kind = getattr(kernel, "kind", None)
     dtype = getattr(kernel, "dtype", "bf16")
-    if kind not in COLLECTIVE_KINDS:
+    if not kind_of(kernel).collective:
         raise DeviceError(f"not a collective: kind {kind!r}")
     if dtype not in ELEMENT_BYTES:
         raise DeviceError(f"unsupported dtype {dtype!r} (one of {sorted(ELEMENT_BYTES)})")
@@ -538,15 +536,15 @@ class TorchGPUDevice(GPUDevice):
 
     # -- work -------------------------------------------------------------------------------
     def prepare(self, kernel: Any) -> TorchKernel:
+        """Allocate and warm up a `fingrav.config` kernel model with the method its kind's registry entry names
+        (`fingrav.kinds.KernelKind.torch_prepare`)."""
+        prepare: Callable[[Any], TorchKernel] = getattr(self, kind_of(kernel).torch_prepare)
+        return prepare(kernel)
+
+    def _prepare_matmul(self, kernel: Any) -> TorchKernel:
         """Allocate a GEMM/GEMV (fingrav.config.GemmKernel / GemvKernel) in its dtype: random inputs,
         rotated input sets when one set would sit in L2, a preallocated output; warm it up (cuBLAS
         heuristics, workspaces) with one execution per set."""
-        if getattr(kernel, "kind", None) in COLLECTIVE_KINDS:
-            return self._prepare_collective(kernel)
-        if getattr(kernel, "kind", None) == "callable":
-            return self._prepare_callable(kernel)
-        if getattr(kernel, "kind", None) == "attention":
-            return self._prepare_attention(kernel)
         torch = self._torch
         sz = kernel_sizes(kernel)
         dtype = getattr(torch, DTYPES[sz["dtype"]])

@@ -21,6 +21,7 @@ from fingrav.contracts import roles as R
 from fingrav.contracts import summary as S
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
+from fingrav.kinds import kind_of
 from fingrav.layout import SweepLayout
 from fingrav.report.figures import _finite, _scenario_x, _title, configure
 from fingrav.report.load import ScenarioData, load_scenario
@@ -266,7 +267,9 @@ def scenario_kernel(scn: ScenarioData) -> dict[str, Any]:
 def kernel_class(kernel: Mapping[str, Any]) -> str | None:
     """ "latency-bound collective" | "bandwidth-bound collective" | "GEMM" | None."""
     kind = kernel.get("kind")
-    if kind in ("allreduce", "allgather"):
+    if kind is None:  # no kernel recorded
+        return None
+    if kind_of(kernel).collective:
         size = int(kernel.get("size_bytes") or 0)
         return "latency-bound collective" if size < LATENCY_BOUND_MAX_BYTES else "bandwidth-bound collective"
     if kind == "gemm":

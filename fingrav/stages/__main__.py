@@ -14,9 +14,8 @@ import json
 import os
 import sys
 
+from fingrav.backends import get_backend
 from fingrav.stages.job import parser, run_stage
-
-GPU_BACKENDS = ("nvml", "amdsmi")
 
 
 def _needs_gpu(args: argparse.Namespace) -> bool:
@@ -25,7 +24,7 @@ def _needs_gpu(args: argparse.Namespace) -> bool:
     if os.environ.get("SLURM_JOB_ID"):  # a scheduler's GPU job runs in its own allocation, never in a worker
         return True
     device = json.loads(args.params).get("device") or {}
-    return device.get("backend") in GPU_BACKENDS or int(device.get("world_size") or 1) > 1
+    return get_backend(device.get("backend", "sim")).real_gpu or int(device.get("world_size") or 1) > 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
+from fingrav.backends import get_backend
 from fingrav.config import CalibrationConfig, DeviceConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.errors import DataError
@@ -57,7 +58,7 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
             out.append(rawio.write_json(layout.calibration_json(rank), analyze_calibration(dst, calibration)))
         return out
     with contextlib.ExitStack() as locks:
-        if device.backend != "sim":  # real GPUs: one measurement per GPU at a time, never an orphan
+        if get_backend(device.backend).real_gpu:  # one measurement per GPU at a time, never an orphan
             die_with_parent()
             for k in range(device.world_size):
                 locks.enter_context(gpu_lock(device.backend, device.index + k))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fingrav import rawio
+from fingrav.backends import get_backend
 from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, collection_hash
 from fingrav.contracts import FORMAT_VERSION
@@ -63,7 +64,7 @@ def run(
                 shutil.copyfile(replay_source(device, src.scenario_dir(scenario.name, rank) / name), dst / name)
         return [_write_receipt(layout, scenario.name, rank) for rank in ranks]
     with contextlib.ExitStack() as locks:
-        if device.backend != "sim":  # real GPUs: one measurement per GPU at a time, never an orphan
+        if get_backend(device.backend).real_gpu:  # one measurement per GPU at a time, never an orphan
             die_with_parent()
             for k in ranks:
                 locks.enter_context(gpu_lock(device.backend, device.index + k))
@@ -80,7 +81,7 @@ def run(
             from fingrav.collect.runner import collect_scenario
             from fingrav.device import open_device
 
-            truth = layout.truth(scenario.name, 0) if device.backend == "sim" else None
+            truth = layout.truth(scenario.name, 0) if get_backend(device.backend).truth else None
             with open_device(device, seed=seed) as dev:
                 collect_scenario(
                     dev, scenario, policy, calibration_for_gpu(dev, layout, calibration, seed, scenario.name), seed,

@@ -14,7 +14,14 @@ triton are imported lazily, so that ``import fingrav.device.amd`` works everywhe
 
 from __future__ import annotations
 
+from typing import Any
+
 from fingrav.device.amd.device import AMDSMIDevice, same_gpu_check
 from fingrav.device.amd.power import AMDSMIPower
 
-__all__ = ["AMDSMIDevice", "AMDSMIPower", "same_gpu_check"]
+__all__ = ["AMDSMIDevice", "AMDSMIPower", "open_device", "same_gpu_check"]
+
+
+def open_device(device_cfg: Any, seed: int = 0) -> AMDSMIDevice:
+    """The backend factory's entry (`fingrav.backends`): the AMD GPU `device_cfg.index`."""
+    return AMDSMIDevice(index=device_cfg.index)

@@ -16,7 +16,14 @@ Channels: "total" (nvmlDeviceGetSamples, NVML_TOTAL_POWER_SAMPLES) and, where th
 
 from __future__ import annotations
 
+from typing import Any
+
 from fingrav.device.nvidia.device import NVMLDevice
 from fingrav.device.nvidia.power import NVMLPower
 
-__all__ = ["NVMLDevice", "NVMLPower"]
+__all__ = ["NVMLDevice", "NVMLPower", "open_device"]
+
+
+def open_device(device_cfg: Any, seed: int = 0) -> NVMLDevice:
+    """The backend factory's entry (`fingrav.backends`): the NVIDIA GPU `device_cfg.index`."""
+    return NVMLDevice(index=device_cfg.index)

@@ -21,8 +21,18 @@ logger; channels total/XCD/IOD/HBM) and public data-sheet numbers (1307 bf16 TFL
 its power levels are plausible values, not measurements.
 """
 
+from typing import Any
+
 from fingrav.device.sim.device import SimulatedGPU
 from fingrav.device.sim.kernels import SimKernel
 from fingrav.device.sim.presets import PRESETS, Preset, resolve_preset
 
-__all__ = ["PRESETS", "Preset", "SimKernel", "SimulatedGPU", "resolve_preset"]
+__all__ = ["PRESETS", "Preset", "SimKernel", "SimulatedGPU", "open_device", "resolve_preset"]
+
+
+def open_device(device_cfg: Any, seed: int = 0) -> SimulatedGPU:
+    """The backend factory's entry (`fingrav.backends`): the simulated GPU of `device_cfg.sim` (its index, the
+    sweep's seed, `world_size` GPUs in a lockstep group)."""
+    return SimulatedGPU(
+        device_cfg.sim, index=device_cfg.index, seed=seed, world_size=getattr(device_cfg, "world_size", 1)
+    )

@@ -3,7 +3,7 @@ with everything, some and nothing offered, decoding of the reasons bitmask, erro
 
 Cost measured here (the fake, 2-core dev VM, 2026-12-01): a read (2 clocks, the reasons, 2 violation policies, one
 field-values call for 13 fields) takes 70 / 100 / 160 us (p10 / p50 / p90 of 2000 reads) of Python; on hardware each
-NVML call is a driver round trip, so the cost there is what `ClockTelemetry.read_ns` (and benchmarks/peers.py)
+NVML call is a driver round trip, so the cost there is what `ClockTelemetry.read_ns` (and experiments/peers.py)
 says."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ records the message in `ClockTelemetry.errors` and reads the rest: telemetry nev
 Cost: one read is 2 clock calls + 1 reasons call + one call per supported perf policy + 1 field-values call. Against
 the fake (tests/device/test_nvml_telemetry.py) a read takes ~100 us (p50; 13 fields); on hardware each NVML call can
 take from microseconds to milliseconds under load (nvmlDeviceGetTotalEnergyConsumption: ~3 ms on an H200), so the
-cost MUST be measured there: every record carries it (`read_ns`), and `benchmarks/peers.py` reports it. Read it
+cost MUST be measured there: every record carries it (`read_ns`), and `experiments/peers.py` reports it. Read it
 before and after a run, never inside the timed region.
 """
 

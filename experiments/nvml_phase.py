@@ -9,7 +9,7 @@ the run starts:
   B  GPU-clock read + 4 GEMMs
   C  energy-counter read + 4 GEMMs
   D  4 GEMMs only
-Usage (GPU machine): PYTHONPATH=. python3 benchmarks/nvml_phase.py --out DIR [--runs 120]
+Usage (GPU machine): PYTHONPATH=. python3 experiments/nvml_phase.py --out DIR [--runs 120]
 """
 
 from __future__ import annotations

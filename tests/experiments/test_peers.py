@@ -1,4 +1,4 @@
-"""benchmarks/peers.py without a GPU: the reference's statistics on synthetic samples (flat and limit-cycling), the
+"""experiments/peers.py without a GPU: the reference's statistics on synthetic samples (flat and limit-cycling), the
 peers' protocol arithmetic (aiconfigurator's run count and poller, Kernel Tuner's benchmark loop, Zeus's windows and
 PowerMonitor means), the fingrav summary rows, the table, the orchestration (budget, failures, missing tools) and
 main() end to end with a fake GPU context."""
@@ -23,7 +23,7 @@ S = 1_000_000_000
 
 @pytest.fixture(scope="module")
 def peers():
-    spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
+    spec = importlib.util.spec_from_file_location("peers", ROOT / "experiments" / "peers.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["peers"] = mod

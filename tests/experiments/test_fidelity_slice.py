@@ -1,5 +1,5 @@
-"""A fixed-seed slice of benchmarks/fidelity_matrix.py: randomly drawn simulated GPUs through the real stages,
-held to the same acceptance criteria as the full matrix (benchmarks/RESULTS.md)."""
+"""A fixed-seed slice of experiments/fidelity_matrix.py: randomly drawn simulated GPUs through the real stages,
+held to the same acceptance criteria as the full matrix (experiments/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _matrix():
-    spec = importlib.util.spec_from_file_location("fidelity_matrix", ROOT / "benchmarks" / "fidelity_matrix.py")
+    spec = importlib.util.spec_from_file_location("fidelity_matrix", ROOT / "experiments" / "fidelity_matrix.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["fidelity_matrix"] = mod

@@ -11,11 +11,11 @@ excess power with a 0.3-20 s time constant), a reference run of 1.5-4 s shortest
 some interleaved after another kernel),
 then runs calibrate -> collect -> bin -> differentiate in process (`fingrav.stages.*.run`, exactly what the
 rules call). Writes one JSON line per scenario to `--out` and prints the summary table (markdown) that
-benchmarks/RESULTS.md records.
+experiments/RESULTS.md records.
 
-    python benchmarks/fidelity_matrix.py --sweeps 50 --scenarios 4 --seed 1 --jobs 2 --out /tmp/fidelity.jsonl
+    python experiments/fidelity_matrix.py --sweeps 50 --scenarios 4 --seed 1 --jobs 2 --out /tmp/fidelity.jsonl
 
-A fixed-seed slice runs in the tests (tests/benchmarks/test_fidelity_slice.py).
+A fixed-seed slice runs in the tests (tests/experiments/test_fidelity_slice.py).
 """
 
 from __future__ import annotations

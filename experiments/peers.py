@@ -1,9 +1,9 @@
 """Peers side by side (issue 10, item 4): what the tools people use say a kernel draws on the H200, against a
 >= 6 s uninstrumented reference, in ONE GPU-machine call (~4 min; `--budget-s` stops it in time).
 
-    python3 benchmarks/peers.py --out DIR [--fingrav-summary results/<sweep>/summary.csv] [--kernels ...]
+    python3 experiments/peers.py --out DIR [--fingrav-summary results/<sweep>/summary.csv] [--kernels ...]
                                 [--tools ...] [--quick] [--budget-s 330]
-    python3 benchmarks/peers.py --out DIR --from-json DIR/peers.json --fingrav-summary ...   # no GPU: add fingrav
+    python3 experiments/peers.py --out DIR --from-json DIR/peers.json --fingrav-summary ...   # no GPU: add fingrav
 
 Per kernel (`KERNELS`: bf16 GEMM 8192^3, bf16 GEMM 4096^3 (cap-bound), fp32 GEMM 8192^3, bf16 GEMV 16384x16384,
 bf16 GEMM 512^3 (~5-10 us)), prepared once by fingrav's NVML device (`fingrav.device.nvidia.NVMLDevice.prepare`:
@@ -38,7 +38,7 @@ cooldowns included) and the cycle time it saw. A tool that is not installed, or 
 "not available: <why>" / "failed: <why>" instead of stopping the script. Clocks, clock-event reasons and violation
 counters (`GPUDevice.read_telemetry`) are read before and after every tool run. Writes DIR/peers.json and
 DIR/peers.md; prints the table last. Wheels the image lacks (zeus, kernel_tuner; pydantic for fingrav) travel in
-.whl (benchmarks/RESULTS.md). Heavy imports stay inside functions: the samplers start processes with *spawn*, which
+.whl (experiments/RESULTS.md). Heavy imports stay inside functions: the samplers start processes with *spawn*, which
 re-imports this script.
 """
 
@@ -72,7 +72,7 @@ from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
 from fingrav.rawio import jsonable
 
-logger = logging.getLogger("fingrav.benchmarks.peers")
+logger = logging.getLogger("fingrav.experiments.peers")
 
 #: the kernels: name -> fingrav.config kernel fields
 KERNELS: dict[str, dict[str, Any]] = {

@@ -67,9 +67,11 @@ from typing import Any
 
 import numpy as np
 
+from fingrav.analysis.reference import trapezoid_energy_mj
 from fingrav.analysis.sustained import binned, limit_cycle
-from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.tdist import t_half_width, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.units import MJ_PER_MW_NS, MW_PER_W, NS_PER_S
 from fingrav.rawio import jsonable
 
 logger = logging.getLogger("fingrav.experiments.peers")
@@ -131,18 +133,6 @@ def error_pct(value: float | None, reference: float | None) -> float | None:
     return (value - reference) / reference * 100.0
 
 
-def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float | None, float | None, float | None]:
-    """(mean, ci_low, ci_high) of independent values: a t-interval (None bounds with fewer than 2 values)."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
-    if v.size == 0:
-        return None, None, None
-    m = float(v.mean())
-    if v.size < 2:
-        return m, None, None
-    half = t_critical(level, v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    return m, m - half, m + half
-
-
 # --------------------------------------------------------------------------- 1. the reference's statistics
 def settled_power(
     t_ns: np.ndarray,
@@ -196,7 +186,7 @@ def settled_power(
     means = [float(x) / 1e3 for x in bm]
     out["block_means_w"] = means
     if len(means) >= 2:
-        half = t_critical(level, len(means) - 1) * statistics.stdev(means) / math.sqrt(len(means))
+        half = t_half_width(means, level)  # batch means over the blocks
         out["ci_low_w"], out["ci_high_w"] = mean - half, mean + half
         out["block_spread_pct"] = (max(means) - min(means)) / statistics.fmean(means) * 100.0
     try:
@@ -360,7 +350,9 @@ def timeline_mean_w(timeline: Sequence[tuple[float, float]]) -> float | None:
     ws = np.asarray([w for _, w in timeline], dtype=np.float64)
     if ts.size < 2 or ts[-1] <= ts[0]:
         return float(ws.mean())
-    return float(np.sum(0.5 * (ws[1:] + ws[:-1]) * np.diff(ts)) / (ts[-1] - ts[0]))
+    t_ns = np.round((ts - ts[0]) * NS_PER_S).astype(np.int64)  # relative: float64 keeps ns precision
+    energy_mj = trapezoid_energy_mj(t_ns, ws * MW_PER_W, 0, int(t_ns[-1]))
+    return None if energy_mj is None else energy_mj / MJ_PER_MW_NS / float(t_ns[-1]) / MW_PER_W
 
 
 def zeus_windows(log_csv: Path, name: str = "__zeus_profile_run_trial") -> list[tuple[float, float]]:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.tdist import t_critical, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
 from fingrav.contracts.units import MJ_PER_MW_NS
 
@@ -170,14 +170,7 @@ class LimitCycle:
 
 
 def _t_interval(values: list[float], level: float) -> Interval:
-    v = np.asarray([x for x in values if math.isfinite(x)], dtype=np.float64)
-    if v.size == 0:
-        return Interval(None)
-    m = float(v.mean())
-    if v.size < 2:
-        return Interval(m)
-    half = t_critical(level, v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    return Interval(m, m - half, m + half)
+    return Interval(*t_interval(values, level))
 
 
 def binned(t_ns: np.ndarray, power_mw: np.ndarray, bin_ns: int) -> tuple[np.ndarray, np.ndarray]:

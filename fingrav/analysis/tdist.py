@@ -1,9 +1,13 @@
 """Student's t distribution in closed form (no scipy): the two-sided probability and critical value that the
-batch-means and per-cycle t-intervals use (`fingrav.analysis.reference`, `fingrav.analysis.sustained`)."""
+batch-means and per-cycle t-intervals use (`fingrav.analysis.reference`, `fingrav.analysis.sustained`), and the
+t-interval of independent values (`t_interval`, `t_half_width`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+
+import numpy as np
 
 
 def t_two_sided_prob(t: float, df: int) -> float:
@@ -46,3 +50,27 @@ def t_critical(level: float, df: int) -> float:
         if hi - lo < 1e-12 * max(1.0, hi):
             break
     return 0.5 * (lo + hi)
+
+
+def _finite_values(values: Iterable[float | None]) -> np.ndarray:
+    return np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
+
+
+def t_half_width(values: Iterable[float | None], level: float = 0.95) -> float | None:
+    """Half-width of the t-interval of the mean of independent `values` (None and non-finite ones dropped):
+    t(level, n - 1) x sd / sqrt(n), in the values' unit; None with fewer than 2 values."""
+    v = _finite_values(values)
+    if v.size < 2:
+        return None
+    return t_critical(level, v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
+
+
+def t_interval(values: Iterable[float | None], level: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """(mean, ci_low, ci_high) of independent `values` (None and non-finite ones dropped): a t-interval; None
+    bounds with fewer than 2 values, all None without any."""
+    v = _finite_values(values)
+    if v.size == 0:
+        return None, None, None
+    m = float(v.mean())
+    half = t_half_width(v, level)
+    return (m, None, None) if half is None else (m, m - half, m + half)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fingrav.config import GemmKernel, GemvKernel
+from fingrav.config import CallableKernel, GemmKernel, GemvKernel
 from fingrav.device.base import PowerSamples
 from fingrav.device.nvidia import timestamp as nvts
 from fingrav.device.nvidia.library import load_nvml, normalize_uuid, nvml_call, nvml_errors
@@ -29,7 +29,7 @@ from fingrav.device.torch_device import (
     kernel_sizes,
     plan_pieces,
 )
-from fingrav.errors import BackendUnavailableError, DeviceError
+from fingrav.errors import BackendUnavailableError, ConfigError, DeviceError
 
 FAKE_MODULE = "fingrav.testing.fakes.fake_pynvml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -423,8 +423,10 @@ def test_kernel_sizes():
     assert g["a"] == (4, 6) and g["b"] == (6, 5) and g["out"] == (4, 5) and g["flops"] == 240
     v = kernel_sizes(GemvKernel(m=4096, k=4096, dtype="fp32"))
     assert v["b"] == (4096,) and v["out"] == (4096,) and v["set_bytes"] == (4096 * 4096 + 4096) * 4
-    with pytest.raises(DeviceError):
-        kernel_sizes(object())
+    with pytest.raises(ConfigError, match="has no entry in fingrav.kinds.KINDS"):
+        kernel_sizes(object())  # a kind without a registry entry
+    with pytest.raises(DeviceError, match="cannot run kernel kind 'callable'"):
+        kernel_sizes(CallableKernel(target="json:dumps"))  # a user kernel has no shapes
 
 
 @pytest.mark.parametrize("count", [0, 1, 4, 5, 255, 256, 257, 1000, 2403])

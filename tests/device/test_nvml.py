@@ -426,7 +426,7 @@ def test_kernel_sizes():
     with pytest.raises(ConfigError, match="has no entry in fingrav.kinds.KINDS"):
         kernel_sizes(object())  # a kind without a registry entry
     with pytest.raises(DeviceError, match="cannot run kernel kind 'callable'"):
-        kernel_sizes(CallableKernel(target="json:dumps"))  # a user kernel has no shapes
+        kernel_sizes(CallableKernel(target="json:dumps", dtype="fp32"))  # a user kernel has no shapes
 
 
 @pytest.mark.parametrize("count", [0, 1, 4, 5, 255, 256, 257, 1000, 2403])
@@ -764,8 +764,8 @@ def test_missing_stamps_and_foreign_handles_are_errors(fake_torch):
     other = _device_class(fake_torch)()
     with pytest.raises(DeviceError, match="not prepared by this device"):
         other.execute([(k, 1)])
-    with pytest.raises(DeviceError, match="cannot run kernel kind"):
-        other.prepare(types_namespace(kind="conv"))  # attention and callables are kernels now
+    with pytest.raises(ConfigError, match="kernel kind 'conv' has no entry in fingrav.kinds.KINDS"):
+        other.prepare(types_namespace(kind="conv"))  # the kind registry names the preparation of every kind
 
 
 def types_namespace(**kw):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from fingrav.backends import BACKENDS, Backend, get_backend, visible_devices_vars
 from fingrav.config import DeviceConfig
 from fingrav.errors import BackendUnavailableError
+from fingrav.testing.drills import drill_files
 
 ROOT = Path(__file__).resolve().parents[1]
 LITERALS = get_args(DeviceConfig.model_fields["backend"].annotation)
@@ -117,16 +119,14 @@ def test_dist_backend_defaults_from_the_registry() -> None:
 
 
 # --------------------------------------------------------------------------- provenance fields: what describe() records
-def test_sim_describe_records_its_provenance_fields() -> None:
+def _describe_sim(monkeypatch) -> dict:
     from fingrav.device import open_device
 
     with open_device(DeviceConfig(), seed=1) as dev:
-        d = dev.describe()
-    assert set(get_backend("sim").provenance_fields) <= set(d)
-    assert d["backend"] == "sim"
+        return dev.describe()
 
 
-def test_nvml_describe_records_its_provenance_fields(monkeypatch) -> None:
+def _describe_nvml(monkeypatch) -> dict:
     from fingrav.device.nvidia import NVMLPower
     from fingrav.testing.fakes import fake_pynvml
 
@@ -135,14 +135,13 @@ def test_nvml_describe_records_its_provenance_fields(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml)
     power = NVMLPower(index=0, sampler_mode="thread")
     try:
-        d = power.describe()
+        return power.describe()
     finally:
         power.close()
         fake_pynvml.configure()
-    assert set(get_backend("nvml").provenance_fields) <= set(d)
 
 
-def test_amdsmi_describe_records_its_provenance_fields() -> None:
+def _describe_amdsmi(monkeypatch) -> dict:
     from fingrav.device.amd import AMDSMIPower
     from fingrav.testing.fakes import fake_amdsmi
 
@@ -150,8 +149,37 @@ def test_amdsmi_describe_records_its_provenance_fields() -> None:
     with fake_amdsmi.installed():
         power = AMDSMIPower()
         try:
-            d = power.describe()
+            return power.describe()
         finally:
             power.close()
-    assert set(get_backend("amdsmi").provenance_fields) <= set(d)
-    assert d["backend"] == "amdsmi"
+
+
+# every backend that collects: its device's describe() (the power side, against the vendor fake: no GPU, no torch)
+DESCRIBE = {"sim": _describe_sim, "nvml": _describe_nvml, "amdsmi": _describe_amdsmi}
+
+
+def test_every_collecting_backend_has_a_describe_probe() -> None:
+    assert set(DESCRIBE) == {name for name, b in BACKENDS.items() if b.collects}
+
+
+@pytest.mark.parametrize("name", sorted(DESCRIBE))
+def test_describe_records_the_provenance_fields(name: str, monkeypatch) -> None:
+    d = DESCRIBE[name](monkeypatch)
+    missing = set(get_backend(name).provenance_fields) - set(d)
+    assert not missing, f"{name}: describe() lacks {sorted(missing)}"
+    json.dumps(d, default=str)
+
+
+# --------------------------------------------------------------------------- the drill in docs/ARCHITECTURE.md
+BACKEND_DRILL = (
+    "fingrav/config.py",  # the literal (test_every_backend_literal_has_an_entry_and_every_entry_a_literal)
+    "fingrav/backends.py",  # the entry (test_each_entry_is_complete)
+    "fingrav/device/<vendor>/__init__.py",  # open_device (test_each_entry_is_complete)
+    "pyproject.toml",  # the extra (test_each_entry_is_complete)
+    "tests/test_backends.py",  # DESCRIBE (test_every_collecting_backend_has_a_describe_probe)
+    "config/schema.json",  # tests/test_config.py::test_schema_file_in_sync_with_models
+)
+
+
+def test_the_documented_drill_is_what_these_tests_check() -> None:
+    assert drill_files("Adding a backend") == list(BACKEND_DRILL)

@@ -15,6 +15,7 @@ from fingrav import config as C
 from fingrav.contracts.work import Work
 from fingrav.errors import ConfigError
 from fingrav.kinds import KINDS, KernelKind, is_collective, kind_of
+from fingrav.testing.drills import drill_files
 
 UNION_KINDS = [m.model_fields["kind"].default for m in C.KERNEL_MODELS]
 KERNEL = TypeAdapter(C.Kernel)
@@ -103,3 +104,18 @@ def test_a_kind_without_an_entry_fails_loudly() -> None:
     with pytest.raises(ConfigError):
         _kernel_source({"kind": "conv"}, {}, None)  # never "torch.distributed" by default
     assert is_collective(C.AllGatherKernel(size_bytes=1024)) and not is_collective({"kind": "gemm"})
+
+
+# --------------------------------------------------------------------------- the drill in docs/ARCHITECTURE.md
+KIND_DRILL = (
+    "fingrav/config.py",  # the model in the union (test_every_kind_of_the_union_has_an_entry_and_every_entry_a_member)
+    "fingrav/kinds.py",  # the entry and its work model (test_each_entry_is_complete, test_work_model)
+    "fingrav/device/torch_device.py",  # torch_prepare (test_torch_preparation_exists)
+    "fingrav/device/sim/kernels.py",  # the simulator model (test_simulator_models_it_on_every_preset)
+    "fingrav/device/sim/presets.py",  # its shape on every preset (test_simulator_models_it_on_every_preset)
+    "config/schema.json",  # tests/test_config.py::test_schema_file_in_sync_with_models
+)
+
+
+def test_the_documented_drill_is_what_these_tests_check() -> None:
+    assert drill_files("Adding a kernel kind") == list(KIND_DRILL)

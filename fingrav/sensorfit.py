@@ -398,6 +398,232 @@ def _param_se(
     return se, se_of(cols[0], shifted)
 
 
+# --------------------------------------------------------------------------- the fit's steps
+@dataclass(frozen=True)
+class ChannelSeries:
+    """One channel's finite samples in time order and the load's edges: `t_ns` host ns, `t` ms relative to the
+    first edge, `y` mW; the sample period (median, p10, p90; ms) and the quantization step (mW or None)."""
+
+    channel: str
+    t_ns: np.ndarray
+    t: np.ndarray
+    y: np.ndarray
+    edges: _Edges
+    period: float
+    p10: float
+    p90: float
+    quantization: float | None
+
+    @classmethod
+    def of(
+        cls, t_ns: np.ndarray, power_mw: np.ndarray, on_start_ns: np.ndarray, on_end_ns: np.ndarray, channel: str
+    ) -> ChannelSeries:
+        """DataError with fewer than 10 finite samples (or unusable steps, `_Edges`)."""
+        t_ns = np.asarray(t_ns, dtype=np.int64)
+        y = np.asarray(power_mw, dtype=np.float64)
+        ok = np.isfinite(y)
+        t_ns, y = t_ns[ok], y[ok]
+        order = np.argsort(t_ns, kind="stable")
+        t_ns, y = t_ns[order], y[order]
+        if len(y) < 10:
+            raise DataError(f"sensor fit ({channel}): {len(y)} samples are too few")
+        edges = _Edges(on_start_ns, on_end_ns)
+        t = edges.to_ms(t_ns)
+        period, p10, p90 = _period(t_ns)
+        return cls(channel, t_ns, t, y, edges, period, p10, p90, _quantization(y))
+
+    def common(self) -> dict[str, Any]:
+        """The fields of a `SensorCharacterization` that do not depend on the fit."""
+        return {
+            "channel": self.channel,
+            "n_samples": len(self.y),
+            "n_edges": len(self.edges.edges),
+            "period_ms": self.period,
+            "period_p10_ms": self.p10,
+            "period_p90_ms": self.p90,
+            "quantization_mw": self.quantization,
+        }
+
+
+@dataclass(frozen=True)
+class CrudeLevels:
+    """Step 1: the mean of the settled on / off samples (mW), their difference and its standard error (mW)."""
+
+    on_mw: float
+    off_mw: float
+    diff_mw: float
+    se_mw: float
+
+    @classmethod
+    def of(cls, s: ChannelSeries) -> CrudeLevels:
+        on_m, off_m = s.edges.late_masks(s.t)
+        if on_m.sum() < 3 or off_m.sum() < 3:
+            raise DataError(f"sensor fit ({s.channel}): too few samples in the settled parts of the steps")
+        y_on, y_off = s.y[on_m], s.y[off_m]
+        diff = float(y_on.mean() - y_off.mean())
+        se = math.sqrt(float(y_on.var(ddof=1)) / len(y_on) + float(y_off.var(ddof=1)) / len(y_off))
+        return cls(float(y_on.mean()), float(y_off.mean()), diff, se)
+
+    @property
+    def responds(self) -> bool:
+        """The difference is over RESPONSE_SIGMAS standard errors."""
+        return self.diff_mw != 0.0 and abs(self.diff_mw) > RESPONSE_SIGMAS * self.se_mw
+
+
+def _no_response(s: ChannelSeries, crude: CrudeLevels) -> SensorCharacterization:
+    logger.info(
+        "sensor %s: no response to the load steps (difference %.0f mW, %.1f standard errors)",
+        s.channel,
+        crude.diff_mw,
+        abs(crude.diff_mw) / crude.se_mw if crude.se_mw > 0 else 0.0,
+    )
+    return SensorCharacterization(
+        responds=False,
+        idle_mw=float(np.mean(s.y)),
+        noise_mw=_noise(s.t, s.y, s.edges, 0.0),
+        flags=["no_response"],
+        **s.common(),
+    )
+
+
+@dataclass(frozen=True)
+class PooledFit:
+    """Step 2: the equivalent-time step response (pooled over the edges, `pre` ms before each) fitted on a grid
+    over (delay, window, lag) (ms; `bounds` their upper bounds) and refined (`p`); `grid` rows sorted by their
+    residual, `xtol` the refinement's tolerance (ms)."""
+
+    pre: float
+    r: np.ndarray
+    bounds: np.ndarray
+    grid: np.ndarray
+    xtol: float
+    p: np.ndarray
+
+    @classmethod
+    def of(cls, s: ChannelSeries, crude: CrudeLevels) -> PooledFit:
+        pre = min(2.0 * s.period, 0.5 * s.edges.min_interval)
+        r, z = _pooled(s.t, s.y, s.edges, crude.off_mw, crude.diff_mw, pre)
+        rb, zb = _bin_equal_count(r, z, MAX_POOLED_POINTS)
+        hmax = s.edges.min_interval
+        gmin = max(s.period / 50.0, 1e-3)
+        bounds = np.array([0.5 * hmax, hmax, 0.5 * hmax])
+        vals = [np.concatenate([[0.0], np.geomspace(gmin, b, GRID_SIZE)]) for b in bounds]
+        grid = _grid_fit(rb, zb, *vals)
+        xtol = max(1e-3 * s.period, 1e-4)
+
+        def pooled_rss(p: np.ndarray) -> float:
+            sr = step_response(rb, *np.abs(p))
+            a = np.column_stack([np.ones_like(sr), sr])
+            _, res, *_ = np.linalg.lstsq(a, zb, rcond=None)
+            return float(res[0]) if len(res) else float(np.sum((zb - zb.mean()) ** 2))
+
+        p1, _ = _nelder_mead(pooled_rss, grid[0, :3].copy(), _steps_for(grid[0, :3], s.period), xtol)
+        return cls(pre, r, bounds, grid, xtol, np.abs(p1))
+
+
+def _steps_for(p: np.ndarray, period: float) -> np.ndarray:
+    """The Nelder-Mead simplex's initial steps around `p` (ms)."""
+    return np.maximum(0.2 * np.abs(p), 0.1 * period)
+
+
+@dataclass(frozen=True)
+class RawFit:
+    """Step 3: the full square-wave model fitted on the raw samples: `p` (delay, window, lag; ms) and its residual
+    sum of squares (mW^2), once with the lag free and once as a pure boxcar (`box`: delay, window; `rss_box`)."""
+
+    model: _RawModel
+    p: np.ndarray
+    rss: float
+    box: np.ndarray
+    rss_box: float
+
+    @classmethod
+    def of(cls, s: ChannelSeries, pooled: PooledFit) -> RawFit:
+        model = _RawModel(s.t, s.y, s.edges)
+        xtol = pooled.xtol
+        p_full, rss_full = _nelder_mead(model.rss, pooled.p, _steps_for(pooled.p, s.period), xtol)
+
+        def box_rss(q: np.ndarray) -> float:
+            return model.rss(np.array([q[0], q[1], 0.0]))
+
+        q0 = pooled.grid[pooled.grid[:, 2] == 0.0][0, :2].copy()
+        q_box, rss_box = _nelder_mead(box_rss, q0, _steps_for(q0, s.period), xtol)
+        q_box = np.abs(q_box)
+        if rss_box < rss_full:  # the lag-free optimum is inside the full model's space: start there too
+            start = np.array([q_box[0], q_box[1], 0.0])
+            p_alt, rss_alt = _nelder_mead(model.rss, start, _steps_for(start, s.period), xtol)
+            if rss_alt < rss_full:
+                p_full, rss_full = p_alt, rss_alt
+            if rss_box < rss_full:
+                p_full, rss_full = np.array([q_box[0], q_box[1], 0.0]), rss_box
+        return cls(model, np.abs(p_full), rss_full, q_box, rss_box)
+
+    def boxcar_only(self, n: int) -> dict[str, float]:
+        """The best pure-boxcar fit (ms, mW rms over `n` samples)."""
+        delay, window = float(self.box[0]), float(self.box[1])
+        return {
+            "delay_ms": delay,
+            "window_ms": window,
+            "settle_ms": settle_time_ms(delay, window, 0.0),
+            "fit_rms_mw": math.sqrt(self.rss_box / n),
+        }
+
+
+def _fit_flags(s: ChannelSeries, pooled: PooledFit, fit: RawFit, settle: float) -> list[str]:
+    """fit_at_bound, steps_shorter_than_settle, sparse_edges (SensorCharacterization.flags)."""
+    flags: list[str] = []
+    if np.any(fit.p >= 0.98 * pooled.bounds):
+        flags.append("fit_at_bound")
+    if settle > s.edges.min_interval:
+        flags.append("steps_shorter_than_settle")
+    transition = np.count_nonzero((pooled.r >= 0) & (pooled.r <= settle))
+    if transition < 30:
+        flags.append("sparse_edges")
+    return flags
+
+
+def _measured_response(
+    s: ChannelSeries, y_detr: np.ndarray, idle: float, step: float, pre: float, settle: float, p: np.ndarray
+) -> dict[str, list[float] | list[int]]:
+    """The pooled, normalized step response of the detrended samples in RESPONSE_BINS bins, with the model's."""
+    r2, z2 = _pooled(s.t, y_detr, s.edges, idle, step, pre)
+    hi = min(s.edges.min_interval, max(3.0 * settle, 5.0 * s.period))
+    bins = np.linspace(-pre, hi, RESPONSE_BINS + 1)
+    b = np.digitize(r2, bins) - 1
+    inb = (b >= 0) & (b < RESPONSE_BINS)
+    cnt = np.bincount(b[inb], minlength=RESPONSE_BINS)
+    mean = np.bincount(b[inb], z2[inb], minlength=RESPONSE_BINS) / np.maximum(cnt, 1)
+    tbin = np.bincount(b[inb], r2[inb], minlength=RESPONSE_BINS) / np.maximum(cnt, 1)
+    has = cnt > 0
+    delay, window, lag = (float(v) for v in p)
+    return {
+        "t_ms": [round(float(v), 4) for v in tbin[has]],
+        "mean": [round(float(v), 4) for v in mean[has]],
+        "n": [int(v) for v in cnt[has]],
+        "model": [round(float(v), 4) for v in step_response(tbin[has], delay, window, lag)],
+    }
+
+
+def _log_characterization(c: SensorCharacterization) -> None:
+    logger.info(
+        "sensor %s: period %.2f ms (p10 %.2f, p90 %.2f), delay %.2f ms, window %.2f ms, lag %.2f ms, "
+        "settle %.1f ms, idle %.1f W, load %.1f W, rms %.2f W, noise %s W%s",
+        c.channel,
+        c.period_ms,
+        c.period_p10_ms,
+        c.period_p90_ms,
+        c.delay_ms,
+        c.window_ms,
+        c.lag_ms,
+        c.settle_ms,
+        c.idle_mw / 1e3,
+        (c.load_mw or 0.0) / 1e3,
+        (c.fit_rms_mw or 0.0) / 1e3,
+        "n/a" if c.noise_mw is None else f"{c.noise_mw / 1e3:.2f}",
+        f" flags {c.flags}" if c.flags else "",
+    )
+
+
 # --------------------------------------------------------------------------- main entry points
 def characterize_sensor(
     t_ns: np.ndarray,
@@ -407,137 +633,22 @@ def characterize_sensor(
     channel: str = "total",
 ) -> SensorCharacterization:
     """Characterize one channel from its samples (host-clock ns, mW) and the load's on-intervals
-    (host-clock ns). Raises DataError on unusable input (too few samples or steps, overlapping steps)."""
-    t_ns = np.asarray(t_ns, dtype=np.int64)
-    y = np.asarray(power_mw, dtype=np.float64)
-    ok = np.isfinite(y)
-    t_ns, y = t_ns[ok], y[ok]
-    order = np.argsort(t_ns, kind="stable")
-    t_ns, y = t_ns[order], y[order]
-    if len(y) < 10:
-        raise DataError(f"sensor fit ({channel}): {len(y)} samples are too few")
-    edges = _Edges(on_start_ns, on_end_ns)
-    t = edges.to_ms(t_ns)
-    period, p10, p90 = _period(t_ns)
-    quant = _quantization(y)
-    n_edges = len(edges.edges)
-    flags: list[str] = []
-
-    # 1. crude levels and response test
-    on_m, off_m = edges.late_masks(t)
-    if on_m.sum() < 3 or off_m.sum() < 3:
-        raise DataError(f"sensor fit ({channel}): too few samples in the settled parts of the steps")
-    y_on, y_off = y[on_m], y[off_m]
-    diff = float(y_on.mean() - y_off.mean())
-    se = math.sqrt(float(y_on.var(ddof=1)) / len(y_on) + float(y_off.var(ddof=1)) / len(y_off))
-    responds = diff != 0.0 and abs(diff) > RESPONSE_SIGMAS * se
-    common = {
-        "channel": channel,
-        "n_samples": len(y),
-        "n_edges": n_edges,
-        "period_ms": period,
-        "period_p10_ms": p10,
-        "period_p90_ms": p90,
-        "quantization_mw": quant,
-    }
-    if not responds:
-        logger.info(
-            "sensor %s: no response to the load steps (difference %.0f mW, %.1f standard errors)",
-            channel,
-            diff,
-            abs(diff) / se if se > 0 else 0.0,
-        )
-        return SensorCharacterization(
-            responds=False,
-            idle_mw=float(np.mean(y)),
-            noise_mw=_noise(t, y, edges, 0.0),
-            flags=["no_response"],
-            **common,
-        )
-
-    # 2. equivalent-time step response, grid + refinement
-    pre = min(2.0 * period, 0.5 * edges.min_interval)
-    r, z = _pooled(t, y, edges, float(y_off.mean()), diff, pre)
-    rb, zb = _bin_equal_count(r, z, MAX_POOLED_POINTS)
-    hmax = edges.min_interval
-    gmin = max(period / 50.0, 1e-3)
-    bounds = np.array([0.5 * hmax, hmax, 0.5 * hmax])
-    vals = [np.concatenate([[0.0], np.geomspace(gmin, b, GRID_SIZE)]) for b in bounds]
-    grid = _grid_fit(rb, zb, *vals)
-    grid_box = grid[grid[:, 2] == 0.0]
-    xtol = max(1e-3 * period, 1e-4)
-
-    def pooled_rss(p: np.ndarray) -> float:
-        s = step_response(rb, *np.abs(p))
-        a = np.column_stack([np.ones_like(s), s])
-        _, res, *_ = np.linalg.lstsq(a, zb, rcond=None)
-        return float(res[0]) if len(res) else float(np.sum((zb - zb.mean()) ** 2))
-
-    def steps_for(p: np.ndarray) -> np.ndarray:
-        return np.maximum(0.2 * np.abs(p), 0.1 * period)
-
-    p1, _ = _nelder_mead(pooled_rss, grid[0, :3].copy(), steps_for(grid[0, :3]), xtol)
-    p1 = np.abs(p1)
-
-    # 3. raw samples, full square-wave model
-    model = _RawModel(t, y, edges)
-    p_full, rss_full = _nelder_mead(model.rss, p1, steps_for(p1), xtol)
-
-    def box_rss(q: np.ndarray) -> float:
-        return model.rss(np.array([q[0], q[1], 0.0]))
-
-    q0 = grid_box[0, :2].copy()
-    q_box, rss_box = _nelder_mead(box_rss, q0, steps_for(q0), xtol)
-    q_box = np.abs(q_box)
-    if rss_box < rss_full:  # the lag-free optimum is inside the full model's space: start there too
-        p_alt, rss_alt = _nelder_mead(
-            model.rss, np.array([q_box[0], q_box[1], 0.0]), steps_for(np.array([q_box[0], q_box[1], 0.0])), xtol
-        )
-        if rss_alt < rss_full:
-            p_full, rss_full = p_alt, rss_alt
-        if rss_box < rss_full:
-            p_full, rss_full = np.array([q_box[0], q_box[1], 0.0]), rss_box
-    p_full = np.abs(p_full)
-    delay, window, lag = (float(v) for v in p_full)
-    coef, _, _ = model.solve(p_full)
-    idle, step, trend = (float(v) for v in coef)
+    (host-clock ns). Raises DataError on unusable input (too few samples or steps, overlapping steps).
+    The steps of the module docstring: crude levels -> pooled step response (grid + refinement) -> raw fit."""
+    s = ChannelSeries.of(t_ns, power_mw, on_start_ns, on_end_ns, channel)
+    crude = CrudeLevels.of(s)
+    if not crude.responds:
+        return _no_response(s, crude)
+    pooled = PooledFit.of(s, crude)
+    fit = RawFit.of(s, pooled)
+    delay, window, lag = (float(v) for v in fit.p)
+    idle, step, trend = (float(v) for v in fit.model.solve(fit.p)[0])
     settle = settle_time_ms(delay, window, lag)
-    rms = math.sqrt(rss_full / len(y))
     # a window or lag near its bound 0 trades off against the delay to first order: hold it for the errors
-    free = [True, window >= RESOLVABLE * period, lag >= RESOLVABLE * period]
-    (se_d, se_w, se_l), se_g = _param_se(model, p_full, rss_full, max(xtol, 1e-3), free, limit=hmax)
-    box = {
-        "delay_ms": float(q_box[0]),
-        "window_ms": float(q_box[1]),
-        "settle_ms": settle_time_ms(float(q_box[0]), float(q_box[1]), 0.0),
-        "fit_rms_mw": math.sqrt(rss_box / len(y)),
-    }
-    if np.any(p_full >= 0.98 * bounds):
-        flags.append("fit_at_bound")
-    if settle > edges.min_interval:
-        flags.append("steps_shorter_than_settle")
-    transition = np.count_nonzero((r >= 0) & (r <= settle))
-    if transition < 30:
-        flags.append("sparse_edges")
-
-    # measured response (trend removed, final levels) for the report
-    y_detr = y - trend * model.tc
-    r2, z2 = _pooled(t, y_detr, edges, idle, step, pre)
-    hi = min(edges.min_interval, max(3.0 * settle, 5.0 * period))
-    bins = np.linspace(-pre, hi, RESPONSE_BINS + 1)
-    b = np.digitize(r2, bins) - 1
-    inb = (b >= 0) & (b < RESPONSE_BINS)
-    cnt = np.bincount(b[inb], minlength=RESPONSE_BINS)
-    mean = np.bincount(b[inb], z2[inb], minlength=RESPONSE_BINS) / np.maximum(cnt, 1)
-    tbin = np.bincount(b[inb], r2[inb], minlength=RESPONSE_BINS) / np.maximum(cnt, 1)
-    has = cnt > 0
-    response = {
-        "t_ms": [round(float(v), 4) for v in tbin[has]],
-        "mean": [round(float(v), 4) for v in mean[has]],
-        "n": [int(v) for v in cnt[has]],
-        "model": [round(float(v), 4) for v in step_response(tbin[has], delay, window, lag)],
-    }
-
+    free = [True, window >= RESOLVABLE * s.period, lag >= RESOLVABLE * s.period]
+    limit = s.edges.min_interval
+    (se_d, se_w, se_l), se_g = _param_se(fit.model, fit.p, fit.rss, max(pooled.xtol, 1e-3), free, limit=limit)
+    y_detr = s.y - trend * fit.model.tc  # trend removed, final levels
     char = SensorCharacterization(
         responds=True,
         idle_mw=idle,
@@ -552,31 +663,15 @@ def characterize_sensor(
         window_se_ms=se_w,
         lag_se_ms=se_l,
         group_delay_se_ms=se_g,
-        fit_rms_mw=rms,
-        boxcar_only=box,
-        noise_mw=_noise(t, y_detr, edges, settle),
+        fit_rms_mw=math.sqrt(fit.rss / len(s.y)),
+        boxcar_only=fit.boxcar_only(len(s.y)),
+        noise_mw=_noise(s.t, y_detr, s.edges, settle),
         trend_mw_per_s=trend,
-        response=response,
-        flags=flags,
-        **common,
+        response=_measured_response(s, y_detr, idle, step, pooled.pre, settle, fit.p),
+        flags=_fit_flags(s, pooled, fit, settle),
+        **s.common(),
     )
-    logger.info(
-        "sensor %s: period %.2f ms (p10 %.2f, p90 %.2f), delay %.2f ms, window %.2f ms, lag %.2f ms, "
-        "settle %.1f ms, idle %.1f W, load %.1f W, rms %.2f W, noise %s W%s",
-        channel,
-        period,
-        p10,
-        p90,
-        delay,
-        window,
-        lag,
-        settle,
-        idle / 1e3,
-        (idle + step) / 1e3,
-        rms / 1e3,
-        "n/a" if char.noise_mw is None else f"{char.noise_mw / 1e3:.2f}",
-        f" flags {flags}" if flags else "",
-    )
+    _log_characterization(char)
     return char
 
 

@@ -19,6 +19,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,7 +34,7 @@ from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
-from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, PowerSamples
+from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
 from fingrav.errors import DeviceError
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE
 from fingrav.provenance import provenance
@@ -171,6 +172,20 @@ class _Recorder:
         seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
         self.execs.append((run_id, rec, seg_names))
         self.clock.append((reads, "run", run_id))
+        self._keep_truth(run_id, rec, seg_names, unstamped, truth_rows)
+        return rec
+
+    def _keep_truth(
+        self,
+        run_id: int,
+        rec: ExecRecords,
+        seg_names: np.ndarray,
+        unstamped: bool,
+        truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None,
+    ) -> None:
+        """The simulator's ground truth of the run just made: the sustained truth of an unstamped run, else the
+        true power of the executions `truth_rows` selects (none without `truth_rows`, or on a real GPU)."""
+        dev = self.device
         sustained = getattr(dev, "sustained_truth_of_last_run", None) if unstamped else None
         if sustained is not None and (st := sustained()) is not None:
             truth = {
@@ -183,13 +198,12 @@ class _Recorder:
                 for ch, d in st.items()
             }
             self.truth.append((run_id, rec, seg_names, truth))
-            return rec
+            return
         truth = dev.ground_truth_of_last_execute()
         if truth is not None and truth_rows is not None:
             m = truth_rows(rec, seg_names)
             truth = {ch: {k: np.asarray(v)[m] for k, v in d.items()} for ch, d in truth.items()}
             self.truth.append((run_id, _subset(rec, m), seg_names[m], truth))
-        return rec
 
     def burst(self, n: int = CLOCK_BURST) -> None:
         self.clock.append((self.device.read_gpu_clock(n), "burst", -1))
@@ -197,10 +211,28 @@ class _Recorder:
     def write(
         self, raw_dir: Path, meta: dict[str, Any], truth_path: Path | None, reading_truth_path: Path | None = None
     ) -> None:
+        """Every raw table of the scenario (`fingrav.contracts.tables`), each with the provenance `meta`."""
         raw_dir.mkdir(parents=True, exist_ok=True)
+        self._write_runs(raw_dir / "runs.parquet", meta)
+        self._write_executions(raw_dir / "executions.parquet", meta)
+        self._write_clock(raw_dir / "clock.parquet", meta)
+        self._write_samples(raw_dir / "samples.parquet", meta)
+        if truth_path is not None and self.truth:
+            self._write_truth(truth_path, meta)
+        if self.telemetry:
+            self._write_telemetry(raw_dir / TELEMETRY_FILE, meta)
+        drain_truth = getattr(self.device, "drain_reading_truth", None)  # simulator only
+        if reading_truth_path is not None and drain_truth is not None:
+            rt = drain_truth()
+            chan = np.asarray(rt.channel, dtype=str)
+            order = np.lexsort((chan, rt.t_ns))
+            cols = {"t_ns": rt.t_ns[order], "channel": chan[order], "power_mw": rt.power_mw[order]}
+            rawio.write_table(reading_truth_path, "reading_truth", cols, meta)
+
+    def _write_runs(self, path: Path, meta: dict[str, Any]) -> None:
         runs = np.array(self.runs, dtype=object)
         rawio.write_table(
-            raw_dir / "runs.parquet",
+            path,
             "runs",
             {
                 "run": runs[:, 0].astype(np.int32),
@@ -213,9 +245,11 @@ class _Recorder:
             },
             meta,
         )
+
+    def _write_executions(self, path: Path, meta: dict[str, Any]) -> None:
         run_col = np.concatenate([np.full(len(r), i, np.int32) for i, r, _ in self.execs])
         rawio.write_table(
-            raw_dir / "executions.parquet",
+            path,
             "executions",
             {
                 "run": run_col,
@@ -226,9 +260,11 @@ class _Recorder:
             },
             meta,
         )
+
+    def _write_clock(self, path: Path, meta: dict[str, Any]) -> None:
         clk = ClockReads.concat([c for c, _, _ in self.clock])
         rawio.write_table(
-            raw_dir / "clock.parquet",
+            path,
             "clock",
             {
                 "host_before_ns": clk.host_before_ns,
@@ -239,16 +275,10 @@ class _Recorder:
             },
             meta,
         )
+
+    def _write_samples(self, path: Path, meta: dict[str, Any]) -> None:
         smp = PowerSamples.concat(self.samples)
-        # sorted by time, then channel name: sort integer channel codes (in name order), not the strings
-        channel = np.asarray(smp.channel, dtype=str)
-        names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(np.unique(channel[:1000])))
-        codes = np.full(len(channel), -1, np.int32)
-        for i, name in enumerate(names):
-            codes[channel == name] = i
-        if (codes < 0).any():  # a channel the device did not announce: the slow, general way
-            names, codes = (list(x) for x in np.unique(channel, return_inverse=True))
-            codes = np.asarray(codes, np.int32)
+        names, codes = self._channel_codes(np.asarray(smp.channel, dtype=str))
         # = np.lexsort((codes, t)): one stable sort of an int64 key, fast on the nearly sorted drains
         t_rel = smp.t_ns - (smp.t_ns.min() if len(smp.t_ns) else 0)
         if len(t_rel) and int(t_rel.max()) < (1 << 62) // max(len(names), 1):
@@ -256,7 +286,7 @@ class _Recorder:
         else:
             order = np.lexsort((codes, smp.t_ns))
         rawio.write_table(
-            raw_dir / "samples.parquet",
+            path,
             "samples",
             {
                 "t_ns": smp.t_ns[order],
@@ -265,46 +295,228 @@ class _Recorder:
             },
             {**meta, "gaps": [list(map(int, g)) for g in smp.gaps]},
         )
-        if truth_path is not None and self.truth:
-            cols: dict[str, list[np.ndarray]] = {k: [] for k in rawio.SCHEMAS["truth"].names}
-            for run_id, rec, seg_names, truth in self.truth:
-                for ch, d in truth.items():
-                    n = len(rec)
-                    cols["run"].append(np.full(n, run_id, np.int32))
-                    cols["segment"].append(seg_names)
-                    cols["exec_index"].append(rec.exec_index.astype(np.int32))
-                    cols["channel"].append(np.full(n, str(ch)))
-                    for key in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj"):
-                        cols[key].append(np.asarray(d[key], np.float64))
-            rawio.write_table(truth_path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
-        if self.telemetry:
-            t = self.telemetry
-            rawio.write_table(
-                raw_dir / TELEMETRY_FILE,
-                "telemetry",
-                {
-                    "run": np.array([r for r, *_ in t], np.int32),
-                    "phase": np.array([p for _, p, _, _ in t], dtype=object).astype(str),
-                    "when": np.array([w for _, _, w, _ in t], dtype=object).astype(str),
-                    "host_ns": np.array([x.host_ns for *_, x in t], np.int64),
-                    "read_ns": np.array([x.read_ns for *_, x in t], np.int64),
-                    "sm_mhz": np.array([np.nan if x.sm_mhz is None else x.sm_mhz for *_, x in t], np.float64),
-                    "mem_mhz": np.array([np.nan if x.mem_mhz is None else x.mem_mhz for *_, x in t], np.float64),
-                    "reasons": pa.array([x.reasons for *_, x in t], pa.int64()),
-                    "reason_names": np.array([";".join(x.reason_names) for *_, x in t], dtype=object).astype(str),
-                    "violation_json": np.array([json.dumps(x.violation) for *_, x in t], dtype=object).astype(str),
-                    "violation_unit": np.array([x.violation_unit for *_, x in t], dtype=object).astype(str),
-                    "fields_json": np.array([json.dumps(x.fields) for *_, x in t], dtype=object).astype(str),
-                },
-                meta,
-            )
-        drain_truth = getattr(self.device, "drain_reading_truth", None)  # simulator only
-        if reading_truth_path is not None and drain_truth is not None:
-            rt = drain_truth()
-            chan = np.asarray(rt.channel, dtype=str)
-            order = np.lexsort((chan, rt.t_ns))
-            cols = {"t_ns": rt.t_ns[order], "channel": chan[order], "power_mw": rt.power_mw[order]}
-            rawio.write_table(reading_truth_path, "reading_truth", cols, meta)
+
+    def _channel_codes(self, channel: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """(channel names in name order, each sample's integer code): samples are sorted by time, then channel
+        name, sorting the integer codes rather than the strings."""
+        names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(np.unique(channel[:1000])))
+        codes = np.full(len(channel), -1, np.int32)
+        for i, name in enumerate(names):
+            codes[channel == name] = i
+        if (codes < 0).any():  # a channel the device did not announce: the slow, general way
+            names, codes = (list(x) for x in np.unique(channel, return_inverse=True))
+            codes = np.asarray(codes, np.int32)
+        return names, codes
+
+    def _write_truth(self, path: Path, meta: dict[str, Any]) -> None:
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in rawio.SCHEMAS["truth"].names}
+        for run_id, rec, seg_names, truth in self.truth:
+            for ch, d in truth.items():
+                n = len(rec)
+                cols["run"].append(np.full(n, run_id, np.int32))
+                cols["segment"].append(seg_names)
+                cols["exec_index"].append(rec.exec_index.astype(np.int32))
+                cols["channel"].append(np.full(n, str(ch)))
+                for key in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj"):
+                    cols[key].append(np.asarray(d[key], np.float64))
+        rawio.write_table(path, "truth", {k: np.concatenate(v) for k, v in cols.items()}, meta)
+
+    def _write_telemetry(self, path: Path, meta: dict[str, Any]) -> None:
+        t = self.telemetry
+        rawio.write_table(
+            path,
+            "telemetry",
+            {
+                "run": np.array([r for r, *_ in t], np.int32),
+                "phase": np.array([p for _, p, _, _ in t], dtype=object).astype(str),
+                "when": np.array([w for _, _, w, _ in t], dtype=object).astype(str),
+                "host_ns": np.array([x.host_ns for *_, x in t], np.int64),
+                "read_ns": np.array([x.read_ns for *_, x in t], np.int64),
+                "sm_mhz": np.array([np.nan if x.sm_mhz is None else x.sm_mhz for *_, x in t], np.float64),
+                "mem_mhz": np.array([np.nan if x.mem_mhz is None else x.mem_mhz for *_, x in t], np.float64),
+                "reasons": pa.array([x.reasons for *_, x in t], pa.int64()),
+                "reason_names": np.array([";".join(x.reason_names) for *_, x in t], dtype=object).astype(str),
+                "violation_json": np.array([json.dumps(x.violation) for *_, x in t], dtype=object).astype(str),
+                "violation_unit": np.array([x.violation_unit for *_, x in t], dtype=object).astype(str),
+                "fields_json": np.array([json.dumps(x.fields) for *_, x in t], dtype=object).astype(str),
+            },
+            meta,
+        )
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The scenario's prepared kernels: `main`, the optional predecessor `pred` run `pred_count` times before it."""
+
+    main: KernelHandle
+    pred: KernelHandle | None
+    pred_count: int
+
+    @classmethod
+    def prepare(cls, device: GPUDevice, scenario: Scenario) -> Kernels:
+        main = device.prepare(scenario.kernel)
+        pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
+        return cls(main, pred, scenario.predecessor.count if scenario.predecessor else 0)
+
+    @property
+    def names(self) -> list[str]:
+        """The segment names of a measure run ("pred", "main")."""
+        return ["pred", "main"] if self.pred is not None else ["main"]
+
+    def segments(self, n_main: int) -> list:
+        """A measure run's segments: [predecessor x count,] main x `n_main`."""
+        segs = [(self.main, n_main)]
+        if self.pred is not None:
+            segs.insert(0, (self.pred, self.pred_count))
+        return segs
+
+    def describe(self) -> dict[str, Any]:
+        """The kernels' provenance ({"main", "predecessor"})."""
+        return {
+            "main": self.main.describe(),
+            **({"predecessor": self.pred.describe()} if self.pred is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Step 1: the kernel's median execution time and launch-to-launch cycle (ns) after idle."""
+
+    exec_time_ns: int
+    cycle_ns: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"exec_time_ns": self.exec_time_ns, "cycle_ns": self.cycle_ns}
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """Step 4: the unstamped reference run: executions it ran and the adaptive run's decisions (the last one: why
+    it stopped)."""
+
+    executed: int
+    decisions: list[ReferenceDecision] = field(default_factory=list)
+
+    def plan_fields(self, unstamped: bool) -> dict[str, Any]:
+        """plan.json's reference_unstamped / reference_executed / reference_stop."""
+        return {
+            "reference_unstamped": unstamped,
+            "reference_executed": self.executed,
+            "reference_stop": self.decisions[-1].to_summary() if self.decisions else None,
+        }
+
+
+def _time_kernel(rec: _Recorder, k: Kernels, policy: RunPolicy, settle_ns: int, name: str) -> Timing:
+    """Step 1: the kernel alone after `settle_ns` of idle: warm-ups + timing_reps executions (this rank's)."""
+    r = rec.run(0, "timing", [(k.main, policy.warmups + policy.timing_reps)], ["main"], settle_ns, 0)
+    dur = r.duration_ns[policy.warmups :]
+    exec_time = int(np.median(dur))
+    starts = r.gpu_start_ns[policy.warmups :]
+    cycle = int(np.median(np.diff(starts))) if len(starts) > 1 else exec_time
+    logger.info("%s: %s takes %.1f us (cycle %.1f us)", name, k.main.label, exec_time / 1e3, cycle / 1e3)
+    return Timing(exec_time, cycle)
+
+
+def _stability_probe(
+    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int
+) -> Probe:
+    """Step 2: back to back for probe_ms (METHOD.md step 4), between two drains of the samples; this rank's."""
+    device = rec.device
+    n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
+    device.sleep_ns(settle_ns)
+    rec.samples.append(device.drain_samples())
+    probe_rec = rec.run(1, "probe", [(k.main, n_probe)], ["main"], 0, 0)
+    device.sleep_ns(max(2 * settle_ns, int(policy.probe_ms * 1e6)))
+    rec.samples.append(device.drain_samples())
+    return _probe(rec, probe_rec, n_probe, policy, noise_mw, settle_ns, cycle_ns)
+
+
+def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
+    logger.info(
+        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
+        name,
+        plan.sse_runs,
+        plan.runs,
+        f"{plan.predecessor_count} pred + " if k.pred is not None else "",
+        plan.executions_per_run,
+        plan.sse_index + 1,
+        plan.ssp_index + 1,
+        plan.tail,
+        plan.idle_ns / 1e6,
+        "; " + "; ".join(plan.notes) if plan.notes else "",
+    )
+
+
+def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_id: int, name: str) -> ReferenceRun:
+    """Step 4: back to back for reference_ms and, adaptively, up to reference_max_ms (`_reference_more`), as a
+    user runs it: no stamp between executions (the kernel, not the probe), where the device can."""
+    decisions: list[ReferenceDecision] = []
+    part = max(1, math.ceil(REFERENCE_PART_NS / max(plan.cycle_ns, 1)))
+    adaptive = plan.reference_max_ms > plan.reference_ms
+    more = _reference_more(rec, plan, sync, decisions, part) if adaptive else None
+    one = rec.run(
+        run_id, "reference", [(k.main, plan.reference_executions)], ["main"], plan.idle_ns, 0,
+        unstamped=True, more=more, part=part,
+    )  # fmt: skip
+    executed = int(one.exec_index[-1]) + 1
+    rec.samples.append(rec.device.drain_samples())
+    last = decisions[-1] if decisions else None
+    logger.info(
+        "%s: reference run of %d executions (%.0f ms; shortest %.0f ms%s)",
+        name,
+        executed,
+        (one.gpu_end_ns[-1] - one.gpu_start_ns[0]) / 1e6,
+        plan.reference_ms,
+        f", stopped: {REFERENCE_REASONS[last.reason]}" if last is not None else "",
+    )
+    return ReferenceRun(executed, decisions)
+
+
+def _measure_runs(
+    rec: _Recorder, plan: Plan, k: Kernels, rng: np.random.Generator, first_run_id: int, name: str, wall0: float
+) -> int:
+    """Step 5: SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order, each after
+    idle + a random delay in [0, sensor period); returns how many ran."""
+    device = rec.device
+    kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
+    kinds = kinds[rng.permutation(len(kinds))]
+    first = 0 if k.pred is not None else plan.sse_index  # with a predecessor, exec 0 is the interleaved one
+    tail_end = plan.ssp_index + plan.tail
+
+    def truth_rows(r: ExecRecords, seg: np.ndarray) -> np.ndarray:
+        i = r.exec_index
+        return (seg == "main") & ((i == plan.sse_index) | (i == first) | ((i >= plan.ssp_index) & (i < tail_end)))
+
+    last_log = time.perf_counter()
+    for i, kind in enumerate(kinds):
+        delay = int(rng.uniform(0, plan.delay_max_ns))
+        n_main = plan.sse_executions_per_run if kind == "sse" else plan.executions_per_run
+        rec.run(first_run_id + i, str(kind), k.segments(n_main), k.names, plan.idle_ns, delay, truth_rows=truth_rows)
+        if (i + 1) % 256 == 0:
+            rec.samples.append(device.drain_samples())
+        now = time.perf_counter()
+        if now - last_log >= PROGRESS_EVERY_S or i + 1 == len(kinds):
+            el = now - wall0
+            eta = el / (i + 1) * (len(kinds) - i - 1)
+            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, i + 1, len(kinds), el, eta)
+            last_log = now
+    return len(kinds)
+
+
+def _lockstep_fields(
+    rec: _Recorder, sync: Lockstep, name: str, timing: Timing, probe: Probe, probes: list[Probe]
+) -> dict[str, Any]:
+    """Several GPUs: check that every rank issued the same runs and executions; plan.json's distributed fields."""
+    counts = sync.all_gather((len(rec.runs), rec.issued))
+    if len(set(counts)) != 1:
+        raise DeviceError(f"{name}: ranks issued unequal (runs, executions): {counts}")
+    return {
+        "distributed": sync.describe(),
+        "rank": sync.rank,
+        "world_size": sync.world_size,
+        "rank_local": {**timing.as_dict(), "probe": probe.model_dump()},
+        "probes_by_rank": probes,
+    }
 
 
 def collect_scenario(
@@ -320,12 +532,14 @@ def collect_scenario(
 ) -> Plan:
     """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
 
-    1. time the kernel (warm-ups + timing_reps executions after idle);
-    2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing;
-    3. plan runs / executions per run / idle from the guidance table, calibration and probe;
-    4. optionally a reference run (back to back for reference_ms);
+    1. time the kernel (warm-ups + timing_reps executions after idle; `_time_kernel`);
+    2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing
+       (`_stability_probe`);
+    3. plan runs / executions per run / idle from the guidance table, calibration and probe (`make_plan`);
+    4. optionally a reference run (back to back for reference_ms; `_reference_run`);
     5. SSE and SSP runs, shuffled: idle + random delay in [0, sensor period), a GPU-clock read,
-       [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs).
+       [predecessor x count] + kernel x N (N = warm-ups + 1 for SSE runs, to the SSP tail + 1 for SSP runs;
+       `_measure_runs`).
 
     truth_path / reading_truth_path (simulator): where the true kernel power per execution and the noise-free
     reading of every sample go (`fingrav.layout.SweepLayout.truth` / `reading_truth`).
@@ -334,135 +548,43 @@ def collect_scenario(
     are its own).
     """
     sync = sync if sync is not None else Solo()
-    multi = sync.world_size > 1
     raw_dir = Path(raw_dir)
     rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
     sensor = PlanSensor.of(calibration.total)
     noise_mw = float(calibration.total.noise_mw or 0.0)
-    main = device.prepare(scenario.kernel)
-    pred = device.prepare(scenario.predecessor.kernel) if scenario.predecessor else None
-    names = ["pred", "main"] if pred is not None else ["main"]
+    kernels = Kernels.prepare(device, scenario)
     rec = _Recorder(device, sync)
     wall0 = time.perf_counter()
-
-    def segments(n_main: int) -> list:
-        segs = [(main, n_main)]
-        if pred is not None:
-            segs.insert(0, (pred, scenario.predecessor.count))
-        return segs
 
     device.start_sampling()
     rec.burst()
     # several GPUs: every rank idles as long as the slowest sensor needs (the same schedule everywhere)
     settle = max(sync.all_gather(sensor.settle_ns + sensor.period_ns))
-    # 1. timing: the kernel alone, after idle
-    r = rec.run(0, "timing", [(main, policy.warmups + policy.timing_reps)], ["main"], settle, 0)
-    dur = r.duration_ns[policy.warmups :]
-    exec_time = int(np.median(dur))
-    starts = r.gpu_start_ns[policy.warmups :]
-    cycle = int(np.median(np.diff(starts))) if len(starts) > 1 else exec_time
-    logger.info("%s: %s takes %.1f us (cycle %.1f us)", scenario.name, main.label, exec_time / 1e3, cycle / 1e3)
-    local_timing = {"exec_time_ns": exec_time, "cycle_ns": cycle}
+    local_timing = _time_kernel(rec, kernels, policy, settle, scenario.name)
     # several GPUs: rank 0's timing decides every count from here on (never each rank's own clock)
-    exec_time, cycle = sync.broadcast((exec_time, cycle))
-
-    # 2. stability probe: back to back for probe_ms (METHOD.md step 4)
-    n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle, 1))))
-    device.sleep_ns(settle)
-    rec.samples.append(device.drain_samples())
-    probe_rec = rec.run(1, "probe", [(main, n_probe)], ["main"], 0, 0)
-    device.sleep_ns(max(2 * settle, int(policy.probe_ms * 1e6)))
-    rec.samples.append(device.drain_samples())
-    probe = _probe(rec, probe_rec, n_probe, policy, noise_mw, settle, cycle)
-
+    exec_time, cycle = sync.broadcast((local_timing.exec_time_ns, local_timing.cycle_ns))
+    probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
-    plan = make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, scenario.predecessor.count if pred else 0)
-    plan = sync.broadcast(plan)
-    logger.info(
-        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
-        scenario.name,
-        plan.sse_runs,
-        plan.runs,
-        f"{plan.predecessor_count} pred + " if pred else "",
-        plan.executions_per_run,
-        plan.sse_index + 1,
-        plan.ssp_index + 1,
-        plan.tail,
-        plan.idle_ns / 1e6,
-        "; " + "; ".join(plan.notes) if plan.notes else "",
-    )
-
-    # 4. reference: back to back for reference_ms and, adaptively, up to reference_max_ms (`_reference_more`)
+    plan = sync.broadcast(make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count))
+    _log_plan(scenario.name, plan, kernels)
     run_id = 2
-    ref_decisions: list[ReferenceDecision] = []
-    ref_executed: int | None = None
+    reference = None
     if plan.reference_executions:
-        n_ref = plan.reference_executions
-        part = max(1, math.ceil(REFERENCE_PART_NS / max(plan.cycle_ns, 1)))
-        adaptive = plan.reference_max_ms > plan.reference_ms
-        more = _reference_more(rec, plan, sync, ref_decisions, part) if adaptive else None
-        # as a user runs it: no stamp between executions (the kernel, not the probe), where the device can
-        one = rec.run(
-            run_id, "reference", [(main, n_ref)], ["main"], plan.idle_ns, 0, unstamped=True, more=more, part=part
-        )
-        ref_executed = int(one.exec_index[-1]) + 1
+        reference = _reference_run(rec, plan, kernels, sync, run_id, scenario.name)
         run_id += 1
-        rec.samples.append(device.drain_samples())
-        last = ref_decisions[-1] if ref_decisions else None
-        logger.info(
-            "%s: reference run of %d executions (%.0f ms; shortest %.0f ms%s)",
-            scenario.name,
-            ref_executed,
-            (one.gpu_end_ns[-1] - one.gpu_start_ns[0]) / 1e6,
-            plan.reference_ms,
-            f", stopped: {REFERENCE_REASONS[last.reason]}" if last is not None else "",
-        )
-
-    # 5. SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order
-    kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
-    kinds = kinds[rng.permutation(len(kinds))]
-    first = 0 if pred is not None else plan.sse_index  # with a predecessor, exec 0 is the interleaved one
-    tail_end = plan.ssp_index + plan.tail
-
-    def truth_rows(r: ExecRecords, seg: np.ndarray) -> np.ndarray:
-        i = r.exec_index
-        return (seg == "main") & ((i == plan.sse_index) | (i == first) | ((i >= plan.ssp_index) & (i < tail_end)))
-
-    last_log = time.perf_counter()
-    for i, kind in enumerate(kinds):
-        delay = int(rng.uniform(0, plan.delay_max_ns))
-        n_main = plan.sse_executions_per_run if kind == "sse" else plan.executions_per_run
-        rec.run(run_id + i, str(kind), segments(n_main), names, plan.idle_ns, delay, truth_rows=truth_rows)
-        if (i + 1) % 256 == 0:
-            rec.samples.append(device.drain_samples())
-        now = time.perf_counter()
-        if now - last_log >= PROGRESS_EVERY_S or i + 1 == len(kinds):
-            el = now - wall0
-            eta = el / (i + 1) * (len(kinds) - i - 1)
-            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", scenario.name, i + 1, len(kinds), el, eta)
-            last_log = now
+    n_runs = _measure_runs(rec, plan, kernels, rng, run_id, scenario.name, wall0)
     device.sleep_ns(settle)
     rec.burst()
     rec.samples.append(device.stop_sampling())
-    extra: dict[str, Any] = {}
-    if multi:
-        counts = sync.all_gather((len(rec.runs), rec.issued))
-        if len(set(counts)) != 1:
-            raise DeviceError(f"{scenario.name}: ranks issued unequal (runs, executions): {counts}")
-        extra = {
-            "distributed": sync.describe(),
-            "rank": sync.rank,
-            "world_size": sync.world_size,
-            "rank_local": {**local_timing, "probe": probe.model_dump()},
-            "probes_by_rank": probes,
-        }
+    multi = sync.world_size > 1
+    extra = _lockstep_fields(rec, sync, scenario.name, local_timing, probe, probes) if multi else {}
 
     meta = provenance(
         device.describe(),
         config_hash=collection_hash(scenario, policy, seed),
         scenario=scenario.model_dump(mode="json"),
-        kernels={"main": main.describe(), **({"predecessor": pred.describe()} if pred is not None else {})},
+        kernels=kernels.describe(),
         stage="collect",
         **({"distributed": extra["distributed"]} if multi else {}),
     )
@@ -472,15 +594,13 @@ def collect_scenario(
         Path(truth_path) if truth_path is not None else None,
         Path(reading_truth_path) if reading_truth_path is not None else None,
     )
-    if plan.reference_executions:
-        extra["reference_unstamped"] = bool(device.unstamped_runs)
-        extra["reference_executed"] = ref_executed
-        extra["reference_stop"] = ref_decisions[-1].to_summary() if ref_decisions else None
+    if reference is not None:
+        extra.update(reference.plan_fields(bool(device.unstamped_runs)))
     plan = plan.model_copy(update={**extra, "provenance": meta})
     rawio.write_json(raw_dir / "plan.json", plan.to_json())
     # the GPU's own calibration and the telemetry, where there are any
     rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION, TELEMETRY_FILE))
-    logger.info("%s: collected %d runs in %.1f s wall", scenario.name, len(kinds), time.perf_counter() - wall0)
+    logger.info("%s: collected %d runs in %.1f s wall", scenario.name, n_runs, time.perf_counter() - wall0)
     return plan
 
 

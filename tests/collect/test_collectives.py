@@ -6,7 +6,6 @@ tests/collect/test_distributed_gloo.py (they need torch)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import sys
 import threading
 from pathlib import Path
@@ -517,29 +516,16 @@ def test_kernel_label_of_collectives() -> None:
 
 
 # --------------------------------------------------------------------------- torch device on a fake torch
-def _nvml_test_module():
-    """tests/device/test_nvml.py (its fake torch and clock), imported as pytest does: module `test_nvml`."""
-    mod = sys.modules.get("test_nvml")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("test_nvml", ROOT / "tests" / "device" / "test_nvml.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["test_nvml"] = mod
-        spec.loader.exec_module(mod)
-    return mod
-
-
 def test_torch_collective_handles_on_a_fake_torch(monkeypatch) -> None:
     """Bookkeeping only (a fake torch.distributed that advances a fake clock): the collective is bracketed by
     stamps like a GEMM, launched from the stream (no graph capture), warmed up once in prepare. The real
     NCCL path has not run on GPUs."""
-    import sys
     import types
 
-    nvml_tests = _nvml_test_module()
-    _Clock, _device_class, _fake_torch = nvml_tests._Clock, nvml_tests._device_class, nvml_tests._fake_torch
+    from fingrav.testing.fakes.fake_torch import FakeGPUClock, device_class, fake_torch_module
 
-    clock = _Clock()
-    torch = _fake_torch(clock)
+    clock = FakeGPUClock()
+    torch = fake_torch_module(clock)
     calls: list[tuple[str, tuple]] = []
 
     def all_reduce(t, op=None):
@@ -561,7 +547,7 @@ def test_torch_collective_handles_on_a_fake_torch(monkeypatch) -> None:
         all_gather_into_tensor=all_gather_into_tensor,
     )
     monkeypatch.setitem(sys.modules, "torch", torch)
-    dev = _device_class(clock)(stamp_capacity=16)
+    dev = device_class(clock)(stamp_capacity=16)
     ar = dev.prepare(AllReduceKernel(size_bytes=1024))
     ag = dev.prepare(AllGatherKernel(size_bytes=1024, dtype="fp32"))
     assert calls == [("all_reduce", (512,)), ("all_gather", ((256,), (128,)))]  # one warm-up each

@@ -30,6 +30,7 @@ from fingrav.device.torch_device import (
     plan_pieces,
 )
 from fingrav.errors import BackendUnavailableError, ConfigError, DeviceError
+from fingrav.testing.fakes.fake_torch import FakeGPUClock, device_class, fake_torch_module
 
 FAKE_MODULE = "fingrav.testing.fakes.fake_pynvml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -457,221 +458,15 @@ def test_smoke_benchmark_runs_help_without_torch():
 
 
 # --------------------------------------------------------------------------- TorchGPUDevice on a fake torch
-class _Clock:
-    """The fake GPU's clock (ns) and its log of matmul input sets."""
-
-    def __init__(self) -> None:
-        self.t = 1_000_000_000
-        self.sets: list[int] = []
-        self.capturing: list | None = None
-        self.captures = 0
-        self.fail_capture = False
-        self.events = 0
-
-
-class FTensor:
-    """A numpy-backed stand-in for the few torch.Tensor methods the device uses."""
-
-    def __init__(self, a: np.ndarray) -> None:
-        self.a = a
-
-    def __getitem__(self, key):
-        return FTensor(self.a[key])
-
-    def copy_(self, other, non_blocking=False):
-        self.a[...] = other.a
-        return self
-
-    def zero_(self):
-        self.a[...] = 0
-        return self
-
-    def numpy(self):
-        return self.a
-
-    def to(self, dtype):
-        return FTensor(self.a.astype(dtype))
-
-    def item(self):
-        return self.a.item()
-
-    def __int__(self):
-        return int(self.a)
-
-    def data_ptr(self):
-        return self.a.ctypes.data
-
-
-def _fake_torch(clock: _Clock, l2_bytes: int = 1000):
-    import contextlib
-    import types
-
-    def run_or_record(op):
-        if clock.capturing is not None:
-            clock.capturing.append(op)
-        else:
-            op()
-
-    def matmul(a, b, out):
-        def op():
-            out.a[...] = a.a @ b.a
-            clock.sets.append(id(a))
-            clock.t += 1000 * (a.a.shape[0] // 8)
-
-        run_or_record(op)
-
-    class CUDAGraph:
-        def __init__(self):
-            self.ops = []
-
-        def replay(self):
-            for op in self.ops:
-                op()
-
-    @contextlib.contextmanager
-    def graph(g, pool=None, stream=None):
-        if clock.fail_capture:
-            raise RuntimeError("capture is not supported here")
-        clock.capturing = g.ops
-        clock.captures += 1
-        try:
-            yield
-        finally:
-            clock.capturing = None
-
-    class Stream:
-        def __init__(self, device=None):
-            pass
-
-        def synchronize(self):
-            pass
-
-    class Event:  # the fake GPU runs every op at launch: an event is complete when recorded
-        def record(self, stream=None):
-            clock.events += 1
-
-        def synchronize(self):
-            pass
-
-    class Generator:
-        def __init__(self, device=None):
-            self.seed = 0
-
-        def manual_seed(self, seed):
-            self.seed = seed
-
-    def randn(size, generator=None, device=None, dtype=None):
-        rng = np.random.default_rng(generator.seed if generator else 0)
-        generator.seed += 1
-        return FTensor(rng.standard_normal(size).astype(dtype or np.float32))
-
-    props = types.SimpleNamespace(
-        name="Fake H200",
-        multi_processor_count=132,
-        L2_cache_size=l2_bytes,
-        total_memory=141 * 2**30,
-        major=9,
-        minor=0,
-        uuid=types.SimpleNamespace(bytes=list(bytes.fromhex("00000000111122223333444444444444"))),
-    )
-    cuda = types.SimpleNamespace(
-        is_available=lambda: True,
-        device_count=lambda: 1,
-        get_device_properties=lambda i: props,
-        Stream=Stream,
-        stream=lambda s: contextlib.nullcontext(),
-        device=lambda i: contextlib.nullcontext(),
-        mem_get_info=lambda i=None: (100 * 2**30, 141 * 2**30),
-        CUDAGraph=CUDAGraph,
-        Event=Event,
-        graph=graph,
-        graph_pool_handle=lambda: object(),
-        synchronize=lambda device=None: None,
-    )
-    torch = types.ModuleType("torch")
-    torch.__dict__.update(
-        __version__="2.11.0+fake",
-        version=types.SimpleNamespace(cuda="13.0", hip=None),
-        cuda=cuda,
-        device=lambda kind, idx=None: f"{kind}:{idx}",
-        int64=np.int64,
-        int32=np.int32,
-        float32=np.float32,
-        bfloat16=np.float32,
-        float16=np.float16,
-        Generator=Generator,
-        randn=randn,
-        matmul=matmul,
-        zeros=lambda size, dtype=None, device=None, pin_memory=False: FTensor(np.zeros(size, dtype)),
-        empty=lambda size, dtype=None, device=None, pin_memory=False: FTensor(np.zeros(size, dtype)),
-        backends=types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False))),
-    )
-    return torch
-
-
-class _FakeStamper:
-    name = "fake-stamp"
-
-    def __init__(self, clock: _Clock, skip_every: int = 0) -> None:
-        self.clock, self.skip_every, self.calls = clock, skip_every, 0
-
-    def stamp(self, buf, counter):
-        self.calls += 1
-        if self.skip_every and self.calls % self.skip_every == 0:
-            return
-
-        def op():
-            i = int(counter.a[0])
-            buf.a[i] = self.clock.t
-            counter.a[0] = i + 1
-            self.clock.t += 10
-
-        if self.clock.capturing is not None:
-            self.clock.capturing.append(op)
-        else:
-            op()
-
-    def to_ns(self, raw):
-        return np.asarray(raw, np.int64)
-
-
-class _FakeSpinner:
-    name = "fake-spin"
-
-    def __init__(self, clock: _Clock) -> None:
-        self.clock = clock
-
-    def launch(self, t0, duration_ns):
-        self.clock.t = max(self.clock.t, int(t0.a[0]) + duration_ns)
-
-
 @pytest.fixture
 def fake_torch(monkeypatch):
-    clock = _Clock()
-    monkeypatch.setitem(sys.modules, "torch", _fake_torch(clock))
+    clock = FakeGPUClock()
+    monkeypatch.setitem(sys.modules, "torch", fake_torch_module(clock))
     return clock
 
 
-def _device_class(clock: _Clock, base=None, skip_every: int = 0):
-    from fingrav.device.torch_device import TorchGPUDevice
-
-    class TestDevice(base or TorchGPUDevice):
-        def _make_stamper(self):
-            return _FakeStamper(clock, skip_every)
-
-        def _make_spinner(self):
-            return _FakeSpinner(clock)
-
-    if base is None:
-        TestDevice.channels = property(lambda self: ("total",))
-        for name in ("start_sampling", "drain_samples", "stop_sampling"):
-            setattr(TestDevice, name, lambda self: PowerSamples.empty())
-        TestDevice.__abstractmethods__ = frozenset()
-    return TestDevice
-
-
 def test_execute_records_rotation_and_graph_cache(fake_torch):
-    dev = _device_class(fake_torch)(stamp_capacity=16)
+    dev = device_class(fake_torch)(stamp_capacity=16)
     k8 = dev.prepare(GemmKernel(m=8, n=8, k=8))  # 256 B a set, L2 1000 B -> 8 sets
     k16 = dev.prepare(GemvKernel(m=16, k=16))
     assert k8.n_sets == 8 and k8.chunk == 256
@@ -698,7 +493,7 @@ def test_execute_records_rotation_and_graph_cache(fake_torch):
 
 
 def test_adaptive_unstamped_run_asks_more_with_one_part_queued_and_counts_every_execution(fake_torch):
-    dev = _device_class(fake_torch)()
+    dev = device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
     asked: list[int] = []
 
@@ -719,7 +514,7 @@ def test_adaptive_unstamped_run_asks_more_with_one_part_queued_and_counts_every_
 
 
 def test_an_adaptive_run_of_a_long_kernel_asks_within_a_graph_chunk(fake_torch):
-    dev = _device_class(fake_torch)()
+    dev = device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
     asked: list[int] = []
     rec = dev.run_unstamped(k, 140, more=lambda done: asked.append(done) or 0, part=12)  # 12 executions < one chunk
@@ -730,7 +525,7 @@ def test_an_adaptive_run_of_a_long_kernel_asks_within_a_graph_chunk(fake_torch):
 
 
 def test_unstamped_spin_series_and_clock_reads(fake_torch):
-    dev = _device_class(fake_torch)()
+    dev = device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
     one = dev.run_unstamped(k, 100)
     assert one.duration_ns.tolist() == [100 * 1000 + 10] and one.exec_index.tolist() == [99]
@@ -749,7 +544,7 @@ def test_unstamped_spin_series_and_clock_reads(fake_torch):
 
 
 def test_capture_failure_falls_back_to_stream_launches(fake_torch):
-    dev = _device_class(fake_torch)()
+    dev = device_class(fake_torch)()
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
     fake_torch.fail_capture = True
     rec = dev.execute([(k, 5)])
@@ -757,11 +552,11 @@ def test_capture_failure_falls_back_to_stream_launches(fake_torch):
 
 
 def test_missing_stamps_and_foreign_handles_are_errors(fake_torch):
-    dev = _device_class(fake_torch, skip_every=7)(launch_mode="stream")
+    dev = device_class(fake_torch, skip_every=7)(launch_mode="stream")
     k = dev.prepare(GemmKernel(m=8, n=8, k=8))
     with pytest.raises(DeviceError, match="written where"):
         dev.execute([(k, 10)])
-    other = _device_class(fake_torch)()
+    other = device_class(fake_torch)()
     with pytest.raises(DeviceError, match="not prepared by this device"):
         other.execute([(k, 1)])
     with pytest.raises(ConfigError, match="kernel kind 'conv' has no entry in fingrav.kinds.KINDS"):
@@ -780,7 +575,7 @@ def test_nvml_device_glue_matches_the_gpu_by_uuid(fake, fake_torch):
     fake.configure(
         device_count=2, uuids=("GPU-55555555-6666-7777-8888-999999999999", "GPU-00000000-1111-2222-3333-444444444444")
     )
-    cls = _device_class(fake_torch, base=NVMLDevice)
+    cls = device_class(fake_torch, base=NVMLDevice)
     with cls(index=0, sample_interval_ms=5.0, sampler_mode="thread") as dev:
         assert dev.power.nvml_index == 1  # torch's GPU 0 is NVML's GPU 1 here
         assert dev.channels == ("total", "memory")

@@ -1,9 +1,9 @@
 """Attention and user kernels on the torch device: the SDPA backend probe on the real (CPU) torch, and the device's
-bookkeeping (input sets, graph capture, the stream-mode fallback, provenance) on the fake torch of test_nvml."""
+bookkeeping (input sets, graph capture, the stream-mode fallback, provenance) on the fake torch
+(`fingrav.testing.fakes.fake_torch`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -14,20 +14,10 @@ import pytest
 from fingrav.config import AttentionKernel, CallableKernel
 from fingrav.device.sdpa import SDPA_OPS, UNKNOWN, attention_sizes, backend_of_ops, probe_backend
 from fingrav.errors import DeviceError
+from fingrav.testing.fakes.fake_torch import FakeGPUClock, device_class, fake_torch_module
 
 HERE = Path(__file__).resolve().parent
 _CLOCK = None  # the fake GPU clock the user factory below advances (set by the tests)
-
-
-def _nvml_tests() -> types.ModuleType:
-    """tests/device/test_nvml.py (its fake torch and clock), imported as pytest does: module `test_nvml`."""
-    mod = sys.modules.get("test_nvml")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("test_nvml", HERE / "test_nvml.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["test_nvml"] = mod
-        spec.loader.exec_module(mod)
-    return mod
 
 
 def make_fake_kernel(ns: int = 5000):
@@ -91,9 +81,8 @@ def test_probe_names_the_backend_torch_ran_on_cpu_torch() -> None:
 @pytest.fixture
 def fake(monkeypatch):
     global _CLOCK
-    nv = _nvml_tests()
-    clock = nv._Clock()
-    torch = nv._fake_torch(clock, l2_bytes=1 << 20)
+    clock = FakeGPUClock()
+    torch = fake_torch_module(clock, l2_bytes=1 << 20)
     calls: list[tuple] = []
 
     def sdpa(q, k, v, is_causal=False):
@@ -110,7 +99,7 @@ def fake(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.syspath_prepend(str(HERE))
     _CLOCK = clock
-    yield types.SimpleNamespace(clock=clock, calls=calls, device=nv._device_class(clock))
+    yield types.SimpleNamespace(clock=clock, calls=calls, device=device_class(clock))
     _CLOCK = None
 
 

@@ -1,1 +1,1 @@
-"""Fakes of pynvml (`fake_pynvml`) and amdsmi (`fake_amdsmi`) for tests without a GPU."""
+"""Fakes of pynvml (`fake_pynvml`), amdsmi (`fake_amdsmi`) and torch (`fake_torch`) for tests without a GPU."""

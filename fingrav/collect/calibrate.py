@@ -30,6 +30,7 @@ A "total" channel that does not respond to the load raises DataError: nothing do
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,67 +88,98 @@ class _Session:
         self.reads.append(self.device.read_gpu_clock(self.cfg.clock_reads_per_burst))
 
 
-def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Path | str) -> Calibration:
-    """Measure (clock reads + square-wave load with power sampling), write the raw files to `raw_dir` and
-    return the calibration dict (see the module docstring). Raises DataError when the data are unusable."""
-    raw_dir = Path(raw_dir)
-    rng = np.random.default_rng(seed)
-    on_ns = int(round(cfg.step_on_ms * NS_PER_MS))
-    off_ns = int(round(cfg.step_off_ms * NS_PER_MS))
-    positions = _burst_positions(cfg.clock_bursts, cfg.steps)
-    extra_ns = rng.uniform(0.0, EXTRA_OFF_FRACTION * off_ns, cfg.steps).astype(np.int64)
-    logger.info(
-        "calibration on %s: %d steps of %.1f ms on / %.1f ms off, %d clock bursts of %d reads (~%.1f s)",
-        device.backend,
-        cfg.steps,
-        cfg.step_on_ms,
-        cfg.step_off_ms,
-        cfg.clock_bursts,
-        cfg.clock_reads_per_burst,
-        (cfg.steps * (on_ns + off_ns) + 2 * off_ns + int(extra_ns.sum())) / 1e9,
-    )
+@dataclass(frozen=True)
+class SquareWave:
+    """The load's schedule: `steps` spins of `on_ns`, each after `off_ns` + a random `extra_ns[k]` of idle; clock
+    bursts after the spins named by `positions` (`_burst_positions`)."""
+
+    steps: int
+    on_ns: int
+    off_ns: int
+    extra_ns: np.ndarray
+    positions: list[int]
+
+    @classmethod
+    def of(cls, cfg: CalibrationConfig, rng: np.random.Generator) -> SquareWave:
+        off_ns = int(round(cfg.step_off_ms * NS_PER_MS))
+        return cls(
+            steps=cfg.steps,
+            on_ns=int(round(cfg.step_on_ms * NS_PER_MS)),
+            off_ns=off_ns,
+            extra_ns=rng.uniform(0.0, EXTRA_OFF_FRACTION * off_ns, cfg.steps).astype(np.int64),
+            positions=_burst_positions(cfg.clock_bursts, cfg.steps),
+        )
+
+    @property
+    def duration_ns(self) -> int:
+        """The whole schedule, lead-in and tail idle included (ns)."""
+        return self.steps * (self.on_ns + self.off_ns) + 2 * self.off_ns + int(self.extra_ns.sum())
+
+
+@dataclass(frozen=True)
+class SquareWaveRun:
+    """What the square wave measured: each spin's GPU start / end (ns) and the host time around its spin() call
+    (`brackets`, ns), the clock reads and the power samples (sorted by time, then channel)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    brackets: np.ndarray
+    reads: ClockReads
+    t_ns: np.ndarray
+    channel: np.ndarray
+    power_mw: np.ndarray
+    gaps: list[list[int]]
+
+
+def _run_square_wave(device: GPUDevice, cfg: CalibrationConfig, wave: SquareWave) -> SquareWaveRun:
+    """Sample the power while the GPU spins the square wave, with the clock bursts in between."""
     sess = _Session(device, cfg)
-    starts = np.zeros(cfg.steps, np.int64)
-    ends = np.zeros(cfg.steps, np.int64)
-    brackets = np.zeros((cfg.steps, 2), np.int64)  # host time around each spin call, for a sanity check
+    starts = np.zeros(wave.steps, np.int64)
+    ends = np.zeros(wave.steps, np.int64)
+    brackets = np.zeros((wave.steps, 2), np.int64)  # host time around each spin call, for a sanity check
 
     def bursts_at(done: int) -> None:
-        for _ in range(positions.count(done)):
+        for _ in range(wave.positions.count(done)):
             sess.burst()
 
     device.start_sampling()
     try:
         bursts_at(0)
-        sess.idle(off_ns)
-        for k in range(cfg.steps):
-            sess.idle(off_ns + int(extra_ns[k]))
+        sess.idle(wave.off_ns)
+        for k in range(wave.steps):
+            sess.idle(wave.off_ns + int(wave.extra_ns[k]))
             brackets[k, 0] = device.host_time_ns()
-            rec = device.spin(on_ns)
+            rec = device.spin(wave.on_ns)
             brackets[k, 1] = device.host_time_ns()
             if len(rec) == 0:
                 raise DataError(f"calibration: spin {k} returned no execution record")
             starts[k], ends[k] = int(rec.gpu_start_ns.min()), int(rec.gpu_end_ns.max())
-            if k + 1 < cfg.steps:
+            if k + 1 < wave.steps:
                 bursts_at(k + 1)
             sess.samples.append(device.drain_samples())
             if (k + 1) % PROGRESS_EVERY_STEPS == 0:
-                logger.info("calibration: %d/%d steps", k + 1, cfg.steps)
-        sess.idle(off_ns)
-        bursts_at(cfg.steps)
+                logger.info("calibration: %d/%d steps", k + 1, wave.steps)
+        sess.idle(wave.off_ns)
+        bursts_at(wave.steps)
     finally:
         sess.samples.append(device.stop_sampling())
-
-    reads = ClockReads.concat(sess.reads)
     samples = PowerSamples.concat(sess.samples)
     order = np.lexsort((samples.channel.astype(str), samples.t_ns))
-    channels = list(device.channels)
-    meta = provenance(
-        device.describe(),
-        config_hash=config_hash(cfg),
-        stage="calibrate",
-        seed=seed,
-        calibration=cfg.model_dump(mode="json"),
+    return SquareWaveRun(
+        starts=starts,
+        ends=ends,
+        brackets=brackets,
+        reads=ClockReads.concat(sess.reads),
+        t_ns=samples.t_ns[order],
+        channel=samples.channel[order].astype(str),
+        power_mw=samples.power_mw[order],
+        gaps=[[int(a), int(b)] for a, b in samples.gaps],
     )
+
+
+def _write_raw(raw_dir: Path, run: SquareWaveRun, channels: list[str], meta: dict[str, Any]) -> None:
+    """The calibration's raw files (clock, steps, samples parquet), each with the provenance `meta`."""
+    reads = run.reads
     rawio.write_table(
         raw_dir / "clock.parquet",
         "clock",
@@ -163,38 +195,54 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
     rawio.write_table(
         raw_dir / "steps.parquet",
         "steps",
-        {"step": np.arange(cfg.steps, dtype=np.int32), "gpu_start_ns": starts, "gpu_end_ns": ends},
+        {"step": np.arange(len(run.starts), dtype=np.int32), "gpu_start_ns": run.starts, "gpu_end_ns": run.ends},
         meta,
     )
-    gaps = [[int(a), int(b)] for a, b in samples.gaps]
     rawio.write_table(
         raw_dir / "samples.parquet",
         "samples",
-        {
-            "t_ns": samples.t_ns[order],
-            "channel": samples.channel[order].astype(str),
-            "power_mw": samples.power_mw[order],
-        },
-        {**meta, "gaps": gaps, "channels": channels},
+        {"t_ns": run.t_ns, "channel": run.channel, "power_mw": run.power_mw},
+        {**meta, "gaps": run.gaps, "channels": channels},
     )
     logger.info(
-        "calibration: wrote %d clock reads, %d steps, %d samples to %s", len(reads), cfg.steps, len(samples), raw_dir
+        "calibration: wrote %d clock reads, %d steps, %d samples to %s",
+        len(reads),
+        len(run.starts),
+        len(run.t_ns),
+        raw_dir,
     )
 
+
+def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Path | str) -> Calibration:
+    """Measure (clock reads + square-wave load with power sampling), write the raw files to `raw_dir` and
+    return the calibration dict (see the module docstring). Raises DataError when the data are unusable."""
+    raw_dir = Path(raw_dir)
+    wave = SquareWave.of(cfg, np.random.default_rng(seed))
+    logger.info(
+        "calibration on %s: %d steps of %.1f ms on / %.1f ms off, %d clock bursts of %d reads (~%.1f s)",
+        device.backend,
+        cfg.steps,
+        cfg.step_on_ms,
+        cfg.step_off_ms,
+        cfg.clock_bursts,
+        cfg.clock_reads_per_burst,
+        wave.duration_ns / 1e9,
+    )
+    run = _run_square_wave(device, cfg, wave)
+    channels = list(device.channels)
+    meta = provenance(
+        device.describe(),
+        config_hash=config_hash(cfg),
+        stage="calibrate",
+        seed=seed,
+        calibration=cfg.model_dump(mode="json"),
+    )
+    _write_raw(raw_dir, run, channels, meta)
     result = _analyze(
-        reads,
-        starts,
-        ends,
-        samples.t_ns[order],
-        samples.channel[order].astype(str),
-        samples.power_mw[order],
-        channels,
-        gaps,
-        cfg,
-        meta,
+        run.reads, run.starts, run.ends, run.t_ns, run.channel, run.power_mw, channels, run.gaps, cfg, meta
     )
     rawio.write_manifest(raw_dir, CALIBRATION_RAW_FILES)
-    _check_brackets(ClockFit.from_dict(result.clock), starts, ends, brackets)
+    _check_brackets(ClockFit.from_dict(result.clock), run.starts, run.ends, run.brackets)
     return result
 
 
@@ -253,20 +301,9 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
     )
 
 
-def _analyze(
-    reads: ClockReads,
-    gpu_start_ns: np.ndarray,
-    gpu_end_ns: np.ndarray,
-    t_ns: np.ndarray,
-    channel: np.ndarray,
-    power_mw: np.ndarray,
-    channels: list[str],
-    gaps: list[list[int]],
-    cfg: CalibrationConfig,
-    raw_meta: dict[str, Any],
-) -> Calibration:
-    """The calibration from in-memory raw data (shared by `calibrate` and `analyze_calibration`)."""
-    flags: list[str] = []
+def _fit_clock(reads: ClockReads, cfg: CalibrationConfig, flags: list[str]) -> tuple[ClockFit, bool]:
+    """The GPU-to-host clock fit and whether its residual is within calibration.max_clock_residual_us (else the
+    flag clock_residual)."""
     clock = fit_clock(reads)
     clock_valid = clock.residual_ns <= cfg.max_clock_residual_us * 1e3
     if not clock_valid:
@@ -274,14 +311,20 @@ def _analyze(
         logger.warning(
             "calibration: clock residual %.1f us exceeds %.1f us", clock.residual_ns / 1e3, cfg.max_clock_residual_us
         )
-    if gaps:
-        flags.append("sample_gaps")
-        logger.warning("calibration: the backend reported %d sample gaps", len(gaps))
+    return clock, clock_valid
 
-    host_start, host_end = clock.gpu_to_host(gpu_start_ns), clock.gpu_to_host(gpu_end_ns)
-    channels = sorted(channels, key=lambda c: c != "total")  # "total" first, others in their order
-    if "total" not in channels:
-        raise DataError(f"calibration: no 'total' channel among {channels}")
+
+def _sensor_models(
+    channels: list[str],
+    channel: np.ndarray,
+    t_ns: np.ndarray,
+    power_mw: np.ndarray,
+    host_start: np.ndarray,
+    host_end: np.ndarray,
+    flags: list[str],
+) -> dict[str, SensorModel]:
+    """Each channel's sensor model from its response to the steps (host ns); "total" must respond, another
+    channel that cannot be characterized gets a model that does not respond (flag <channel>:fit_failed)."""
     sensor: dict[str, SensorModel] = {}
     for name in channels:
         m = channel == name
@@ -301,7 +344,51 @@ def _analyze(
             )
         sensor[name] = SensorModel.from_ms_record(char.to_dict())
         flags.extend(f"{name}:{f}" for f in char.flags)
+    return sensor
 
+
+def _log_calibration(c: Calibration, clock: ClockFit) -> None:
+    t = c.sensor["total"]
+    logger.info(
+        "calibration: clock offset %.3f us, drift %+.2f ppm, residual %.2f us (%s); total sensor: period "
+        "%.2f ms, delay %.2f ms, window %.2f ms, lag %.2f ms, settle %.1f ms; flags %s",
+        clock.offset_ns / 1e3,
+        clock.drift_ppm,
+        clock.residual_ns / 1e3,
+        "valid" if c.valid else "INVALID",
+        ms(t.period_ns),
+        ms(t.delay_ns),
+        ms(t.window_ns),
+        ms(t.lag_ns),
+        ms(t.settle_ns),
+        c.flags or "none",
+    )
+
+
+def _analyze(
+    reads: ClockReads,
+    gpu_start_ns: np.ndarray,
+    gpu_end_ns: np.ndarray,
+    t_ns: np.ndarray,
+    channel: np.ndarray,
+    power_mw: np.ndarray,
+    channels: list[str],
+    gaps: list[list[int]],
+    cfg: CalibrationConfig,
+    raw_meta: dict[str, Any],
+) -> Calibration:
+    """The calibration from in-memory raw data (shared by `calibrate` and `analyze_calibration`): the clock fit,
+    then each channel's sensor model from the steps mapped to the host clock."""
+    flags: list[str] = []
+    clock, clock_valid = _fit_clock(reads, cfg, flags)
+    if gaps:
+        flags.append("sample_gaps")
+        logger.warning("calibration: the backend reported %d sample gaps", len(gaps))
+    host_start, host_end = clock.gpu_to_host(gpu_start_ns), clock.gpu_to_host(gpu_end_ns)
+    channels = sorted(channels, key=lambda c: c != "total")  # "total" first, others in their order
+    if "total" not in channels:
+        raise DataError(f"calibration: no 'total' channel among {channels}")
+    sensor = _sensor_models(channels, channel, t_ns, power_mw, host_start, host_end, flags)
     on = gpu_end_ns - gpu_start_ns
     off = gpu_start_ns[1:] - gpu_end_ns[:-1]
     result = Calibration(
@@ -322,19 +409,5 @@ def _analyze(
             raw={k: v for k, v in raw_meta.items() if k != "device"},
         ),
     )
-    t = sensor["total"]
-    logger.info(
-        "calibration: clock offset %.3f us, drift %+.2f ppm, residual %.2f us (%s); total sensor: period "
-        "%.2f ms, delay %.2f ms, window %.2f ms, lag %.2f ms, settle %.1f ms; flags %s",
-        clock.offset_ns / 1e3,
-        clock.drift_ppm,
-        clock.residual_ns / 1e3,
-        "valid" if clock_valid else "INVALID",
-        ms(t.period_ns),
-        ms(t.delay_ns),
-        ms(t.window_ns),
-        ms(t.lag_ns),
-        ms(t.settle_ns),
-        flags or "none",
-    )
+    _log_calibration(result, clock)
     return result

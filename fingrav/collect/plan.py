@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,112 @@ from fingrav.contracts.units import NS_PER_MS
 logger = logging.getLogger(__name__)
 
 PROBE_Z = 3.0  # standard errors of the compared statistic allowed on top of the tolerance
+
+
+@dataclass(frozen=True)
+class ProbeSamples:
+    """The probe run's samples (ns, mW) sorted by time: idle before it (`before`), busy (`tb` ns after the busy
+    start, `pb`) and after it (`ta` ns after the busy end, `pa`); `period` the sample spacing (ns)."""
+
+    before: np.ndarray
+    tb: np.ndarray
+    pb: np.ndarray
+    ta: np.ndarray
+    pa: np.ndarray
+    idle_level: float
+    period: float
+
+    @classmethod
+    def split(cls, t_ns: np.ndarray, power_mw: np.ndarray, busy_start_ns: int, busy_end_ns: int) -> ProbeSamples:
+        t = np.asarray(t_ns, dtype=np.int64)
+        p = np.asarray(power_mw, dtype=np.float64)
+        order = np.argsort(t)
+        t, p = t[order], p[order]
+        before = p[t < busy_start_ns]
+        busy = (t >= busy_start_ns) & (t <= busy_end_ns)
+        after = t > busy_end_ns
+        pb = p[busy]
+        if len(pb) < 4:
+            raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
+        return cls(
+            before=before,
+            tb=t[busy] - busy_start_ns,
+            pb=pb,
+            ta=t[after] - busy_end_ns,
+            pa=p[after],
+            idle_level=float(np.median(before)) if len(before) else float(np.min(p)),
+            period=float(np.median(np.diff(t))) if len(t) > 2 else 1.0,
+        )
+
+
+@dataclass(frozen=True)
+class ProbeLevel:
+    """The busy samples' final level (mW, the mean of the last quarter), the smoothing window `k` (samples), the
+    per-sample noise `sd` and the standard error `se` of a smoothed value against the level (mW), and the
+    allowance `allow` = tolerance `tol` + PROBE_Z x se (mW)."""
+
+    level: float
+    k: int
+    q: int
+    sd: float
+    se: float
+    tol: float
+    allow: float
+
+    @classmethod
+    def of(cls, s: ProbeSamples, tol_pct: float, noise_mw: float, cycle_ns: int) -> ProbeLevel:
+        pb = s.pb
+        k = max(3, int(np.ceil(8 * cycle_ns / max(s.period, 1.0))))
+        k = min(k, max(3, len(pb) // 4))
+        q = len(pb) // 4
+        tail_raw = pb[len(pb) - max(q, 2) :]
+        level = float(np.mean(tail_raw))
+        # per-sample noise from the data: first differences cancel slow changes (never below the calibration's)
+        d = np.diff(pb)
+        sd = max(float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2.0) if d.size else 0.0, noise_mw)
+        se = sd * np.sqrt(1.0 / k + 1.0 / max(len(tail_raw), 1))
+        tol = level * tol_pct / 100.0
+        return cls(level, k, q, sd, se, tol, tol + PROBE_Z * se)
+
+
+def _stable_from(s: ProbeSamples, lv: ProbeLevel) -> tuple[int | None, int]:
+    """(index of the first smoothed busy sample after which at most 5 % stray outside the allowance, so that one
+    noisy sample near the end does not void a settled run (None: none), its time in ns after the busy start)."""
+    outside = np.abs(_moving_mean(s.pb, lv.k) - lv.level) > lv.allow
+    frac_after = np.cumsum(outside[::-1])[::-1] / np.arange(len(outside), 0, -1)
+    ok = (frac_after <= 0.05) & ~outside
+    first_ok = int(np.argmax(ok)) if ok.any() else len(s.pb) - 1
+    return (first_ok if ok.any() else None), int(s.tb[first_ok])
+
+
+def _no_trend(s: ProbeSamples, lv: ProbeLevel) -> bool:
+    """No linear trend over the busy samples' second half beyond the tolerance (slope test with its standard
+    error)."""
+    pb, tb = s.pb, s.tb
+    half = slice(len(pb) // 2, len(pb))
+    x = (tb[half] - tb[half].mean()).astype(np.float64)
+    if x.size >= 4 and float(np.sum(x * x)) > 0:
+        slope = float(np.sum(x * (pb[half] - pb[half].mean())) / np.sum(x * x))
+        slope_se = lv.sd / float(np.sqrt(np.sum(x * x)))
+        span = float(x.max() - x.min())
+        return abs(slope) * span <= lv.tol + PROBE_Z * slope_se * span
+    return True
+
+
+def _recover_time(s: ProbeSamples, lv: ProbeLevel, tol_pct: float) -> int:
+    """ns after the busy end until the smoothed samples are back at the idle level (the last sample seen when
+    they never are)."""
+    ta, pa = s.ta, s.pa
+    t_recover = int(ta[-1]) if len(ta) else 0
+    if len(pa):
+        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * lv.se
+        away = np.abs(_moving_mean(pa, lv.k) - s.idle_level) > idle_tol
+        if away.any():
+            last = int(np.nonzero(away)[0][-1])
+            t_recover = int(ta[min(last + 1, len(ta) - 1)])
+        else:
+            t_recover = int(ta[0])
+    return t_recover
 
 
 def analyze_probe(
@@ -42,68 +149,21 @@ def analyze_probe(
     sample noise measured here: never the raw per-sample noise, which would let a noisy sensor call a
     ramp "stable"). Settled: the level is reached before the last quarter and the second half shows no
     linear trend beyond the tolerance (slope test with its standard error)."""
-    t = np.asarray(t_ns, dtype=np.int64)
-    p = np.asarray(power_mw, dtype=np.float64)
-    order = np.argsort(t)
-    t, p = t[order], p[order]
-    before = p[t < busy_start_ns]
-    busy = (t >= busy_start_ns) & (t <= busy_end_ns)
-    after = t > busy_end_ns
-    tb, pb = t[busy] - busy_start_ns, p[busy]
-    if len(pb) < 4:
-        raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
-    idle_level = float(np.median(before)) if len(before) else float(np.min(p))
-    period = float(np.median(np.diff(t))) if len(t) > 2 else 1.0
-    k = max(3, int(np.ceil(8 * cycle_ns / max(period, 1.0))))
-    k = min(k, max(3, len(pb) // 4))
-    smooth = _moving_mean(pb, k)
-    q = len(pb) // 4
-    tail_raw = pb[len(pb) - max(q, 2) :]
-    level = float(np.mean(tail_raw))
-    # per-sample noise from the data: first differences cancel slow changes (never below the calibration's)
-    d = np.diff(pb)
-    sd = max(float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2.0) if d.size else 0.0, noise_mw)
-    se = sd * np.sqrt(1.0 / k + 1.0 / max(len(tail_raw), 1))
-    tol = level * tol_pct / 100.0
-    allow = tol + PROBE_Z * se
-    outside = np.abs(smooth - level) > allow
-    # stable from the first sample after which at most 5 % of the (smoothed) samples stray outside the
-    # allowance, so that one noisy sample near the end does not void a settled run
-    frac_after = np.cumsum(outside[::-1])[::-1] / np.arange(len(outside), 0, -1)
-    ok = (frac_after <= 0.05) & ~outside
-    first_ok = int(np.argmax(ok)) if ok.any() else len(pb) - 1
-    t_stable = int(tb[first_ok])
-    # settled: reached before the last quarter, and no trend over the second half beyond the tolerance
-    half = slice(len(pb) // 2, len(pb))
-    x = (tb[half] - tb[half].mean()).astype(np.float64)
-    trend_ok = True
-    if x.size >= 4 and float(np.sum(x * x)) > 0:
-        slope = float(np.sum(x * (pb[half] - pb[half].mean())) / np.sum(x * x))
-        slope_se = sd / float(np.sqrt(np.sum(x * x)))
-        span = float(x.max() - x.min())
-        trend_ok = abs(slope) * span <= tol + PROBE_Z * slope_se * span
-    settled = ok.any() and first_ok < len(pb) - max(2, q) and trend_ok
-    ta, pa = t[after] - busy_end_ns, p[after]
-    t_recover = int(ta[-1]) if len(ta) else 0
-    if len(pa):
-        idle_tol = abs(level - idle_level) * tol_pct / 100.0 + PROBE_Z * se
-        away = np.abs(_moving_mean(pa, k) - idle_level) > idle_tol
-        if away.any():
-            last = int(np.nonzero(away)[0][-1])
-            t_recover = int(ta[min(last + 1, len(ta) - 1)])
-        else:
-            t_recover = int(ta[0])
+    s = ProbeSamples.split(t_ns, power_mw, busy_start_ns, busy_end_ns)
+    lv = ProbeLevel.of(s, tol_pct, noise_mw, cycle_ns)
+    first_ok, t_stable = _stable_from(s, lv)
+    settled = first_ok is not None and first_ok < len(s.pb) - max(2, lv.q) and _no_trend(s, lv)
     return Probe(
         busy_ns=int(busy_end_ns - busy_start_ns),
         executions=executions,
-        idle_level_mw=idle_level,
-        level_mw=level,
-        peak_mw=float(pb.max()),
-        tol_mw=allow,
+        idle_level_mw=s.idle_level,
+        level_mw=lv.level,
+        peak_mw=float(s.pb.max()),
+        tol_mw=lv.allow,
         t_stable_ns=t_stable,
-        t_recover_ns=t_recover,
+        t_recover_ns=_recover_time(s, lv, tol_pct),
         settled=bool(settled),
-        samples=int(len(pb)),
+        samples=int(len(s.pb)),
     )
 
 
@@ -115,6 +175,102 @@ def _moving_mean(x: np.ndarray, k: int) -> np.ndarray:
     xp = np.pad(x.astype(np.float64), (left, right), mode="edge")
     c = np.concatenate(([0.0], np.cumsum(xp)))
     return (c[k:] - c[:-k]) / k
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """SSP runs (`runs`) and SSE runs (`sse_runs`, warm-ups + 1 executions each) of a plan."""
+
+    runs: int
+    sse_runs: int
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """The executions of an SSP run: the SSP starts at `ssp_index`, `tail` steady-state executions are profiled,
+    `trailing` more are never profiled (executions_per_run = ssp_index + tail + trailing)."""
+
+    ssp_index: int
+    tail: int
+    trailing: int
+
+    @property
+    def executions_per_run(self) -> int:
+        return self.ssp_index + self.tail + self.trailing
+
+
+def _ssp_index(cycle_ns: int, settle_ns: int, probe: Probe | None, warmups: int, notes: list[str]) -> int:
+    """The SSP's execution: power must have stopped changing - the sensor's settling and the device's own
+    transient (the probe's t_stable)."""
+    need_ns = settle_ns
+    if probe is not None:
+        need_ns = max(need_ns, probe.t_stable_ns)
+        if not probe.settled:
+            notes.append("stability probe did not settle: SSP taken at the end of the probe length")
+    return max(math.ceil(need_ns / max(cycle_ns, 1)), warmups + 2) - 1
+
+
+def _run_counts(exec_time_ns: int, period_ns: int, g_runs: int, policy: Any, notes: list[str]) -> RunCounts:
+    """SSP runs: the guidance table. SSE runs (METHOD.md step 3): as many as the SSE profile needs for min_lois
+    LOIs (METHOD.md step 8), at least the guidance table; both capped at max_runs; explicit values override."""
+    runs = g_runs
+    lois_per_run_sse = min(1.0, exec_time_ns / period_ns)
+    sse_runs = max(g_runs, math.ceil(policy.min_lois / max(lois_per_run_sse, 1e-9)))
+    if sse_runs > policy.max_runs:
+        notes.append(
+            f"{sse_runs} SSE runs wanted for {policy.min_lois} SSE LOIs; "
+            f"capped at run_policy.max_runs={policy.max_runs}"
+        )
+        sse_runs = int(policy.max_runs)
+    runs = min(runs, int(policy.max_runs))
+    if policy.sse_runs is not None:
+        sse_runs = int(policy.sse_runs)
+    return RunCounts(runs, sse_runs)
+
+
+def _run_shape(
+    exec_time_ns: int,
+    cycle_ns: int,
+    sensor: PlanSensor,
+    ssp_index: int,
+    sse_index: int,
+    runs: int,
+    lois_wanted: int,
+    policy: Any,
+    notes: list[str],
+) -> RunShape:
+    """The SSP tail: enough steady-state executions per run to collect lois_wanted SSP LOIs over all `runs` (at
+    most 4 sensor periods); trailing executions after it (never profiled): one so that every SSP execution has a
+    successor and its steady-state cycle (execution + launch gap) is complete, plus as many as cover the sensor's
+    group delay (window / 2 + lag), so the SSP can be read centroid-aligned (readings one group delay after the
+    tail report the tail: `fingrav.analysis.differentiate`, no lag bias from a slow trend). An explicit
+    executions_per_run fits all of it in."""
+    period = max(sensor.period_ns, 1)
+    tail = max(1, math.ceil(lois_wanted * period / (runs * max(exec_time_ns, 1))))
+    max_tail = max(1, math.ceil(4 * period / max(cycle_ns, 1)))
+    if tail > max_tail:
+        notes.append(f"SSP tail capped at {max_tail} executions (4 sensor periods)")
+        tail = max_tail
+    trailing = 1 + math.ceil((sensor.window_ns / 2 + sensor.lag_ns) / max(cycle_ns, 1))
+    if policy.executions_per_run is not None:
+        epr = int(policy.executions_per_run)
+        trailing = 1 if epr >= sse_index + 3 else 0
+        ssp_index = max(min(ssp_index, epr - 1 - trailing), min(sse_index + 1, epr - 1))
+        tail = epr - trailing - ssp_index
+        if ssp_index <= sse_index:
+            notes.append("explicit executions_per_run leaves no execution after the SSE: SSP == last execution")
+    return RunShape(int(ssp_index), int(tail), int(trailing))
+
+
+def _reference_fields(policy: Any, cycle_ns: int) -> dict[str, Any]:
+    """The plan's reference run (none when run_policy.reference_ms is 0)."""
+    on = bool(policy.reference_ms)
+    return {
+        "reference_executions": math.ceil(policy.reference_ms * NS_PER_MS / max(cycle_ns, 1)) if on else 0,
+        "reference_ms": float(policy.reference_ms),
+        "reference_max_ms": float(policy.reference_max_ms) if on else 0.0,
+        "reference_ci_pct": float(policy.reference_ci_pct) if on else None,
+    }
 
 
 def make_plan(
@@ -138,52 +294,10 @@ def make_plan(
     sse_index = warmups
     # LOIs wanted: ~1 per `spacing` of kernel time (guidance table), at least policy.min_lois
     lois_wanted = max(int(policy.min_lois), math.ceil(exec_time_ns / spacing_ns))
-
-    # SSP: power must have stopped changing - the sensor's settling and the device's own transient
-    need_ns = settle
-    if probe is not None:
-        need_ns = max(need_ns, probe.t_stable_ns)
-        if not probe.settled:
-            notes.append("stability probe did not settle: SSP taken at the end of the probe length")
-    ssp_count = max(math.ceil(need_ns / max(cycle_ns, 1)), warmups + 2)
-    ssp_index = ssp_count - 1
-
-    # SSP runs: the guidance table. SSE runs (warm-ups + 1 executions each, METHOD.md step 3): as many as
-    # the SSE profile needs for min_lois LOIs (METHOD.md step 8), at least the guidance table
-    runs = g_runs
-    lois_per_run_sse = min(1.0, exec_time_ns / period)
-    sse_runs = max(g_runs, math.ceil(policy.min_lois / max(lois_per_run_sse, 1e-9)))
-    if sse_runs > policy.max_runs:
-        notes.append(
-            f"{sse_runs} SSE runs wanted for {policy.min_lois} SSE LOIs; "
-            f"capped at run_policy.max_runs={policy.max_runs}"
-        )
-        sse_runs = int(policy.max_runs)
-    runs = min(runs, int(policy.max_runs))
-    if policy.sse_runs is not None:
-        sse_runs = int(policy.sse_runs)
-    # SSP tail: enough steady-state executions per run to collect lois_wanted SSP LOIs over all runs
-    tail = max(1, math.ceil(lois_wanted * period / (runs * max(exec_time_ns, 1))))
-    max_tail = max(1, math.ceil(4 * period / max(cycle_ns, 1)))
-    if tail > max_tail:
-        notes.append(f"SSP tail capped at {max_tail} executions (4 sensor periods)")
-        tail = max_tail
-    # trailing executions after the SSP tail (never profiled): one so that every SSP execution has a successor
-    # and its steady-state cycle (execution + launch gap) is complete, plus as many as cover the sensor's group
-    # delay (window / 2 + lag), so the SSP can be read centroid-aligned (readings one group delay after the
-    # tail report the tail: `fingrav.analysis.differentiate`, no lag bias from a slow trend)
-    trailing = 1 + math.ceil((sensor.window_ns / 2 + sensor.lag_ns) / max(cycle_ns, 1))
-    mode = policy.mode
-    if policy.runs is not None:
-        runs = int(policy.runs)
-    if policy.executions_per_run is not None:
-        epr = int(policy.executions_per_run)
-        trailing = 1 if epr >= sse_index + 3 else 0
-        ssp_index = max(min(ssp_index, epr - 1 - trailing), min(sse_index + 1, epr - 1))
-        tail = epr - trailing - ssp_index
-        if ssp_index <= sse_index:
-            notes.append("explicit executions_per_run leaves no execution after the SSE: SSP == last execution")
-    executions_per_run = ssp_index + tail + trailing
+    ssp_index = _ssp_index(cycle_ns, settle, probe, warmups, notes)
+    counts = _run_counts(exec_time_ns, period, g_runs, policy, notes)
+    shape = _run_shape(exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes)
+    runs = int(policy.runs) if policy.runs is not None else counts.runs
     # idle before each run: the sensor and the device must be back at idle (probe recovery)
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
@@ -193,25 +307,20 @@ def make_plan(
         cycle_ns=int(cycle_ns),
         warmups=warmups,
         sse_index=sse_index,
-        ssp_index=int(ssp_index),
-        tail=int(tail),
-        trailing=int(trailing),
-        executions_per_run=int(executions_per_run),
+        ssp_index=shape.ssp_index,
+        tail=shape.tail,
+        trailing=shape.trailing,
+        executions_per_run=int(shape.executions_per_run),
         runs=int(runs),
-        sse_runs=int(sse_runs),
+        sse_runs=int(counts.sse_runs),
         sse_executions_per_run=sse_index + 1,
-        reference_executions=math.ceil(policy.reference_ms * NS_PER_MS / max(cycle_ns, 1))
-        if policy.reference_ms
-        else 0,
-        reference_ms=float(policy.reference_ms),
-        reference_max_ms=float(policy.reference_max_ms) if policy.reference_ms else 0.0,
-        reference_ci_pct=float(policy.reference_ci_pct) if policy.reference_ms else None,
+        **_reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,
         delay_max_ns=period,
         lois_wanted=int(lois_wanted),
         sensor=sensor,
         probe=probe,
-        mode=mode,
+        mode=policy.mode,
         notes=notes,
     )

@@ -145,40 +145,58 @@ def _linfit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return a - b * float(x.mean()), b
 
 
-def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) -> ClockFit:
-    """Fit offset and drift of the GPU clock against the host clock.
+@dataclass(frozen=True)
+class ValidReads:
+    """The clock reads whose host bracket is not reversed (int64 ns) and their round trips (ns); `n_pairs` reads
+    were given."""
 
-    reads: bracketed GPU-timestamp reads (int64 ns); keep_fraction: fraction of the reads (the fastest
-    of each time bin) used in the fit; min_kept: fewest reads the fit may use.
-    Raises DataError when fewer than `min_kept` valid reads (host_after >= host_before) are given.
-    """
-    if not 0.0 < keep_fraction <= 1.0:
-        raise ValueError(f"keep_fraction must be in (0, 1], got {keep_fraction}")
-    min_kept = max(int(min_kept), 2)
-    hb = np.asarray(reads.host_before_ns, dtype=np.int64)
-    g = np.asarray(reads.gpu_ns, dtype=np.int64)
-    ha = np.asarray(reads.host_after_ns, dtype=np.int64)
-    if not (len(hb) == len(g) == len(ha)):
-        raise DataError(f"clock reads of unequal lengths: {len(hb)}, {len(g)}, {len(ha)}")
-    n_pairs = len(g)
-    rtt_all = ha - hb
-    ok = rtt_all >= 0
-    if not ok.all():
-        logger.warning("clock sync: dropping %d reads with host_after < host_before", int((~ok).sum()))
-        hb, g, ha = hb[ok], g[ok], ha[ok]
-    if len(g) < min_kept:
-        raise DataError(f"clock sync needs at least {min_kept} valid GPU-clock reads, got {len(g)}")
-    rtt = (ha - hb).astype(np.float64)
+    hb: np.ndarray
+    g: np.ndarray
+    ha: np.ndarray
+    rtt: np.ndarray
+    n_pairs: int
 
-    idx = _select_fastest(g, rtt, keep_fraction, min_kept)
+    @classmethod
+    def of(cls, reads: ClockReads, min_kept: int) -> ValidReads:
+        hb = np.asarray(reads.host_before_ns, dtype=np.int64)
+        g = np.asarray(reads.gpu_ns, dtype=np.int64)
+        ha = np.asarray(reads.host_after_ns, dtype=np.int64)
+        if not (len(hb) == len(g) == len(ha)):
+            raise DataError(f"clock reads of unequal lengths: {len(hb)}, {len(g)}, {len(ha)}")
+        n_pairs = len(g)
+        ok = ha - hb >= 0
+        if not ok.all():
+            logger.warning("clock sync: dropping %d reads with host_after < host_before", int((~ok).sum()))
+            hb, g, ha = hb[ok], g[ok], ha[ok]
+        if len(g) < min_kept:
+            raise DataError(f"clock sync needs at least {min_kept} valid GPU-clock reads, got {len(g)}")
+        return cls(hb, g, ha, (ha - hb).astype(np.float64), n_pairs)
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """host_mid - gpu - `off_base` = a + b x (gpu - `gpu_ref`) over the reads `idx`; `res` their residuals (ns)."""
+
+    gpu_ref: int
+    off_base: int
+    idx: np.ndarray
+    a: float
+    b: float
+    res: np.ndarray
+    x_all: np.ndarray
+
+
+def _fit_line(r: ValidReads, idx: np.ndarray, min_kept: int) -> LineFit:
+    """The line through the fastest reads `idx`, fitted again without the outliers (beyond OUTLIER_SIGMAS robust
+    standard deviations, at least OUTLIER_FLOOR_NS) while at least `min_kept` reads remain."""
+    g, hb = r.g, r.hb
     # integer references first, floats only for small differences
     g_base = int(g[idx].min())
     gpu_ref = g_base + int(round(float(np.mean((g[idx] - g_base).astype(np.float64)))))
     off_base = int(np.median(hb[idx] - g[idx]))
     x_all = (g - np.int64(gpu_ref)).astype(np.float64)
     # host_mid - gpu - off_base, computed as (hb - g - off_base) + rtt/2
-    y_all = (hb - g - np.int64(off_base)).astype(np.float64) + rtt / 2.0
-
+    y_all = (hb - g - np.int64(off_base)).astype(np.float64) + r.rtt / 2.0
     a, b = _linfit(x_all[idx], y_all[idx])
     res = y_all[idx] - (a + b * x_all[idx])
     mad = float(np.median(np.abs(res - np.median(res))))
@@ -189,20 +207,34 @@ def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) 
         idx = idx[good]
         a, b = _linfit(x_all[idx], y_all[idx])
         res = y_all[idx] - (a + b * x_all[idx])
-    residual = float(np.sqrt(np.mean(res**2)))
+    return LineFit(gpu_ref, off_base, idx, a, b, res, x_all)
 
-    span = float(x_all[idx].max() - x_all[idx].min())
+
+def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) -> ClockFit:
+    """Fit offset and drift of the GPU clock against the host clock.
+
+    reads: bracketed GPU-timestamp reads (int64 ns); keep_fraction: fraction of the reads (the fastest
+    of each time bin) used in the fit; min_kept: fewest reads the fit may use.
+    Raises DataError when fewer than `min_kept` valid reads (host_after >= host_before) are given.
+    Steps: the valid reads -> the fastest of each time bin (`_select_fastest`) -> a robust line (`_fit_line`).
+    """
+    if not 0.0 < keep_fraction <= 1.0:
+        raise ValueError(f"keep_fraction must be in (0, 1], got {keep_fraction}")
+    min_kept = max(int(min_kept), 2)
+    r = ValidReads.of(reads, min_kept)
+    line = _fit_line(r, _select_fastest(r.g, r.rtt, keep_fraction, min_kept), min_kept)
+    span = float(line.x_all[line.idx].max() - line.x_all[line.idx].min())
     if span < MIN_DRIFT_SPAN_NS:
         logger.warning("clock sync: the reads span only %.1f ms of GPU time; drift fixed at 0", span / 1e6)
     fit = ClockFit(
-        offset_ns=float(off_base) + a,
-        gpu_ref_ns=gpu_ref,
-        drift=b,
-        residual_ns=residual,
-        n_pairs=n_pairs,
-        n_kept=len(idx),
-        round_trip_min_ns=float(rtt.min()),
-        round_trip_median_ns=float(np.median(rtt)),
+        offset_ns=float(line.off_base) + line.a,
+        gpu_ref_ns=line.gpu_ref,
+        drift=line.b,
+        residual_ns=float(np.sqrt(np.mean(line.res**2))),
+        n_pairs=r.n_pairs,
+        n_kept=len(line.idx),
+        round_trip_min_ns=float(r.rtt.min()),
+        round_trip_median_ns=float(np.median(r.rtt)),
     )
     logger.info(
         "clock sync: offset %.3f us, drift %+.3f ppm, residual %.0f ns (%d of %d reads, span %.3f s, "
@@ -211,7 +243,7 @@ def fit_clock(reads: ClockReads, keep_fraction: float = 0.2, min_kept: int = 4) 
         fit.drift_ppm,
         fit.residual_ns,
         fit.n_kept,
-        n_pairs,
+        r.n_pairs,
         span / 1e9,
         fit.round_trip_min_ns / 1e3,
         fit.round_trip_median_ns / 1e3,

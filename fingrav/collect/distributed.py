@@ -34,13 +34,14 @@ machinery; it is not a measurement of a collective.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import logging.handlers
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +246,6 @@ def collect_distributed(
         raise ValueError("collect_distributed needs device.world_size >= 2 (use collect_scenario for one GPU)")
     backend = dist_backend_of(device_cfg)
     import_torch_distributed()
-    import torch.multiprocessing as tmp
-
     for rank in range(n):
         cal = layout.calibration_json(rank)
         if not cal.exists():
@@ -264,34 +263,51 @@ def collect_distributed(
         "calibration": calibration.model_dump(mode="json") if calibration is not None else None,
         "log_level": logging.getLogger("fingrav").getEffectiveLevel(),
     }
-    ctx = tmp.get_context("spawn")
-    queue = ctx.Queue()
-    listener = logging.handlers.QueueListener(queue, _Forward(), respect_handler_level=False)
-    rendezvous = tempfile.mkdtemp(prefix="fingrav-dist-")
     env = ", ".join(f"{k}={v}" for k, v in DIST_ENV.items())
     logger.info("%s: %d ranks over %s (%s)", scenario.name, n, backend, env)
-    listener.start()
+    _spawn_ranks(spec, n, scenario.name)
+    return rawio.read_json(layout.plan(scenario.name, 0))
+
+
+@contextlib.contextmanager
+def _dist_env() -> Iterator[None]:
+    """DIST_ENV set in this process while the block runs (spawned processes inherit it from their start)."""
     saved = {k: os.environ.get(k) for k in DIST_ENV}
-    os.environ.update(DIST_ENV)  # spawned processes inherit it from their start
+    os.environ.update(DIST_ENV)
     try:
-        tmp.start_processes(
-            _rank_main,
-            args=(spec, os.path.join(rendezvous, "store"), queue),
-            nprocs=n,
-            join=True,
-            start_method="spawn",
-        )
-    except Exception as err:  # ProcessRaisedException / ProcessExitedException: the rank's traceback
-        raise DeviceError(f"{scenario.name}: multi-GPU collection failed: {err}") from None
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _spawn_ranks(spec: dict[str, Any], n: int, name: str) -> None:
+    """Run `_rank_main` in `n` spawned processes (their logs forwarded here, a file store to meet in); a rank's
+    failure is one DeviceError with its traceback."""
+    import torch.multiprocessing as tmp
+
+    ctx = tmp.get_context("spawn")
+    queue = ctx.Queue()
+    listener = logging.handlers.QueueListener(queue, _Forward(), respect_handler_level=False)
+    rendezvous = tempfile.mkdtemp(prefix="fingrav-dist-")
+    listener.start()
+    try:
+        with _dist_env():
+            tmp.start_processes(
+                _rank_main,
+                args=(spec, os.path.join(rendezvous, "store"), queue),
+                nprocs=n,
+                join=True,
+                start_method="spawn",
+            )
+    except Exception as err:  # ProcessRaisedException / ProcessExitedException: the rank's traceback
+        raise DeviceError(f"{name}: multi-GPU collection failed: {err}") from None
+    finally:
         listener.stop()
         shutil.rmtree(rendezvous, ignore_errors=True)
-    return rawio.read_json(layout.plan(scenario.name, 0))
 
 
 def calibrate_ranks(

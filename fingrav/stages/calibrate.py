@@ -44,7 +44,7 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
     from fingrav.collect.calibrate import analyze_calibration, calibrate
 
     claim_results(layout, device)  # never into another sweep's results folder
-    if device.backend == "replay":
+    if not get_backend(device.backend).collects:  # a replay copies the dataset
         src = dataset(device.replay_dir or "")
         out = []
         for rank in range(device.world_size):

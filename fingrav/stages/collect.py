@@ -51,44 +51,68 @@ def run(
     ranks = range(device.world_size)
     for rank in ranks:  # a receipt stands only for what this run measures
         layout.collected(scenario.name, rank).unlink(missing_ok=True)
-    if device.backend == "replay":
-        src = dataset(device.replay_dir or "")
-        for rank in ranks:
-            dst = layout.scenario_dir(scenario.name, rank)
-            dst.mkdir(parents=True, exist_ok=True)
-            rawio.verify_manifest(src.scenario_dir(scenario.name, rank))
-            for name in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE):
-                optional = name in (rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE)
-                if optional and not (src.scenario_dir(scenario.name, rank) / name).exists():
-                    continue
-                shutil.copyfile(replay_source(device, src.scenario_dir(scenario.name, rank) / name), dst / name)
+    if not get_backend(device.backend).collects:
+        _copy_dataset(layout, device, scenario.name)
         return [_write_receipt(layout, scenario.name, rank) for rank in ranks]
     with contextlib.ExitStack() as locks:
         if get_backend(device.backend).real_gpu:  # one measurement per GPU at a time, never an orphan
             die_with_parent()
             for k in ranks:
                 locks.enter_context(gpu_lock(device.backend, device.index + k))
-        want = collection_hash(scenario, policy, seed)
-        for rank in ranks:
-            d = layout.scenario_dir(scenario.name, rank)
-            why = (rawio.collection_state(d, want) if d.is_dir() else None) or MEASURED_AGAIN
-            rawio.set_aside(d, layout.archive_dir, layout.archive_name(d, rank), why)
-        if device.world_size > 1:
-            from fingrav.collect.distributed import collect_distributed
-
-            collect_distributed(device, scenario, policy, seed, layout, calibration=calibration)
-        else:
-            from fingrav.collect.runner import collect_scenario
-            from fingrav.device import open_device
-
-            truth = layout.truth(scenario.name, 0) if get_backend(device.backend).truth else None
-            with open_device(device, seed=seed) as dev:
-                collect_scenario(
-                    dev, scenario, policy, calibration_for_gpu(dev, layout, calibration, seed, scenario.name), seed,
-                    layout.scenario_dir(scenario.name, 0), truth,
-                    reading_truth_path=layout.reading_truth(scenario.name, 0) if truth is not None else None,
-                )  # fmt: skip
+        _archive_earlier(layout, scenario, policy, seed, ranks)
+        _measure(layout, device, scenario, policy, seed, calibration)
     return [_write_receipt(layout, scenario.name, rank) for rank in ranks]
+
+
+def _copy_dataset(layout: SweepLayout, device: DeviceConfig, name: str) -> None:
+    """A replay: the dataset's raw files of `name` (and its manifest, the measuring GPU's calibration and the
+    telemetry where there are any) copied into the sweep's raw folders, each verified first."""
+    src = dataset(device.replay_dir or "")
+    for rank in range(device.world_size):
+        dst = layout.scenario_dir(name, rank)
+        dst.mkdir(parents=True, exist_ok=True)
+        rawio.verify_manifest(src.scenario_dir(name, rank))
+        for file in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE):
+            optional = file in (rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE)
+            if optional and not (src.scenario_dir(name, rank) / file).exists():
+                continue
+            shutil.copyfile(replay_source(device, src.scenario_dir(name, rank) / file), dst / file)
+
+
+def _archive_earlier(layout: SweepLayout, scenario: Scenario, policy: RunPolicy, seed: int, ranks: range) -> None:
+    """An earlier collection in the raw folders goes to the archive (why: `rawio.collection_state`), never lost."""
+    want = collection_hash(scenario, policy, seed)
+    for rank in ranks:
+        d = layout.scenario_dir(scenario.name, rank)
+        why = (rawio.collection_state(d, want) if d.is_dir() else None) or MEASURED_AGAIN
+        rawio.set_aside(d, layout.archive_dir, layout.archive_name(d, rank), why)
+
+
+def _measure(
+    layout: SweepLayout,
+    device: DeviceConfig,
+    scenario: Scenario,
+    policy: RunPolicy,
+    seed: int,
+    calibration: CalibrationConfig | None,
+) -> None:
+    """Collect on the GPU(s): in lockstep over device.world_size GPUs, else on the one GPU, calibrating it first
+    when it is not the calibrated one (`calibration_for_gpu`)."""
+    if device.world_size > 1:
+        from fingrav.collect.distributed import collect_distributed
+
+        collect_distributed(device, scenario, policy, seed, layout, calibration=calibration)
+        return
+    from fingrav.collect.runner import collect_scenario
+    from fingrav.device import open_device
+
+    truth = layout.truth(scenario.name, 0) if get_backend(device.backend).truth else None
+    with open_device(device, seed=seed) as dev:
+        collect_scenario(
+            dev, scenario, policy, calibration_for_gpu(dev, layout, calibration, seed, scenario.name), seed,
+            layout.scenario_dir(scenario.name, 0), truth,
+            reading_truth_path=layout.reading_truth(scenario.name, 0) if truth is not None else None,
+        )  # fmt: skip
 
 
 MEASURED_AGAIN = "a complete collection of this configuration, measured again (an input, the code or --forcerun asked)"

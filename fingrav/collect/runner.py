@@ -519,6 +519,41 @@ def _lockstep_fields(
     }
 
 
+def _write_collection(
+    rec: _Recorder,
+    kernels: Kernels,
+    scenario: Scenario,
+    policy: RunPolicy,
+    seed: int,
+    plan: Plan,
+    extra: dict[str, Any],
+    raw_dir: Path,
+    truth_path: str | Path | None,
+    reading_truth_path: str | Path | None,
+) -> Plan:
+    """Every raw table with its provenance, then plan.json (the plan with `extra` and the provenance) and the
+    manifest (the GPU's own calibration and the telemetry, where there are any); returns the plan written."""
+    device = rec.device
+    meta = provenance(
+        device.describe(),
+        config_hash=collection_hash(scenario, policy, seed),
+        scenario=scenario.model_dump(mode="json"),
+        kernels=kernels.describe(),
+        stage="collect",
+        **({"distributed": extra["distributed"]} if "distributed" in extra else {}),
+    )
+    rec.write(
+        raw_dir,
+        meta,
+        Path(truth_path) if truth_path is not None else None,
+        Path(reading_truth_path) if reading_truth_path is not None else None,
+    )
+    plan = plan.model_copy(update={**extra, "provenance": meta})
+    rawio.write_json(raw_dir / "plan.json", plan.to_json())
+    rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION, TELEMETRY_FILE))
+    return plan
+
+
 def collect_scenario(
     device: GPUDevice,
     scenario: Scenario,
@@ -548,7 +583,6 @@ def collect_scenario(
     are its own).
     """
     sync = sync if sync is not None else Solo()
-    raw_dir = Path(raw_dir)
     rng = np.random.default_rng([seed, zlib.crc32(scenario.name.encode())])
     sensor = PlanSensor.of(calibration.total)
     noise_mw = float(calibration.total.noise_mw or 0.0)
@@ -579,27 +613,10 @@ def collect_scenario(
     rec.samples.append(device.stop_sampling())
     multi = sync.world_size > 1
     extra = _lockstep_fields(rec, sync, scenario.name, local_timing, probe, probes) if multi else {}
-
-    meta = provenance(
-        device.describe(),
-        config_hash=collection_hash(scenario, policy, seed),
-        scenario=scenario.model_dump(mode="json"),
-        kernels=kernels.describe(),
-        stage="collect",
-        **({"distributed": extra["distributed"]} if multi else {}),
-    )
-    rec.write(
-        raw_dir,
-        meta,
-        Path(truth_path) if truth_path is not None else None,
-        Path(reading_truth_path) if reading_truth_path is not None else None,
-    )
     if reference is not None:
         extra.update(reference.plan_fields(bool(device.unstamped_runs)))
-    plan = plan.model_copy(update={**extra, "provenance": meta})
-    rawio.write_json(raw_dir / "plan.json", plan.to_json())
-    # the GPU's own calibration and the telemetry, where there are any
-    rawio.write_manifest(raw_dir, (*SCENARIO_RAW_FILES, SCENARIO_CALIBRATION, TELEMETRY_FILE))
+    plan = _write_collection(rec, kernels, scenario, policy, seed, plan, extra, Path(raw_dir), truth_path,
+                             reading_truth_path)  # fmt: skip
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, n_runs, time.perf_counter() - wall0)
     return plan
 

@@ -167,6 +167,34 @@ def plan_pieces(count: int, chunk: int, n_sets: int) -> list[tuple[int, int]]:
     return pieces
 
 
+def _part_size(h: Any, count: int, part: int | None, adaptive: bool) -> int:
+    """Executions per part of an unstamped run of `count` (`TorchGPUDevice.run_unstamped`): `part` (else all of
+    them), at most half of `count` when the run is adaptive, rounded up to whole graph chunks (every part replays the
+    same cached graphs) or, for a part shorter than one chunk (a long kernel), to whole rounds of the input sets, so
+    that the rotation stays seamless across parts."""
+    size = count if part is None else max(1, int(part))
+    if adaptive:
+        size = min(size, max(1, -(-count // 2)))
+    if adaptive or part is not None:
+        unit = h.chunk if size >= h.chunk else max(1, h.n_sets)
+        size = -(-size // unit) * unit
+    return size
+
+
+def _torch_with_gpu(index: int) -> Any:
+    """torch, when it sees GPU `index` (else BackendUnavailableError saying why not)."""
+    torch = import_torch()
+    if not torch.cuda.is_available():
+        raise BackendUnavailableError(
+            f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False: a CPU-only build, no "
+            "driver, or CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides every GPU)"
+        )
+    count = torch.cuda.device_count()
+    if not 0 <= index < count:
+        raise BackendUnavailableError(f"GPU index {index} does not exist (torch sees {count} GPU(s))")
+    return torch
+
+
 def kernel_sizes(kernel: Any) -> dict[str, Any]:
     """Shapes, bytes and flops of a `fingrav.config` GEMM/GEMV kernel model (duck-typed on `.kind`)."""
     kind = getattr(kernel, "kind", None)
@@ -250,6 +278,23 @@ def collective_sizes(kernel: Any, world_size: int) -> dict[str, Any]:
         "bytes": size,
         "world_size": n,
     }
+
+
+def _collective_call(dist: Any, kind: str, backend: str) -> Callable[[Any, Any], None]:
+    """One execution of a collective on (input, output): an in-place all-reduce (AVG on NCCL, so that repeated
+    executions stay finite; SUM elsewhere) or an all-gather into the output."""
+    if kind == "allreduce":
+        op = dist.ReduceOp.AVG if backend == "nccl" else dist.ReduceOp.SUM
+
+        def all_reduce(a: Any, _out: Any) -> None:
+            dist.all_reduce(a, op=op)
+
+        return all_reduce
+
+    def all_gather(a: Any, o: Any) -> None:
+        dist.all_gather_into_tensor(o, a)
+
+    return all_gather
 
 
 # --------------------------------------------------------------------------- hooks' protocols
@@ -381,15 +426,7 @@ class TorchGPUDevice(GPUDevice):
     ) -> None:
         if launch_mode not in ("graph", "stream"):
             raise ValueError(f"launch_mode={launch_mode!r}: 'graph' or 'stream'")
-        torch = import_torch()
-        if not torch.cuda.is_available():
-            raise BackendUnavailableError(
-                f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False: a CPU-only build, no "
-                "driver, or CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES hides every GPU)"
-            )
-        count = torch.cuda.device_count()
-        if not 0 <= index < count:
-            raise BackendUnavailableError(f"GPU index {index} does not exist (torch sees {count} GPU(s))")
+        torch = _torch_with_gpu(index)
         self._torch = torch
         self.index = int(index)
         self.device = torch.device("cuda", self.index)
@@ -672,16 +709,6 @@ class TorchGPUDevice(GPUDevice):
         with self._on_stream():
             inp = torch.randn(sz["a"], generator=gen, device=self.device, dtype=torch.float32).to(dtype)
             out = inp if sz["kind"] == "allreduce" else torch.empty(sz["out"], device=self.device, dtype=dtype)
-        if sz["kind"] == "allreduce":
-            op = dist.ReduceOp.AVG if backend == "nccl" else dist.ReduceOp.SUM
-
-            def collective(a: Any, _out: Any) -> None:
-                dist.all_reduce(a, op=op)
-        else:
-
-            def collective(a: Any, o: Any) -> None:
-                dist.all_gather_into_tensor(o, a)
-
         handle = TorchCollective(
             label=kernel.label(),
             kernel=kernel,
@@ -691,7 +718,7 @@ class TorchGPUDevice(GPUDevice):
             chunk=GRAPH_CHUNK,
             owner=id(self),
             matmul=None,
-            collective=collective,
+            collective=_collective_call(dist, str(sz["kind"]), backend),
         )
         with self._on_stream():
             handle.launch(0)
@@ -822,17 +849,26 @@ class TorchGPUDevice(GPUDevice):
             raise ValueError("count must be > 0")
         h = self._check_handle(handle)
         count = int(count)
-        size = count if part is None else max(1, int(part))
-        if more is not None:
-            size = min(size, max(1, -(-count // 2)))
-        if more is not None or part is not None:
-            # whole graph chunks (every part replays the same cached graphs), or for a part shorter than one chunk
-            # (a long kernel) whole rounds of the input sets, so that the rotation stays seamless across parts
-            unit = h.chunk if size >= h.chunk else max(1, h.n_sets)
-            size = -(-size // unit) * unit
+        size = _part_size(h, count, part, adaptive=more is not None)
         todo = [min(size, count - k) for k in range(0, count, size)]
         self._ensure_capacity(2)
         plans = {n: self._work([(h, n)], stamped=False) for n in {*todo, size}}
+        with self._on_stream():
+            self._counter.zero_()
+            self._stamper.stamp(self._buf, self._counter)
+            done = self._launch_parts(plans, todo, size, more)
+            self._stamper.stamp(self._buf, self._counter)
+        t = self._fetch(2)
+        return ExecRecords(
+            np.zeros(1, np.int32), np.full(1, done - 1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64)
+        )
+
+    def _launch_parts(
+        self, plans: dict[int, Any], todo: list[int], size: int, more: Callable[[int], int] | None
+    ) -> int:
+        """Launch the parts `todo` (executions each; their launch plans in `plans`), two queued ahead, each followed
+        by a CUDA event; when the last planned part is the only one left on the GPU, ask `more(done)` and queue its
+        answer in parts of `size`. Returns the executions done. On the device's stream."""
         torch = self._torch
         queued: list[tuple[Any, int]] = []
         done = 0
@@ -844,27 +880,20 @@ class TorchGPUDevice(GPUDevice):
             ev.record(self._stream)
             queued.append((ev, n))
 
-        with self._on_stream():
-            self._counter.zero_()
-            self._stamper.stamp(self._buf, self._counter)
+        enqueue(todo.pop(0))
+        if todo:
             enqueue(todo.pop(0))
+        while queued:
+            ev, n = queued.pop(0)
+            ev.synchronize()
+            done += n
+            if asking and not todo and len(queued) == 1:  # the last planned part is running: ask now
+                k = int(more(done)) if more is not None else 0
+                asking = k > 0
+                todo = [size] * -(-k // size) if k > 0 else []
             if todo:
                 enqueue(todo.pop(0))
-            while queued:
-                ev, n = queued.pop(0)
-                ev.synchronize()
-                done += n
-                if asking and not todo and len(queued) == 1:  # the last planned part is running: ask now
-                    k = int(more(done)) if more is not None else 0
-                    asking = k > 0
-                    todo = [size] * -(-k // size) if k > 0 else []
-                if todo:
-                    enqueue(todo.pop(0))
-            self._stamper.stamp(self._buf, self._counter)
-        t = self._fetch(2)
-        return ExecRecords(
-            np.zeros(1, np.int32), np.full(1, done - 1, np.int32), t[:1].astype(np.int64), t[1:].astype(np.int64)
-        )
+        return done
 
     def stamp_series(self, n: int, use_graph: bool | None = None) -> np.ndarray:
         """`n` stamps back to back (nothing between them), in ns: their spacing is the GPU cost of one

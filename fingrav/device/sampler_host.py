@@ -126,35 +126,68 @@ def _wait(conn: Any, deadline_ns: int | None, spin_ns: int) -> bool:
     return False
 
 
+class _Server:
+    """The sampler host's state between requests: whether it samples, when the next poll is due (perf_counter
+    ns) and why the poller gave up (reported at the next drain)."""
+
+    def __init__(self, conn: Any, poller: Poller, name: str) -> None:
+        self.conn, self.poller, self.name = conn, poller, name
+        self.running = False
+        self.fatal: str | None = None
+        self.due = time.perf_counter_ns()
+
+    def poll(self) -> None:
+        try:
+            self.poller.poll()
+        except DeviceError as exc:  # the poller gave up: reported at the next drain
+            self.fatal = str(exc)
+            self.running = False
+            self.poller.stop()
+
+    def begin(self) -> None:
+        self.fatal = None
+        self.poller.start()
+        self.running = True
+        self.due = time.perf_counter_ns()
+
+    def handle(self, msg: Any) -> bool:
+        """Answer one request (module docstring); False after "close"."""
+        conn, poller = self.conn, self.poller
+        cmd = msg[0] if isinstance(msg, tuple | list) and msg else msg
+        if cmd == "close":
+            conn.send(("ok", poller.stats))
+            return False
+        if cmd == "start":
+            self.begin()
+            conn.send(("ok", poller.stats))
+        elif cmd in ("drain", "stop"):
+            if self.running:
+                self.poll()
+            if self.fatal is not None:
+                conn.send(("error", "DeviceError", self.fatal))
+                poller.take()
+                return True
+            if cmd == "stop":
+                self.running = False
+                poller.stop()
+            conn.send(("batch", poller.take(), poller.stats))
+        elif cmd == "stats":
+            conn.send(("ok", poller.stats))
+        else:
+            conn.send(("error", "DeviceError", f"{self.name}: unknown request {msg!r}"))
+        return True
+
+
 def serve(conn: Any, poller: Poller, name: str, autostart: bool = False) -> None:
     """Serve requests from `conn` (module docstring) and poll on `poller.schedule` while sampling.
     Returns on "close" or when the parent goes away."""
     schedule = poller.schedule
-    running = False
-    fatal: str | None = None
-    due = time.perf_counter_ns()
-
-    def poll() -> None:
-        nonlocal running, fatal
-        try:
-            poller.poll()
-        except DeviceError as exc:  # the poller gave up: reported at the next drain
-            fatal = str(exc)
-            running = False
-            poller.stop()
-
-    def begin() -> None:
-        nonlocal running, fatal, due
-        fatal = None
-        poller.start()
-        running = True
-        due = time.perf_counter_ns()
-
+    server = _Server(conn, poller, name)
     if autostart:
-        begin()
+        server.begin()
     while True:
         try:
-            ready = _wait(conn, due if running else None, schedule.spin_ns)
+            ready = _wait(conn, server.due if server.running else None, schedule.spin_ns)
         except (EOFError, OSError):
             return
         if ready:
@@ -162,33 +195,13 @@ def serve(conn: Any, poller: Poller, name: str, autostart: bool = False) -> None
                 msg = conn.recv()
             except (EOFError, OSError):
                 return  # the parent is gone
-            cmd = msg[0] if isinstance(msg, tuple | list) and msg else msg
-            if cmd == "close":
-                conn.send(("ok", poller.stats))
+            if not server.handle(msg):
                 return
-            if cmd == "start":
-                begin()
-                conn.send(("ok", poller.stats))
-            elif cmd in ("drain", "stop"):
-                if running:
-                    poll()
-                if fatal is not None:
-                    conn.send(("error", "DeviceError", fatal))
-                    poller.take()
-                    continue
-                if cmd == "stop":
-                    running = False
-                    poller.stop()
-                conn.send(("batch", poller.take(), poller.stats))
-            elif cmd == "stats":
-                conn.send(("ok", poller.stats))
-            else:
-                conn.send(("error", "DeviceError", f"{name}: unknown request {msg!r}"))
             continue
-        if not running:
+        if not server.running:
             continue
-        poll()
-        due = schedule.next_after(due, time.perf_counter_ns())
+        server.poll()
+        server.due = schedule.next_after(server.due, time.perf_counter_ns())
 
 
 def host_main(

@@ -247,6 +247,27 @@ class GapDetector:
 
 
 # --------------------------------------------------------------------------- the poller
+def new_stats() -> dict[str, Any]:
+    """A `PowerPoller`'s counters at start (what its describe() and the sampler host report)."""
+    return {
+        "polls": 0,
+        "samples": 0,
+        "memory_samples": 0,
+        "not_found": 0,
+        "duplicates": 0,
+        "errors": 0,
+        "memory_errors": 0,
+        "gaps": 0,
+        "max_poll_ns": 0,
+        "max_poll_interval_ns": 0,
+        "late_polls": 0,
+        "max_batch": 0,
+        "period_ns": None,
+        "memory_disabled": None,
+        "warnings": [],
+    }
+
+
 class PowerPoller:
     """Drains the NVML power sample buffer of one GPU: the `fingrav.device.sampler_host.Poller` of NVML,
     usable in-process too.
@@ -292,23 +313,7 @@ class PowerPoller:
         self._mem_due_ns = 0
         self._consecutive_errors = 0
         self.fatal: str | None = None
-        self.stats: dict[str, Any] = {
-            "polls": 0,
-            "samples": 0,
-            "memory_samples": 0,
-            "not_found": 0,
-            "duplicates": 0,
-            "errors": 0,
-            "memory_errors": 0,
-            "gaps": 0,
-            "max_poll_ns": 0,
-            "max_poll_interval_ns": 0,
-            "late_polls": 0,
-            "max_batch": 0,
-            "period_ns": None,
-            "memory_disabled": None,
-            "warnings": [],
-        }
+        self.stats: dict[str, Any] = new_stats()
         self.faults = FaultLog("NVML sampler", self.stats)
         self._last_poll_ns: int | None = None
 
@@ -407,18 +412,51 @@ class PowerPoller:
         return True
 
     def _poll_total(self, stepped: bool = False) -> int:
+        """Read the samples newer than the last one seen, screen them (`_screen`) and keep the fresh ones on the
+        host clock, unless the wall clock stepped (`stepped`: none is kept). Returns how many were kept."""
+        batch = self._read_total()
+        if batch is None:
+            return 0
+        fresh = self._screen(*batch)
+        self.faults.report()
+        if stepped:  # stamped before or after a wall-clock step: no way to tell, so none is kept
+            self.stats["clock_step_samples"] = self.stats.get("clock_step_samples", 0) + len(fresh)
+            return 0
+        if not fresh:
+            return 0
+        t_ns = [self._wall.to_host(ts * 1000) for ts, _ in fresh]
+        if self._blind_from_ns is not None:  # the first sample after a wall-clock step closes its gap
+            self._gaps.add(self._blind_from_ns, t_ns[0])
+            self._blind_from_ns = None
+        self._t.extend(t_ns)
+        self._p.extend(v for _, v in fresh)
+        self._gaps.feed(t_ns)
+        self.stats["samples"] += len(fresh)
+        self.stats["period_ns"] = self._gaps.period_ns
+        return len(fresh)
+
+    def _read_total(self) -> tuple[Any, Any] | None:
+        """(value type, samples) of nvmlDeviceGetSamples since the last timestamp seen; None when there is none
+        newer (NVML_ERROR_NOT_FOUND: normal) or the batch is empty; other NVML errors wrapped."""
         nvml = self.nvml
         try:
             value_type, samples = nvml.nvmlDeviceGetSamples(self.handle, self._sample_type, self._last_ts_us)
         except Exception as exc:
             if is_nvml_error(nvml, exc, "NVML_ERROR_NOT_FOUND"):
                 self.stats["not_found"] += 1  # no sample newer than last_ts: normal
-                return 0
+                return None
             with nvml_errors(nvml, "nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)"):
                 raise
         if not samples:
-            return 0
+            return None
         self.stats["max_batch"] = max(self.stats["max_batch"], len(samples))
+        return value_type, samples
+
+    def _screen(self, value_type: Any, samples: Any) -> list[tuple[int, float]]:
+        """The batch's new (timestamp us, mW) pairs in time order: samples delivered before are dropped, one
+        timestamp with different values or a non-physical value is set aside and counted, time going backwards
+        inside the batch is counted (the driver's ring buffer may legitimately wrap); every timestamp seen, kept or
+        set aside, is never read again."""
         by_ts: dict[int, set[float]] = {}
         order: list[int] = []
         prev: int | None = None
@@ -445,26 +483,9 @@ class PowerPoller:
                 self.faults.count("nonphysical")
                 continue
             pairs.append((ts, v))
-        fresh = pairs
-        if order:  # every timestamp seen, kept or set aside, is never read again
+        if order:
             self._last_ts_us = max(self._last_ts_us, max(order))
-        # (a batch out of time order is only counted: the driver's ring buffer may legitimately wrap)
-        self.faults.report()
-        if stepped:  # stamped before or after a wall-clock step: no way to tell, so none is kept
-            self.stats["clock_step_samples"] = self.stats.get("clock_step_samples", 0) + len(fresh)
-            return 0
-        if not fresh:
-            return 0
-        t_ns = [self._wall.to_host(ts * 1000) for ts, _ in fresh]
-        if self._blind_from_ns is not None:  # the first sample after a wall-clock step closes its gap
-            self._gaps.add(self._blind_from_ns, t_ns[0])
-            self._blind_from_ns = None
-        self._t.extend(t_ns)
-        self._p.extend(v for _, v in fresh)
-        self._gaps.feed(t_ns)
-        self.stats["samples"] += len(fresh)
-        self.stats["period_ns"] = self._gaps.period_ns
-        return len(fresh)
+        return pairs
 
     def _poll_memory(self, now: int, stepped: bool = False) -> None:
         got: tuple[int, float] | FingravError | None

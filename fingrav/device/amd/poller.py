@@ -183,6 +183,47 @@ class ChannelPlan:
         }
 
 
+def _auto_source(
+    energy_ok: bool, counter_resolution_uj: float | None, power_field: str | None, nominal_period_ns: int
+) -> str:
+    """ "energy" when the energy accumulator resolves finer steps than the power field at the nominal period,
+    else "power" where there is a power field, else "energy" where the accumulator works."""
+    finer = energy_ok and counter_resolution_uj * 1e6 / nominal_period_ns < _POWER_FIELD_STEP_MW  # type: ignore[operator]
+    if finer:
+        return "energy"
+    if power_field is not None:
+        return "power"
+    if energy_ok:
+        return "energy"
+    raise DeviceError(
+        "the metrics table has neither a usable energy_accumulator (with counter resolution) nor a "
+        "power field (current_socket_power / average_socket_power): nothing to sample"
+    )
+
+
+def _component_plan(
+    metrics: Mapping[str, Any], has_res: bool, component_fields: Sequence[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[str], str]:
+    """(the component channels present with their fields, those missing, a note saying which)."""
+    present: list[tuple[str, str]] = []
+    missing: list[str] = []
+    for channel, fld in component_fields:
+        if has_res and _present(metrics, fld):
+            present.append((channel, fld))
+        else:
+            missing.append(channel)
+    if present:
+        note = "component channels from the metrics table's per-component energy accumulators: " + ", ".join(
+            f"{c}={f}" for c, f in present
+        )
+    else:
+        note = (
+            "total only: this metrics table has no per-component (XCD/IOD/HBM) power or energy fields "
+            "(none exist in amdsmi_get_gpu_metrics_info through amdsmi 7.0 / gpu_metrics 1.8)"
+        )
+    return present, missing, note
+
+
 def plan_channels(
     metrics: Mapping[str, Any],
     counter_resolution_uj: float | None,
@@ -202,34 +243,8 @@ def plan_channels(
     if source == "power" and power_field is None:
         raise DeviceError("power source 'power' needs current_socket_power or average_socket_power; both are N/A")
     if source == "auto":
-        finer = energy_ok and counter_resolution_uj * 1e6 / nominal_period_ns < _POWER_FIELD_STEP_MW  # type: ignore[operator]
-        if finer:
-            source = "energy"
-        elif power_field is not None:
-            source = "power"
-        elif energy_ok:
-            source = "energy"
-        else:
-            raise DeviceError(
-                "the metrics table has neither a usable energy_accumulator (with counter resolution) nor a "
-                "power field (current_socket_power / average_socket_power): nothing to sample"
-            )
-    present: list[tuple[str, str]] = []
-    missing: list[str] = []
-    for channel, fld in component_fields:
-        if has_res and _present(metrics, fld):
-            present.append((channel, fld))
-        else:
-            missing.append(channel)
-    if present:
-        note = "component channels from the metrics table's per-component energy accumulators: " + ", ".join(
-            f"{c}={f}" for c, f in present
-        )
-    else:
-        note = (
-            "total only: this metrics table has no per-component (XCD/IOD/HBM) power or energy fields "
-            "(none exist in amdsmi_get_gpu_metrics_info through amdsmi 7.0 / gpu_metrics 1.8)"
-        )
+        source = _auto_source(energy_ok, counter_resolution_uj, power_field, nominal_period_ns)
+    present, missing, note = _component_plan(metrics, has_res, component_fields)
     return ChannelPlan(
         channels=("total", *(c for c, _ in present)),
         source=source,
@@ -405,12 +420,7 @@ class PowerDeriver:
             self.stats.duplicates += 1  # another read of the update whose reads disagreed
             return 0
         if prev is None:
-            self._prev = cur
-            self._conflicted = None
-            if self._gap_from is not None:
-                self.stats.gaps += 1
-                self._gaps.append((self._gap_from, cur.host_ns))
-                self._gap_from = None
+            self._start_from(cur)
             return 0
         if cur.key == prev.key:
             self.stats.duplicates += 1
@@ -431,6 +441,37 @@ class PowerDeriver:
         if prev.suspect:
             self._reset(prev, cur, "the interval after a step back")
             return 0
+        self._note_interval(prev, cur, dt)
+        values = self._channel_powers(prev, cur, dt)
+        if values is None:
+            return 0
+        if any(ch == "total" and not physical_mw(mw) for ch, mw in values):  # e.g. a counter that leapt ahead
+            self.faults.count("nonphysical")
+            cur.suspect = True
+            self.stats.gaps += 1
+            self._gaps.append((prev.host_ns, cur.host_ns))
+            return 0
+        for channel, power_mw in values:
+            self._t.append(cur.host_ns)
+            self._ch.append(channel)
+            self._p.append(power_mw)
+        self._upd_host.append(cur.host_ns)
+        self._upd_fw.append(cur.stamp_ns)
+        cur.rows = len(values)
+        return len(values)
+
+    def _start_from(self, cur: _Update) -> None:
+        """The first good update (after the start or a reset): the next one's interval starts here; a gap open
+        since a reset closes."""
+        self._prev = cur
+        self._conflicted = None
+        if self._gap_from is not None:
+            self.stats.gaps += 1
+            self._gaps.append((self._gap_from, cur.host_ns))
+            self._gap_from = None
+
+    def _note_interval(self, prev: _Update, cur: _Update, dt: int) -> None:
+        """Count an update interval of `dt` ns (a gap when longer than gap_factor x the nominal period)."""
         nominal = self.nominal_period_ns()
         if nominal is not None and dt > self.gap_factor * nominal:
             self.stats.gaps += 1
@@ -439,6 +480,12 @@ class PowerDeriver:
         self.stats.intervals_ns.append(dt)
         if len(self.stats.intervals_ns) > 256:
             del self.stats.intervals_ns[:128]
+
+    def _channel_powers(self, prev: _Update, cur: _Update, dt: int) -> list[tuple[str, float]] | None:
+        """(channel, mW) over the interval from `prev` to `cur` (`dt` ns): the total's power field, or each
+        channel's energy accumulator difference x resolution / dt; None (and a reset) when an accumulator went
+        back or is N/A."""
+        assert self.plan is not None
         res = self.counter_resolution_uj
         values: list[tuple[str, float]] = []
         for channel in self.plan.channels:
@@ -454,22 +501,9 @@ class PowerDeriver:
                     self.faults.count("counter_backwards")
                     cur.suspect = True
                 self._reset(prev, cur, f"{channel} energy accumulator went back or is N/A")
-                return 0
+                return None
             values.append((channel, d * res / dt * 1e6))  # uJ / ns = 1e3 W = 1e6 mW
-        if any(ch == "total" and not physical_mw(mw) for ch, mw in values):  # e.g. a counter that leapt ahead
-            self.faults.count("nonphysical")
-            cur.suspect = True
-            self.stats.gaps += 1
-            self._gaps.append((prev.host_ns, cur.host_ns))
-            return 0
-        for channel, power_mw in values:
-            self._t.append(cur.host_ns)
-            self._ch.append(channel)
-            self._p.append(power_mw)
-        self._upd_host.append(cur.host_ns)
-        self._upd_fw.append(cur.stamp_ns)
-        cur.rows = len(values)
-        return len(values)
+        return values
 
     def _conflict(self, update: _Update) -> None:
         """A read with the stamp of `update` but other values: neither can be trusted. Its samples are taken back

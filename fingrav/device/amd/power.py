@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -94,35 +95,23 @@ class AMDSMIPower:
         self.sampler_setup = sampler_setup
         self.smi, self.handle, self.gpu_count = open_amdsmi(index, module_name)
         self._closed = False
-        try:
-            probe = MetricsPoller(
-                self.smi,
-                self.handle,
-                AMDSMISamplerConfig(
-                    index=index,
-                    period_ns=period_ns,
-                    source=source,
-                    reader=reader,
-                    component_fields=tuple(component_fields),
-                    firmware_period_ns=firmware_period_ns,
-                    gap_factor=gap_factor,
-                ),
-                clock,
-            )
-        except Exception:
-            shut_down(self.smi)
-            raise
+        asked = AMDSMISamplerConfig(
+            index=index,
+            period_ns=period_ns,
+            source=source,
+            reader=reader,
+            component_fields=tuple(component_fields),
+            firmware_period_ns=firmware_period_ns,
+            gap_factor=gap_factor,
+        )
+        probe = self._probe(asked, clock)
         self.plan: ChannelPlan = probe.plan
         self.sampler_info = probe.describe()
         # The sampler process gets the resolved choices, so that it cannot decide differently.
-        self.config = AMDSMISamplerConfig(
-            index=index,
-            period_ns=period_ns,
+        self.config = replace(
+            asked,
             source=self.plan.source,
-            reader=reader,
             component_fields=self.plan.component_fields,
-            firmware_period_ns=firmware_period_ns,
-            gap_factor=gap_factor,
             counter_resolution_uj=probe.counter_resolution_uj,
             module_name=module_name,
         )
@@ -139,6 +128,15 @@ class AMDSMIPower:
             ",".join(self.plan.channels),
             self.plan.note,
         )
+
+    def _probe(self, config: AMDSMISamplerConfig, clock: Callable[[], int]) -> MetricsPoller:
+        """One metrics poller in this process, to resolve the channel plan and the counter resolution (amdsmi
+        shut down again when it fails)."""
+        try:
+            return MetricsPoller(self.smi, self.handle, config, clock)
+        except Exception:
+            shut_down(self.smi)
+            raise
 
     # -- identity -------------------------------------------------------------------------
     @property

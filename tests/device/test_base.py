@@ -1,0 +1,117 @@
+"""`fingrav.device.base`: the records every backend returns (clock reads, executions, power samples, telemetry)
+and `GPUDevice`'s default unstamped run (stamped, one execute per part) on a minimal device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+
+
+def test_clock_reads_concat() -> None:
+    a = ClockReads(np.array([1]), np.array([2]), np.array([3]))
+    b = ClockReads(np.array([4, 7]), np.array([5, 8]), np.array([6, 9]))
+    c = ClockReads.concat([a, b])
+    assert len(c) == 3 and c.gpu_ns.tolist() == [2, 5, 8] and c.host_after_ns.dtype == np.int64
+
+
+def test_exec_records_duration() -> None:
+    r = ExecRecords(np.zeros(2, np.int32), np.arange(2, dtype=np.int32), np.array([10, 30]), np.array([25, 32]))
+    assert len(r) == 2 and r.duration_ns.tolist() == [15, 2]
+
+
+def test_power_samples_concat_keeps_gaps_and_copies_only_when_joining() -> None:
+    a = PowerSamples(np.array([1, 2]), np.array(["total", "total"]), np.array([1.0, 2.0]), [(0, 1)])
+    b = PowerSamples(np.array([3]), np.array(["hbm"], dtype=object), np.array([3.0]), [(2, 3)])
+    assert PowerSamples.concat([a]) is a
+    j = PowerSamples.concat([a, None, b])
+    assert len(j) == 3 and j.channel.tolist() == ["total", "total", "hbm"] and j.gaps == [(0, 1), (2, 3)]
+    assert len(PowerSamples.concat([])) == 0 and len(PowerSamples.empty()) == 0
+
+
+def test_telemetry_counters_and_dict() -> None:
+    t0 = ClockTelemetry(host_ns=1, read_ns=2, violation={"power": 100, "thermal": 5})
+    t1 = ClockTelemetry(host_ns=9, read_ns=2, sm_mhz=1980.0, reason_names=("sw_power_cap",), violation={"power": 160})
+    assert t1.counters_since(t0) == {"power": 60}
+    d = t1.as_dict()
+    assert d["reason_names"] == ["sw_power_cap"] and d["violation"] == {"power": 160} and d["sm_mhz"] == 1980.0
+
+
+class _Handle(KernelHandle):
+    label = "k"
+
+
+class _Device(GPUDevice):
+    """Each execution takes 100 ns of GPU time, with 7 ns between executions of one call and 1000 ns between calls."""
+
+    backend = "test"
+
+    def __init__(self) -> None:
+        self.t = 0
+        self.calls: list[int] = []
+
+    channels = ("total",)
+
+    def describe(self):
+        return {"backend": "test"}
+
+    def host_time_ns(self) -> int:
+        return self.t
+
+    def sleep_ns(self, duration_ns: int) -> None:
+        self.t += duration_ns
+
+    def read_gpu_clock(self, n: int) -> ClockReads:
+        x = np.full(n, self.t, np.int64)
+        return ClockReads(x, x, x)
+
+    def prepare(self, kernel) -> KernelHandle:
+        return _Handle()
+
+    def execute(self, segments: Sequence[tuple[KernelHandle, int]]) -> ExecRecords:
+        ((_, n),) = segments
+        self.calls.append(n)
+        self.t += 1000
+        start = self.t + np.arange(n, dtype=np.int64) * 107
+        self.t = int(start[-1]) + 100
+        return ExecRecords(np.zeros(n, np.int32), np.arange(n, dtype=np.int32), start, start + 100)
+
+    def spin(self, duration_ns: int) -> ExecRecords:
+        return self.execute([(_Handle(), 1)])
+
+    def start_sampling(self) -> None: ...
+
+    def drain_samples(self) -> PowerSamples:
+        return PowerSamples.empty()
+
+    def stop_sampling(self) -> PowerSamples:
+        return PowerSamples.empty()
+
+
+def test_default_unstamped_run_is_one_record_over_every_part() -> None:
+    dev = _Device()
+    asked: list[int] = []
+
+    def more(done: int) -> int:
+        asked.append(done)
+        return 3 if done < 10 else 0
+
+    rec = dev.run_unstamped(_Handle(), 4, more=more)
+    assert dev.calls == [4, 3, 3] and asked == [4, 7, 10]
+    assert len(rec) == 1 and rec.exec_index.tolist() == [9]
+    assert rec.gpu_end_ns[0] == dev.t and rec.gpu_start_ns[0] == 1000
+    assert not dev.unstamped_runs and dev.energy_mj() is None and dev.read_telemetry() is None
+    assert dev.ground_truth_of_last_execute() is None
+    with dev as same:
+        assert same is dev
+
+
+def test_an_unfinished_device_cannot_be_made() -> None:
+    class Half(GPUDevice):
+        pass
+
+    with pytest.raises(TypeError):
+        Half()

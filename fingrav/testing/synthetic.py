@@ -174,29 +174,26 @@ def _reference_block(spec: SynthSpec, run_id: int) -> _Block:
     )
 
 
-def generate(spec: SynthSpec) -> dict[str, Any]:
-    """Frames (executions, runs, samples, clock, truth), plan, clock fit dict and sensor dict.
+@dataclass
+class _Timeline:
+    """Every run laid out on the host clock (ns): the runs' rows, the executions and truth rows to store, each
+    execution's start, end, cycle end and true level (mW, flattened in run order), and the end of the last idle."""
 
-    Every execution's true power is levels_mw[role] x channel scale ("trail" at the "ssp" level),
-    levels_mw["gap"] in launch gaps, levels_mw["idle"] elsewhere; reference-run executions that end
-    within reference_transient_ns of its start are at levels_mw["transient"]. Truth power is the cycle
-    mean (start to the next start; start to end for a run's last execution), truth energy start to end;
-    with truth_rows="relevant" only the SSE, first and SSP-tail executions of measure runs have rows.
-    Energy counter (runs.parquet): the true energy since host_t0_ns x counter_scale, read at the run's
-    host_start_ns (= its first execution's start) and at its last execution's end."""
-    if spec.truth_rows not in ("relevant", "all"):
-        raise ValueError(f"truth_rows must be 'relevant' or 'all', got {spec.truth_rows!r}")
-    rng = np.random.default_rng(spec.seed)
-    blocks = [_block(spec, "ssp", np.arange(spec.runs), spec.outlier_runs, rng)]
-    if spec.sse_runs:
-        blocks.append(_block(spec, "sse", spec.runs + np.arange(spec.sse_runs), spec.sse_outlier_runs, rng))
-    if spec.reference_executions:
-        blocks.append(_reference_block(spec, spec.runs + spec.sse_runs))
+    run_rows: list[tuple[int, str, int, int, int, float, float]]
+    ex_parts: list[dict[str, np.ndarray]]
+    truth_parts: list[dict[str, np.ndarray]]
+    starts: np.ndarray
+    ends: np.ndarray
+    cycle_ends: np.ndarray
+    levels: np.ndarray
+    host_end: int
+
+
+def _lay_out(spec: SynthSpec, blocks: list[_Block]) -> _Timeline:
+    """Runs back to back in block order, each idle + delay + busy; the energy counter's readings with them."""
     lv = spec.levels_mw
-
-    # host timeline: runs back to back in block order, each idle + delay + busy
     begin = spec.host_t0_ns
-    starts_l, ends_l, cyc_l, level_l, gap_l = [], [], [], [], []
+    starts_l, ends_l, cyc_l, level_l = [], [], [], []
     run_rows: list[tuple[int, str, int, int, int, float, float]] = []
     truth_parts: list[dict[str, np.ndarray]] = []
     ex_parts: list[dict[str, np.ndarray]] = []
@@ -220,61 +217,76 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             energy += float(idle_mj[k])
             e0 = energy
             energy += float(busy_mj[k])
-            phase = b.phase
-            run_rows.append((int(b.run_ids[k]), phase, int(host_start[k]), int(b.delay[k]), spec.idle_ns, e0, energy))
+            run_rows.append((int(b.run_ids[k]), b.phase, int(host_start[k]), int(b.delay[k]), spec.idle_ns, e0, energy))
         starts_l.append(starts.ravel())
         ends_l.append(ends.ravel())
         cyc_l.append(cycle_ends.ravel())
         level_l.append(level.ravel())
-        gap_l.append(b.gap.ravel())
-        keep = np.ones((r, n), bool)
-        if b.phase == "reference":  # only the first and the last execution are stored
-            keep[:, 1:-1] = False
-        ex_parts.append(
-            {
-                "run": np.repeat(b.run_ids.astype(np.int32), n)[keep.ravel()],
-                "segment": np.tile(b.segment, r)[keep.ravel()],
-                "exec_index": np.tile(b.exec_index, r)[keep.ravel()],
-                "start": starts.ravel()[keep.ravel()],
-                "end": ends.ravel()[keep.ravel()],
-            }
-        )
+        ex_parts.append(_stored_executions(b, starts, ends))
         if b.phase != "reference":
-            cycle_mean = (level * b.dur + lv["gap"] * b.gap) / (b.dur + b.gap)
-            relevant = np.isin(b.roles, ["sse", "first", "ssp"]) if spec.truth_rows == "relevant" else np.ones(n, bool)
-            m = np.broadcast_to(relevant, (r, n)).ravel()
-            truth_parts.append(
-                {
-                    "run": np.repeat(b.run_ids.astype(np.int32), n)[m],
-                    "segment": np.tile(b.segment, r)[m],
-                    "exec_index": np.tile(b.exec_index, r)[m],
-                    "power_mw": cycle_mean.ravel()[m],
-                    "energy_mj": (level * b.dur).ravel()[m] * 1e-9,
-                    "cycle_ns": np.broadcast_to(b.dur + b.gap, (r, n)).ravel()[m].astype(np.float64),
-                    "cycle_energy_mj": (cycle_mean * (b.dur + b.gap)).ravel()[m] * 1e-9,
-                }
-            )
-    host_end = begin + spec.idle_ns
-    flat_s, flat_e, flat_c = np.concatenate(starts_l), np.concatenate(ends_l), np.concatenate(cyc_l)
-    level_of_exec = np.concatenate(level_l)
+            truth_parts.append(_truth_rows(spec, b, level))
+    return _Timeline(
+        run_rows, ex_parts, truth_parts, np.concatenate(starts_l), np.concatenate(ends_l), np.concatenate(cyc_l),
+        np.concatenate(level_l), begin + spec.idle_ns,
+    )  # fmt: skip
 
-    def to_gpu(h: np.ndarray) -> np.ndarray:
-        h = np.asarray(h, dtype=np.int64)
-        rel = (h - spec.offset_ns - spec.gpu_ref_ns).astype(np.float64) / (1.0 + spec.drift)
-        return spec.gpu_ref_ns + np.rint(rel).astype(np.int64)
 
-    ex = {k: np.concatenate([p[k] for p in ex_parts]) for k in ex_parts[0]}
-    executions = pl.DataFrame(
+def _stored_executions(b: _Block, starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
+    """The block's execution rows as the collector stores them (a reference run: its first and last only)."""
+    r, n = b.dur.shape
+    keep = np.ones((r, n), bool)
+    if b.phase == "reference":  # only the first and the last execution are stored
+        keep[:, 1:-1] = False
+    return {
+        "run": np.repeat(b.run_ids.astype(np.int32), n)[keep.ravel()],
+        "segment": np.tile(b.segment, r)[keep.ravel()],
+        "exec_index": np.tile(b.exec_index, r)[keep.ravel()],
+        "start": starts.ravel()[keep.ravel()],
+        "end": ends.ravel()[keep.ravel()],
+    }
+
+
+def _truth_rows(spec: SynthSpec, b: _Block, level: np.ndarray) -> dict[str, np.ndarray]:
+    """The block's truth rows (total channel, before channel scaling): cycle-mean power, energy, cycle."""
+    lv = spec.levels_mw
+    r, n = b.dur.shape
+    cycle_mean = (level * b.dur + lv["gap"] * b.gap) / (b.dur + b.gap)
+    relevant = np.isin(b.roles, ["sse", "first", "ssp"]) if spec.truth_rows == "relevant" else np.ones(n, bool)
+    m = np.broadcast_to(relevant, (r, n)).ravel()
+    return {
+        "run": np.repeat(b.run_ids.astype(np.int32), n)[m],
+        "segment": np.tile(b.segment, r)[m],
+        "exec_index": np.tile(b.exec_index, r)[m],
+        "power_mw": cycle_mean.ravel()[m],
+        "energy_mj": (level * b.dur).ravel()[m] * 1e-9,
+        "cycle_ns": np.broadcast_to(b.dur + b.gap, (r, n)).ravel()[m].astype(np.float64),
+        "cycle_energy_mj": (cycle_mean * (b.dur + b.gap)).ravel()[m] * 1e-9,
+    }
+
+
+def _to_gpu(spec: SynthSpec, h: np.ndarray) -> np.ndarray:
+    """Host ns -> GPU ns through the spec's clock (offset, reference, drift)."""
+    h = np.asarray(h, dtype=np.int64)
+    rel = (h - spec.offset_ns - spec.gpu_ref_ns).astype(np.float64) / (1.0 + spec.drift)
+    return spec.gpu_ref_ns + np.rint(rel).astype(np.int64)
+
+
+def _executions_frame(spec: SynthSpec, tl: _Timeline) -> pl.DataFrame:
+    ex = {k: np.concatenate([p[k] for p in tl.ex_parts]) for k in tl.ex_parts[0]}
+    return pl.DataFrame(
         {
             "run": ex["run"],
             "segment": ex["segment"].astype(str),
             "exec_index": ex["exec_index"],
-            "gpu_start_ns": to_gpu(ex["start"]),
-            "gpu_end_ns": to_gpu(ex["end"]),
+            "gpu_start_ns": _to_gpu(spec, ex["start"]),
+            "gpu_end_ns": _to_gpu(spec, ex["end"]),
         }
     )
-    rr = list(zip(*run_rows, strict=True))
-    runs = pl.DataFrame(
+
+
+def _runs_frame(spec: SynthSpec, tl: _Timeline) -> pl.DataFrame:
+    rr = list(zip(*tl.run_rows, strict=True))
+    return pl.DataFrame(
         {
             "run": np.asarray(rr[0], np.int32),
             "phase": list(rr[1]),
@@ -287,15 +299,18 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         schema=RUNS_SCHEMA,
     )
 
-    # samples: reported at t, showing the power at t - delay_ns
-    t_true = np.arange(spec.host_t0_ns, host_end, spec.sample_period_ns, dtype=np.int64)
+
+def _samples_frame(spec: SynthSpec, tl: _Timeline, rng: np.random.Generator) -> pl.DataFrame:
+    """Samples reported at t, showing the power at t - delay_ns (+ AR(1) noise), every channel scaled."""
+    lv = spec.levels_mw
+    t_true = np.arange(spec.host_t0_ns, tl.host_end, spec.sample_period_ns, dtype=np.int64)
     t_true = t_true + rng.integers(0, max(spec.sample_period_ns // 4, 1), size=t_true.size)
-    k = np.searchsorted(flat_s, t_true, side="right") - 1
+    k = np.searchsorted(tl.starts, t_true, side="right") - 1
     kc = np.clip(k, 0, None)
-    inside = (k >= 0) & (t_true < flat_e[kc])
-    in_gap = (k >= 0) & ~inside & (t_true < flat_c[kc])
+    inside = (k >= 0) & (t_true < tl.ends[kc])
+    in_gap = (k >= 0) & ~inside & (t_true < tl.cycle_ends[kc])
     p_true = np.full(t_true.size, lv["idle"])
-    p_true[inside] = level_of_exec[k[inside]]
+    p_true[inside] = tl.levels[k[inside]]
     p_true[in_gap] = lv["gap"]
     if spec.noise_mw > 0:
         z = rng.standard_normal(t_true.size) * spec.noise_mw * np.sqrt(1.0 - spec.noise_ar**2)
@@ -308,7 +323,7 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
     else:
         p_reported = p_true
     chans = list(spec.channel_scale)
-    samples = pl.DataFrame(
+    return pl.DataFrame(
         {
             "t_ns": np.tile(t_true + spec.delay_ns, len(chans)),
             "channel": np.repeat(chans, t_true.size),
@@ -316,9 +331,12 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
         }
     ).sort("t_ns", maintain_order=True)
 
-    tr = {key: np.concatenate([p[key] for p in truth_parts]) for key in truth_parts[0]}
+
+def _truth_frame(spec: SynthSpec, tl: _Timeline) -> pl.DataFrame:
+    chans = list(spec.channel_scale)
+    tr = {key: np.concatenate([p[key] for p in tl.truth_parts]) for key in tl.truth_parts[0]}
     n_tr = tr["run"].size
-    truth = pl.DataFrame(
+    return pl.DataFrame(
         {
             "run": np.tile(tr["run"], len(chans)),
             "segment": np.tile(tr["segment"].astype(str), len(chans)),
@@ -330,9 +348,13 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             "cycle_energy_mj": np.concatenate([tr["cycle_energy_mj"] * spec.channel_scale[c] for c in chans]),
         }
     )
-    g = to_gpu(np.linspace(spec.host_t0_ns, host_end, 50).astype(np.int64))
+
+
+def _clock_frame(spec: SynthSpec, host_end: int) -> pl.DataFrame:
+    """50 clock reads over the whole timeline, each bracketed by +-5 us of host time."""
+    g = _to_gpu(spec, np.linspace(spec.host_t0_ns, host_end, 50).astype(np.int64))
     h = spec.offset_ns + g + np.rint(spec.drift * (g - spec.gpu_ref_ns)).astype(np.int64)
-    clock = pl.DataFrame(
+    return pl.DataFrame(
         {
             "host_before_ns": h - 5_000,
             "gpu_ns": g,
@@ -341,8 +363,12 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             "run": np.full(g.size, -1, np.int32),
         }
     )
+
+
+def _plan(spec: SynthSpec) -> Plan:
+    """The plan the synthetic collection followed."""
     n_main = spec.ssp_index + spec.tail + spec.trailing
-    plan = Plan(
+    return Plan(
         exec_time_ns=int(spec.exec_time_ns),
         cycle_ns=spec.exec_time_ns + spec.launch_gap_ns,
         warmups=spec.warmups,
@@ -380,6 +406,33 @@ def generate(spec: SynthSpec) -> dict[str, Any]:
             "device": {"backend": "synthetic"},
         },
     )
+
+
+def generate(spec: SynthSpec) -> dict[str, Any]:
+    """Frames (executions, runs, samples, clock, truth), plan, clock fit dict and sensor dict.
+
+    Every execution's true power is levels_mw[role] x channel scale ("trail" at the "ssp" level),
+    levels_mw["gap"] in launch gaps, levels_mw["idle"] elsewhere; reference-run executions that end
+    within reference_transient_ns of its start are at levels_mw["transient"]. Truth power is the cycle
+    mean (start to the next start; start to end for a run's last execution), truth energy start to end;
+    with truth_rows="relevant" only the SSE, first and SSP-tail executions of measure runs have rows.
+    Energy counter (runs.parquet): the true energy since host_t0_ns x counter_scale, read at the run's
+    host_start_ns (= its first execution's start) and at its last execution's end."""
+    if spec.truth_rows not in ("relevant", "all"):
+        raise ValueError(f"truth_rows must be 'relevant' or 'all', got {spec.truth_rows!r}")
+    rng = np.random.default_rng(spec.seed)
+    blocks = [_block(spec, "ssp", np.arange(spec.runs), spec.outlier_runs, rng)]
+    if spec.sse_runs:
+        blocks.append(_block(spec, "sse", spec.runs + np.arange(spec.sse_runs), spec.sse_outlier_runs, rng))
+    if spec.reference_executions:
+        blocks.append(_reference_block(spec, spec.runs + spec.sse_runs))
+    tl = _lay_out(spec, blocks)
+    executions = _executions_frame(spec, tl)
+    runs = _runs_frame(spec, tl)
+    samples = _samples_frame(spec, tl, rng)
+    truth = _truth_frame(spec, tl)
+    clock = _clock_frame(spec, tl.host_end)
+    plan = _plan(spec)
     logger.debug(
         "synthetic: %d runs, %d executions stored, %d samples, %d truth rows",
         runs.height,

@@ -58,6 +58,8 @@ GPU_SIDE = (
     "fingrav.cli",
     "fingrav.preflight",
     "fingrav.gpulock",
+    "fingrav.backends",
+    "fingrav.kinds",
 )
 FORBIDDEN = ("polars", "altair", "vl_convert", "snakemake")
 

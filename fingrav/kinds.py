@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fingrav.contracts.work import Work
-from fingrav.errors import ConfigError
+from fingrav.errors import ConfigError, FingravError
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -196,8 +196,9 @@ KINDS: Mapping[str, KernelKind] = {
 }
 
 
-def kind_of(kernel: Any) -> KernelKind:
-    """The registry entry of a kernel model, its dict, or a kind name; ConfigError for a kind without one."""
+def kind_of(kernel: Any, error: type[FingravError] = ConfigError) -> KernelKind:
+    """The registry entry of a kernel model, its dict, or a kind name; `error` (ConfigError; the device layer asks
+    for DeviceError) for a kind without one."""
     if isinstance(kernel, str):
         kind: Any = kernel
     elif isinstance(kernel, Mapping):
@@ -207,9 +208,7 @@ def kind_of(kernel: Any) -> KernelKind:
     try:
         return KINDS[kind]
     except (KeyError, TypeError):
-        raise ConfigError(
-            f"kernel kind {kind!r} has no entry in fingrav.kinds.KINDS (known: {', '.join(KINDS)})"
-        ) from None
+        raise error(f"kernel kind {kind!r} has no entry in fingrav.kinds.KINDS (known: {', '.join(KINDS)})") from None
 
 
 def is_collective(kernel: Any) -> bool:

@@ -226,7 +226,7 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
             "set_bytes": (m * k + k) * e,
             "bytes": (m * k + k + m) * e,
         }
-    if kind_of(kernel).collective:
+    if kind_of(kernel, DeviceError).collective:
         return collective_sizes(kernel, 1)
     if kind == "attention":
         from fingrav.device.sdpa import attention_sizes
@@ -243,7 +243,7 @@ def collective_sizes(kernel: Any, world_size: int) -> dict[str, Any]:
     size_bytes / world_size bytes from every rank into a `size_bytes` output."""
     kind = getattr(kernel, "kind", None)
     dtype = getattr(kernel, "dtype", "bf16")
-    if not kind_of(kernel).collective:
+    if not kind_of(kernel, DeviceError).collective:
         raise DeviceError(f"not a collective: kind {kind!r}")
     if dtype not in ELEMENT_BYTES:
         raise DeviceError(f"unsupported dtype {dtype!r} (one of {sorted(ELEMENT_BYTES)})")
@@ -575,7 +575,7 @@ class TorchGPUDevice(GPUDevice):
     def prepare(self, kernel: Any) -> TorchKernel:
         """Allocate and warm up a `fingrav.config` kernel model with the method its kind's registry entry names
         (`fingrav.kinds.KernelKind.torch_prepare`)."""
-        prepare: Callable[[Any], TorchKernel] = getattr(self, kind_of(kernel).torch_prepare)
+        prepare: Callable[[Any], TorchKernel] = getattr(self, kind_of(kernel, DeviceError).torch_prepare)
         return prepare(kernel)
 
     def _prepare_matmul(self, kernel: Any) -> TorchKernel:

@@ -20,7 +20,7 @@ from fingrav.device.torch_device import (
     kernel_sizes,
     plan_pieces,
 )
-from fingrav.errors import ConfigError, DeviceError
+from fingrav.errors import DeviceError
 from fingrav.kinds import KINDS
 from fingrav.testing.fakes.fake_torch import FakeGPUClock, device_class, fake_torch_module
 
@@ -49,7 +49,7 @@ def test_kernel_sizes():
     assert g["a"] == (4, 6) and g["b"] == (6, 5) and g["out"] == (4, 5) and g["flops"] == 240
     v = kernel_sizes(GemvKernel(m=4096, k=4096, dtype="fp32"))
     assert v["b"] == (4096,) and v["out"] == (4096,) and v["set_bytes"] == (4096 * 4096 + 4096) * 4
-    with pytest.raises(ConfigError, match="has no entry in fingrav.kinds.KINDS"):
+    with pytest.raises(DeviceError, match="has no entry in fingrav.kinds.KINDS"):
         kernel_sizes(object())  # a kind without a registry entry
     with pytest.raises(DeviceError, match="cannot run kernel kind 'callable'"):
         kernel_sizes(CallableKernel(target="json:dumps", dtype="fp32"))  # a user kernel has no shapes
@@ -103,7 +103,7 @@ def test_prepare_calls_the_method_the_kind_registry_names(fake_torch, monkeypatc
     for k in kernels:
         assert dev.prepare(k) == KINDS[k.kind].torch_prepare
     assert called == [(KINDS[k.kind].torch_prepare, k.kind) for k in kernels]
-    with pytest.raises(ConfigError, match="no entry"):
+    with pytest.raises(DeviceError, match="no entry"):
         dev.prepare(type("Conv", (), {"kind": "conv"})())
     dev.close()
 
@@ -213,7 +213,7 @@ def test_missing_stamps_and_foreign_handles_are_errors(fake_torch):
     other = device_class(fake_torch)()
     with pytest.raises(DeviceError, match="not prepared by this device"):
         other.execute([(k, 1)])
-    with pytest.raises(ConfigError, match="kernel kind 'conv' has no entry in fingrav.kinds.KINDS"):
+    with pytest.raises(DeviceError, match="kernel kind 'conv' has no entry in fingrav.kinds.KINDS"):
         other.prepare(types_namespace(kind="conv"))  # the kind registry names the preparation of every kind
 
 

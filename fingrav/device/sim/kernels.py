@@ -132,7 +132,7 @@ def _build_collective(preset: Preset, kernel: Any, world_size: int) -> SimKernel
 def _roofline(preset: Preset, kernel: Any) -> tuple[str, float, float, str, float, float]:
     """(kind, flops, bytes, dtype, eff_c, eff_m) of a GEMM / GEMV / attention / callable kernel model."""
     kind = getattr(kernel, "kind", None)
-    if kind_of(kernel).sim_model != "roofline":
+    if kind_of(kernel, DeviceError).sim_model != "roofline":
         raise DeviceError(f"the simulated GPU cannot run kernel {kernel!r} (kind {kind!r}) as a roofline")
     work = kernel.work()
     flops = float(work.flop or 0.0) if work is not None else 0.0
@@ -172,7 +172,7 @@ def cycle_mean_excess(
 def build_kernel(preset: Preset, kernel: Any, world_size: int = 1) -> SimKernel:
     """Model a `fingrav.config` kernel (GemmKernel / GemvKernel / AttentionKernel / CallableKernel, or
     AllReduceKernel / AllGatherKernel over `world_size` GPUs) on `preset`."""
-    if kind_of(kernel).sim_model == "collective":  # the kind's simulator model (fingrav.kinds)
+    if kind_of(kernel, DeviceError).sim_model == "collective":  # the kind's simulator model (fingrav.kinds)
         return _build_collective(preset, kernel, world_size)
     kind, flops, nbytes, dtype, eff_c, eff_m = _roofline(preset, kernel)
     if dtype not in DTYPE_BYTES or dtype not in preset.peak_flops:

@@ -1,7 +1,7 @@
 """Collectives and several GPUs without torch: config validation, the simulator's collective model, the
 file layout of ranks, the runner's lockstep (ranks as threads), combining ranks, the report's multi-GPU
 part, and the torch device's collective handles on a fake torch. The multi-process gloo tests are in
-tests/collect/test_distributed_gloo.py (they need torch)."""
+tests/collect/test_distributed.py (they need torch)."""
 
 from __future__ import annotations
 

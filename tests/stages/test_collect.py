@@ -6,6 +6,7 @@ fails) only ever sees the receipts. Simulated GPU; calibrating takes a few secon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -168,7 +169,8 @@ def test_snakemake_rerun_and_failed_job_never_delete_raw_data(tmp_path: Path, mo
     fault = tmp_path / "fault"
     fault.mkdir()
     (fault / "sitecustomize.py").write_text(FAULT)
-    monkeypatch.setenv("PYTHONPATH", str(fault))
+    # the hook first, the checkout under test after it (a worktree run puts its own code on PYTHONPATH)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(fault), os.environ.get("PYTHONPATH")) if p))
     monkeypatch.setenv("FINGRAV_NO_WORKER", "1")
     proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target, check=False)
     out = proc.stdout + proc.stderr

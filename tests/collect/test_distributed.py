@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -211,7 +212,8 @@ def test_one_rank_dying_fails_the_collection_loudly_and_leaves_nothing_complete(
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(RANK_DIES)
-    monkeypatch.setenv("PYTHONPATH", str(hooks))
+    # the hook first, the checkout under test after it (a worktree run puts its own code on PYTHONPATH)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hooks), os.environ.get("PYTHONPATH")) if p))
     monkeypatch.setenv("FINGRAV_TEST_RANK_DIES", f"1:{where}")
     t0 = time.monotonic()
     with pytest.raises(DeviceError, match=r"multi-GPU collection failed.*(process 1|SIGKILL)") as exc:

@@ -86,9 +86,26 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         raise SystemExit("fingrav validate: give the sweep config: --config FILE")
     cfg = load_config(args.config)
     logger.info(
-        "%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios), cfg.device.backend
+        "%s: sweep %r, %d scenarios (%d from grids), backend %s",
+        args.config,
+        cfg.sweep,
+        len(cfg.scenarios),
+        sum(g.count() for g in cfg.grid),
+        cfg.device.backend,
     )
+    if args.expand:
+        sys.stdout.write(expanded_table(cfg))
     return 0
+
+
+def expanded_table(cfg: SweepConfig) -> str:
+    """The scenarios a config expands to (grids included), one line each: name, kernel, predecessor."""
+    rows = [("scenario", "kernel", "predecessor")]
+    for s in cfg.scenarios:
+        pred = f"{s.predecessor.count} x {s.predecessor.kernel.label()}" if s.predecessor else ""
+        rows.append((s.name, s.kernel.label(), pred))
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    return "".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() + "\n" for r in rows)
 
 
 def _layout(cfg: SweepConfig, out: str | None) -> SweepLayout:
@@ -208,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="validate a sweep config")
     v.add_argument("--config", help="the sweep config (as in every other subcommand)")
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
+    v.add_argument("--expand", action="store_true", help="list every scenario, grids expanded")
     v.set_defaults(func=_cmd_validate)
     for name, func, hlp in (
         ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),

@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from fingrav import grid as grids
 from fingrav.backends import BACKENDS, get_backend
 from fingrav.contracts.work import Work
 from fingrav.errors import ConfigError
@@ -537,7 +538,31 @@ class SweepConfig(_Model):
     calibration: CalibrationConfig = CalibrationConfig()
     run_policy: RunPolicy = RunPolicy()
     analysis: AnalysisConfig = AnalysisConfig()
-    scenarios: Annotated[list[Scenario], Field(min_length=1, max_length=MAX_SCENARIOS)]
+    scenarios: Annotated[list[Scenario], Field(max_length=MAX_SCENARIOS)] = Field(
+        default_factory=list, description="the scenarios, each a kernel to profile (a grid adds more)"
+    )
+    grid: list[grids.GridEntry] = Field(
+        default_factory=list,
+        exclude=True,  # its scenarios are in `scenarios`; a dump re-validates to the same sweep
+        description="shape grids: each entry expands to scenarios (kernel | shape | axes crossed | ties) that are "
+        "appended after `scenarios` and validated like them (fingrav.grid; `fingrav validate --expand` lists them)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_grids(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not data.get("grid"):
+            return data
+        try:
+            return grids.expand(data)
+        except ValidationError:
+            return data  # a malformed grid: the `grid` field's own validation names what is wrong
+
+    @model_validator(mode="after")
+    def _some_scenario(self) -> SweepConfig:
+        if not self.scenarios:
+            raise ValueError("scenarios: no scenario: give at least one in `scenarios` or a `grid`")
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> SweepConfig:
@@ -734,7 +759,18 @@ def parse_config(data: dict[str, Any]) -> SweepConfig:
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, data)) from None
+        raise ConfigError(format_validation_error(err, _expanded(data))) from None
+
+
+def _expanded(data: Any) -> Any:
+    """The config mapping with its grids expanded where they expand (so that a message names a generated scenario
+    by its name), else as given."""
+    if not isinstance(data, dict) or not data.get("grid"):
+        return data
+    try:
+        return grids.expand(data)
+    except (ValidationError, ValueError):
+        return data
 
 
 MAX_CONFIG_BYTES = 1 << 20  # a sweep config is a small file; anything larger is a mistake (or an attack)

@@ -16,8 +16,9 @@ the true kernel power, and the truth of the sensor reading (the noise-free senso
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -108,6 +109,36 @@ def _err(measured: float | None, true: float | None) -> float | None:
     return (measured - true) / true * 100.0
 
 
+@dataclass(frozen=True)
+class Validation:
+    """The simulator's truths (W, mJ; `groups` / `reading_groups` mW) and the signed errors of the measured
+    numbers (% of truth; None where not available) of one scenario (`validate`). The names are those of format 2
+    (summary.json "validation"); the result model carries them under its names (`contracts.result.Truth`)."""
+
+    groups: dict[str, dict[str, float]]
+    reading_groups: dict[str, float]
+    truth_ssp_power_w: float | None
+    truth_sse_kernel_power_w: float | None
+    truth_interleaved_kernel_power_w: float | None
+    truth_sse_reading_w: float | None
+    truth_interleaved_reading_w: float | None
+    truth_energy_per_exec_mj: float | None
+    truth_exec_energy_mj: float | None
+    energy_truth: str
+    ssp_error_pct: float | None
+    sse_reading_error_pct: float | None
+    sse_kernel_power_error_pct: float | None
+    interleaved_reading_error_pct: float | None
+    interleaved_kernel_power_error_pct: float | None
+    energy_error_pct: float | None
+    reference_error_pct: float | None
+    truth_burst_power_w: float | None
+    burst_error_pct: float | None
+
+    def to_summary(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
 def validate(
     truth: pl.DataFrame,
     binned: pl.DataFrame,
@@ -126,7 +157,7 @@ def validate(
     delay_ns: int = 0,
     burst_power_mw: float | None = None,
     sustained_run: int | None = None,
-) -> dict[str, Any]:
+) -> Validation:
     """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
 
     Two truths for the SSE and the interleaved execution: the *kernel power* (time-weighted true power of those
@@ -141,11 +172,8 @@ def validate(
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
     reference_power_mw: the reference run's settled power, compared with the SSP truth.
-    Returns {"groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}, truth_ssp_power_w,
-    truth_sse_kernel_power_w, truth_sse_reading_w, truth_interleaved_kernel_power_w, truth_interleaved_reading_w,
-    truth_energy_per_exec_mj, truth_exec_energy_mj, energy_truth ("cycle" | "execution"), ssp_error_pct,
-    energy_error_pct, sse_reading_error_pct, sse_kernel_power_error_pct, interleaved_reading_error_pct,
-    interleaved_kernel_power_error_pct, reference_error_pct} (None where not available)."""
+    Returns the `Validation` ("groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}; energy_truth
+    "cycle" | "execution"; None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
     groups: dict[str, dict[str, float]] = {}
     for row in tb.iter_rows(named=True):
@@ -173,29 +201,31 @@ def validate(
         readings = reading_truth_by_group(reading_truth, lois, plan, delay_ns)
     r_sse = readings.get("sse")
     r_first = readings.get("first") if plan.predecessor_count > 0 else None
-    out = {
-        "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
-        "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
-        "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
-        "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
-        "reading_groups": readings,
-        "truth_sse_reading_w": r_sse / 1e3 if r_sse is not None else None,
-        "truth_interleaved_reading_w": r_first / 1e3 if r_first is not None else None,
-        "truth_energy_per_exec_mj": t_energy,
-        "truth_exec_energy_mj": t_exec_energy,
-        "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
-        "ssp_error_pct": _err(ssp_power_mw, t_ssp),
-        "sse_reading_error_pct": _err(sse_reading_mw, r_sse),
-        "sse_kernel_power_error_pct": _err(sse_kernel_mw, t_sse),
-        "interleaved_reading_error_pct": _err(interleaved_reading_mw, r_first),
-        "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
-        "energy_error_pct": _err(energy_per_exec_mj, t_energy),
-        "reference_error_pct": _err(reference_power_mw, t_ssp),
-        "truth_burst_power_w": t_burst / 1e3 if t_burst is not None else None,
-        "burst_error_pct": _err(burst_power_mw, t_burst),
-    }
+    out = Validation(
+        **{
+            "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
+            "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
+            "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
+            "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
+            "reading_groups": readings,
+            "truth_sse_reading_w": r_sse / 1e3 if r_sse is not None else None,
+            "truth_interleaved_reading_w": r_first / 1e3 if r_first is not None else None,
+            "truth_energy_per_exec_mj": t_energy,
+            "truth_exec_energy_mj": t_exec_energy,
+            "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
+            "ssp_error_pct": _err(ssp_power_mw, t_ssp),
+            "sse_reading_error_pct": _err(sse_reading_mw, r_sse),
+            "sse_kernel_power_error_pct": _err(sse_kernel_mw, t_sse),
+            "interleaved_reading_error_pct": _err(interleaved_reading_mw, r_first),
+            "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
+            "energy_error_pct": _err(energy_per_exec_mj, t_energy),
+            "reference_error_pct": _err(reference_power_mw, t_ssp),
+            "truth_burst_power_w": t_burst / 1e3 if t_burst is not None else None,
+            "burst_error_pct": _err(burst_power_mw, t_burst),
+        }
+    )
     shown = {
-        k: "n/a" if out[k] is None else f"{out[k]:+.3f} %"
+        k: "n/a" if getattr(out, k) is None else f"{getattr(out, k):+.3f} %"
         for k in ("ssp_error_pct", "energy_error_pct", "sse_reading_error_pct", "sse_kernel_power_error_pct")
     }
     logger.info(

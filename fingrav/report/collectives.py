@@ -19,6 +19,7 @@ import polars as pl
 
 from fingrav.contracts import roles as R
 from fingrav.contracts import summary as S
+from fingrav.contracts.result import value_ci
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
@@ -120,30 +121,20 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
         c = combined.get(s.name)
         if not c:
             continue
-        for r in c.get("ranks") or []:
-            if _finite(r.get("ssp_power_w")):
+        comb = c.get("combined") or {}
+        for what, src in [*((f"GPU {r['rank']}", r) for r in c.get("ranks") or []), ("all GPUs", comb)]:
+            v, lo, hi = value_ci(src, "power_w")
+            if _finite(v):
                 rows.append(
                     {
                         "scenario": s.name,
-                        "what": f"GPU {r['rank']}",
-                        "power_w": float(r["ssp_power_w"]),
-                        "lo_w": r.get("ssp_power_ci_low_w"),
-                        "hi_w": r.get("ssp_power_ci_high_w"),
-                        "valid": bool(r.get("valid")),
-                    }
+                        "what": what,
+                        "power_w": float(v),
+                        "lo_w": lo,
+                        "hi_w": hi,
+                        "valid": bool(src.get("valid")),
+                    }  # fmt: skip
                 )
-        comb = c.get("combined") or {}
-        if _finite(comb.get("ssp_power_w")):
-            rows.append(
-                {
-                    "scenario": s.name,
-                    "what": "all GPUs",
-                    "power_w": float(comb["ssp_power_w"]),
-                    "lo_w": comb.get("ssp_power_ci_low_w"),
-                    "hi_w": comb.get("ssp_power_ci_high_w"),
-                    "valid": bool(comb.get("valid")),
-                }
-            )
     schema = {
         "scenario": pl.String,
         "what": pl.String,

@@ -16,6 +16,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from fingrav.analysis.fleet import DEVIATION_CI, SPREAD_CI
 from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
 from fingrav.layout import SweepLayout
 from fingrav.report.figures import _finite, _scenario_x, _title, configure
@@ -66,7 +67,7 @@ def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str
     return out
 
 
-def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "ssp_power") -> pl.DataFrame:
+def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") -> pl.DataFrame:
     """One row per scenario and card: its value, its deviation from the fleet mean (%) with the CI, valid."""
     rows = []
     for name, f in fleet.items():
@@ -78,8 +79,8 @@ def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "ssp_power"
                         "gpu": f"GPU {c['gpu']}",
                         "value": c.get("value"),
                         "dev_pct": c["deviation_pct"],
-                        "lo_pct": c.get("deviation_ci_low_pct"),
-                        "hi_pct": c.get("deviation_ci_high_pct"),
+                        "lo_pct": c.get(DEVIATION_CI[0]),
+                        "hi_pct": c.get(DEVIATION_CI[1]),
                         "valid": bool(c.get("valid")),
                     }
                 )
@@ -120,7 +121,7 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
     chart = alt.layer(zero, bars, points).properties(
         width=max(260, min(640, 30 * len(order) * len(gpus))),
         height=240,
-        title=_title("Card-to-card spread of the SSP power", "bars: CI; faded: invalid row; dashed: fleet mean"),
+        title=_title("Card-to-card spread of the power", "bars: CI; faded: invalid row; dashed: fleet mean"),
     )
     return configure(chart)
 
@@ -137,7 +138,7 @@ def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
 
 def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
     """The spread of the SSP power per scenario as an HTML table (the analysis' numbers)."""
-    cols = fleet_metric_columns("ssp_power")
+    cols = fleet_metric_columns("power")
     head = (
         "<tr><th>scenario</th><th>GPUs</th><th>fleet SSP (W)</th><th>spread (%)</th><th>noise only (%)</th>"
         "<th>cards differ</th><th>card-to-card sd (%)</th></tr>"
@@ -148,12 +149,12 @@ def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str
         if not f:
             continue
         row = f.get("row") or {}
-        m = (f.get("metrics") or {}).get("ssp_power") or {}
+        m = (f.get("metrics") or {}).get("power") or {}
         distinct = row.get(cols["distinct"])
         body.append(
             f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.get('gpus') or []))}</td>"
             f"<td>{_ci(m, 'mean', 'mean_ci_low', 'mean_ci_high', 1)}</td>"
-            f"<td>{_ci(m, 'spread_pct', 'spread_ci_low_pct', 'spread_ci_high_pct', 2)}</td>"
+            f"<td>{_ci(m, 'spread_pct', *SPREAD_CI, 2)}</td>"
             f"<td>{fmt(m.get('noise_spread_pct'), 2)}</td>"
             f"<td>{'–' if distinct is None else ('yes' if distinct else 'no')}</td>"
             f"<td>{fmt(m.get('between_card_sd_pct'), 2)}</td></tr>"

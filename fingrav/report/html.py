@@ -11,15 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from fingrav.contracts import flags as FL
-from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
+from fingrav.contracts.result import is_finite
+from fingrav.contracts.result import value_ci as ci3
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
-from fingrav.contracts.units import MW_PER_W, ms, us, w
+from fingrav.contracts.units import MW_PER_W, ms, us
 from fingrav.report.load import ScenarioData, sensor_ns
 
 logger = logging.getLogger(__name__)
@@ -88,9 +88,7 @@ def esc(x: Any) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _finite(v: Any) -> bool:
-    """Whether v is a finite real number (not a bool, not None)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
+_finite = is_finite
 
 
 def fmt(v: Any, digits: int | None = None) -> str:
@@ -318,7 +316,8 @@ def kernel_power_cell(scn: ScenarioData, target: str) -> str:
     if k is None or not k.measurable:
         why = k.reason if k is not None and k.reason else "not estimated"
         return f'<span class="nm" title="{esc(why)}">not measurable</span>'
-    return fmt_ci(w(k.value_mw), w(k.ci_low_mw), w(k.ci_high_mw), 1)
+    p = k.power.scaled(1.0 / MW_PER_W, "W")
+    return fmt_ci(p.value, p.ci_low, p.ci_high, 1)
 
 
 def _signed(v: Any) -> str:
@@ -326,8 +325,8 @@ def _signed(v: Any) -> str:
 
 
 def _pct_ci(r: Mapping[str, Any], name: str) -> str:
-    """A row's signed percentage `<name>_pct` with its CI (`<name>_ci_low_pct`, `<name>_ci_high_pct`) as text."""
-    v, lo, hi = (r.get(f"{name}{part}_pct") for part in ("", "_ci_low", "_ci_high"))
+    """A row's signed percentage `<name>_pct` with its CI as text."""
+    v, lo, hi = ci3(r, f"{name}_pct")
     ci = f" [{_signed(lo)}, {_signed(hi)}]" if _finite(lo) and _finite(hi) else ""
     return f"{_signed(v)} %{ci}"
 
@@ -342,20 +341,20 @@ def takeaway(scn: ScenarioData) -> str:
         also = f"; also {', '.join(f.name for f in invalid[1:])}" if len(invalid) > 1 else ""
         return f"not valid: {invalid[0].name} ({invalid[0].threshold}){also}"
     bits = []
-    vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
+    vs = "the SSP"
     if r.get("limit_cycles"):
         bits.append(
             f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
-            f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'burst_vs_sustained')}"
+            f"{fmt(r.get('power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'ssp_vs_power')}"
         )
     elif (
-        r.get("ssp_source") == "sustained"
-        and _finite(r.get("instrumentation_cycle_pct"))
-        and abs(float(r["instrumentation_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
+        r.get("power_source") == "sustained"
+        and _finite(r.get("ssp_cycle_vs_sustained_cycle_pct"))
+        and abs(float(r["ssp_cycle_vs_sustained_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
     ):
-        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'instrumentation_cycle')}")
+        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'ssp_cycle_vs_sustained_cycle')}")
     if _finite(r.get("sse_kernel_power_w")):
-        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_vs_ssp')} vs {vs} (kernel power)")
+        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_power_vs_ssp')} vs {vs} (kernel power)")
     elif _finite(r.get("sse_reading_vs_ssp_pct")):
         bits.append(f"the sensor reads {_pct_ci(r, 'sse_reading_vs_ssp')} vs {vs} during the SSE")
     if _finite(r.get("interleaved_reading_vs_ssp_pct")):
@@ -367,18 +366,16 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
     scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
     (burst / sustained) is shown when the sweep has any sustained one."""
-    show_source = any((s.row.get("ssp_source") or "burst") != "burst" for s in scns)
+    show_source = any((s.row.get("power_source") or "burst") != "burst" for s in scns)
     rows = []
     for s in scns:
         r = s.row
         mark = '<span class="ok" title="valid">✓</span>' if s.valid else '<span class="bad" title="invalid">✗</span>'
-        ssp = fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1, inline=True)
+        ssp = fmt_ci(*ci3(r, "power_w"), 1, inline=True)
         if show_source:
-            ssp += f'<span class="cii">{esc(r.get("ssp_source") or "burst")}</span>'
+            ssp += f'<span class="cii">{esc(r.get("power_source") or "burst")}</span>'
         energy = fmt_ci(
-            r.get("energy_per_exec_mj"),
-            r.get("energy_per_exec_ci_low_mj"),
-            r.get("energy_per_exec_ci_high_mj"),
+            *ci3(r, "energy_per_exec_mj"),
             inline=True,
         )
         cls = "" if s.valid else ' class="invalid"'
@@ -398,7 +395,7 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
 def _vs_label(scns: Sequence[ScenarioData]) -> str:
     """What the readings' *_vs_ssp_pct compare with: the SSP of the same stamped runs, which is the burst SSP
     (burst_power_w) where a headline is sustained (`fingrav.contracts.summary` HEAD)."""
-    return "burst SSP" if any((s.row.get("ssp_source") or "burst") != "burst" for s in scns) else "SSP"
+    return "burst SSP" if any((s.row.get("power_source") or "burst") != "burst" for s in scns) else "SSP"
 
 
 def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT) -> str:
@@ -419,36 +416,25 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
             if s.valid
             else '<span class="bad" title="invalid">✗ invalid</span>'
         )
-        if s.sse_measurable:
-            sse = fmt_signed_ci(
-                r.get("sse_reading_vs_ssp_pct"),
-                r.get("sse_reading_vs_ssp_ci_low_pct"),
-                r.get("sse_reading_vs_ssp_ci_high_pct"),
-            )
-        else:
-            sse = NOT_MEASURABLE_HTML
+        sse = fmt_signed_ci(*ci3(r, "sse_reading_vs_ssp_pct")) if s.sse_measurable else NOT_MEASURABLE_HTML
         ref = paper_sse_vs_ssp_pct(s.name, paper)
         if ref is not None:
             sse += f'<span class="paper" title="the paper\'s MI300X value">paper: {ref:+.0f}</span>'
         cells = [
-            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
-            fmt_ci(
-                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
-            ),
+            fmt_ci(*ci3(r, "exec_time_us")),
+            fmt_ci(*ci3(r, "power_w"), 1),
+            fmt_ci(*ci3(r, "energy_per_exec_mj")),
             sse,
         ]
         if interleaved:
             cells.append(
                 fmt_signed_ci(
-                    r.get("interleaved_reading_vs_ssp_pct"),
-                    r.get("interleaved_reading_vs_ssp_ci_low_pct"),
-                    r.get("interleaved_reading_vs_ssp_ci_high_pct"),
+                    *ci3(r, "interleaved_reading_vs_ssp_pct"),
                 )
                 if s.has_predecessor
                 else "–"
             )
-        cells.append(f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}")
+        cells.append(f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}")
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         cls = "valid" if s.valid else "invalid"
         body.append(
@@ -472,7 +458,7 @@ def summary_section(
             if ch and ch not in channels:
                 channels.append(ch)
     with_ref = any(s.has_reference for s in scns)
-    sustained = any(s.row.get("ssp_source") not in (None, "burst") for s in scns)
+    sustained = any(s.row.get("power_source") not in (None, "burst") for s in scns)
     cycling = any(s.row.get("limit_cycles") for s in scns)
     heads = [
         "",
@@ -480,18 +466,18 @@ def summary_section(
         "kernel",
         "predecessor",
         "exec time (µs)",
-        "SSP power (W, kernel)",
+        "power (W)",
         "SSE reading (W, sensor)",
         f"SSE reading vs {_vs_label(scns)} (%)",
         "SSE kernel power (W)",
     ]
     if sustained:
-        heads += ["SSP source", "burst SSP (W, after idle)", "burst vs sustained (%)", "stamps add to the cycle (%)"]
-        heads += ["stamps change the power (%)", "reference run (s, stop)"]
+        heads += ["power source", "SSP (W, stamped runs after idle)", "SSP vs power (%)"]
+        heads += ["SSP cycle vs sustained cycle (%)", "SSP vs unstamped burst (%)", "reference run (s, stop)"]
     if cycling:
         heads += ["limit cycle (period ms, duty %, high / low W)"]
     if with_ref:
-        heads += ["reference power (W)", "SSP vs reference (%)"]
+        heads += ["reference power (W, settled)", "SSP vs reference (%)"]
     heads += [
         "energy / exec (mJ)",
         "interleaved reading (W, sensor)",
@@ -509,7 +495,7 @@ def summary_section(
         )
         if s.sse_measurable:
             sse_cells = [
-                fmt_ci(r.get("sse_reading_w"), r.get("sse_reading_ci_low_w"), r.get("sse_reading_ci_high_w"), 1),
+                fmt_ci(*ci3(r, "sse_reading_w"), 1),
                 fmt(r.get("sse_reading_vs_ssp_pct"), 1),
             ]
         else:
@@ -520,30 +506,24 @@ def summary_section(
             f"<b>{esc(s.name)}</b>",
             esc(r.get("kernel")),
             esc(r.get("predecessor") or "–"),
-            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
+            fmt_ci(*ci3(r, "exec_time_us")),
+            fmt_ci(*ci3(r, "power_w"), 1),
             *sse_cells,
         ]
         if sustained:
             cells += [
-                esc(r.get("ssp_source") or "–"),
-                fmt_ci(r.get("burst_power_w"), r.get("burst_power_ci_low_w"), r.get("burst_power_ci_high_w"), 1),
+                esc(r.get("power_source") or "–"),
+                fmt_ci(*ci3(r, "ssp_power_w"), 1),
                 fmt_ci(
-                    r.get("burst_vs_sustained_pct"),
-                    r.get("burst_vs_sustained_ci_low_pct"),
-                    r.get("burst_vs_sustained_ci_high_pct"),
+                    *ci3(r, "ssp_vs_power_pct"),
                     1,
                 ),
                 fmt_ci(
-                    r.get("instrumentation_cycle_pct"),
-                    r.get("instrumentation_cycle_ci_low_pct"),
-                    r.get("instrumentation_cycle_ci_high_pct"),
+                    *ci3(r, "ssp_cycle_vs_sustained_cycle_pct"),
                     1,
                 ),
                 fmt_ci(
-                    r.get("instrumentation_power_pct"),
-                    r.get("instrumentation_power_ci_low_pct"),
-                    r.get("instrumentation_power_ci_high_pct"),
+                    *ci3(r, "ssp_vs_unstamped_burst_pct"),
                     1,
                 ),
                 f"{fmt(r.get('sustained_run_s'), 1)} ({esc(r.get('sustained_stop') or '–')})",
@@ -558,31 +538,21 @@ def summary_section(
             )
         if with_ref:
             cells += [
-                fmt_ci(
-                    r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
-                ),
+                fmt_ci(*ci3(r, "reference_power_w"), 1),
                 fmt(r.get("ssp_vs_reference_pct"), 1),
             ]
         cells += [
+            fmt_ci(*ci3(r, "energy_per_exec_mj")),
             fmt_ci(
-                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
-            ),
-            fmt_ci(
-                r.get("interleaved_reading_w"),
-                r.get("interleaved_reading_ci_low_w"),
-                r.get("interleaved_reading_ci_high_w"),
+                *ci3(r, "interleaved_reading_w"),
                 1,
             ),
             fmt(r.get("interleaved_reading_vs_ssp_pct"), 1),
             kernel_power_cell(s, "first") if s.has_predecessor else "–",
         ]
         for ch in channels:
-            st = s.summary.role(ch, R.SSP)
-            lo, hi = (st.ci_low_mw, st.ci_high_mw) if st is not None else (None, None)
-            cells.append(
-                fmt_ci(r.get(channel_column(ch)), w(lo) if _finite(lo) else None, w(hi) if _finite(hi) else None, 1)
-            )
-        runs = f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}"
+            cells.append(fmt_ci(*ci3(r, channel_column(ch)), 1))
+        runs = f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}"
         if r.get("sse_runs_total"):
             runs = (
                 f'SSP {runs}<span class="ci">SSE {fmt(r.get("sse_runs_golden"), 0)} / '
@@ -590,7 +560,7 @@ def summary_section(
             )
         cells += [
             runs,
-            f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
+            f"{fmt(r.get('ssp_lois'), 0)} / {fmt(r.get('sse_lois'), 0)}",
             flag_chips(s.flags),
         ]
         tds = "".join(
@@ -624,16 +594,16 @@ def summary_section(
 def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The reference runs: settled power, SSP vs reference and the energy-counter cross-check (empty when
     no scenario has a reference run)."""
-    rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_energy_power_w"))]
+    rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_counter_power_w"))]
     if not rows:
         return ""
     head = "".join(
         f"<th>{esc(h)}</th>"
         for h in (
             "scenario",
-            "settled power (W) [CI]",
-            "SSP power (W) [CI]",
-            "SSP vs reference (%)",
+            "reference power, settled (W) [CI]",
+            "method SSP (W) [CI]",
+            "SSP vs reference (%) [CI]",
             "counter power, whole run (W)",
             "counter vs samples (%)",
             "settled samples",
@@ -643,18 +613,16 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
     body = []
     for s in rows:
         r = s.row
-        ref = s.summary.reference or {}
-        t_stable = ref.get("t_stable_ns")
+        ref = s.summary.reference
+        t_stable = ref.t_stable_ns if ref is not None else None
         cls = "" if s.valid else ' class="invalid"'
         cells = [
-            fmt_ci(
-                r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
-            ),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
-            fmt(r.get("ssp_vs_reference_pct"), 2),
-            fmt(r.get("reference_energy_power_w"), 1),
+            fmt_ci(*ci3(r, "reference_power_w"), 1),
+            fmt_ci(*ci3(r, "ssp_power_w"), 1),
+            fmt_ci(*ci3(r, "ssp_vs_reference_pct"), 2),
+            fmt(r.get("reference_counter_power_w"), 1),
             fmt(r.get("reference_counter_vs_samples_pct"), 2),
-            fmt(ref.get("settled_samples")),
+            fmt(ref.settled_samples if ref is not None else None),
             fmt(ms(t_stable) if _finite(t_stable) else None),
         ]
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)

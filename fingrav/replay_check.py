@@ -145,12 +145,11 @@ def compare(
                 if y is None and math.isnan(x):
                     continue
                 rel = math.inf if y is None else (abs(y - x) / abs(x) if x else abs(y))
+                if why and rel > 1e-12:  # a change made on purpose: listed, never the worst difference
+                    rep.intended.append((name, col, a, str(b), why))
+                    continue
                 if rel > rel_tol:
-                    (
-                        rep.intended.append((name, col, a, str(b), why))
-                        if why
-                        else rep.differences.append((name, col, a, str(b)))
-                    )
+                    rep.differences.append((name, col, a, str(b)))
                     continue
                 if rel > rep.worst_rel:
                     rep.worst_rel, rep.worst_cell = rel, (name, col)

@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
+from fingrav.contracts.flags import REGISTRY
 
 
 class _Model(BaseModel):
@@ -319,7 +320,9 @@ class Flags(_Model):
 
     @property
     def all(self) -> list[str]:
-        return [*self.invalidating, *self.notes]
+        """Every flag that fired, in the registry's order."""
+        order = {f.name: i for i, f in enumerate(REGISTRY)}
+        return sorted([*self.invalidating, *self.notes], key=lambda f: order.get(f, len(order)))
 
 
 class ScenarioResult(_Model):

@@ -63,9 +63,9 @@ def test_ssp_matches_ground_truth_and_sse_differs(tiny_run: Path) -> None:
     rows = {r["scenario"]: r for r in read_summary(tiny_run / "results" / "tiny" / "summary.csv")}
     for name, row in rows.items():
         assert row["valid"] == "true", (name, row["flags"])
-        assert abs(float(row["ssp_error_pct"])) <= 2.0, (name, row["ssp_error_pct"])
-        lo, hi = float(row["ssp_power_ci_low_w"]), float(row["ssp_power_ci_high_w"])
-        assert lo <= float(row["ssp_power_w"]) <= hi
+        assert abs(float(row["power_vs_truth_pct"])) <= 2.0, (name, row["power_vs_truth_pct"])
+        lo, hi = float(row["power_ci_low_w"]), float(row["power_ci_high_w"])
+        assert lo <= float(row["power_w"]) <= hi
     # the paper's pattern: the 2K GEMM's SSE is far below its SSP, the 8K GEMM's is close
     assert abs(float(rows["cb-2k"]["sse_reading_vs_ssp_pct"])) > 30
     assert abs(float(rows["cb-8k"]["sse_reading_vs_ssp_pct"])) < 10
@@ -116,7 +116,7 @@ def test_replay_reproduces_summary(tiny_run: Path, tmp_path: Path) -> None:
     again = {r["scenario"]: r for r in read_summary(tmp_path / "results" / "tiny" / "summary.csv")}
     assert orig.keys() == again.keys()
     for name in orig:
-        for col in ("ssp_power_w", "sse_reading_w", "energy_per_exec_mj", "exec_time_us"):
+        for col in ("power_w", "sse_reading_w", "energy_per_exec_mj", "exec_time_us"):
             a, b = float(orig[name][col]), float(again[name][col])
             assert b == pytest.approx(a, rel=1e-3), (name, col)
 

@@ -109,11 +109,11 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert on_disk["clock"]["drift_ppm"] == pytest.approx(20.0, abs=0.01)
     row = summary["row"]
     assert row["kernel"] == "gemm 2048x2048x2048 bf16" and row["backend"] == "sim" and row["predecessor"] is None
-    assert row["ssp_power_w"] == pytest.approx(400.0) and row["sse_reading_w"] == pytest.approx(350.0)
-    assert row["ssp_error_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
+    assert row["power_w"] == pytest.approx(400.0) and row["sse_reading_w"] == pytest.approx(350.0)
+    assert row["power_vs_truth_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
     assert (row["sse_runs_total"], row["sse_runs_golden"]) == (20, 19)
     assert row["reference_power_w"] == pytest.approx(400.0) and row["ssp_vs_reference_pct"] == pytest.approx(0.0)
-    assert row["reference_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert row["reference_vs_truth_pct"] == pytest.approx(0.0, abs=1e-9)
     assert on_disk["reference"]["executions"] == 1000 and on_disk["reference"]["t_stable_source"] == "probe"
     assert set(lois["phase"].unique()) == {"sse", "ssp"}
     assert summary["sensor"]["delay_correction_ns"] == 40_000
@@ -137,7 +137,7 @@ def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
     s = json.loads(layout.summary_json("s", 0).read_text())
     assert s["provenance"]["clock_source"] == "calibration"
     assert s["clock"]["offset_ns"] == pytest.approx(163_000 + 50_000)  # the calibration's (50 us off)
-    assert s["row"]["ssp_power_w"] is not None and "truth_ssp_power_w" not in s["row"]
+    assert s["row"]["power_w"] is not None and "truth_power_w" not in s["row"]
     assert s["row"]["reference_power_w"] is None and s["reference"] is None
 
 
@@ -163,11 +163,11 @@ def test_scenario_sensor_merges_calibration_over_plan():
 
 def test_summary_table_column_order_and_types():
     rows = [
-        {"scenario": "a", "ssp_power_w": 1.0, "ssp_memory_power_w": 0.5, "runs_total": 3, "valid": True, "flags": ""},
+        {"scenario": "a", "power_w": 1.0, "ssp_memory_power_w": 0.5, "ssp_runs_total": 3, "valid": True, "flags": ""},
         {  # a summary.json's "row"
             "scenario": "b",
             "ssp_xcd_power_w": 2.0,
-            "truth_ssp_power_w": 2.1,
+            "truth_power_w": 2.1,
             "valid": False,
             "flags": "too_few_lois",
         },
@@ -211,22 +211,22 @@ def test_summary_table_column_order_and_types():
         "reference_power_ci_low_w",
         "reference_power_ci_high_w",
         "ssp_vs_reference_pct",
-        "reference_energy_power_w",
+        "reference_counter_power_w",
         "reference_counter_vs_samples_pct",
         "sse_reading_vs_ssp_ci_low_pct",
         "sse_reading_vs_ssp_ci_high_pct",
         "interleaved_reading_vs_ssp_ci_low_pct",
         "interleaved_reading_vs_ssp_ci_high_pct",
-        "sse_kernel_vs_ssp_ci_low_pct",
-        "sse_kernel_vs_ssp_ci_high_pct",
-        "interleaved_kernel_vs_ssp_ci_low_pct",
-        "interleaved_kernel_vs_ssp_ci_high_pct",
+        "sse_kernel_power_vs_ssp_ci_low_pct",
+        "sse_kernel_power_vs_ssp_ci_high_pct",
+        "interleaved_kernel_power_vs_ssp_ci_low_pct",
+        "interleaved_kernel_power_vs_ssp_ci_high_pct",
         "collect_gpu_s",
     )
     assert t.schema["sse_runs_total"] == pl.Int64
-    assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
+    assert t.schema["ssp_runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
     assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
     assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT, *SUSTAINED]
-    assert t.schema["ssp_source"] == pl.String and t.schema["limit_cycles"] == pl.Int64
-    assert t.schema["sustained_stop"] == pl.String and t.schema["instrumentation_power_pct"] == pl.Float64
+    assert t.schema["power_source"] == pl.String and t.schema["limit_cycles"] == pl.Int64
+    assert t.schema["sustained_stop"] == pl.String and t.schema["ssp_vs_unstamped_burst_pct"] == pl.Float64

@@ -25,7 +25,7 @@ def test_differentiate_fills_the_columns_from_the_work(tmp_path: Path) -> None:
     cycle_s = s["cycle_time_mean_ns"] * 1e-9
     assert row["work_flop"] == flop and row["throughput_tflop_s"] == pytest.approx(flop / cycle_s / 1e12)
     assert row["bandwidth_gb_s"] == pytest.approx(row["work_bytes"] / cycle_s / 1e9)
-    assert row["energy_efficiency_tflop_s_per_w"] == pytest.approx(row["throughput_tflop_s"] / row["ssp_power_w"])
+    assert row["energy_efficiency_tflop_s_per_w"] == pytest.approx(row["throughput_tflop_s"] / row["power_w"])
     assert row["energy_per_flop_pj"] == pytest.approx(row["energy_per_exec_mj"] * 1e9 / flop)
     for name, unit in (("throughput", "tflop_s"), ("energy_efficiency", "tflop_s_per_w"), ("energy_per_byte", "pj")):
         assert row[f"{name}_ci_low_{unit}"] <= row[f"{name}_{unit}"] <= row[f"{name}_ci_high_{unit}"], name

@@ -480,17 +480,17 @@ def truth_group(v: Validation, result: R.ScenarioResult, hs: HeadlineStep) -> R.
         return measured.vs_exact(truth)
 
     ref = hs.reference
-    t_power = v.truth_ssp_power_w
+    t_power = v.truth_power_w
     return R.Truth(
         power=t(t_power, "W"),
-        ssp_power=t(v.truth_burst_power_w, "W"),
+        ssp_power=t(v.truth_ssp_power_w, "W"),
         energy_per_exec=t(v.truth_energy_per_exec_mj, "mJ"),
         sse_reading=t(v.truth_sse_reading_w, "W"),
         sse_kernel_power=t(v.truth_sse_kernel_power_w, "W"),
         interleaved_reading=t(v.truth_interleaved_reading_w, "W"),
         interleaved_kernel_power=t(v.truth_interleaved_kernel_power_w, "W"),
         power_vs_truth=err(hs.headline.power, _mw(t_power)),
-        ssp_vs_truth=err(_mw_est(result.ssp.power), _mw(v.truth_burst_power_w)),
+        ssp_vs_truth=err(_mw_est(result.ssp.power), _mw(v.truth_ssp_power_w)),
         energy_per_exec_vs_truth=err(hs.headline.energy, v.truth_energy_per_exec_mj),
         reference_vs_truth=err(ref.power if ref is not None else Estimate(), _mw(t_power)),
         sse_reading_vs_truth=err(_mw_est(result.sse.reading), _mw(v.truth_sse_reading_w)),

@@ -112,12 +112,12 @@ def _err(measured: float | None, true: float | None) -> float | None:
 @dataclass(frozen=True)
 class Validation:
     """The simulator's truths (W, mJ; `groups` / `reading_groups` mW) and the signed errors of the measured
-    numbers (% of truth; None where not available) of one scenario (`validate`). The names are those of format 2
-    (summary.json "validation"); the result model carries them under its names (`contracts.result.Truth`)."""
+    numbers (% of truth; None where not available) of one scenario (`validate`), under the result's names
+    (`contracts.result.Truth`: truth_power_w is the headline's truth, truth_ssp_power_w the method SSP's)."""
 
     groups: dict[str, dict[str, float]]
     reading_groups: dict[str, float]
-    truth_ssp_power_w: float | None
+    truth_power_w: float | None
     truth_sse_kernel_power_w: float | None
     truth_interleaved_kernel_power_w: float | None
     truth_sse_reading_w: float | None
@@ -125,15 +125,15 @@ class Validation:
     truth_energy_per_exec_mj: float | None
     truth_exec_energy_mj: float | None
     energy_truth: str
-    ssp_error_pct: float | None
-    sse_reading_error_pct: float | None
-    sse_kernel_power_error_pct: float | None
-    interleaved_reading_error_pct: float | None
-    interleaved_kernel_power_error_pct: float | None
-    energy_error_pct: float | None
-    reference_error_pct: float | None
-    truth_burst_power_w: float | None
-    burst_error_pct: float | None
+    power_vs_truth_pct: float | None
+    sse_reading_vs_truth_pct: float | None
+    sse_kernel_power_vs_truth_pct: float | None
+    interleaved_reading_vs_truth_pct: float | None
+    interleaved_kernel_power_vs_truth_pct: float | None
+    energy_per_exec_vs_truth_pct: float | None
+    reference_vs_truth_pct: float | None
+    truth_ssp_power_w: float | None
+    ssp_vs_truth_pct: float | None
 
     def to_summary(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -167,7 +167,7 @@ def validate(
 
     sustained_run: the reference run whose sustained power is the headline (`analysis.sustained.headline`); its
     truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the SSP and energy truth,
-    and the SSP-tail truth validates burst_power_mw (truth_burst_power_w, burst_error_pct).
+    and the SSP-tail truth validates burst_power_mw (truth_ssp_power_w, ssp_vs_truth_pct).
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
@@ -204,7 +204,7 @@ def validate(
     out = Validation(
         **{
             "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
-            "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
+            "truth_power_w": t_ssp / 1e3 if t_ssp is not None else None,
             "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
             "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
             "reading_groups": readings,
@@ -213,26 +213,31 @@ def validate(
             "truth_energy_per_exec_mj": t_energy,
             "truth_exec_energy_mj": t_exec_energy,
             "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
-            "ssp_error_pct": _err(ssp_power_mw, t_ssp),
-            "sse_reading_error_pct": _err(sse_reading_mw, r_sse),
-            "sse_kernel_power_error_pct": _err(sse_kernel_mw, t_sse),
-            "interleaved_reading_error_pct": _err(interleaved_reading_mw, r_first),
-            "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
-            "energy_error_pct": _err(energy_per_exec_mj, t_energy),
-            "reference_error_pct": _err(reference_power_mw, t_ssp),
-            "truth_burst_power_w": t_burst / 1e3 if t_burst is not None else None,
-            "burst_error_pct": _err(burst_power_mw, t_burst),
+            "power_vs_truth_pct": _err(ssp_power_mw, t_ssp),
+            "sse_reading_vs_truth_pct": _err(sse_reading_mw, r_sse),
+            "sse_kernel_power_vs_truth_pct": _err(sse_kernel_mw, t_sse),
+            "interleaved_reading_vs_truth_pct": _err(interleaved_reading_mw, r_first),
+            "interleaved_kernel_power_vs_truth_pct": _err(interleaved_kernel_mw, t_first),
+            "energy_per_exec_vs_truth_pct": _err(energy_per_exec_mj, t_energy),
+            "reference_vs_truth_pct": _err(reference_power_mw, t_ssp),
+            "truth_ssp_power_w": t_burst / 1e3 if t_burst is not None else None,
+            "ssp_vs_truth_pct": _err(burst_power_mw, t_burst),
         }
     )
     shown = {
         k: "n/a" if getattr(out, k) is None else f"{getattr(out, k):+.3f} %"
-        for k in ("ssp_error_pct", "energy_error_pct", "sse_reading_error_pct", "sse_kernel_power_error_pct")
+        for k in (
+            "power_vs_truth_pct",
+            "energy_per_exec_vs_truth_pct",
+            "sse_reading_vs_truth_pct",
+            "sse_kernel_power_vs_truth_pct",
+        )
     }
     logger.info(
         "validation: SSP error %s, energy error %s, SSE reading error %s, SSE kernel power error %s",
-        shown["ssp_error_pct"],
-        shown["energy_error_pct"],
-        shown["sse_reading_error_pct"],
-        shown["sse_kernel_power_error_pct"],
+        shown["power_vs_truth_pct"],
+        shown["energy_per_exec_vs_truth_pct"],
+        shown["sse_reading_vs_truth_pct"],
+        shown["sse_kernel_power_vs_truth_pct"],
     )
     return out

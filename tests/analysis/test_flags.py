@@ -10,7 +10,9 @@ import polars as pl
 from fingrav.analysis.flags import FlagInputs, compute_flags, detect_gaps, gaps_in_spans
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.flags import INVALIDATING
 from fingrav.contracts.plan import Probe
+from fingrav.contracts.result import split_flags
 from fingrav.contracts.sensor import SensorModel
 from fingrav.testing.synthetic import SynthSpec, analyze, generate
 

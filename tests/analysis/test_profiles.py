@@ -131,9 +131,9 @@ def test_bootstrap_ci_covers_known_mean_and_shrinks():
             prof = compute_profiles(lois, hx, PLAN, ANALYSIS, seed=t)
             st = prof.channels["total"]["ssp"]
             covered += n_runs == 30 and st.ci_low_mw <= 300_000.0 <= st.ci_high_mw
-            widths[n_runs] = st["ci_high_mw"] - st["ci_low_mw"]
-            assert st["lois"] == lois.height
-            assert st["mean_mw"] == pytest.approx(lois["power_mw"].mean())
+            widths[n_runs] = st.ci_high_mw - st.ci_low_mw
+            assert st.lois == lois.height
+            assert st.mean_mw == pytest.approx(lois["power_mw"].mean())
     assert covered / trials >= 0.85  # nominal 95 %; percentile bootstrap with 30 clusters is a bit short
     assert widths[480] < widths[30] / 2.5  # ~ sqrt(16) = 4 x narrower
 

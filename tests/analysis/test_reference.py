@@ -168,9 +168,14 @@ def test_reference_unsettled_when_settling_outlasts_the_run():
         max_clock_residual_us=20.0,
     )
     assert "reference_unsettled" in s.flags and s.valid is True
-    assert s.reference is not None and s.reference.settled_samples == 0 and s.row["reference_power_w"] is None
-    assert s.row["reference_power_ci_low_w"] is None
-    assert s.row["reference_counter_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
+    row = s.result.flat()
+    assert (
+        s.reference is not None
+        and s.reference.settled_samples == 0
+        and not s.result.sustained.reference_power.has_value
+    )
+    assert row["reference_power_ci_low_w"] is None
+    assert row["reference_counter_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
 
 
 def test_settle_time_falls_back_to_the_sensor():

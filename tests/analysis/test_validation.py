@@ -79,15 +79,15 @@ def test_validate_signed_errors():
         energy_per_exec_mj=80.0,
         sse_kernel_mw=350_000.0,
     )
-    assert v.truth_ssp_power_w == pytest.approx(320.0)
-    assert v.ssp_error_pct == pytest.approx(25.0)  # (400 - 320) / 320
+    assert v.truth_power_w == pytest.approx(320.0)
+    assert v.power_vs_truth_pct == pytest.approx(25.0)  # (400 - 320) / 320
     assert v.truth_sse_kernel_power_w == pytest.approx(280.0)
-    assert v.sse_kernel_power_error_pct == pytest.approx(25.0)
-    assert v.sse_reading_error_pct is None  # no reading truth given
+    assert v.sse_kernel_power_vs_truth_pct == pytest.approx(25.0)
+    assert v.sse_reading_vs_truth_pct is None  # no reading truth given
     assert v.truth_sse_reading_w is None
     e_true = v.truth_energy_per_exec_mj
-    assert v.energy_error_pct == pytest.approx((80.0 - e_true) / e_true * 100)
-    assert v.truth_interleaved_kernel_power_w is None and v.interleaved_kernel_power_error_pct is None
+    assert v.energy_per_exec_vs_truth_pct == pytest.approx((80.0 - e_true) / e_true * 100)
+    assert v.truth_interleaved_kernel_power_w is None and v.interleaved_kernel_power_vs_truth_pct is None
 
 
 def test_differentiate_row_has_truth_columns():
@@ -113,7 +113,7 @@ def test_differentiate_row_has_truth_columns():
     _, s2 = differentiate(
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
     )
-    assert "truth_power_w" not in s2["row"] and s2["validation"] is None
+    assert s2["row"]["truth_power_w"] is None and s2["result"]["truth"] is None and s2["validation"] is None
 
 
 def test_cycle_power_with_launch_gaps_and_trailing_execution():
@@ -161,5 +161,5 @@ def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
     assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38, rel=1e-4)  # pooled, ~equal cycles
     assert tot["ssp"] == pytest.approx(400_000.0) and tot["first"] == pytest.approx(450_000.0)
     v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
-    assert v.reference_error_pct == pytest.approx(1.0)
-    assert validate(truth, binned, plan, 400_000.0, None, None).reference_error_pct is None
+    assert v.reference_vs_truth_pct == pytest.approx(1.0)
+    assert validate(truth, binned, plan, 400_000.0, None, None).reference_vs_truth_pct is None

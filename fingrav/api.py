@@ -76,6 +76,11 @@ class ProfileResult:
     results_dir: Path | None
 
     @property
+    def row(self) -> dict[str, Any]:
+        """The result's flat columns (`ScenarioResult.flat`: summary.csv's and every other column)."""
+        return self.result.flat()
+
+    @property
     def result(self) -> ScenarioResult:
         """The scenario's typed result (every number, `fingrav.contracts.result`)."""
         return self.summary.result
@@ -204,6 +209,11 @@ def _profile_frame(lois_path: Path) -> pl.DataFrame:
     )
 
 
+def limit_cycle_of(result: ScenarioResult) -> LimitCycle | None:
+    """The limit cycle where the power limiter cycles (flag `power_limit_cycling` and a segmented cycle)."""
+    return result.sustained.limit_cycle if LIMIT_CYCLING_FLAG in result.flags.all else None
+
+
 def run_stages(cfg: SweepConfig, layout: SweepLayout) -> Path:
     """Calibrate (unless `layout` has a calibration), collect, bin and differentiate the config's one scenario on
     GPU 0 through the pipeline's stage functions; returns summary.json's path."""
@@ -250,7 +260,7 @@ def read_result(layout: SweepLayout, scenario: str, keep: bool = True) -> Profil
         flags=r.flags,
         valid=r.valid,
         profile=_profile_frame(layout.lois(scenario, 0)),
-        limit_cycle=r.sustained.limit_cycle if LIMIT_CYCLING_FLAG in r.flags.all else None,
+        limit_cycle=limit_cycle_of(r),
         summary=summary,
         results_dir=layout.root if keep else None,
     )
@@ -300,4 +310,4 @@ def profile(
     return out
 
 
-__all__ = ["LimitCycle", "ProfileResult", "build_config", "profile", "read_result", "run_stages"]
+__all__ = ["LimitCycle", "ProfileResult", "build_config", "limit_cycle_of", "profile", "read_result", "run_stages"]

@@ -224,6 +224,11 @@ class ScenarioSummary(_Model):
     def valid(self) -> bool:
         return self.result.valid
 
+    @property
+    def row(self) -> dict[str, Any]:
+        """The result's flat columns (`ScenarioResult.flat`; derived, not stored)."""
+        return self.result.flat()
+
     def role(self, channel: str, role: str) -> RoleStats | None:
         """channels[channel][role], None when absent."""
         return self.channels.get(channel, {}).get(role)

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import altair as alt
 import polars as pl
 
 from fingrav.contracts import roles as R
-from fingrav.contracts import summary as S
 from fingrav.contracts.result import value_ci
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.report.figures import _finite, _scenario_x, _title, configure
 from fingrav.report.load import ScenarioData, load_scenario
-from fingrav.report.table import POLARS_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -69,39 +66,6 @@ def load_combined(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, di
             except json.JSONDecodeError as err:
                 logger.warning("%s: not valid JSON (%s); no multi-GPU numbers for %s", path, err, name)
     return out
-
-
-# a multi-GPU column names a summary.csv column of one GPU (`rank<k>_<col>`, `<col>_gpu<k>`) or of the sum
-# (`combined_<col>`); it has that column's type
-_RANK_COLUMN: Final = re.compile(rf"^(?:rank\d+_|combined_)?(?P<base>.+?)(?:{S.RANK_SUFFIX}\d+)?$")
-
-
-def _dtype(column: str) -> type[pl.DataType]:
-    """The polars type of a multi-GPU summary.csv column (`world_size`: int)."""
-    if column == "world_size":
-        return pl.Int64
-    m = _RANK_COLUMN.match(column)
-    return POLARS_TYPES[S.column_type(m.group("base") if m else column)]
-
-
-def add_rank_columns(table: pl.DataFrame, combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
-    """summary.csv with the multi-GPU columns (combined.json "row") appended after every existing column,
-    in first-appearance order; rows without them get nulls. Unchanged when `combined` is empty."""
-    if not combined or "scenario" not in table.columns:
-        return table
-    cols: list[str] = []
-    for c in combined.values():
-        for k in c.get("row_columns") or c.get("row") or {}:
-            if k not in cols and k not in table.columns:
-                cols.append(k)
-    if not cols:
-        return table
-    names = table["scenario"].to_list()
-    data: dict[str, list[Any]] = {"scenario": names}
-    for col in cols:
-        data[col] = [((combined.get(n) or {}).get("row") or {}).get(col) for n in names]
-    extra = pl.DataFrame(data, schema={"scenario": pl.String, **{c: _dtype(c) for c in cols}}, strict=False)
-    return table.join(extra, on="scenario", how="left", maintain_order="left")
 
 
 def rank_scenario(layout: SweepLayout, name: str, rank: int) -> ScenarioData | None:

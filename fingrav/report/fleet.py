@@ -58,8 +58,8 @@ def load_fleet(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[
 
 
 def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The summary.csv columns of a sweep over listed GPUs, per scenario ({"row": ...}, as
-    `fingrav.report.collectives.add_rank_columns` takes them): `gpu` (the GPU of the row) and the fleet columns."""
+    """The columns of a sweep over listed GPUs, per scenario ({"row": ...}, as the metrics table takes them:
+    `fingrav.report.table.metrics_frame`): `gpu` (the GPU of the row) and the fleet columns."""
     out = {}
     for name, gpus in cards.items():
         row = (fleet.get(name) or {}).get("row") or {}

@@ -68,7 +68,7 @@ def test_the_adaptive_headline_covers_the_true_sustained_power(tmp_path: Path) -
         results=tmp_path / "sim",
     )
     row = r.row
-    assert row["power_source"] == "sustained" and "power_limit_cycling" in row["flags"]
+    assert row["power_source"] == "sustained" and "power_limit_cycling" in r.flags.all
     truth = row["truth_power_w"]
     assert row["power_ci_low_w"] <= truth <= row["power_ci_high_w"]
     half = (row["power_ci_high_w"] - row["power_ci_low_w"]) / 2 / row["power_w"] * 100

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import test_stages as st  # tests/stages/test_stages.py: the synthetic scenario writer
 
+from fingrav.contracts.profile import ScenarioSummary
 from fingrav.stages import bin as bin_stage
 from fingrav.stages import differentiate
 from fingrav.testing.synthetic import SynthSpec
@@ -20,7 +21,7 @@ def test_differentiate_fills_the_columns_from_the_work(tmp_path: Path) -> None:
     bin_stage.run(layout, "cb-2k", 0, st.ANALYSIS)
     differentiate.run(layout, "cb-2k", 0, st.ANALYSIS, st.MAX_CLOCK_RESIDUAL_US, with_truth=True)
     s = json.loads(layout.summary_json("cb-2k", 0).read_text())
-    row, flop = s["row"], 2.0 * 2048**3
+    row, flop = ScenarioSummary.model_validate(s).row, 2.0 * 2048**3
     assert s["work"] == {"flop": flop, "bytes": 2.0 * 3 * 2048**2, "source": "model"}
     cycle_s = s["cycle_time_mean_ns"] * 1e-9
     assert row["work_flop"] == flop and row["throughput_tflop_s"] == pytest.approx(flop / cycle_s / 1e12)

@@ -91,6 +91,13 @@ def new_column(old: str) -> str:
 def new_columns(row: Mapping[str, Any]) -> dict[str, Any]:
     """An old row under the new names; its `flags` (every flag) split into `flags` and `notes` by the registry."""
     out = {new_column(k): v for k, v in row.items()}
+    if "burst_power_w" not in row and row.get("ssp_source") in (None, "", "burst") and "ssp_power_w" in row:
+        # format 1 (no reference run, no burst column) or a burst headline: the SSP is the method's SSP
+        for old_col, new_col in zip(
+            ("ssp_power_w", *R.ci_columns("ssp_power_w")), ("ssp_power_w", *R.ci_columns("ssp_power_w")), strict=True
+        ):
+            out[new_col] = row.get(old_col)
+        out.setdefault("power_source", "burst")
     if "flags" in row and "notes" not in row:
         every = R.split_flags(row.get("flags"))
         out["flags"] = R.FLAG_SEPARATOR.join(f for f in every if f in BY_NAME and BY_NAME[f].invalidates)

@@ -127,14 +127,14 @@ class ReferenceStats(_Model):
     settled mean with batch-means CI, block spread, limit cycle, early power, drift, energy counter."""
 
     run: int
-    executions: int
+    executions: int = 0
     executions_planned: int | None = None
-    busy_start_ns: int
-    busy_end_ns: int
-    busy_ns: int
-    t_stable_ns: int
+    busy_start_ns: int | None = None
+    busy_end_ns: int | None = None
+    busy_ns: int | None = None
+    t_stable_ns: int | None = None
     t_stable_source: str | None = None
-    settled_samples: int
+    settled_samples: int = 0
     power_mw: float | None = None
     ci_low_mw: float | None = None
     ci_high_mw: float | None = None
@@ -202,7 +202,12 @@ class ScenarioSummary(_Model):
         from fingrav.contracts.legacy import result_from_old_row  # noqa: PLC0415 (legacy imports result only)
 
         d = dict(data)
-        d["result"] = result_from_old_row({**d.pop("row"), "scenario": d.get("scenario")})
+        row = {**d.pop("row"), "scenario": d.get("scenario")}
+        if "flags" not in row and isinstance(d.get("flags"), list):  # the top level has them too: the same list
+            row["flags"] = ";".join(d["flags"])
+        if "valid" not in row and isinstance(d.get("valid"), bool):
+            row["valid"] = d["valid"]
+        d["result"] = result_from_old_row(row)
         for key in ("flags", "valid", "exec_time_ns", "cycle_time_ns", "energy_per_exec_mj",
                     "sse_reading_vs_ssp_pct", "interleaved_reading_vs_ssp_pct", "throughput"):  # fmt: skip
             d.pop(key, None)

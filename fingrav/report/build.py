@@ -47,7 +47,7 @@ PNG_SCALE: Final = 1.5
 PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG: Final = re.compile(
-    r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
+    r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_ssp|sse_vs_ssp_error"
     r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread)\.png$"
 )
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
@@ -428,7 +428,7 @@ def _add_figures(
         lambda: F.components_chart(scns),
     )
     add(
-        "interleaved_vs_isolated",
+        "interleaved_vs_ssp",
         "across",
         "Interleaved reading vs the method SSP",
         INTERLEAVED_CAPTION,

@@ -136,7 +136,7 @@ BINNING_CAPTION = (
     "binning drops."
 )
 REFERENCE_CAPTION = (
-    "Per scenario with a reference run (the kernel alone, back to back for seconds): the SSP power (blue, "
+    "Per scenario with a reference run (the kernel alone, back to back for seconds): the method SSP (blue, "
     "{ci} CI by cluster bootstrap over runs), the reference run's settled power (purple, {ci} CI from 10 "
     "contiguous batch means: the samples are autocorrelated) and the naive SSE power (red, when measurable). "
     "Label: SSP vs reference. Look for: SSP and reference agreeing within their CIs, and the SSE below both for "
@@ -455,7 +455,7 @@ def _add_figures(
         add(
             "gpus_ssp",
             "gpus",
-            "SSP power per GPU and combined",
+            "Power per GPU and combined",
             G.GPUS_CAPTION.format(ci=ci),
             lambda: G.gpus_chart(scns, combined),
         )

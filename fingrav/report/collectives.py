@@ -35,8 +35,8 @@ CLASS_ORDER: tuple[str, ...] = ("latency-bound collective", "bandwidth-bound col
 CLASS_COLORS: tuple[str, ...] = ("#7fb3d5", "#1f5fa8", "#d62728")
 
 GPUS_CAPTION = (
-    "Left: the SSP power of every GPU (rank) per scenario, black bars: {ci} CI. Right: the combined power of "
-    "all GPUs (the sum of their SSP powers); its CI comes from a joint cluster bootstrap over the runs, which "
+    "Left: the power of every GPU (rank) per scenario, black bars: {ci} CI. Right: the combined power of "
+    "all GPUs (the sum of their powers); its CI comes from a joint cluster bootstrap over the runs, which "
     "all GPUs ran in lockstep. The summary table above shows GPU 0; summary.csv has the per-GPU "
     "(<code>rank&lt;k&gt;_*</code>) and combined (<code>combined_*</code>) columns. Look for: GPUs of one "
     "scenario drawing similar power (a collective loads every GPU alike), and faded (invalid) bars."
@@ -111,7 +111,7 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
 
 
 def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
-    """Per-GPU SSP power (grouped bars) and the combined power of all GPUs, with CIs."""
+    """Per-GPU power (grouped bars) and the combined power of all GPUs, with CIs."""
     df = gpus_data(scns, combined)
     if df.height == 0:
         return None
@@ -125,7 +125,7 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
         if offset:
             enc["xOffset"] = alt.XOffset("what:N", sort=gpus)
         base = alt.Chart(d).encode(**enc)
-        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="SSP power (W)"), color=color, opacity=opacity)
+        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power (W)"), color=color, opacity=opacity)
         err = (
             base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
             .mark_rule(color="black")
@@ -138,7 +138,7 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
     left = panel(per, True, "per GPU", alt.Color("what:N", sort=gpus, title="GPU"))
     right = panel(df.filter(pl.col("what") == "all GPUs"), False, "all GPUs combined (sum)", alt.value("#444444"))
     chart = alt.hconcat(
-        left, right, title=_title("SSP power per GPU and combined", "black: CI; faded: invalid")
+        left, right, title=_title("power per GPU and combined", "black: CI; faded: invalid")
     ).resolve_scale(y="independent")
     return configure(chart)
 
@@ -346,7 +346,7 @@ def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str
     chart = alt.hconcat(
         *panels,
         title=_title(
-            "collectives vs GEMM: total and memory-side power (paper Fig. 10)", "SSP power per GPU; black: CI"
+            "collectives vs GEMM: total and memory-side power (paper Fig. 10)", "method SSP per GPU; black: CI"
         ),
     ).resolve_scale(y="independent")
     return configure(chart)

@@ -650,7 +650,7 @@ def _scenario_x(order: Sequence[str], title: str = "scenario", field: str = "sce
 
 
 def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
-    """Paper Fig. 7: SSP power per channel per scenario (grouped bars, CI error bars)."""
+    """Paper Fig. 7: the method SSP per channel per scenario (grouped bars, CI error bars)."""
     df = components_data(scns)
     if df.height == 0:
         return None
@@ -663,7 +663,7 @@ def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
     )
     color = alt.Color("channel:N", sort=chans, title="channel")
     bars = base.mark_bar().encode(
-        y=alt.Y("power_w:Q", title="SSP power (W)"),
+        y=alt.Y("power_w:Q", title="method SSP (W)"),
         color=color,
         opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
     )
@@ -677,7 +677,7 @@ def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
     if len(chans) > 1:
         sub = "total and component channels side by side (components need not add up to total); " + sub
     chart = alt.layer(bars, err).properties(
-        width=min(width, 900), height=260, title=_title("SSP power per channel across scenarios", sub)
+        width=min(width, 900), height=260, title=_title("method SSP per channel across scenarios", sub)
     )
     return configure(chart)
 
@@ -945,7 +945,7 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
 
 
 def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
-    """SSP power with CI, the reference run's settled power with its batch-means CI and the naive SSE
+    """The method SSP with CI, the reference run's settled power with its batch-means CI and the naive SSE
     power with CI, per scenario with a reference run."""
     df = reference_data(scns)
     if df.height == 0:

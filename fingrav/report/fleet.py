@@ -26,7 +26,7 @@ from fingrav.report.load import ScenarioData, load_scenario
 logger = logging.getLogger(__name__)
 
 FLEET_CAPTION = (
-    "Every listed GPU ran every scenario on its own. Each point is one card's SSP power as its own analysis gave it, "
+    "Every listed GPU ran every scenario on its own. Each point is one card's power as its own analysis gave it, "
     "as a deviation from the mean of the cards, with its {ci} CI (from the cards' measurement uncertainty). Table: "
     "per scenario the fleet mean, the spread (max - min) / mean with its CI, the spread measurement noise alone "
     "gives identical cards (<i>noise only</i>), whether the cards differ beyond their noise (Cochran's Q test at "
@@ -97,7 +97,7 @@ def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") ->
 
 
 def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> alt.TopLevelMixin | None:
-    """Each card's SSP power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
+    """Each card's power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
     df = fleet_data(fleet)
     if df.height == 0:
         return None
@@ -107,7 +107,7 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
     color = alt.Color("gpu:N", sort=gpus, title="card")
     opacity = alt.condition("datum.valid", alt.value(1.0), alt.value(0.35))
     points = base.mark_point(filled=True, size=45).encode(
-        y=alt.Y("dev_pct:Q", title="SSP power vs fleet mean (%)"),
+        y=alt.Y("dev_pct:Q", title="power vs fleet mean (%)"),
         color=color,
         opacity=opacity,
         tooltip=["scenario", "gpu", "value", "dev_pct", "lo_pct", "hi_pct", "valid"],
@@ -137,7 +137,7 @@ def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
 
 
 def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
-    """The spread of the SSP power per scenario as an HTML table (the analysis' numbers)."""
+    """The spread of the power per scenario as an HTML table (the analysis' numbers)."""
     cols = fleet_metric_columns("power")
     head = (
         "<tr><th>scenario</th><th>GPUs</th><th>fleet SSP (W)</th><th>spread (%)</th><th>noise only (%)</th>"

@@ -168,6 +168,16 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+def flags_cell(scn: ScenarioData) -> str:
+    """A scenario's flags shown apart: the invalidating ones (red chips, they make the row invalid), then its notes
+    (informational; `ScenarioResult.flags`)."""
+    f = scn.result.flags
+    out = flag_chips(f.invalidating)
+    if f.notes:
+        out += f'{"<br>" if out else ""}<span class="sub">notes:</span> {flag_chips(f.notes)}'
+    return out
+
+
 def flag_chips(flags: Iterable[str]) -> str:
     """Flags as coloured chips; invalidating flags in red, with their meaning (`fingrav.contracts.flags`) on
     hover. A flag the registry does not know (a calibration flag) gets no meaning."""
@@ -387,25 +397,24 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<h2 id="headline">Headline</h2>'
         f'<p class="sub">What each kernel draws, [{ci_pct} CI] beside each number, and the one thing to know about '
         "it.</p>"
-        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>SSP power (W)</th>'
+        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>power (W)</th>'
         f"<th>energy / execution (mJ)</th><th>takeaway</th></tr>{''.join(rows)}</table></div>"
     )
 
 
 def _vs_label(scns: Sequence[ScenarioData]) -> str:
-    """What the readings' *_vs_ssp_pct compare with: the SSP of the same stamped runs, which is the burst SSP
-    (burst_power_w) where a headline is sustained (`fingrav.contracts.summary` HEAD)."""
-    return "burst SSP" if any((s.row.get("power_source") or "burst") != "burst" for s in scns) else "SSP"
+    """What the readings' *_vs_ssp_pct compare with: the method SSP of the same stamped runs (ssp_power_w)."""
+    return "SSP"
 
 
 def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT) -> str:
-    """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, SSP power,
+    """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, power,
     energy per execution, the SSE reading's signed error vs the SSP with its CI and the paper's value beside it,
     the interleaved reading's (when a scenario has a predecessor), golden runs and flags. Every number is the
     analysis' (summary.csv); nothing is recomputed."""
     interleaved = any(s.has_predecessor for s in scns)
     vs = _vs_label(scns)
-    heads = ["", "scenario", "exec time (µs)", "SSP power (W)", "energy / exec (mJ)", f"SSE reading vs {vs} (%)"]
+    heads = ["", "scenario", "exec time (µs)", "power (W)", "energy / exec (mJ)", f"SSE reading vs {vs} (%)"]
     heads += [f"interleaved reading vs {vs} (%)"] if interleaved else []
     heads += ["golden / runs", "flags"]
     body = []
@@ -439,7 +448,7 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
         cls = "valid" if s.valid else "invalid"
         body.append(
             f'<tr class="{cls}"><td>{marker}</td><td class="name"><b>{esc(s.name)}</b></td>{tds}'
-            f"<td>{flag_chips(s.flags)}</td></tr>"
+            f"<td>{flags_cell(s)}</td></tr>"
         )
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
     return f'<div class="wide"><table class="core"><tr>{head}</tr>{"".join(body)}</table></div>'
@@ -561,7 +570,7 @@ def summary_section(
         cells += [
             runs,
             f"{fmt(r.get('ssp_lois'), 0)} / {fmt(r.get('sse_lois'), 0)}",
-            flag_chips(s.flags),
+            flags_cell(s),
         ]
         tds = "".join(
             f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
@@ -705,8 +714,8 @@ FinGraV SSP of the short runs after idle is the <b>burst</b> column. SSE and int
 the <b>kernel power</b> (what the execution drew, through the sensor model; <i>not measurable</i> where the sensor
 cannot resolve the execution). Per-component powers come from their own sensors and need not add up to the
 total (other parts of the board, other sensors' timing).</p>
-<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = SSP power × cycle time.
-Flags (hover over one in the table for its meaning):</p>
+<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = power × its cycle time
+(the headline's: sustained or the method SSP's). Flags (hover over one in the table for its meaning):</p>
 <ul>{flags}</ul>
 </div>
 """

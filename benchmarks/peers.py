@@ -70,6 +70,7 @@ import numpy as np
 from fingrav.analysis.sustained import binned, limit_cycle
 from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.result import ci_columns
 from fingrav.rawio import jsonable
 
 logger = logging.getLogger("fingrav.benchmarks.peers")
@@ -374,15 +375,27 @@ def zeus_windows(log_csv: Path, name: str = "__zeus_profile_run_trial") -> list[
 
 
 # --------------------------------------------------------------------------- 5. fingrav's summary
+CI_LOW, CI_HIGH = ci_columns("power_w")
+
+
 def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, ToolResult]:
     """fingrav rows of a summary.csv for the kernels in `labels` (name -> fingrav kernel label), matched by the
-    `kernel` column among rows without a predecessor: ssp_power_w (the headline: sustained where the sweep had a
-    reference run, see ssp_source) and its CI, valid, flags, burst power, cycle time."""
-    by_label: dict[str, dict[str, str]] = {}
+    `kernel` column among rows without a predecessor: power_w (the headline: sustained where the sweep had a
+    reference run, see power_source) and its CI, valid, flags, the method SSP (ssp_power_w), cycle time. A summary
+    before format 3 is read under the new names (`fingrav.contracts.legacy`); with a metrics.csv beside it, every
+    number of the sweep (`fingrav.replay_check.replayed_columns`)."""
+    from fingrav.contracts import legacy
+    from fingrav.replay_check import replayed_columns
+
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if not (row.get("predecessor") or "").strip():
-                by_label.setdefault(row.get("kernel", ""), row)
+        rows = [legacy.new_columns(r) if legacy.is_old_row(r) else dict(r) for r in csv.DictReader(f)]
+    if (path.parent / "metrics.csv").is_file():
+        every = replayed_columns(path.parent)
+        rows = [{**every.get(r.get("scenario", ""), {}), **r} for r in rows]
+    by_label: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if not (row.get("predecessor") or "").strip():
+            by_label.setdefault(row.get("kernel", ""), row)
     out = {}
     for name, label in labels.items():
         row = by_label.get(label)
@@ -391,22 +404,23 @@ def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, Too
             continue
         valid = (row.get("valid") or "").strip().lower() == "true"
         notes = [f"scenario {row.get('scenario')}", "valid" if valid else "NOT valid"]
-        if row.get("ssp_source"):
-            notes.append(f"headline {row['ssp_source']}")
-        if row.get("flags"):
-            notes.append(f"flags {row['flags']}")
-        if _num(row.get("burst_power_w")) is not None:
-            notes.append(f"burst {_num(row.get('burst_power_w')):.0f} W")
+        if row.get("power_source"):
+            notes.append(f"headline {row['power_source']}")
+        flags = ";".join(f for f in (row.get("flags"), row.get("notes")) if f)
+        if flags:
+            notes.append(f"flags {flags}")
+        if _num(row.get("ssp_power_w")) is not None and row.get("power_source") not in (None, "", "burst"):
+            notes.append(f"burst {_num(row.get('ssp_power_w')):.0f} W")
         if _num(row.get("sustained_run_s")) is not None:
             notes.append(f"reference {_num(row.get('sustained_run_s')):.1f} s ({row.get('sustained_stop') or 'fixed'})")
         out[name] = ToolResult(
             name,
             "fingrav",
-            power_w=_num(row.get("ssp_power_w")),
-            ci_low_w=_num(row.get("ssp_power_ci_low_w")),
-            ci_high_w=_num(row.get("ssp_power_ci_high_w")),
+            power_w=_num(row.get("power_w")),
+            ci_low_w=_num(row.get(CI_LOW)),
+            ci_high_w=_num(row.get(CI_HIGH)),
             gpu_s=_num(row.get("collect_gpu_s")),  # the scenario's whole collection (the sweep's calibration aside)
-            cycle_us=_num(row.get("sustained_cycle_time_us")) or _num(row.get("cycle_time_us")),
+            cycle_us=_num(row.get("sustained_cycle_time_us")) or _num(row.get("ssp_cycle_time_us")),
             notes="; ".join(notes),
             detail={k: v for k, v in row.items() if v not in (None, "")},
         )

@@ -70,7 +70,7 @@ import numpy as np
 from fingrav.analysis.sustained import binned, limit_cycle
 from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
-from fingrav.contracts.result import ci_columns
+from fingrav.contracts.result import Estimate, ci_columns
 from fingrav.rawio import jsonable
 
 logger = logging.getLogger("fingrav.benchmarks.peers")
@@ -207,20 +207,21 @@ def settled_power(
         out["limit_cycle_error"] = _why(exc)
         lc = None
     if lc is not None:
-        s = lc.to_summary()
         out["limit_cycle"] = {
-            "cycles": s["cycles"],
-            "period_ms": _scaled(s["period_ns"], 1e-6),
-            "duty": _scaled(s["duty"], 1.0),
-            "high_w": _scaled(s["high_mw"], 1e-3),
-            "low_w": _scaled(s["low_mw"], 1e-3),
-            "mean_w": _scaled(s["mean_mw"], 1e-3),
+            "cycles": lc.cycles,
+            "period_ms": _scaled(lc.period_ns, 1e-6),
+            "duty": _scaled(lc.duty, 1.0),
+            "high_w": _scaled(lc.high_mw, 1e-3),
+            "low_w": _scaled(lc.low_mw, 1e-3),
+            "mean_w": _scaled(lc.mean_mw, 1e-3),
         }
     return out
 
 
-def _scaled(interval: Mapping[str, float | None], factor: float) -> dict[str, float | None]:
-    return {k: (None if v is None else float(v) * factor) for k, v in interval.items()}
+def _scaled(e: Estimate, factor: float) -> dict[str, float | None]:
+    """An Estimate's value and CI x factor, as the JSON record {value, ci_low, ci_high}."""
+    return {k: (None if v is None else float(v) * factor) for k, v in (("value", e.value), ("ci_low", e.ci_low),
+                                                                         ("ci_high", e.ci_high))}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 2. aiconfigurator's protocol

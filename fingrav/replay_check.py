@@ -5,7 +5,7 @@ Compares the committed summary.csv of a dataset (any format: the columns before 
 of the committed file against the replay's metrics.csv (long form: every number the replay computed), every text
 cell (kernel, valid, power_source, flags split into invalidating and notes, ...) against its summary.json results.
 Numbers match within a relative tolerance (default 0.1 %); changes the restructuring made on purpose
-(`legacy.INTENDED_CHANGES`) are counted and listed apart, never silently. Takes paths, so that it does not depend on
+(`legacy.intended_change`, `legacy.intended_flag_change`) are counted and listed apart, never silently. Takes paths, so that it does not depend on
 where a replay writes its output.
 """
 
@@ -83,7 +83,7 @@ def replayed_columns(root: Path) -> dict[str, dict[str, Any]]:
 @dataclass
 class CheckReport:
     """What `compare` found: cells compared, the worst relative difference, the differences beyond the tolerance
-    and the intended changes (`legacy.INTENDED_CHANGES`)."""
+    and the intended changes (`legacy.intended_change`)."""
 
     scenarios: int = 0
     numbers: int = 0

@@ -107,10 +107,22 @@ def new_columns(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_old_row(row: Mapping[str, Any]) -> bool:
     """Whether a summary row (or a summary.csv header) is in the names before format 3."""
-    return "ssp_source" in row or "runs_total" in row or ("lois" in row and "ssp_lois" not in row)
+    if "power_w" in row or "power_source" in row:  # every format-3 row has them
+        return False
+    return any(c in row for c in ("ssp_power_w", "ssp_source", "runs_total", "lois"))
 
 
 def result_from_old_row(row: Mapping[str, Any]) -> R.ScenarioResult:
     """The result model of an old summary.json `row` (summary.csv row): renamed, then `result.unflatten`; the
     method SSP's validity and the old derived numbers without a column stay unknown (defaults)."""
     return R.unflatten(new_columns(row), units_method="format 2 summary")
+
+
+def markdown_table() -> str:
+    """The old -> new column table as docs/ARCHITECTURE.md shows it (a test keeps them equal)."""
+    lines = ["| old column (format 1-2) | new column (format 3) |", "|---|---|"]
+    lines += [f"| `{old}` | `{new}` |" for old, new in OLD_TO_NEW.items()]
+    lines.append("| `flags` (every flag) | `flags` (invalidating) + `notes` (informational) |")
+    lines.append("| `<col>_ci_low_<unit>` / `<col>_ci_high_<unit>` | those of the new value column |")
+    lines.append("| `rank<k>_<col>`, `combined_<col>` | `rank<k>_<new col>`, `combined_<new col>` (metrics table) |")
+    return "\n".join(lines)

@@ -669,3 +669,17 @@ def column_kind(column: str) -> ColumnKind:
     if column in ("gpu", "fleet_gpus", "world_size"):
         return "int"
     return "float"
+
+
+def markdown_table() -> str:
+    """Every column of the result (`METRICS`) as docs/ARCHITECTURE.md shows it (a test keeps them equal): name,
+    where it lives in the model, unit, whether summary.csv has it, what it is."""
+    narrow = set(SUMMARY) | set(SUMMARY_TRUTH)
+    lines = ["| column | model | unit | summary.csv | what |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        ci = " ± CI" if m.kind == "estimate" else ""
+        lines.append(
+            f"| `{m.column}`{ci} | `{'.'.join(m.path)}` | {m.unit or '–'} | {'yes' if m.column in narrow else ''} "
+            f"| {m.doc} |"
+        )
+    return "\n".join(lines)

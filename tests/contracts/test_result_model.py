@@ -127,3 +127,9 @@ def test_a_format_2_summary_json_reads_as_the_result_model() -> None:
         assert flat[legacy.new_column(k)] == row[k], k
     assert set(s.flags) == set(R.split_flags(row["flags"]))
     assert s.kernel_power["sse"].power.unit == "mW"
+
+
+def test_architecture_doc_has_the_column_tables() -> None:
+    """docs/ARCHITECTURE.md shows every result column and the old -> new column table, generated from the contract."""
+    doc = (ROOT / "docs/ARCHITECTURE.md").read_text()
+    assert R.markdown_table() in doc and legacy.markdown_table() in doc

@@ -5,8 +5,8 @@ Compares the committed summary.csv of a dataset (any format: the columns before 
 of the committed file against the replay's metrics.csv (long form: every number the replay computed), every text
 cell (kernel, valid, power_source, flags split into invalidating and notes, ...) against its summary.json results.
 Numbers match within a relative tolerance (default 0.1 %); changes the restructuring made on purpose
-(`legacy.intended_change`, `legacy.intended_flag_change`) are counted and listed apart, never silently. Takes paths, so that it does not depend on
-where a replay writes its output.
+(`legacy.intended_change`, `legacy.intended_flag_change`) are counted and listed apart, never silently. Takes
+paths, so that it does not depend on where a replay writes its output.
 """
 
 from __future__ import annotations

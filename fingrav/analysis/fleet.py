@@ -48,7 +48,6 @@ CI_METHOD: Final = (
 )
 
 
-_finite = is_finite
 SPREAD_CI: Final = ci_columns("spread_pct")
 DEVIATION_CI: Final = ci_columns("deviation_pct")
 
@@ -72,7 +71,7 @@ def metric_spread(
     """The spread of one metric over the cards. `values`: GPU index -> (value, CI low, CI high) at `level`."""
     z = statistics.NormalDist().inv_cdf((1 + level) / 2)
     cards = [{"gpu": int(g), "value": v, "ci_low": lo, "ci_high": hi} for g, (v, lo, hi) in values.items()]
-    used = [c for c in cards if all(_finite(c[k]) for k in ("value", "ci_low", "ci_high"))]
+    used = [c for c in cards if all(is_finite(c[k]) for k in ("value", "ci_low", "ci_high"))]
     out: dict[str, Any] = {"cards": cards, "n": len(used), "ci_method": CI_METHOD}
     none = dict.fromkeys(("mean", "mean_ci_low", "mean_ci_high", "spread_pct", *SPREAD_CI), None)
     out.update(none, noise_spread_pct=None, q=None, q_noise_quantile=None, distinct=None, between_card_sd_pct=None)

@@ -17,11 +17,11 @@ import altair as alt
 import polars as pl
 
 from fingrav.contracts import roles as R
-from fingrav.contracts.result import value_ci
+from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
-from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.figures import _scenario_x, _title, configure
 from fingrav.report.load import ScenarioData, load_scenario
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
         comb = c.get("combined") or {}
         for what, src in [*((f"GPU {r['rank']}", r) for r in c.get("ranks") or []), ("all GPUs", comb)]:
             v, lo, hi = value_ci(src, "power_w")
-            if _finite(v):
+            if is_finite(v):
                 rows.append(
                     {
                         "scenario": s.name,
@@ -168,7 +168,7 @@ def combined_profiles_data(
             )
         )
         for label, coeffs in fits:
-            if coeffs and all(_finite(x) for x in coeffs):
+            if coeffs and all(is_finite(x) for x in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 rows += [
                     {"scenario": s.name, "what": label, "toi_frac": float(f), "power_w": float(y)}
@@ -279,30 +279,30 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
             mem = memory_channel(list(chans))
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = chans.get(ch) if ch else None
-                if st and _finite(st.get("mean_w")):
+                if st and is_finite(st.get("mean_w")):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
                             "power_w": st["mean_w"] / n,
-                            "lo_w": st["ci_low_w"] / n if _finite(st.get("ci_low_w")) else None,
-                            "hi_w": st["ci_high_w"] / n if _finite(st.get("ci_high_w")) else None,
+                            "lo_w": st["ci_low_w"] / n if is_finite(st.get("ci_low_w")) else None,
+                            "hi_w": st["ci_high_w"] / n if is_finite(st.get("ci_high_w")) else None,
                         }
                     )
         else:
             mem = memory_channel(s.channels)
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = s.summary.role(ch, R.SSP) if ch else None
-                if st is not None and _finite(st.mean_mw):
+                if st is not None and is_finite(st.mean_mw):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
                             "power_w": w(st.mean_mw),
-                            "lo_w": w(st.ci_low_mw) if _finite(st.ci_low_mw) else None,
-                            "hi_w": w(st.ci_high_mw) if _finite(st.ci_high_mw) else None,
+                            "lo_w": w(st.ci_low_mw) if is_finite(st.ci_low_mw) else None,
+                            "hi_w": w(st.ci_high_mw) if is_finite(st.ci_high_mw) else None,
                         }
                     )
     schema = {

@@ -65,9 +65,6 @@ def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleP
     return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
 
 
-_finite = is_finite
-
-
 def configure(chart: Chart) -> Chart:
     """Shared look of every figure (set in place on a freshly built chart: the same spec as
     `chart.configure(...).configure_view(...).configure_axis(...)` without three deep copies of it)."""
@@ -84,7 +81,7 @@ def configure(chart: Chart) -> Chart:
 def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
     """The scenario's execution time (µs): the summary row's, else estimated from the LOIs."""
     v = scn.row.get("exec_time_us")
-    if _finite(v) and v > 0:
+    if is_finite(v) and v > 0:
         return float(v)
     if lois is not None and lois.height and "toi_ns" in lois.columns:
         est = lois.filter(pl.col("toi_frac") > 0.05).select((pl.col("toi_ns") / pl.col("toi_frac")).median()).item()
@@ -143,7 +140,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                 continue
             label = ROLE_LABELS[role]
             coeffs = stats.fit_coeffs
-            if coeffs and all(_finite(c) for c in coeffs):
+            if coeffs and all(is_finite(c) for c in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 degrees.add(len(coeffs) - 1)
                 fits += [
@@ -151,21 +148,21 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                     for f, y in zip(frac, ys, strict=True)
                 ]
                 fb = stats.fit_band
-                if fb is not None and all(_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
+                if fb is not None and all(is_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
                     band_levels.add(fb.level)
                     fit_bands += [
                         {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
                         for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
                     ]
             mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
-            if _finite(mean):
+            if is_finite(mean):
                 bands.append(
                     {
                         "channel": ch,
                         "role_label": label,
                         "mean_w": w(mean),
-                        "lo_w": w(lo) if _finite(lo) else w(mean),
-                        "hi_w": w(hi) if _finite(hi) else w(mean),
+                        "lo_w": w(lo) if is_finite(lo) else w(mean),
+                        "hi_w": w(hi) if is_finite(hi) else w(mean),
                         "x0": 0.0,
                         "x1": exec_us,
                     }
@@ -571,11 +568,11 @@ def binning_chart(
         )
         layers = [hist]
         edges = [ssp_meta.get("bin_low_ns"), ssp_meta.get("bin_high_ns")]
-        edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if _finite(e)]})
+        edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if is_finite(e)]})
         if edges_df.height:
             layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
         margin = meta_all.get("margin")
-        sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if _finite(margin) else "golden bin"
+        sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if is_finite(margin) else "golden bin"
         panels.append(
             alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning (SSP runs)", sub))
         )
@@ -770,15 +767,15 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
     for s in scns:
         e = s.result.sse.reading_vs_ssp
         v, lo, hi = e.value, e.ci_low, e.ci_high
-        if s.sse_measurable and _finite(v):
+        if s.sse_measurable and is_finite(v):
             rows.append(
                 {
                     "group": s.name,
                     "source": source_label,
                     "pct": abs(float(v)),
                     "signed": float(v),
-                    "ci_low": float(lo) if _finite(lo) else None,
-                    "ci_high": float(hi) if _finite(hi) else None,
+                    "ci_low": float(lo) if is_finite(lo) else None,
+                    "ci_high": float(hi) if is_finite(hi) else None,
                     "label": f"{float(v):+.0f}",
                     "valid": s.valid,
                 }
@@ -799,7 +796,7 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
             )
     for key, val in (paper or {}).items():
         v = val.get("pct") if isinstance(val, Mapping) else val
-        if not _finite(v):
+        if not is_finite(v):
             continue
         group = by_norm.get(_norm(str(key)), f"{key} (paper)")
         rows.append(
@@ -913,21 +910,21 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         pct = r.get("ssp_vs_reference_pct")
         entries = [
             (REF_MEASURES[0], "ssp_power_w", ""),
-            (REF_MEASURES[1], "reference_power_w", f"SSP {float(pct):+.1f} %" if _finite(pct) else ""),
+            (REF_MEASURES[1], "reference_power_w", f"SSP {float(pct):+.1f} %" if is_finite(pct) else ""),
         ]
         if s.sse_measurable:
             entries.append((REF_MEASURES[2], "sse_reading_w", ""))
         for measure, col, label in entries:
             v, lo, hi = value_ci(r, col)
-            if not _finite(v):
+            if not is_finite(v):
                 continue
             rows.append(
                 {
                     "scenario": s.name,
                     "measure": measure,
                     "power_w": float(v),
-                    "lo_w": float(lo) if _finite(lo) else None,
-                    "hi_w": float(hi) if _finite(hi) else None,
+                    "lo_w": float(lo) if is_finite(lo) else None,
+                    "hi_w": float(hi) if is_finite(hi) else None,
                     "label": label,
                     "valid": s.valid,
                 }
@@ -1019,7 +1016,7 @@ TRUTH_TOLERANCE_PCT = 2.0
 
 def has_truth(scns: Sequence[ScenarioData]) -> bool:
     """Whether any summary row carries simulator ground truth."""
-    return any(_finite(s.row.get("truth_power_w")) for s in scns)
+    return any(is_finite(s.row.get("truth_power_w")) for s in scns)
 
 
 def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
@@ -1033,21 +1030,21 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
                 continue
             mv, lov, hiv = value_ci(s.row, m)
             tv = s.row.get(t)
-            if not (_finite(mv) and _finite(tv)) or tv == 0:
+            if not (is_finite(mv) and is_finite(tv)) or tv == 0:
                 continue
-            err = s.row.get(err_col) if err_col and _finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
+            err = s.row.get(err_col) if err_col and is_finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
             rows.append(
                 {
                     "scenario": s.name,
                     "quantity": label,
                     "measured": float(mv),
-                    "ci_low": float(lov) if _finite(lov) else None,
-                    "ci_high": float(hiv) if _finite(hiv) else None,
+                    "ci_low": float(lov) if is_finite(lov) else None,
+                    "ci_high": float(hiv) if is_finite(hiv) else None,
                     "truth": float(tv),
                     "error_pct": float(err),
-                    "err_lo": (lov - tv) / tv * 100.0 if _finite(lov) else None,
-                    "err_hi": (hiv - tv) / tv * 100.0 if _finite(hiv) else None,
-                    "covered": bool(lov <= tv <= hiv) if _finite(lov) and _finite(hiv) else None,
+                    "err_lo": (lov - tv) / tv * 100.0 if is_finite(lov) else None,
+                    "err_hi": (hiv - tv) / tv * 100.0 if is_finite(hiv) else None,
+                    "covered": bool(lov <= tv <= hiv) if is_finite(lov) and is_finite(hiv) else None,
                     "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
                     "valid": s.valid,
                 }
@@ -1163,15 +1160,15 @@ def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
             if label.startswith("SSE (") and not s.sse_measurable:
                 continue
             v, lo, hi = value_ci(r, m) if with_ci else (r.get(m), None, None)
-            if not _finite(v):
+            if not is_finite(v):
                 continue
             rows.append(
                 {
                     "scenario": s.name,
                     "measure": label,
                     "power_w": float(v),
-                    "ci_low": float(lo) if _finite(lo) else None,
-                    "ci_high": float(hi) if _finite(hi) else None,
+                    "ci_low": float(lo) if is_finite(lo) else None,
+                    "ci_high": float(hi) if is_finite(hi) else None,
                 }
             )
     schema = {

@@ -17,9 +17,10 @@ import altair as alt
 import polars as pl
 
 from fingrav.analysis.fleet import DEVIATION_CI, SPREAD_CI
+from fingrav.contracts.result import is_finite
 from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
 from fingrav.layout import SweepLayout
-from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.figures import _scenario_x, _title, configure
 from fingrav.report.html import esc, fmt
 from fingrav.report.load import ScenarioData, load_scenario
 
@@ -72,7 +73,7 @@ def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") ->
     rows = []
     for name, f in fleet.items():
         for c in ((f.get("metrics") or {}).get(metric) or {}).get("cards") or []:
-            if _finite(c.get("deviation_pct")):
+            if is_finite(c.get("deviation_pct")):
                 rows.append(
                     {
                         "scenario": name,
@@ -128,10 +129,10 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
 
 def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
     """A value with its CI as table HTML."""
-    if not _finite(m.get(value)):
+    if not is_finite(m.get(value)):
         return "–"
     out = fmt(m[value], digits)
-    if _finite(m.get(lo)) and _finite(m.get(hi)):
+    if is_finite(m.get(lo)) and is_finite(m.get(hi)):
         out += f' <span class="ci">[{fmt(m[lo], digits)}, {fmt(m[hi], digits)}]</span>'
     return out
 

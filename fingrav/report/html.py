@@ -88,16 +88,13 @@ def esc(x: Any) -> str:
     return html.escape("" if x is None else str(x))
 
 
-_finite = is_finite
-
-
 def fmt(v: Any, digits: int | None = None) -> str:
     """A number for a table: fixed decimals when `digits` is given, else ~4 significant digits."""
     if v is None:
         return "–"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if not _finite(v):
+    if not is_finite(v):
         return esc(v)
     if isinstance(v, int) and digits is None:
         return f"{v:,}"
@@ -131,7 +128,7 @@ def _default_decimals(v: float) -> int | None:
 def ci_digits(v: Any, lo: Any, hi: Any, digits: int | None = None) -> int | None:
     """The decimals to show a value and its CI with: `digits` (or fmt's default), plus up to 3 more where the CI's
     two ends would otherwise print alike (a CI of [29.89, 29.89] reads as no uncertainty at all)."""
-    if not (_finite(v) and _finite(lo) and _finite(hi)) or lo == hi or fmt(lo, digits) != fmt(hi, digits):
+    if not (is_finite(v) and is_finite(lo) and is_finite(hi)) or lo == hi or fmt(lo, digits) != fmt(hi, digits):
         return digits
     base = digits if digits is not None else _default_decimals(float(v))
     if base is None:
@@ -148,17 +145,17 @@ def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None, inline: bool = F
         return "–"
     digits = ci_digits(v, lo, hi, digits)
     out = fmt(v, digits)
-    if _finite(lo) and _finite(hi):
+    if is_finite(lo) and is_finite(hi):
         out += f'<span class="{"cii" if inline else "ci"}">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
     return out
 
 
 def fmt_signed_ci(v: Any, lo: Any, hi: Any) -> str:
     """A signed percentage (one decimal, with its sign) with its CI below it, as HTML."""
-    if not _finite(v):
+    if not is_finite(v):
         return "–"
     out = f"{float(v):+.1f}"
-    if _finite(lo) and _finite(hi):
+    if is_finite(lo) and is_finite(hi):
         out += f'<span class="ci">[{float(lo):+.1f}, {float(hi):+.1f}]</span>'
     return out
 
@@ -261,12 +258,12 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
     clock = calibration.get("clock") or {}
     if clock:
         pairs = []
-        if _finite(clock.get("offset_ns")):
+        if is_finite(clock.get("offset_ns")):
             pairs.append(("offset (host − GPU)", f"{fmt(us(clock['offset_ns']))} µs"))
         drift = ClockMap.from_record(clock).drift_ppm if "gpu_ref_ns" in clock and "offset_ns" in clock else None
-        if _finite(drift):
+        if is_finite(drift):
             pairs.append(("drift", f"{float(drift):+.3f} ppm"))
-        if _finite(clock.get("residual_ns")):
+        if is_finite(clock.get("residual_ns")):
             pairs.append(("residual (rms of kept pairs)", f"{fmt(us(clock['residual_ns']))} µs"))
         if clock.get("gpu_ref_ns") is not None:
             pairs.append(("GPU reference time", f"{esc(clock['gpu_ref_ns'])} ns"))
@@ -274,7 +271,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
             if k not in ("offset_ns", "drift", "drift_ppm", "residual_ns", "gpu_ref_ns") and not isinstance(
                 v, Mapping | list
             ):
-                pairs.append((k, esc(fmt(v) if _finite(v) else v)))
+                pairs.append((k, esc(fmt(v) if is_finite(v) else v)))
         out.append("<h3>Clock sync (host = GPU + offset + drift · (GPU − GPU ref))</h3>" + _kv_table(pairs))
     sensor = calibration.get("sensor") or {}
     if isinstance(sensor, Mapping) and sensor:
@@ -285,7 +282,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
         for params in sensor.values():
             if isinstance(params, Mapping):
                 for k, v in params.items():
-                    if k not in main_cols and k not in extra_cols and (_finite(v) or isinstance(v, str | bool)):
+                    if k not in main_cols and k not in extra_cols and (is_finite(v) or isinstance(v, str | bool)):
                         extra_cols.append(k)
         cols = main_cols + extra_cols
         head = "".join(f"<th>{esc(c)}</th>" for c in ["channel", *cols])
@@ -312,7 +309,7 @@ def _sensor_display(params: Mapping[str, Any]) -> dict[str, Any]:
     """A channel's sensor record for the calibration table: times as `*_ms` (from ns), the rest unchanged."""
     out: dict[str, Any] = {}
     for k, v in sensor_ns(params).items():
-        if k.endswith("_ns") and _finite(v):
+        if k.endswith("_ns") and is_finite(v):
             out[k[:-3] + "_ms"] = ms(v)
         elif not k.endswith("_ns"):
             out[k] = v
@@ -331,13 +328,13 @@ def kernel_power_cell(scn: ScenarioData, target: str) -> str:
 
 
 def _signed(v: Any) -> str:
-    return f"{float(v):+.1f}" if _finite(v) else "n/a"
+    return f"{float(v):+.1f}" if is_finite(v) else "n/a"
 
 
 def _pct_ci(r: Mapping[str, Any], name: str) -> str:
     """A row's signed percentage `<name>_pct` with its CI as text."""
     v, lo, hi = ci3(r, f"{name}_pct")
-    ci = f" [{_signed(lo)}, {_signed(hi)}]" if _finite(lo) and _finite(hi) else ""
+    ci = f" [{_signed(lo)}, {_signed(hi)}]" if is_finite(lo) and is_finite(hi) else ""
     return f"{_signed(v)} %{ci}"
 
 
@@ -359,15 +356,15 @@ def takeaway(scn: ScenarioData) -> str:
         )
     elif (
         r.get("power_source") == "sustained"
-        and _finite(r.get("ssp_cycle_vs_sustained_cycle_pct"))
+        and is_finite(r.get("ssp_cycle_vs_sustained_cycle_pct"))
         and abs(float(r["ssp_cycle_vs_sustained_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
     ):
         bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'ssp_cycle_vs_sustained_cycle')}")
-    if _finite(r.get("sse_kernel_power_w")):
+    if is_finite(r.get("sse_kernel_power_w")):
         bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_power_vs_ssp')} vs {vs} (kernel power)")
-    elif _finite(r.get("sse_reading_vs_ssp_pct")):
+    elif is_finite(r.get("sse_reading_vs_ssp_pct")):
         bits.append(f"the sensor reads {_pct_ci(r, 'sse_reading_vs_ssp')} vs {vs} during the SSE")
-    if _finite(r.get("interleaved_reading_vs_ssp_pct")):
+    if is_finite(r.get("interleaved_reading_vs_ssp_pct")):
         bits.append(f"right after its predecessor it reads {_pct_ci(r, 'interleaved_reading_vs_ssp')}")
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
@@ -603,7 +600,7 @@ def summary_section(
 def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The reference runs: settled power, SSP vs reference and the energy-counter cross-check (empty when
     no scenario has a reference run)."""
-    rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_counter_power_w"))]
+    rows = [s for s in scns if s.has_reference or is_finite(s.row.get("reference_counter_power_w"))]
     if not rows:
         return ""
     head = "".join(
@@ -632,7 +629,7 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
             fmt(r.get("reference_counter_power_w"), 1),
             fmt(r.get("reference_counter_vs_samples_pct"), 2),
             fmt(ref.settled_samples if ref is not None else None),
-            fmt(ms(t_stable) if _finite(t_stable) else None),
+            fmt(ms(t_stable) if is_finite(t_stable) else None),
         ]
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         body.append(f"<tr{cls}><td>{esc(s.name)}</td>{tds}</tr>")

@@ -178,13 +178,8 @@ def profiles_step(
 
 
 def _power(st: RoleStats | None) -> Estimate:
-    """A group's mean power with its CI, mW."""
-    if st is None:
-        return Estimate(unit="mW")
-    return Estimate.of(st.mean_mw, st.ci_low_mw, st.ci_high_mw, "mW", R_SSP_METHOD)
-
-
-R_SSP_METHOD = "mean of the golden LOIs; CI: cluster bootstrap over runs (+ systematic parts for the SSP)"
+    """A group's mean power with its CI, mW (`RoleStats.power`)."""
+    return st.power if st is not None else Estimate(unit="mW")
 
 
 def method_ssp(prof: ProfileResult) -> R.MethodSSP:

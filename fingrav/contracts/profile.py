@@ -38,6 +38,9 @@ class FitBand(_Model):
     method: str = "cluster_bootstrap_refit"
 
 
+ROLE_STATS_METHOD = "mean of the golden LOIs; CI: cluster bootstrap over runs (+ systematic parts for the SSP)"
+
+
 class RoleStats(_Model):
     """The LOIs of one role (or statistic group) on one channel: mean power, cluster-bootstrap CI, counts, the
     TOI fit (numpy.polyfit coefficients, highest power first, x = toi_frac, y = power_mw) and its pointwise CI
@@ -56,6 +59,11 @@ class RoleStats(_Model):
     # tail's trend test (`fingrav.analysis.settling`)
     ci_components: dict[str, float | None] | None = None
     tail_trend: dict[str, float | bool | None] | None = None
+
+    @property
+    def power(self) -> Estimate:
+        """The group's mean power with its CI (mW) as the one value-with-CI shape."""
+        return Estimate.of(self.mean_mw, self.ci_low_mw, self.ci_high_mw, "mW", ROLE_STATS_METHOD)
 
 
 class KernelPower(_Model):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, snakemake
 
 from fingrav.cli import main
+from fingrav.replay_check import replayed_columns
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +25,9 @@ def sweep(tmp_path_factory) -> Path:
     return work / "results" / "sim-attention"
 
 
-def _rows(res: Path) -> dict[str, dict[str, str]]:
-    with open(res / "summary.csv") as fh:
-        return {r["scenario"]: r for r in csv.DictReader(fh)}
+def _rows(res: Path) -> dict[str, dict[str, Any]]:
+    """Every number of the sweep (metrics.csv) and its text cells, by scenario."""
+    return replayed_columns(res)
 
 
 def test_every_kind_runs_and_matches_truth(sweep: Path) -> None:

@@ -131,7 +131,7 @@ def compare(
             rep.missing_scenarios.append(name)
             continue
         for col, a in old.items():
-            if a in ("", None):
+            if a in ("", None) and R.column_kind(col) != "flags":  # an empty flag cell is a statement: none fired
                 continue
             b = new.get(col)
             try:

@@ -348,7 +348,7 @@ def validation_step(
         truth,
         binned,
         plan,
-        ssp_power_mw=hl.power.value,
+        power_mw=hl.power.value,
         sse_reading_mw=sse.reading.value * 1e3 if sse.reading.value is not None else None,
         energy_per_exec_mj=hl.energy.value,
         interleaved_reading_mw=inter.reading.value * 1e3 if inter.reading.value is not None else None,
@@ -359,7 +359,7 @@ def validation_step(
         reading_truth=reading_truth,
         lois=loi.lois,
         delay_ns=loi.delay_ns,
-        burst_power_mw=_power(prof.channels.get(TOTAL, {}).get("ssp")).value,
+        ssp_power_mw=_power(prof.channels.get(TOTAL, {}).get("ssp")).value,
         sustained_run=ref.run if ref is not None and hl.source != "burst" else None,
     )
 

@@ -143,7 +143,7 @@ def validate(
     truth: pl.DataFrame,
     binned: pl.DataFrame,
     plan: Plan,
-    ssp_power_mw: float | None,
+    power_mw: float | None,
     sse_reading_mw: float | None,
     energy_per_exec_mj: float | None,
     interleaved_reading_mw: float | None = None,
@@ -155,7 +155,7 @@ def validate(
     reading_truth: pl.DataFrame | None = None,
     lois: pl.DataFrame | None = None,
     delay_ns: int = 0,
-    burst_power_mw: float | None = None,
+    ssp_power_mw: float | None = None,
     sustained_run: int | None = None,
 ) -> Validation:
     """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
@@ -166,12 +166,13 @@ def validate(
     lois and delay_ns) validates the sensor readings (sse_reading_mw, interleaved_reading_mw).
 
     sustained_run: the reference run whose sustained power is the headline (`analysis.sustained.headline`); its
-    truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the SSP and energy truth,
-    and the SSP-tail truth validates burst_power_mw (truth_ssp_power_w, ssp_vs_truth_pct).
+    truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the headline power's
+    (power_mw: truth_power_w, power_vs_truth_pct) and energy truth, and the SSP-tail truth validates the method SSP
+    (ssp_power_mw: truth_ssp_power_w, ssp_vs_truth_pct).
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
-    reference_power_mw: the reference run's settled power, compared with the SSP truth.
+    reference_power_mw: the reference run's settled power, compared with the headline power's truth.
     Returns the `Validation` ("groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}; energy_truth
     "cycle" | "execution"; None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
@@ -185,16 +186,16 @@ def validate(
         v = hit[col].item() if hit.height else None
         return float(v) if v is not None else None
 
-    t_ssp, t_sse = total("ssp"), total("sse")
+    t_power, t_sse = total("ssp"), total("sse")
     t_first = total("first") if plan.predecessor_count > 0 else None
     t_exec_energy = total("ssp", "energy_mj")
     t_cycle_energy = total("ssp", "cycle_energy_mj")
     t_energy = t_cycle_energy if t_cycle_energy is not None else t_exec_energy
-    t_burst = t_ssp
+    t_ssp = t_power
     if sustained_run is not None:
         hit = truth.filter((pl.col("run") == sustained_run) & (pl.col("channel") == TOTAL))
         if hit.height:
-            t_ssp = float(hit["power_mw"][0])
+            t_power = float(hit["power_mw"][0])
             t_energy = float(hit["energy_mj"][0])
     readings: dict[str, float] = {}
     if reading_truth is not None and lois is not None:
@@ -204,7 +205,7 @@ def validate(
     out = Validation(
         **{
             "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
-            "truth_power_w": t_ssp / 1e3 if t_ssp is not None else None,
+            "truth_power_w": t_power / 1e3 if t_power is not None else None,
             "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
             "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
             "reading_groups": readings,
@@ -213,15 +214,15 @@ def validate(
             "truth_energy_per_exec_mj": t_energy,
             "truth_exec_energy_mj": t_exec_energy,
             "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
-            "power_vs_truth_pct": _err(ssp_power_mw, t_ssp),
+            "power_vs_truth_pct": _err(power_mw, t_power),
             "sse_reading_vs_truth_pct": _err(sse_reading_mw, r_sse),
             "sse_kernel_power_vs_truth_pct": _err(sse_kernel_mw, t_sse),
             "interleaved_reading_vs_truth_pct": _err(interleaved_reading_mw, r_first),
             "interleaved_kernel_power_vs_truth_pct": _err(interleaved_kernel_mw, t_first),
             "energy_per_exec_vs_truth_pct": _err(energy_per_exec_mj, t_energy),
-            "reference_vs_truth_pct": _err(reference_power_mw, t_ssp),
-            "truth_ssp_power_w": t_burst / 1e3 if t_burst is not None else None,
-            "ssp_vs_truth_pct": _err(burst_power_mw, t_burst),
+            "reference_vs_truth_pct": _err(reference_power_mw, t_power),
+            "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
+            "ssp_vs_truth_pct": _err(ssp_power_mw, t_ssp),
         }
     )
     shown = {

@@ -74,7 +74,7 @@ def test_validate_signed_errors():
         truth,
         binned,
         d["plan"],
-        ssp_power_mw=400_000.0,
+        power_mw=400_000.0,
         sse_reading_mw=350_000.0,
         energy_per_exec_mj=80.0,
         sse_kernel_mw=350_000.0,

@@ -93,10 +93,8 @@ def new_columns(row: Mapping[str, Any]) -> dict[str, Any]:
     out = {new_column(k): v for k, v in row.items()}
     if "burst_power_w" not in row and row.get("ssp_source") in (None, "", "burst") and "ssp_power_w" in row:
         # format 1 (no reference run, no burst column) or a burst headline: the SSP is the method's SSP
-        for old_col, new_col in zip(
-            ("ssp_power_w", *R.ci_columns("ssp_power_w")), ("ssp_power_w", *R.ci_columns("ssp_power_w")), strict=True
-        ):
-            out[new_col] = row.get(old_col)
+        for col in ("ssp_power_w", *R.ci_columns("ssp_power_w")):  # the same names then and now
+            out[col] = row.get(col)
         out.setdefault("power_source", "burst")
     if "flags" in row and "notes" not in row:
         every = R.split_flags(row.get("flags"))

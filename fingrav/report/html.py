@@ -165,6 +165,15 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+def ssp_validity(scn: ScenarioData) -> str:
+    """A mark beside the method SSP when it is not valid on its own (`ssp_valid`), naming the flags why."""
+    ssp = scn.result.ssp
+    if ssp.valid or not ssp.power.has_value:
+        return ""
+    why = ", ".join(ssp.invalid_by) or "not valid"
+    return f'<span class="nm" title="ssp_valid false: {esc(why)}"> not valid ({esc(why)})</span>'
+
+
 def flags_cell(scn: ScenarioData) -> str:
     """A scenario's flags shown apart: the invalidating ones (red chips, they make the row invalid), then its notes
     (informational; `ScenarioResult.flags`)."""
@@ -519,7 +528,7 @@ def summary_section(
         if sustained:
             cells += [
                 esc(r.get("power_source") or "–"),
-                fmt_ci(*ci3(r, "ssp_power_w"), 1),
+                fmt_ci(*ci3(r, "ssp_power_w"), 1) + ssp_validity(s),
                 fmt_ci(
                     *ci3(r, "ssp_vs_power_pct"),
                     1,

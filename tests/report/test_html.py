@@ -77,3 +77,12 @@ def test_reference_table_compares_the_method_ssp_with_a_ci(scn: ScenarioData) ->
     assert f"{r.ssp.power.value:.1f}" in text and f"{r.sustained.reference_power.value:.1f}" in text
     e = r.sustained.ssp_vs_reference
     assert e.has_ci and f"{e.value:.2f}" in text
+
+
+def test_an_invalid_method_ssp_is_marked_beside_it(scn: ScenarioData) -> None:
+    assert H.ssp_validity(scn) == ""  # valid: no mark
+    ssp = scn.result.ssp.model_copy(update={"valid": False, "invalid_by": ["imprecise", "unsettled"]})
+    bad = ScenarioData("cb", scn.summary.model_copy(update={"result": scn.result.model_copy(update={"ssp": ssp})}),
+                       SweepLayout(Path(".")))  # fmt: skip
+    assert "not valid (imprecise, unsettled)" in H.ssp_validity(bad)
+    assert "not valid (imprecise, unsettled)" in H.summary_section([bad])

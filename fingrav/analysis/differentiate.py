@@ -32,7 +32,7 @@ from fingrav.contracts import result as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BY_NAME as FLAG_BY_NAME
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import KernelPower, ReferenceStats, RoleStats, RunCount, ScenarioSummary
+from fingrav.contracts.profile import KernelPower, ReferenceStats, RoleStats, RunCount, ScenarioSummary, TruthGroups
 from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
@@ -673,6 +673,12 @@ def summary_of(
         exec_time_mean_ns=prof.numbers.exec_time_mean_ns,
         cycle_time_mean_ns=prof.numbers.cycle_time_mean_ns,
         kernel_power=dict(kernel),
-        validation=validation.to_summary() if validation is not None else None,
+        validation=TruthGroups(
+            groups=validation.groups,
+            reading_groups=validation.reading_groups,
+            truth_exec_energy_mj=validation.truth_exec_energy_mj,
+        )
+        if validation is not None
+        else None,
         work=plan_work(plan),
     )

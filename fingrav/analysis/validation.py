@@ -16,7 +16,6 @@ the true kernel power, and the truth of the sensor reading (the noise-free senso
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -134,9 +133,6 @@ class Validation:
     reference_vs_truth_pct: float | None
     truth_ssp_power_w: float | None
     ssp_vs_truth_pct: float | None
-
-    def to_summary(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def validate(

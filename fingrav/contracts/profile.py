@@ -171,6 +171,16 @@ class ReferenceStats(_Model):
         return Estimate.of(self.power_mw, self.ci_low_mw, self.ci_high_mw, "mW", self.ci_method)
 
 
+class TruthGroups(_Model):
+    """The simulator's truths that are not one of the result's numbers (`ScenarioResult.truth` has those): the true
+    power of every statistic group per channel (mW), the noise-free reading per group (mW) and the true energy of
+    one execution alone (mJ; the result's energy truth is the cycle's)."""
+
+    groups: dict[str, dict[str, float]] = {}
+    reading_groups: dict[str, float] = {}
+    truth_exec_energy_mj: float | None = None
+
+
 class RunCount(_Model):
     total: int
     golden: int
@@ -197,7 +207,7 @@ class ScenarioSummary(_Model):
     cycle_time_mean_ns: float | None = None
     kernel_power: dict[str, KernelPower] = {}
     telemetry: dict[str, Any] | None = None  # by run phase: `fingrav.analysis.telemetry.telemetry_summary`
-    validation: dict[str, Any] | None = None
+    validation: TruthGroups | None = None  # simulator
     work: Work | None = None  # the kernel's work per execution, where known (fingrav.contracts.work)
 
     @model_validator(mode="before")
@@ -225,6 +235,8 @@ class ScenarioSummary(_Model):
             k["power"] = Estimate.of(k.pop("value_mw", None), k.pop("ci_low_mw", None), k.pop("ci_high_mw", None), "mW")
             kp[target] = k
         d["kernel_power"] = kp
+        if isinstance(d.get("validation"), dict):  # its numbers are the row's: the groups stay
+            d["validation"] = {k: d["validation"][k] for k in TruthGroups.model_fields if k in d["validation"]}
         d["format_version"] = RESULT_FORMAT_VERSION
         return d
 

@@ -103,12 +103,13 @@ def test_differentiate_row_has_truth_columns():
     assert row["truth_interleaved_kernel_power_w"] == pytest.approx(495.0)
     # energy truth = true cycle power x cycle time: 10 % high like the power
     assert row["energy_per_exec_vs_truth_pct"] == pytest.approx((400 / 440 - 1) * 100)
-    assert s["validation"]["energy_truth"] == "cycle"
+    assert s["result"]["truth"]["energy_truth"] == "cycle"
     assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
     # the synthetic sensor resolves the SSE (350 W): its kernel power is measured and validated against 385 W
     assert s["kernel_power"]["sse"]["measurable"] is True
     assert s["kernel_power"]["sse"]["power"]["value"] == pytest.approx(350_000.0, rel=2e-3)
-    assert s["validation"]["sse_kernel_power_vs_truth_pct"] == pytest.approx((350 - 385) / 385 * 100, abs=0.2)
+    assert s["row"]["sse_kernel_power_vs_truth_pct"] == pytest.approx((350 - 385) / 385 * 100, abs=0.2)
+    assert set(s["validation"]) == {"groups", "reading_groups", "truth_exec_energy_mj"}  # the rest is the result's
     # without truth: no truth columns
     _, s2 = differentiate(
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None

@@ -16,8 +16,7 @@ import polars as pl
 from fingrav.contracts import flags as FL
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
-from fingrav.contracts.result import is_finite
-from fingrav.contracts.result import value_ci as ci3
+from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
 from fingrav.contracts.units import MW_PER_W, ms, us
 from fingrav.report.load import ScenarioData, sensor_ns
@@ -81,6 +80,14 @@ class FigureOut:
     png: bytes | None = None
     filename: str | None = None
     error: str | None = None
+
+
+def ci3(row: Mapping[str, Any], column: str) -> tuple[Any, Any, Any]:
+    """(value, CI low, CI high) of a result column in a scenario's flat row (`ScenarioResult.flat`); a name the
+    result model does not have is a KeyError, never an empty cell (a channel another scenario has: empty)."""
+    if column not in row and channel_of_column(column) is None:
+        raise KeyError(f"{column}: not a column of the result model (fingrav.contracts.result.METRICS)")
+    return value_ci(row, column)
 
 
 def esc(x: Any) -> str:

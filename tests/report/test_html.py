@@ -86,3 +86,11 @@ def test_an_invalid_method_ssp_is_marked_beside_it(scn: ScenarioData) -> None:
                        SweepLayout(Path(".")))  # fmt: skip
     assert "not valid (imprecise, unsettled)" in H.ssp_validity(bad)
     assert "not valid (imprecise, unsettled)" in H.summary_section([bad])
+
+
+def test_a_column_the_model_does_not_have_is_an_error_not_an_empty_cell(scn: ScenarioData) -> None:
+    assert H.ci3(scn.row, "power_w") == (scn.result.headline.power.value, *(scn.result.headline.power.ci_low,
+                                         scn.result.headline.power.ci_high))  # fmt: skip
+    assert H.ci3(scn.row, "ssp_hbm_power_w") == (None, None, None)  # a channel another scenario has
+    with pytest.raises(KeyError, match="burst_power_w"):
+        H.ci3(scn.row, "burst_power_w")  # the name before format 3

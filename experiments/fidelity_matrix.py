@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from fingrav.contracts.result import ci_columns
+
 logger = logging.getLogger("fidelity")
 
 DTYPES = ("bf16", "fp16", "fp32")
@@ -110,6 +112,7 @@ def run_sweep(cfg_dict: dict[str, Any]) -> list[dict[str, Any]]:
     """Run one sweep through the stages in a temporary folder; one result row per scenario."""
     from fingrav import rawio
     from fingrav.config import parse_config
+    from fingrav.contracts.profile import ScenarioSummary
     from fingrav.layout import SweepLayout
     from fingrav.stages import bin as bin_stage
     from fingrav.stages import calibrate, collect, differentiate
@@ -132,8 +135,7 @@ def run_sweep(cfg_dict: dict[str, Any]) -> list[dict[str, Any]]:
             except Exception as err:
                 rows.append({"sweep": cfg.sweep, "scenario": s.name, "error": f"{type(err).__name__}: {err}"})
                 continue
-            summary = rawio.read_json(layout.summary_json(s.name))
-            row = summary["row"]
+            row = rawio.read_model(layout.summary_json(s.name), ScenarioSummary).row  # the result's flat columns
             rows.append(
                 {
                     "sweep": cfg.sweep,
@@ -153,32 +155,33 @@ _ROW_KEYS = (
     "exec_time_us",
     "valid",
     "flags",
-    "ssp_power_w",
-    "ssp_power_ci_low_w",
-    "ssp_power_ci_high_w",
-    "truth_ssp_power_w",
-    "ssp_error_pct",
+    "notes",
+    "power_w",
+    "power_ci_low_w",
+    "power_ci_high_w",
+    "truth_power_w",
+    "power_vs_truth_pct",
     "energy_per_exec_mj",
     "energy_per_exec_ci_low_mj",
     "energy_per_exec_ci_high_mj",
     "truth_energy_per_exec_mj",
-    "energy_error_pct",
+    "energy_per_exec_vs_truth_pct",
     *(
         f"{n}_{kind}{suffix}"
         for n in ("sse", "interleaved")
         for kind in ("reading", "kernel_power")
-        for suffix in ("_w", "_ci_low_w", "_ci_high_w")
+        for suffix in ("_w", *(c.removeprefix("x") for c in ci_columns("x_w")))
     ),
     *(f"truth_{n}_{kind}_w" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
-    *(f"{n}_{kind}_error_pct" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
-    "ssp_source",
+    *(f"{n}_{kind}_vs_truth_pct" for n in ("sse", "interleaved") for kind in ("reading", "kernel_power")),
+    "power_source",
     "sustained_stop",
     "sustained_run_s",
     "limit_cycles",
-    "burst_power_w",
-    "truth_burst_power_w",
-    "instrumentation_cycle_pct",
-    "instrumentation_power_pct",
+    "ssp_power_w",
+    "truth_ssp_power_w",
+    "ssp_cycle_vs_sustained_cycle_pct",
+    "ssp_vs_unstamped_burst_pct",
 )
 # the two kinds of SSE / interleaved number, each validated against its own truth (fingrav.analysis.validation)
 SECONDARY = tuple((n, kind) for n in ("sse", "interleaved") for kind in ("reading", "kernel_power"))
@@ -194,13 +197,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The matrix's headline numbers over valid rows."""
     ok = [r for r in rows if "error" not in r]
     valid = [r for r in ok if r.get("valid")]
-    ssp_err = [abs(r["ssp_error_pct"]) for r in valid if r.get("ssp_error_pct") is not None]
-    en_err = [abs(r["energy_error_pct"]) for r in valid if r.get("energy_error_pct") is not None]
-    cov = [
-        c
-        for r in valid
-        if (c := _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")) is not None
+    ssp_err = [abs(r["power_vs_truth_pct"]) for r in valid if r.get("power_vs_truth_pct") is not None]
+    en_err = [
+        abs(r["energy_per_exec_vs_truth_pct"]) for r in valid if r.get("energy_per_exec_vs_truth_pct") is not None
     ]
+    cov = [c for r in valid if (c := _covers(r, "power_ci_low_w", "power_ci_high_w", "truth_power_w")) is not None]
     cov_e = [
         c
         for r in valid
@@ -211,21 +212,21 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for n, kind in SECONDARY:
         name = f"{n}_{kind}"
         reported = [r for r in ok if r.get(f"{name}_w") is not None and r.get(f"truth_{name}_w") is not None]
-        c = [_covers(r, f"{name}_ci_low_w", f"{name}_ci_high_w", f"truth_{name}_w") for r in reported]
-        errs = [abs(r[f"{name}_error_pct"]) for r in reported if r.get(f"{name}_error_pct") is not None]
+        c = [_covers(r, *ci_columns(f"{name}_w"), f"truth_{name}_w") for r in reported]
+        errs = [abs(r[f"{name}_vs_truth_pct"]) for r in reported if r.get(f"{name}_vs_truth_pct") is not None]
         secondary[f"{name}_reported"] = len(reported)
         secondary[f"{name}_ci_coverage"] = sum(bool(x) for x in c) / len(c) if c else None
         secondary[f"{name}_max_abs_error_pct"] = max(errs, default=None)
     by_source: dict[str, Any] = {}
     for src in ("sustained", "burst"):
-        v = [r for r in valid if r.get("ssp_source") == src and r.get("ssp_error_pct") is not None]
-        c = [_covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w") for r in v]
+        v = [r for r in valid if r.get("power_source") == src and r.get("power_vs_truth_pct") is not None]
+        c = [_covers(r, "power_ci_low_w", "power_ci_high_w", "truth_power_w") for r in v]
         by_source[f"{src}_valid"] = len(v)
-        by_source[f"{src}_max_abs_error_pct"] = max((abs(r["ssp_error_pct"]) for r in v), default=None)
+        by_source[f"{src}_max_abs_error_pct"] = max((abs(r["power_vs_truth_pct"]) for r in v), default=None)
         by_source[f"{src}_ci_coverage"] = sum(bool(x) for x in c) / len(c) if c else None
     cyc = [r for r in valid if (r.get("limit_cycles") or 0) > 0]
     by_source["limit_cycling_valid"] = len(cyc)
-    by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["ssp_error_pct"]) for r in cyc), default=None)
+    by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["power_vs_truth_pct"]) for r in cyc), default=None)
     return {
         "scenarios": len(rows),
         "errors": len(rows) - len(ok),
@@ -240,9 +241,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "silently_wrong": sum(
             1
             for r in valid
-            if r.get("ssp_error_pct") is not None
-            and abs(r["ssp_error_pct"]) > 2.0
-            and not _covers(r, "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w")
+            if r.get("power_vs_truth_pct") is not None
+            and abs(r["power_vs_truth_pct"]) > 2.0
+            and not _covers(r, "power_ci_low_w", "power_ci_high_w", "truth_power_w")
         ),
         **secondary,
         **by_source,

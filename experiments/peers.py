@@ -71,6 +71,7 @@ from fingrav.analysis.reference import trapezoid_energy_mj
 from fingrav.analysis.sustained import binned, limit_cycle
 from fingrav.analysis.tdist import t_half_width, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.result import Estimate, ci_columns
 from fingrav.contracts.units import MJ_PER_MW_NS, MW_PER_W, NS_PER_S
 from fingrav.rawio import jsonable
 
@@ -196,20 +197,21 @@ def settled_power(
         out["limit_cycle_error"] = _why(exc)
         lc = None
     if lc is not None:
-        s = lc.to_summary()
         out["limit_cycle"] = {
-            "cycles": s["cycles"],
-            "period_ms": _scaled(s["period_ns"], 1e-6),
-            "duty": _scaled(s["duty"], 1.0),
-            "high_w": _scaled(s["high_mw"], 1e-3),
-            "low_w": _scaled(s["low_mw"], 1e-3),
-            "mean_w": _scaled(s["mean_mw"], 1e-3),
+            "cycles": lc.cycles,
+            "period_ms": _scaled(lc.period_ns, 1e-6),
+            "duty": _scaled(lc.duty, 1.0),
+            "high_w": _scaled(lc.high_mw, 1e-3),
+            "low_w": _scaled(lc.low_mw, 1e-3),
+            "mean_w": _scaled(lc.mean_mw, 1e-3),
         }
     return out
 
 
-def _scaled(interval: Mapping[str, float | None], factor: float) -> dict[str, float | None]:
-    return {k: (None if v is None else float(v) * factor) for k, v in interval.items()}
+def _scaled(e: Estimate, factor: float) -> dict[str, float | None]:
+    """An Estimate's value and CI x factor, as the JSON record {value, ci_low, ci_high}."""
+    return {k: (None if v is None else float(v) * factor) for k, v in (("value", e.value), ("ci_low", e.ci_low),
+                                                                         ("ci_high", e.ci_high))}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- 2. aiconfigurator's protocol
@@ -366,15 +368,27 @@ def zeus_windows(log_csv: Path, name: str = "__zeus_profile_run_trial") -> list[
 
 
 # --------------------------------------------------------------------------- 5. fingrav's summary
+CI_LOW, CI_HIGH = ci_columns("power_w")
+
+
 def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, ToolResult]:
     """fingrav rows of a summary.csv for the kernels in `labels` (name -> fingrav kernel label), matched by the
-    `kernel` column among rows without a predecessor: ssp_power_w (the headline: sustained where the sweep had a
-    reference run, see ssp_source) and its CI, valid, flags, burst power, cycle time."""
-    by_label: dict[str, dict[str, str]] = {}
+    `kernel` column among rows without a predecessor: power_w (the headline: sustained where the sweep had a
+    reference run, see power_source) and its CI, valid, flags, the method SSP (ssp_power_w), cycle time. A summary
+    before format 3 is read under the new names (`fingrav.contracts.legacy`); with a metrics.csv beside it, every
+    number of the sweep (`fingrav.replay_check.replayed_columns`)."""
+    from fingrav.contracts import legacy
+    from fingrav.replay_check import replayed_columns
+
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if not (row.get("predecessor") or "").strip():
-                by_label.setdefault(row.get("kernel", ""), row)
+        rows = [legacy.new_columns(r) if legacy.is_old_row(r) else dict(r) for r in csv.DictReader(f)]
+    if (path.parent / "metrics.csv").is_file():
+        every = replayed_columns(path.parent)
+        rows = [{**every.get(r.get("scenario", ""), {}), **r} for r in rows]
+    by_label: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if not (row.get("predecessor") or "").strip():
+            by_label.setdefault(row.get("kernel", ""), row)
     out = {}
     for name, label in labels.items():
         row = by_label.get(label)
@@ -383,22 +397,23 @@ def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, Too
             continue
         valid = (row.get("valid") or "").strip().lower() == "true"
         notes = [f"scenario {row.get('scenario')}", "valid" if valid else "NOT valid"]
-        if row.get("ssp_source"):
-            notes.append(f"headline {row['ssp_source']}")
-        if row.get("flags"):
-            notes.append(f"flags {row['flags']}")
-        if _num(row.get("burst_power_w")) is not None:
-            notes.append(f"burst {_num(row.get('burst_power_w')):.0f} W")
+        if row.get("power_source"):
+            notes.append(f"headline {row['power_source']}")
+        flags = ";".join(f for f in (row.get("flags"), row.get("notes")) if f)
+        if flags:
+            notes.append(f"flags {flags}")
+        if _num(row.get("ssp_power_w")) is not None and row.get("power_source") not in (None, "", "burst"):
+            notes.append(f"burst {_num(row.get('ssp_power_w')):.0f} W")
         if _num(row.get("sustained_run_s")) is not None:
             notes.append(f"reference {_num(row.get('sustained_run_s')):.1f} s ({row.get('sustained_stop') or 'fixed'})")
         out[name] = ToolResult(
             name,
             "fingrav",
-            power_w=_num(row.get("ssp_power_w")),
-            ci_low_w=_num(row.get("ssp_power_ci_low_w")),
-            ci_high_w=_num(row.get("ssp_power_ci_high_w")),
+            power_w=_num(row.get("power_w")),
+            ci_low_w=_num(row.get(CI_LOW)),
+            ci_high_w=_num(row.get(CI_HIGH)),
             gpu_s=_num(row.get("collect_gpu_s")),  # the scenario's whole collection (the sweep's calibration aside)
-            cycle_us=_num(row.get("sustained_cycle_time_us")) or _num(row.get("cycle_time_us")),
+            cycle_us=_num(row.get("sustained_cycle_time_us")) or _num(row.get("ssp_cycle_time_us")),
             notes="; ".join(notes),
             detail={k: v for k, v in row.items() if v not in (None, "")},
         )

@@ -32,7 +32,8 @@ from fingrav.config import (
     SweepConfig,
     parse_config,
 )
-from fingrav.contracts.profile import Estimate, ScenarioSummary, Throughput
+from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import Estimate, Flags, LimitCycle, ScenarioResult, Throughput
 from fingrav.contracts.roles import PROFILED_ROLES
 from fingrav.contracts.units import MW_PER_W
 from fingrav.contracts.work import Work
@@ -46,43 +47,29 @@ LIMIT_CYCLING_FLAG = "power_limit_cycling"
 
 
 @dataclass(frozen=True)
-class LimitCycle:
-    """A power limiter that clamps the card in cycles (flag `power_limit_cycling`, from the reference run):
-    block_spread_pct = (max - min) / mean of the reference run's `block_ms` block means of settled power; the cycle
-    (`fingrav.analysis.sustained.LimitCycle`): whole cycles seen, period (ms), released fraction (duty, %), high and
-    low levels and the whole-cycle mean (W), each (value, ci_low, ci_high); None where fewer than two clamps were
-    seen."""
-
-    block_ms: float
-    block_spread_pct: float
-    cycles: int | None = None
-    period_ms: tuple[float | None, float | None, float | None] | None = None
-    duty_pct: tuple[float | None, float | None, float | None] | None = None
-    high_w: tuple[float | None, float | None, float | None] | None = None
-    low_w: tuple[float | None, float | None, float | None] | None = None
-    mean_w: tuple[float | None, float | None, float | None] | None = None
-
-
-@dataclass(frozen=True)
 class ProfileResult:
-    """What `profile` measured for one kernel on GPU 0 (units in the names: W, mJ, µs).
+    """What `profile` measured for one kernel on GPU 0: the scenario's typed result (`result`,
+    `fingrav.contracts.result.ScenarioResult`) and the fields a user reads first (units in the names: W, mJ, µs).
 
-    Every number is the pipeline's: `summary` is the scenario's summary.json (`ScenarioSummary`), `row` its
-    summary.csv row. `profile`: the TOI profile as lois.parquet holds it (what the report plots): the golden LOIs
-    of the profiled roles, one row per power sample inside an execution: channel, role (ssp, sse, first, warmup,
-    pred), run, exec_index, toi_frac (where inside the execution, 0..1), power_w (the SSP mean itself is computed
-    from centroid-aligned LOIs, `summary.channels`). `limit_cycle`: set where the power limiter cycles (else None).
-    `results_dir`: where the files are (None when they were in a temporary folder, now removed)."""
+    Every number is the pipeline's: `summary` is the scenario's summary.json (`ScenarioSummary`). `power_w` is the
+    headline (`power_source`: sustained = the reference run, as users launch kernels; burst = the method SSP),
+    `ssp_power_w` the method's SSP of the short stamped runs after idle (valid on its own: `result.ssp.valid`).
+    `profile`: the TOI profile as lois.parquet holds it (what the report plots): the golden LOIs of the profiled
+    roles, one row per power sample inside an execution: channel, role (ssp, sse, first, warmup, pred), run,
+    exec_index, toi_frac (where inside the execution, 0..1), power_w. `limit_cycle`: set where the power limiter
+    cycles (else None). `results_dir`: where the files are (None when they were in a temporary folder, now
+    removed)."""
 
     scenario: str
     kernel: str
+    power_w: Estimate
+    power_source: str
     ssp_power_w: Estimate
     energy_per_exec_mj: Estimate
     exec_time_us: Estimate
-    cycle_time_us: Estimate
     work: Work | None
-    throughput: Throughput | None
-    flags: tuple[str, ...]
+    throughput: Throughput
+    flags: Flags
     valid: bool
     profile: pl.DataFrame
     limit_cycle: LimitCycle | None
@@ -91,8 +78,34 @@ class ProfileResult:
 
     @property
     def row(self) -> dict[str, Any]:
-        """The scenario's summary.csv row (`fingrav.contracts.summary`)."""
-        return dict(self.summary.row)
+        """The result's flat columns (`ScenarioResult.flat`: summary.csv's and every other column)."""
+        return self.result.flat()
+
+    @property
+    def result(self) -> ScenarioResult:
+        """The scenario's typed result (every number, `fingrav.contracts.result`)."""
+        return self.summary.result
+
+    def __str__(self) -> str:
+        """One paragraph: what was measured, the headline and its source, the energy, the method SSP, time,
+        throughput where known, validity and flags."""
+        r = self.result
+        parts = [
+            f"{self.scenario} ({self.kernel}): {self.power_w} ({self.power_source}), "
+            f"{self.energy_per_exec_mj} per execution, {self.exec_time_us} per execution",
+            f"method SSP {self.ssp_power_w} ({'valid' if r.ssp.valid else 'not valid: ' + ', '.join(r.ssp.invalid_by)})"
+            if r.ssp.power.has_value
+            else "method SSP n/a",
+        ]
+        if r.throughput.tflop_s.has_value:
+            parts.append(f"{r.throughput.tflop_s}, {r.throughput.tflop_s_per_w}")
+        elif r.throughput.gb_s.has_value:
+            parts.append(f"{r.throughput.gb_s}")
+        if self.limit_cycle is not None:
+            parts.append(f"power limiter cycles every {self.limit_cycle.period}")
+        state = "valid" if self.valid else "NOT valid: " + ", ".join(self.flags.invalidating)
+        notes = f"; notes: {', '.join(self.flags.notes)}" if self.flags.notes else ""
+        return "; ".join(parts) + f". {state}{notes}."
 
 
 def _section(value: Any) -> Any:
@@ -197,36 +210,9 @@ def _profile_frame(lois_path: Path) -> pl.DataFrame:
     )
 
 
-def _estimate(row: Mapping[str, Any], name: str, unit: str) -> Estimate:
-    return Estimate(
-        value=row.get(f"{name}_{unit}"),
-        ci_low=row.get(f"{name}_ci_low_{unit}"),
-        ci_high=row.get(f"{name}_ci_high_{unit}"),
-    )
-
-
-def _limit_cycle(summary: ScenarioSummary) -> LimitCycle | None:
-    ref = summary.reference or {}
-    if LIMIT_CYCLING_FLAG not in summary.flags or ref.get("block_spread_pct") is None:
-        return None
-    lc = ref.get("limit_cycle")
-
-    def part(key: str, scale: float) -> tuple[float | None, float | None, float | None] | None:
-        if not lc:
-            return None
-        d = lc[key]
-        return tuple(None if d.get(k) is None else float(d[k]) * scale for k in ("value", "ci_low", "ci_high"))  # type: ignore[return-value]
-
-    return LimitCycle(
-        block_ms=float(ref.get("block_ms") or 0.0),
-        block_spread_pct=float(ref["block_spread_pct"]),
-        cycles=int(lc["cycles"]) if lc else None,
-        period_ms=part("period_ns", 1e-6),
-        duty_pct=part("duty", 100.0),
-        high_w=part("high_mw", 1e-3),
-        low_w=part("low_mw", 1e-3),
-        mean_w=part("mean_mw", 1e-3),
-    )
+def limit_cycle_of(result: ScenarioResult) -> LimitCycle | None:
+    """The limit cycle where the power limiter cycles (flag `power_limit_cycling` and a segmented cycle)."""
+    return result.sustained.limit_cycle if LIMIT_CYCLING_FLAG in result.flags.all else None
 
 
 def run_stages(cfg: SweepConfig, layout: SweepLayout) -> Path:
@@ -261,20 +247,21 @@ def read_result(layout: SweepLayout, scenario: str, keep: bool = True) -> Profil
     from fingrav import rawio
 
     summary = rawio.read_model(layout.summary_json(scenario, 0), ScenarioSummary)
-    row = summary.row
+    r = summary.result
     return ProfileResult(
         scenario=scenario,
-        kernel=str(row.get("kernel")),
-        ssp_power_w=_estimate(row, "ssp_power", "w"),
-        energy_per_exec_mj=_estimate(row, "energy_per_exec", "mj"),
-        exec_time_us=_estimate(row, "exec_time", "us"),
-        cycle_time_us=_estimate(row, "cycle_time", "us"),
+        kernel=str(r.labels.kernel),
+        power_w=r.headline.power,
+        power_source=r.headline.power_source,
+        ssp_power_w=r.ssp.power,
+        energy_per_exec_mj=r.headline.energy_per_exec,
+        exec_time_us=r.headline.exec_time,
         work=summary.work,
-        throughput=summary.throughput,
-        flags=tuple(summary.flags),
-        valid=bool(summary.valid),
+        throughput=r.throughput,
+        flags=r.flags,
+        valid=r.valid,
         profile=_profile_frame(layout.lois(scenario, 0)),
-        limit_cycle=_limit_cycle(summary),
+        limit_cycle=limit_cycle_of(r),
         summary=summary,
         results_dir=layout.root if keep else None,
     )
@@ -320,16 +307,8 @@ def profile(
             layout = SweepLayout(Path(tmp))
             run_stages(cfg, layout)
             out = read_result(layout, scenario, keep=False)
-    e, p = out.energy_per_exec_mj, out.ssp_power_w
-    logger.info(
-        "profile %s: SSP %s W [%s, %s], energy %s mJ per execution, %.4g us, valid=%s%s",
-        out.kernel,
-        *(f"{v:.4g}" if v is not None else "n/a" for v in (p.value, p.ci_low, p.ci_high, e.value)),
-        (out.exec_time_us.value or float("nan")),
-        out.valid,
-        f", flags {';'.join(out.flags)}" if out.flags else "",
-    )
+    logger.info("profile: %s", out)
     return out
 
 
-__all__ = ["LimitCycle", "ProfileResult", "build_config", "profile", "read_result", "run_stages"]
+__all__ = ["LimitCycle", "ProfileResult", "build_config", "limit_cycle_of", "profile", "read_result", "run_stages"]

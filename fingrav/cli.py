@@ -1,4 +1,4 @@
-"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export`.
+"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export|replay`.
 
 The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
 (calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
@@ -192,6 +192,21 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """`fingrav replay --check NAME`: compare a replay of dataset NAME with its committed summary.csv."""
+    from fingrav.replay_check import DEFAULT_REL_TOL, check, check_summaries
+
+    if not args.check:
+        logger.error("fingrav replay: only --check NAME is implemented (replay a dataset with snakemake)")
+        return 2
+    name = args.check
+    committed = Path(args.committed or f"results/{name}/summary.csv")
+    replayed = Path(args.replayed or f"results/{name}")
+    rel = args.rel if args.rel is not None else DEFAULT_REL_TOL
+    rep = check_summaries(committed, replayed, rel) if args.summaries else check(committed, replayed, rel)
+    return 0 if rep.ok else 1
+
+
 def _version() -> str:
     """The installed package's version (importlib.metadata), else the source tree's."""
     from importlib.metadata import PackageNotFoundError, version
@@ -222,6 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
     e.add_argument("--rank", type=int, default=0, help="which GPU of a multi-GPU sweep (default 0)")
     e.set_defaults(func=_cmd_export)
+    rp = sub.add_parser("replay", help="check a replay of a committed dataset against its committed summary.csv")
+    rp.add_argument("--check", metavar="NAME", help="the dataset (results/NAME/summary.csv is the committed one)")
+    rp.add_argument("--committed", help="the committed summary.csv (default results/NAME/summary.csv)")
+    rp.add_argument("--replayed", help="the replayed sweep folder with its metrics.csv (default results/NAME)")
+    rp.add_argument("--rel", type=float, help="relative tolerance (default 1e-3: 0.1 %%)")
+    rp.add_argument(
+        "--summaries", action="store_true", help="compare the two folders' profiles/gpu0/*/summary.json instead"
+    )
+    rp.set_defaults(func=_cmd_replay)
     v = sub.add_parser("validate", help="validate a sweep config")
     v.add_argument("--config", help="the sweep config (as in every other subcommand)")
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form

@@ -92,10 +92,6 @@ def _shape(kernel: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in items)
 
 
-def _ms(us: float | None) -> float | None:
-    return None if us is None else us * NS_PER_US / NS_PER_MS
-
-
 def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
     """One scenario as an aiconfigurator-style row (`AICONFIGURATOR_COLUMNS`; units in the contract's docstring)."""
     raw = _raw_provenance(s)
@@ -114,7 +110,9 @@ def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
     pred = None
     if isinstance(scen, Mapping) and scen.get("predecessor"):
         pred = Scenario.model_validate(scen).predecessor
-    row = s.row
+    r = s.result
+    latency = r.headline.exec_time.scaled(NS_PER_US / NS_PER_MS, "ms")
+    power, energy = r.headline.power, r.headline.energy_per_exec
     return {
         "framework": framework,
         "version": version,
@@ -125,15 +123,15 @@ def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
         "shape": _shape(kernel),
         "dtype": str(kernel.get("dtype") or ""),
         "predecessor": f"{pred.kernel.label()} x{pred.count}" if pred is not None else "",
-        "latency": _ms(row.get("exec_time_us")),
-        "latency_ci_low": _ms(row.get("exec_time_ci_low_us")),
-        "latency_ci_high": _ms(row.get("exec_time_ci_high_us")),
-        "power": row.get("ssp_power_w"),
-        "power_ci_low": row.get("ssp_power_ci_low_w"),
-        "power_ci_high": row.get("ssp_power_ci_high_w"),
-        "energy": row.get("energy_per_exec_mj"),
-        "energy_ci_low": row.get("energy_per_exec_ci_low_mj"),
-        "energy_ci_high": row.get("energy_per_exec_ci_high_mj"),
+        "latency": latency.value,
+        "latency_ci_low": latency.ci_low,
+        "latency_ci_high": latency.ci_high,
+        "power": power.value,
+        "power_ci_low": power.ci_low,
+        "power_ci_high": power.ci_high,
+        "energy": energy.value,
+        "energy_ci_low": energy.ci_low,
+        "energy_ci_high": energy.ci_high,
         "power_limit": power_limit_w(device),
         "valid": bool(s.valid),
         "flags": ";".join(s.flags),

@@ -182,6 +182,15 @@ class SweepLayout(RawLayout):
         return self.root / "summary.csv"
 
     @property
+    def metrics_parquet(self) -> Path:
+        """Every number of the sweep in long form (`fingrav.contracts.result.METRICS_COLUMNS`)."""
+        return self.root / "metrics.parquet"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.root / "metrics.csv"
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
 

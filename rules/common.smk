@@ -144,7 +144,7 @@ def fleet_outputs():
 
 
 def report_outputs():
-    return [p(L.summary_csv), p(L.report_html)]
+    return [p(L.summary_csv), p(L.metrics_parquet), p(L.report_html)]
 
 
 def stage_params(**values):

@@ -6,6 +6,8 @@ rule report:
         fleet=fleet_outputs(),
     output:
         csv=p(L.summary_csv),
+        metrics=p(L.metrics_parquet),
+        metrics_csv=p(L.metrics_csv),
         html=p(L.report_html),
     params:
         json=stage_params(

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 import fingrav
-from fingrav.api import ProfileResult, _limit_cycle, build_config
+from fingrav.api import ProfileResult, build_config, limit_cycle_of
 from fingrav.config import GemmKernel
+from fingrav.contracts.result import Estimate, Flags, LimitCycle, Sustained
 from fingrav.contracts.roles import PROFILED_ROLES
 from fingrav.errors import ConfigError
 
@@ -38,15 +39,16 @@ def test_profile_returns_the_pipeline_numbers(measured: ProfileResult) -> None:
     r = measured
     row = r.row
     assert r.scenario == "cb-2k" and r.kernel == "gemm 2048x2048x2048 bf16" and row["backend"] == "sim"
-    assert (r.ssp_power_w.value, r.ssp_power_w.ci_low, r.ssp_power_w.ci_high) == (
-        row["ssp_power_w"],
-        row["ssp_power_ci_low_w"],
-        row["ssp_power_ci_high_w"],
+    assert (r.power_w.value, r.power_w.ci_low, r.power_w.ci_high) == (
+        row["power_w"],
+        row["power_ci_low_w"],
+        row["power_ci_high_w"],
     )
+    assert r.power_source == row["power_source"] and r.ssp_power_w.value == row["ssp_power_w"]
     assert r.energy_per_exec_mj.value == row["energy_per_exec_mj"] and r.exec_time_us.value == row["exec_time_us"]
-    assert r.ssp_power_w.ci_low < r.ssp_power_w.value < r.ssp_power_w.ci_high
-    assert abs(row["ssp_error_pct"]) < 3.0  # the simulator's truth
-    assert r.flags == tuple(r.summary.flags) and r.valid == row["valid"]
+    assert r.power_w.ci_low < r.power_w.value < r.power_w.ci_high
+    assert abs(row["power_vs_truth_pct"]) < 3.0  # the simulator's truth
+    assert r.flags.all == r.summary.flags and r.valid == row["valid"]
     assert r.work.flop == 2.0 * 2048**3 and r.throughput.tflop_s.value == row["throughput_tflop_s"]
     assert r.limit_cycle is None  # no reference run, no limiter cycling
     assert r.results_dir is not None and (r.results_dir / "profiles" / "gpu0" / "cb-2k" / "summary.json").is_file()
@@ -68,7 +70,7 @@ def test_the_same_raw_data_gives_the_same_numbers(measured: ProfileResult, tmp_p
         **FAST,
     )
     assert again.row["backend"] == "sim"  # the recorded device
-    for key in ("ssp_power_w", "ssp_power_ci_low_w", "energy_per_exec_mj", "exec_time_us", "throughput_tflop_s"):
+    for key in ("power_w", "power_ci_low_w", "ssp_power_w", "energy_per_exec_mj", "exec_time_us", "throughput_tflop_s"):
         assert again.row[key] == measured.row[key], key
     assert again.flags == measured.flags and again.profile.equals(measured.profile)
 
@@ -77,7 +79,7 @@ def test_a_factory_function_is_profiled_by_its_declared_work() -> None:
     r = fingrav.profile(fake_factory, args={"n": 3}, bytes=4.0e9, name="vec", **FAST)
     assert r.kernel == "callable fake_factory" and r.results_dir is None  # a temporary folder, removed
     assert r.work.source == "declared" and r.work.flop is None
-    assert r.throughput.gb_s.value == pytest.approx(4.0e9 / (r.row["cycle_time_us"] * 1e3), rel=0.05)
+    assert r.throughput.gb_s.value == pytest.approx(4.0e9 / (r.row["ssp_cycle_time_us"] * 1e3), rel=0.05)
     assert r.throughput.tflop_s.value is None and r.row["throughput_tflop_s"] is None
     by_name = build_config(f"{__name__}:fake_factory", args={"n": 3}, bytes=4.0e9, name="vec", **FAST)
     assert by_name == build_config(fake_factory, args={"n": 3}, bytes=4.0e9, name="vec", **FAST)
@@ -106,28 +108,30 @@ def test_bad_arguments_are_one_message(kwargs: dict, message: str) -> None:
 
 
 def test_limit_cycle_is_reported_where_the_limiter_cycles(measured: ProfileResult) -> None:
-    s = measured.summary
-    cycling = s.model_copy(
-        update={"flags": [*s.flags, "power_limit_cycling"], "reference": {"block_ms": 200.0, "block_spread_pct": 7.5}}
+    r = measured.result
+    assert limit_cycle_of(r) is None
+    iv = Estimate(value=1.0, ci_low=0.5, ci_high=1.5)
+    lc = LimitCycle(cycles=5, period=Estimate(value=900.0, ci_low=800.0, ci_high=1000.0, unit="ms"), duty=iv,
+                    high=iv, low=iv, mean=Estimate(value=690.0, ci_low=686.0, ci_high=694.0, unit="W"))  # fmt: skip
+    cycling = r.model_copy(
+        update={
+            "flags": Flags(invalidating=[], notes=["power_limit_cycling"]),
+            "sustained": Sustained(limit_cycle=lc),
+        }
     )
-    lc = _limit_cycle(cycling)
-    assert lc is not None and (lc.block_ms, lc.block_spread_pct, lc.period_ms) == (200.0, 7.5, None)
-    assert _limit_cycle(s) is None
-    iv = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
-    lc_summary = {
-        "cycles": 5,
-        "start_ns": 0,
-        "end_ns": 1,
-        "period_ns": {"value": 9e8, "ci_low": 8e8, "ci_high": 1e9},
-        "duty": iv,
-        "high_mw": iv,
-        "low_mw": iv,
-        "mean_mw": {"value": 690e3, "ci_low": 686e3, "ci_high": 694e3},
-    }
-    ref = {"block_ms": 200.0, "block_spread_pct": 12.0, "limit_cycle": lc_summary}
-    lc = _limit_cycle(cycling.model_copy(update={"reference": ref}))
-    assert lc is not None and lc.cycles == 5 and lc.period_ms == (900.0, 800.0, 1000.0)
-    assert lc.mean_w == (690.0, 686.0, 694.0) and lc.duty_pct == (100.0, 50.0, 150.0)
+    got = limit_cycle_of(cycling)
+    assert got is lc and str(got.period) == "900 ms [800, 1000]" and got.mean.value == 690.0
+    assert limit_cycle_of(r.model_copy(update={"sustained": Sustained(limit_cycle=lc)})) is None  # no flag: none
+
+
+def test_profile_result_prints_as_one_paragraph(measured: ProfileResult) -> None:
+    text = str(measured)
+    assert "\n" not in text and len(text) < 600
+    assert text.startswith("cb-2k (gemm 2048x2048x2048 bf16): ")
+    assert str(measured.power_w) in text and f"({measured.power_source})" in text
+    assert f"method SSP {measured.ssp_power_w}" in text and str(measured.energy_per_exec_mj) in text
+    assert " W [" in text and " mJ [" in text and "TFLOP/s" in text
+    assert ("valid" if measured.valid else "NOT valid") in text
 
 
 def test_import_fingrav_stays_light() -> None:

@@ -82,7 +82,7 @@ def test_export_writes_results_json_that_validates_and_the_csv(sweep: SweepLayou
     )
     assert float(r["latency"]) == pytest.approx(srow["exec_time_us"] / 1000.0)
     assert float(r["latency_ci_low"]) <= float(r["latency"]) <= float(r["latency_ci_high"])
-    assert float(r["power"]) == pytest.approx(srow["ssp_power_w"]) and float(r["energy"]) == srow["energy_per_exec_mj"]
+    assert float(r["power"]) == pytest.approx(srow["power_w"]) and float(r["energy"]) == srow["energy_per_exec_mj"]
     assert r["power_limit"] == "" and r["valid"] == str(summary.valid).lower()  # the synthetic device has no limit
 
 

@@ -26,14 +26,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from fingrav import rawio
+from fingrav.contracts import result as RM
 from fingrav.contracts import summary as S
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import Estimate, RunCount, ScenarioSummary
+from fingrav.contracts.profile import RunCount, ScenarioSummary
+from fingrav.contracts.result import Estimate
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
+from fingrav.replay_check import replayed_columns
 from fingrav.report import build_report, summary_frame
 from fingrav.report.figures import binning_chart, pick_run, reference_data, sse_error_data, validation_data
 from fingrav.report.load import ScenarioData, fair_quotas, load_scenario, load_scenarios, subsample
+from fingrav.report.table import metrics_frame
 
 logger = logging.getLogger(__name__)
 
@@ -661,29 +665,26 @@ def hw_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- report tests
 def test_summary_csv(sim_report: dict[str, Any]) -> None:
-    df = pl.read_csv(sim_report["sweep"].summary_csv)
+    """summary.csv: the narrow columns of the result model (<= 30 with the simulator's truths); every other number
+    in metrics.csv, long form."""
+    sweep: SweepLayout = sim_report["sweep"]
+    df = pl.read_csv(sweep.summary_csv)
     assert df["scenario"].to_list() == [s.name for s in sim_report["specs"]]
-    cols = df.columns
-    assert cols[: len(S.HEAD)] == list(S.HEAD)
-    assert {"ssp_memory_power_w", "ssp_compute_power_w"} <= set(cols)
-    tail_at = cols.index("runs_total")
-    assert cols[tail_at : tail_at + len(S.COUNTS)] == list(S.COUNTS)
-    assert all(c in cols for c in S.TRUTH)
+    assert tuple(df.columns) == RM.summary_columns(truth=True) and len(df.columns) <= RM.MAX_SUMMARY_COLUMNS_TRUTH
     assert df["valid"].to_list() == [True, True, False]
-    assert df.filter(pl.col("scenario") == "gemv4k")["flags"].item() == "too_few_lois;too_few_lois_sse"
-    assert df["ssp_power_w"].is_not_null().all()
-    # reference-run and SSE-run columns after the contract's columns
-    for c in (
-        "sse_runs_total",
-        "sse_runs_golden",
-        "reference_power_w",
-        "ssp_vs_reference_pct",
-        "reference_energy_power_w",
-        "reference_counter_vs_samples_pct",
-        "reference_error_pct",
-    ):
-        assert cols.index(c) > cols.index("flags"), c
-    assert df["reference_power_w"].is_not_null().to_list() == [True, False, False]
+    gemv = df.filter(pl.col("scenario") == "gemv4k").row(0, named=True)
+    assert gemv["flags"] == "too_few_lois" and gemv["notes"] == "too_few_lois_sse"  # invalidating vs notes
+    assert df["power_w"].is_not_null().all()
+    m = pl.read_csv(sweep.metrics_csv)
+    assert m.columns == list(RM.METRICS_COLUMNS) and m.equals(pl.read_parquet(sweep.metrics_parquet))
+    metrics = set(m["metric"].to_list())
+    for c in ("ssp_memory_power_w", "ssp_compute_power_w", "sse_runs_total", "reference_power_w",
+              "ssp_vs_reference_pct", "reference_counter_power_w", "reference_counter_vs_samples_pct",
+              "reference_vs_truth_pct", "power_vs_truth_pct"):  # fmt: skip
+        assert c in metrics, c
+    ref = m.filter(pl.col("metric") == "reference_power_w")
+    assert ref["scenario"].to_list() == ["gemm2k"] and ref["unit"].to_list() == ["W"]
+    assert (m["ci_low"].is_null() | (m["ci_low"] <= m["value"])).all()
 
 
 def test_html_self_contained(sim_report: dict[str, Any]) -> None:
@@ -720,7 +721,7 @@ def test_every_figure_is_a_valid_png(sim_report: dict[str, Any]) -> None:
         "timeline_sync_gemm2k.png",
         "timeline_binning_gemm2k.png",
         "components_ssp.png",
-        "interleaved_vs_isolated.png",
+        "interleaved_vs_ssp.png",
         "sse_vs_ssp_error.png",
         "validation_truth.png",
         "ssp_vs_reference.png",
@@ -759,7 +760,7 @@ def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
     # the timeline falls back to the scenario that still has raw data; truth columns are absent
     assert (out / "timeline_sync_gemm2k_after_gemv.png").exists()
     cols = pl.read_csv(hw_report["sweep"].summary_csv).columns
-    assert not any(c in cols for c in S.TRUTH)
+    assert tuple(cols) == RM.summary_columns(truth=False) and len(cols) <= RM.MAX_SUMMARY_COLUMNS
     for p in out.glob("*.png"):
         assert_valid_png(p.read_bytes())
     assert not EXTERNAL.findall(html)
@@ -775,7 +776,7 @@ def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
     build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
     assert not (out / "profile_gone.png").exists()
     assert (out / "keep_me.png").exists()
-    assert not (out / "interleaved_vs_isolated.png").exists()  # no predecessor in this sweep
+    assert not (out / "interleaved_vs_ssp.png").exists()  # no predecessor in this sweep
     assert not (out / "ssp_vs_reference.png").exists()  # nor a reference run
 
 
@@ -804,7 +805,7 @@ def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
         (lambda d: d["plan"].pop("runs"), "plan.runs"),
         (lambda d: d["channels"]["total"]["ssp"].update(mean_mw="lots"), "channels.total.ssp.mean_mw"),
         (lambda d: d.update(surprise=1), "surprise"),
-        (lambda d: d.pop("row"), "row"),
+        (lambda d: d.pop("result"), "result"),
     ],
 )
 def test_invalid_summary_is_a_data_error_naming_file_and_field(tmp_path: Path, change: Any, field_name: str) -> None:
@@ -838,16 +839,19 @@ def test_subsample_is_deterministic_and_bounded() -> None:
 
 
 def test_summary_frame_follows_the_contract() -> None:
-    rows = [
-        {"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "runs_total": 3},
-        {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True, "truth_ssp_power_w": 2.5},
+    results = [
+        summary_of("b", {"flags": "", "scenario": "b", "ssp_xcd_power_w": 1.0, "runs_total": 3}).result,
+        summary_of("a", {"scenario": "a", "ssp_hbm_power_w": 2.0, "valid": True, "truth_ssp_power_w": 2.5}).result,
     ]
-    df = summary_frame(rows)
-    assert df.columns == S.columns(rows)
-    assert df.columns[len(S.HEAD) : len(S.HEAD) + 2] == ["ssp_hbm_power_w", "ssp_xcd_power_w"]
+    df = summary_frame(results)
+    assert tuple(df.columns) == RM.summary_columns(truth=True)
     types = {"str": pl.String, "int": pl.Int64, "bool": pl.Boolean, "float": pl.Float64}
     assert all(df[c].dtype == types[S.column_type(c)] for c in df.columns)
-    assert df["flags"].to_list() == ["", None]
+    assert df["flags"].to_list() == ["", ""] and df["truth_power_w"].to_list() == [None, 2.5]
+    m = metrics_frame(results)
+    got = {(r["scenario"], r["metric"]): r["value"] for r in m.iter_rows(named=True)}
+    assert got[("b", "ssp_xcd_power_w")] == 1.0 and got[("a", "ssp_hbm_power_w")] == 2.0
+    assert got[("b", "ssp_runs_total")] == 3.0
 
 
 def test_timeline_draws_trailing_executions(sim_report: dict[str, Any]) -> None:
@@ -920,26 +924,28 @@ def test_report_on_real_analysis_output(tmp_path: Path) -> None:
     build_report(sweep, [s.name for s in specs], sweep_meta("sim"), strict=True)
     df = pl.read_csv(sweep.summary_csv)
     assert df["scenario"].to_list() == [s.name for s in specs]
-    assert df["truth_ssp_power_w"].is_not_null().all()
-    assert df["sse_runs_total"].to_list() == [24, 24, 24] and df["runs_total"].to_list() == [36, 36, 36]
+    assert df["truth_power_w"].is_not_null().all() and df["truth_ssp_power_w"].is_not_null().all()
+    rows = replayed_columns(sweep.root)  # every number (metrics.csv) and the text cells
+    assert [rows[s.name]["sse_runs_total"] for s in specs] == [24, 24, 24]
+    assert [rows[s.name]["ssp_runs_total"] for s in specs] == [36, 36, 36]
     # the reference run (gemm2k only): its settled power is the SSP power (the lagged sensor has settled)
-    ref = df.filter(pl.col("scenario") == "gemm2k").row(0, named=True)
+    ref = rows["gemm2k"]
     assert ref["reference_power_w"] == pytest.approx(400.0, rel=0.01)
     assert ref["reference_power_ci_low_w"] <= ref["reference_power_w"] <= ref["reference_power_ci_high_w"]
     # the fixture's warm-ups run at 90 % right up to the SSP tail, so its lagged SSP reading is still a few %
-    # low: the reference run shows it
-    # low: the reference run shows it. With a reference run the headline SSP is the reference's sustained power and
-    # the FinGraV SSP of the short runs is the burst column (what ssp_vs_reference_pct compares)
-    ssp_vs_ref = (ref["burst_power_w"] - ref["reference_power_w"]) / ref["reference_power_w"] * 100
+    # low: the reference run shows it. With a reference run the headline power is the reference's sustained power
+    # and the method SSP of the short runs is ssp_power_w (what ssp_vs_reference_pct compares)
+    ssp_vs_ref = (ref["ssp_power_w"] - ref["reference_power_w"]) / ref["reference_power_w"] * 100
     assert ref["ssp_vs_reference_pct"] == pytest.approx(ssp_vs_ref) and -6 < ssp_vs_ref < 0
+    assert ref["ssp_vs_reference_ci_low_pct"] < ref["ssp_vs_reference_pct"] < ref["ssp_vs_reference_ci_high_pct"]
     # (the headline is the mean of the reference run's last half, the settled power the mean after settling: the
     # same level where nothing drifts)
-    assert ref["ssp_source"] == "sustained_stamped"
-    assert ref["ssp_power_w"] == pytest.approx(ref["reference_power_w"], rel=2e-3)
+    assert ref["power_source"] == "sustained_stamped"
+    assert ref["power_w"] == pytest.approx(ref["reference_power_w"], rel=2e-3)
     assert abs(ref["reference_counter_vs_samples_pct"]) < 1.0
-    assert ref["reference_energy_power_w"] > ref["reference_power_w"]  # the 130 % transient is in the counter
-    assert df.filter(pl.col("scenario") != "gemm2k")["reference_power_w"].is_null().all()
-    assert (out / "validation_truth.png").exists() and (out / "interleaved_vs_isolated.png").exists()
+    assert ref["reference_counter_power_w"] > ref["reference_power_w"]  # the 130 % transient is in the counter
+    assert all("reference_power_w" not in rows[s.name] for s in specs if s.name != "gemm2k")
+    assert (out / "validation_truth.png").exists() and (out / "interleaved_vs_ssp.png").exists()
     assert (out / "ssp_vs_reference.png").exists()
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'class="validation"' in html and "could not be drawn" not in html
@@ -1014,12 +1020,12 @@ def test_sse_not_measurable_is_shown_as_such(sim_report: dict[str, Any]) -> None
 
 def test_reference_section_and_figure_data(sim_report: dict[str, Any]) -> None:
     html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
-    assert 'id="reference"' in html and "reference power (W)" in html and "SSP vs reference (%)" in html
+    assert 'id="reference"' in html and "reference power, settled (W)" in html and "SSP vs reference (%)" in html
     assert "initial transient" in html
     scns = load_scenarios(sim_report["sweep"], [s.name for s in sim_report["specs"]])
     df = reference_data(scns)
     assert df["scenario"].unique().to_list() == ["gemm2k"]
-    assert df["measure"].to_list() == ["SSP (FinGraV)", "reference run (settled)", "SSE (naive)"]
+    assert df["measure"].to_list() == ["method SSP (FinGraV)", "reference run (settled)", "SSE (naive)"]
     assert df.filter(pl.col("measure") == "reference run (settled)")["label"].item().startswith("SSP ")
     assert validation_data(scns).filter(pl.col("quantity").str.starts_with("reference"))["scenario"].to_list() == [
         "gemm2k"
@@ -1067,7 +1073,7 @@ def test_readings_panel_and_kernel_power_validation_axis() -> None:
     val = pl.DataFrame(
         {
             "scenario": ["a", "a", "a"],
-            "quantity": ["SSP power (W)", "SSE power (W)", "energy per execution (mJ)"],
+            "quantity": ["power (W)", "SSE power (W)", "energy per execution (mJ)"],
             "measured": [1.0, 0.5, 1.0],
             "ci_low": [0.9, 0.4, 0.9],
             "ci_high": [1.1, 0.6, 1.1],
@@ -1082,7 +1088,7 @@ def test_readings_panel_and_kernel_power_validation_axis() -> None:
     )
     spec = F.truth_chart(val, ["a"]).to_dict(validate=False)
     data = [v for d in spec.get("datasets", {}).values() for v in d]
-    assert {r["quantity"] for r in data if "quantity" in r} == {"SSP power (W)", "energy per execution (mJ)"}
+    assert {r["quantity"] for r in data if "quantity" in r} == {"power (W)", "energy per execution (mJ)"}
     assert max(r["error_pct"] for r in data if "error_pct" in r) == F.TRUTH_AXIS_PCT  # clipped to the axis
 
 

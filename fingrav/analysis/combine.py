@@ -29,6 +29,7 @@ import polars as pl
 from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import ci_columns, is_finite, value_ci
 from fingrav.contracts.roles import SSP, TOTAL
 from fingrav.contracts.summary import join_flags
 from fingrav.contracts.units import MW_PER_W
@@ -43,12 +44,8 @@ def _w(mw: Any) -> float | None:
     return None if mw is None else float(mw) / 1e3
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and bool(np.isfinite(x))
-
-
 def _sum_or_none(values: Sequence[Any]) -> float | None:
-    return float(sum(values)) if values and all(_finite(v) for v in values) else None
+    return float(sum(values)) if values and all(is_finite(v) for v in values) else None
 
 
 def _ssp_run_sums(lois: pl.DataFrame, channel: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -96,34 +93,31 @@ def combine_ranks(
     reps = analysis.bootstrap_reps
     level = analysis.ci_level
     scenario = summaries[0].scenario
-    rows = [s.row for s in summaries]
+    results = [s.result for s in summaries]
 
     # channels every rank has, "total" first
     chan_sets = [set(s.channels) for s in summaries]
     channels = sorted(set.intersection(*chan_sets), key=lambda c: (c != TOTAL, c)) if chan_sets else []
 
     ranks_out = []
-    for k, (s, row) in enumerate(zip(summaries, rows, strict=True)):
-        entry: dict[str, Any] = {
-            "rank": k,
-            "ssp_power_w": row.get("ssp_power_w"),
-            "ssp_power_ci_low_w": row.get("ssp_power_ci_low_w"),
-            "ssp_power_ci_high_w": row.get("ssp_power_ci_high_w"),
-            "sse_reading_w": row.get("sse_reading_w"),
-            "interleaved_reading_w": row.get("interleaved_reading_w"),
-            "exec_time_us": row.get("exec_time_us"),
-            "energy_per_exec_mj": row.get("energy_per_exec_mj"),
-            "energy_per_exec_ci_low_mj": row.get("energy_per_exec_ci_low_mj"),
-            "energy_per_exec_ci_high_mj": row.get("energy_per_exec_ci_high_mj"),
-            "lois": row.get("lois"),
-            "runs_golden": row.get("runs_golden"),
-            "valid": s.valid,
-            "flags": join_flags(s.flags),
-            "channels_w": {ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
-        }
-        for key in ("truth_ssp_power_w", "ssp_error_pct"):
-            if key in row:
-                entry[key] = row.get(key)
+    for k, (s, res) in enumerate(zip(summaries, results, strict=True)):
+        flat = res.flat()
+        entry: dict[str, Any] = {"rank": k}
+        for col in ("power_w", "energy_per_exec_mj"):
+            entry.update(zip((col, *ci_columns(col)), value_ci(flat, col), strict=True))
+        entry.update(
+            sse_reading_w=res.sse.reading.value,
+            interleaved_reading_w=res.interleaved.reading.value,
+            exec_time_us=res.headline.exec_time.value,
+            ssp_lois=res.counts.ssp_lois,
+            ssp_runs_golden=res.counts.ssp_runs_golden,
+            valid=s.valid,
+            flags=join_flags(s.flags),
+            channels_w={ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
+        )
+        if res.truth is not None:
+            entry["truth_power_w"] = res.truth.power.value
+            entry["power_vs_truth_pct"] = res.truth.power_vs_truth.value
         ranks_out.append(entry)
 
     # joint cluster bootstrap over the union of golden SSP runs
@@ -162,9 +156,9 @@ def combine_ranks(
         # total's headline may be its sustained power): the joint bootstrap's interval moves with it, keeping its width
         summary_means = [_ssp(s, ch, "mean_mw") for s in summaries]
         if ch == TOTAL:
-            heads = [r.get("ssp_power_w") for r in ranks_out]
-            summary_means = [h * MW_PER_W if _finite(h) else None for h in heads]
-        if mean is not None and all(_finite(m) for m in summary_means):
+            heads = [r.get("power_w") for r in ranks_out]
+            summary_means = [h * MW_PER_W if is_finite(h) else None for h in heads]
+        if mean is not None and all(is_finite(m) for m in summary_means):
             shift = sum(summary_means) - mean
             if abs(shift) > 1e-6 * max(1.0, abs(mean)):
                 logger.info("%s %s: LOI means sum to %.3f mW, the GPUs' numbers to %.3f mW: the latter is the combined "
@@ -176,25 +170,27 @@ def combine_ranks(
 
     tot = comb_channels.get(TOTAL, {})
     energies = [r.get("energy_per_exec_mj") for r in ranks_out]
+    p_lo, p_hi = ci_columns("power_w")
+    e_lo, e_hi = ci_columns("energy_per_exec_mj")
     combined: dict[str, Any] = {
-        "ssp_power_w": tot.get("mean_w"),
-        "ssp_power_ci_low_w": tot.get("ci_low_w"),
-        "ssp_power_ci_high_w": tot.get("ci_high_w"),
+        "power_w": tot.get("mean_w"),
+        p_lo: tot.get("ci_low_w"),
+        p_hi: tot.get("ci_high_w"),
         "ci_method": CI_METHOD,
         "runs_resampled": n_union,
         "channels": comb_channels,
         "energy_per_exec_mj": _sum_or_none(energies),
-        "energy_per_exec_ci_low_mj": _sum_or_none([r.get("energy_per_exec_ci_low_mj") for r in ranks_out]),
-        "energy_per_exec_ci_high_mj": _sum_or_none([r.get("energy_per_exec_ci_high_mj") for r in ranks_out]),
+        e_lo: _sum_or_none([r.get(e_lo) for r in ranks_out]),
+        e_hi: _sum_or_none([r.get(e_hi) for r in ranks_out]),
         "energy_ci_method": ENERGY_CI_METHOD,
         "valid": all(r["valid"] for r in ranks_out),
     }
-    truths = [r.get("truth_ssp_power_w") for r in ranks_out]
-    if any("truth_ssp_power_w" in r for r in ranks_out):
+    truths = [r.get("truth_power_w") for r in ranks_out]
+    if any("truth_power_w" in r for r in ranks_out):
         t = _sum_or_none(truths)
-        combined["truth_ssp_power_w"] = t
-        p = combined["ssp_power_w"]
-        combined["ssp_error_pct"] = (p - t) / t * 100.0 if t and p is not None else None
+        combined["truth_power_w"] = t
+        p = combined["power_w"]
+        combined["power_vs_truth_pct"] = (p - t) / t * 100.0 if t and p is not None else None
 
     row = combined_row(n, ranks_out, combined, channels)
     return {
@@ -210,42 +206,36 @@ def combine_ranks(
 def combined_row(
     world_size: int, ranks: Sequence[Mapping[str, Any]], combined: Mapping[str, Any], channels: Sequence[str]
 ) -> dict[str, Any]:
-    """The summary.csv columns of a multi-GPU scenario, in order: world_size, combined_ssp_power_w (+ CI),
-    combined_ssp_<channel>_power_w, combined_energy_per_exec_mj (+ CI), combined_valid, [combined truth],
-    then per rank k >= 1: rank<k>_ssp_power_w (+ CI), rank<k>_ssp_<channel>_power_w, rank<k>_exec_time_us,
-    rank<k>_valid, rank<k>_flags, [rank<k>_ssp_error_pct]."""
-    row: dict[str, Any] = {
-        "world_size": int(world_size),
-        "combined_ssp_power_w": combined.get("ssp_power_w"),
-        "combined_ssp_power_ci_low_w": combined.get("ssp_power_ci_low_w"),
-        "combined_ssp_power_ci_high_w": combined.get("ssp_power_ci_high_w"),
-    }
+    """The multi-GPU columns of a scenario (metrics table), in order: world_size, combined_power_w (+ CI),
+    combined_ssp_<channel>_power_w, combined_energy_per_exec_mj (+ CI), combined_valid, [combined truth], then per
+    rank k >= 1: rank<k>_power_w (+ CI), rank<k>_ssp_<channel>_power_w, rank<k>_exec_time_us, rank<k>_valid,
+    rank<k>_flags, [rank<k>_power_vs_truth_pct]. CI columns by `fingrav.contracts.result.ci_columns`."""
+
+    def trio(prefix: str, col: str, src: Mapping[str, Any]) -> dict[str, Any]:
+        names = (col, *ci_columns(col))
+        return {prefix + n: v for n, v in zip(names, value_ci(src, col), strict=True)}
+
+    row: dict[str, Any] = {"world_size": int(world_size), **trio("combined_", "power_w", combined)}
     for ch in channels:
         if ch != TOTAL:
             row[f"combined_ssp_{ch}_power_w"] = (combined.get("channels") or {}).get(ch, {}).get("mean_w")
-    row.update(
-        combined_energy_per_exec_mj=combined.get("energy_per_exec_mj"),
-        combined_energy_per_exec_ci_low_mj=combined.get("energy_per_exec_ci_low_mj"),
-        combined_energy_per_exec_ci_high_mj=combined.get("energy_per_exec_ci_high_mj"),
-        combined_valid=bool(combined.get("valid")),
-    )
-    if "truth_ssp_power_w" in combined:
-        row["combined_truth_ssp_power_w"] = combined.get("truth_ssp_power_w")
-        row["combined_ssp_error_pct"] = combined.get("ssp_error_pct")
+    row.update(trio("combined_", "energy_per_exec_mj", combined))
+    row["combined_valid"] = bool(combined.get("valid"))
+    if "truth_power_w" in combined:
+        row["combined_truth_power_w"] = combined.get("truth_power_w")
+        row["combined_power_vs_truth_pct"] = combined.get("power_vs_truth_pct")
     for r in ranks:
         k = int(r["rank"])
         if k == 0:
             continue
         p = f"rank{k}_"
-        row[p + "ssp_power_w"] = r.get("ssp_power_w")
-        row[p + "ssp_power_ci_low_w"] = r.get("ssp_power_ci_low_w")
-        row[p + "ssp_power_ci_high_w"] = r.get("ssp_power_ci_high_w")
+        row.update(trio(p, "power_w", r))
         for ch in channels:
             if ch != TOTAL:
                 row[f"{p}ssp_{ch}_power_w"] = (r.get("channels_w") or {}).get(ch)
         row[p + "exec_time_us"] = r.get("exec_time_us")
         row[p + "valid"] = bool(r.get("valid"))
         row[p + "flags"] = r.get("flags") or ""
-        if "ssp_error_pct" in r:
-            row[p + "ssp_error_pct"] = r.get("ssp_error_pct")
+        if "power_vs_truth_pct" in r:
+            row[p + "power_vs_truth_pct"] = r.get("power_vs_truth_pct")
     return row

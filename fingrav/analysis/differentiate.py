@@ -1,59 +1,70 @@
-"""Differentiate (METHOD.md steps 7-9) as a pure function: LOIs, profiles, SSE vs SSP, energy, flags and
-validation -> the summary.json content of one scenario on one GPU.
+"""Differentiate (METHOD.md steps 7-9) as a composition of typed steps, one scenario on one GPU:
 
-Units: frames carry ns / mW / mJ; the summary "row" reports W (`_w`), µs (`_us`), mJ (`_mj`), %.
+    lois_step -> profiles_step -> method_ssp -> sustained_headline -> kernel_powers -> flag_step -> validation_step
+
+each a named function returning a dataclass (or a `fingrav.contracts.result` group); `assemble` puts them into the
+`ScenarioResult` and `summary_of` into summary.json (`ScenarioSummary`). No untyped dict crosses a step.
+
+Units: frames carry ns / mW / mJ; the result reports W, µs, mJ, % (`fingrav.contracts.result`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks
+from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
 from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
-from fingrav.analysis.profiles import compute_profiles
+from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.samples import screen_samples
-from fingrav.analysis.sustained import Headline, headline
-from fingrav.analysis.throughput import row_columns, throughput
-from fingrav.analysis.validation import validate
+from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
+from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.throughput import cycle_estimate, throughput
+from fingrav.analysis.validation import Validation, validate
 from fingrav.config import AnalysisConfig, Scenario
-from fingrav.contracts import summary as S
+from fingrav.contracts import result as R
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.flags import BY_NAME as FLAG_BY_NAME
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import KernelPowerEstimate, ScenarioSummary
+from fingrav.contracts.profile import KernelPower, ReferenceStats, RoleStats, RunCount, ScenarioSummary, TruthGroups
+from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
-from fingrav.contracts.units import MW_PER_W
-from fingrav.contracts.units import pct as _pct
-from fingrav.contracts.units import us as _us
-from fingrav.contracts.units import w as _w
 from fingrav.contracts.work import Work
 
 logger = logging.getLogger(__name__)
 
+W_PER_MW = 1e-3
+US_PER_NS = 1e-3
 
-def describe_plan(plan: Plan) -> dict[str, str | None]:
+
+def describe_plan(plan: Plan) -> R.Labels:
     """scenario / kernel / predecessor / backend labels from the collect stage's provenance record in plan.json
-    (its "scenario", a `fingrav.config.Scenario`, and "device" {"backend", ...}); None when absent."""
+    (its "scenario", a `fingrav.config.Scenario`, and "device" {"backend", ...}); None when absent (scenario:
+    "")."""
     prov = plan.provenance
     scen = prov.get("scenario")
     device = prov.get("device") if isinstance(prov.get("device"), dict) else {}
     backend = device.get("backend")
-    out: dict[str, str | None] = {"scenario": None, "kernel": None, "predecessor": None, "backend": None}
-    out["backend"] = str(backend) if backend is not None else None
+    out: dict[str, str | None] = {"scenario": "", "kernel": None, "predecessor": None}
     if isinstance(scen, dict):
         sc = Scenario.model_validate(scen)
         out["scenario"] = sc.name
         out["kernel"] = sc.kernel.label()
         if sc.predecessor is not None:
             out["predecessor"] = f"{sc.predecessor.kernel.label()} x{sc.predecessor.count}"
-    return out
+    return R.Labels(
+        scenario=out["scenario"] or "",
+        kernel=out["kernel"],
+        predecessor=out["predecessor"],
+        backend=str(backend) if backend is not None else None,
+    )
 
 
 def plan_work(plan: Plan) -> Work | None:
@@ -65,86 +76,6 @@ def plan_work(plan: Plan) -> Work | None:
     return Scenario.model_validate(scen).kernel.work()
 
 
-def _mw_of(watts: float | None) -> float | None:
-    return None if watts is None else watts * MW_PER_W
-
-
-def sustained_columns(
-    hl: Headline,
-    ref: Mapping[str, Any] | None,
-    burst_mw: float | None,
-    burst_lo_mw: float | None,
-    burst_hi_mw: float | None,
-    burst_cycle_ns: tuple[float | None, float | None, float | None],
-    max_ci_pct: float,
-    plan: Plan | None = None,
-) -> dict[str, Any]:
-    """The `contracts.summary.SUSTAINED` columns: the headline's source; the burst SSP (the FinGraV SSP of the
-    short stamped runs after idle) and how far it is from the sustained power; the uninstrumented cycle and what
-    the stamps add to it (%; burst_cycle_ns: the stamped SSP cycle's value, CI low, CI high; the uninstrumented one
-    is timed over the whole run by two stamps, exact to their resolution); the sustained run's length and the
-    length a CI of ±max_ci_pct would take (s: the half-width shrinks as 1 / sqrt(time)); why the adaptive run
-    stopped (plan.json `reference_stop`); what the stamps do to the power (the burst SSP vs the reference run's
-    uninstrumented power at the same time after idle, before the first clamp: `analysis.reference.early_power`);
-    and the limit cycle (`analysis.sustained.LimitCycle`; W, ms, %). Differences in % with CIs by interval
-    arithmetic (`vs_ssp`)."""
-    out: dict[str, Any] = dict.fromkeys(S.SUSTAINED)
-    out.update(
-        ssp_source=hl.source,
-        burst_power_w=_w(burst_mw),
-        burst_power_ci_low_w=_w(burst_lo_mw),
-        burst_power_ci_high_w=_w(burst_hi_mw),
-    )
-    if hl.source == "burst":
-        return out
-    (
-        out["burst_vs_sustained_pct"],
-        out["burst_vs_sustained_ci_low_pct"],
-        out["burst_vs_sustained_ci_high_pct"],
-    ) = vs_ssp(burst_mw, burst_lo_mw, burst_hi_mw, hl.power_mw, (hl.ci_low_mw, hl.ci_high_mw))
-    # GPU time: the sustained run's, and what a CI of ±max_ci_pct would need (the half-width shrinks as 1 / sqrt(time))
-    busy_s = float((ref or {}).get("busy_ns") or 0.0) / 1e9
-    out["sustained_run_s"] = busy_s or None
-    if busy_s and hl.power_mw and hl.ci_low_mw is not None and hl.ci_high_mw is not None:
-        half_pct = 50.0 * (hl.ci_high_mw - hl.ci_low_mw) / hl.power_mw
-        out["sustained_run_s_for_max_ci"] = busy_s * (half_pct / max_ci_pct) ** 2
-    out["sustained_cycle_time_us"] = _us(hl.cycle_ns)
-    stop = plan.reference_stop if plan is not None else None
-    out["sustained_stop"] = stop.get("reason") if stop else ("fixed_length" if ref else None)
-    if hl.source == "sustained" and burst_cycle_ns[0] and hl.cycle_ns:
-        (
-            out["instrumentation_cycle_pct"],
-            out["instrumentation_cycle_ci_low_pct"],
-            out["instrumentation_cycle_ci_high_pct"],
-        ) = vs_ssp(*burst_cycle_ns, hl.cycle_ns, (hl.cycle_ns, hl.cycle_ns))
-    dr = (ref or {}).get("drift")
-    if dr is not None and not (ref or {}).get("limit_cycle"):
-        out["sustained_drift_pct"] = float(dr["change_pct"])
-    early = (ref or {}).get("early")
-    if hl.source == "sustained" and early:
-        out["unstamped_burst_power_w"] = _w(early["power_mw"])
-        out["unstamped_burst_power_ci_low_w"] = _w(early["ci_low_mw"])
-        out["unstamped_burst_power_ci_high_w"] = _w(early["ci_high_mw"])
-        pct = vs_ssp(burst_mw, burst_lo_mw, burst_hi_mw, early["power_mw"], (early["ci_low_mw"], early["ci_high_mw"]))
-        out["instrumentation_power_pct"], out["instrumentation_power_ci_low_pct"] = pct[0], pct[1]
-        out["instrumentation_power_ci_high_pct"] = pct[2]
-    lc = (ref or {}).get("limit_cycle")
-    if lc:
-        out["limit_cycles"] = int(lc["cycles"])
-        for key, name, scale in (
-            ("period_ns", "limit_cycle_period", "ms"),
-            ("duty", "limit_cycle_duty", "pct"),
-            ("high_mw", "limit_cycle_high", "w"),
-            ("low_mw", "limit_cycle_low", "w"),
-        ):
-            conv = {"ms": lambda v: v / 1e6, "pct": lambda v: v * 100.0, "w": lambda v: v / 1e3}[scale]
-            for part, col in (("value", f"{name}_{scale}"), ("ci_low", f"{name}_ci_low_{scale}"),
-                              ("ci_high", f"{name}_ci_high_{scale}")):  # fmt: skip
-                v = lc[key].get(part)
-                out[col] = conv(float(v)) if v is not None else None
-    return out
-
-
 def gpu_seconds(samples: pl.DataFrame) -> float | None:
     """How long the scenario's collection held the GPU (s): its power samples' span, from the start of sampling
     (before the timing run) to its end (after the last run), idle waits included."""
@@ -152,24 +83,6 @@ def gpu_seconds(samples: pl.DataFrame) -> float | None:
         return None
     t = samples["t_ns"]
     return float(t.max() - t.min()) / 1e9
-
-
-def vs_ssp(
-    value_mw: float | None,
-    lo_mw: float | None,
-    hi_mw: float | None,
-    ssp_mw: float | None,
-    ssp_ci_mw: tuple[float | None, float | None],
-) -> tuple[float | None, float | None, float | None]:
-    """(value - SSP) / SSP in % with a conservative CI from the two intervals (interval arithmetic: the
-    kernel-power estimate and the SSP have no shared replicates once their systematic parts are added)."""
-    if value_mw is None or not ssp_mw:
-        return None, None, None
-    v = (value_mw - ssp_mw) / ssp_mw * 100.0
-    s_lo, s_hi = ssp_ci_mw
-    if lo_mw is None or hi_mw is None or s_lo is None or s_hi is None or s_lo <= 0:
-        return v, None, None
-    return v, (lo_mw / s_hi - 1.0) * 100.0, (hi_mw / s_lo - 1.0) * 100.0
 
 
 def centroid_lois(
@@ -193,9 +106,9 @@ def centroid_lois(
     return assign_lois(samples, host_execs, shift, default_delay_ns=shift[TOTAL])
 
 
-def run_counts(binned: pl.DataFrame) -> dict[str, dict[str, int]]:
-    """{"ssp": {"total", "golden"}, "sse": {...}}: measure runs per kind in the binned frame (no phase
-    column: every run is an SSP run)."""
+def run_counts(binned: pl.DataFrame) -> dict[str, RunCount]:
+    """{"ssp": RunCount(total, golden), "sse": ...}: measure runs per kind in the binned frame (no phase column:
+    every run is an SSP run)."""
     is_sse = pl.col("phase").cast(pl.String) == SSE if "phase" in binned.columns else pl.lit(False)
     c = binned.select(
         ssp_total=(~is_sse).sum(),
@@ -203,7 +116,436 @@ def run_counts(binned: pl.DataFrame) -> dict[str, dict[str, int]]:
         sse_total=is_sse.sum(),
         sse_golden=(is_sse & pl.col("golden")).sum(),
     ).row(0, named=True)
-    return {k: {"total": int(c[f"{k}_total"] or 0), "golden": int(c[f"{k}_golden"] or 0)} for k in ("ssp", "sse")}
+    return {k: RunCount(total=int(c[f"{k}_total"] or 0), golden=int(c[f"{k}_golden"] or 0)) for k in ("ssp", "sse")}
+
+
+# ------------------------------------------------------------------------------------------------ the steps
+@dataclass(frozen=True)
+class LoiStep:
+    """Step 1: screened samples (and what was set aside), host-clock executions, the LOIs (each channel's samples
+    shifted back by its dead time) and the centroid-aligned LOIs of the SSP (None without delay correction or
+    trailing executions), the delays used (ns) and the total channel's group delay (ns)."""
+
+    samples: pl.DataFrame
+    sample_counts: dict[str, int]
+    host_execs: pl.DataFrame
+    lois: pl.DataFrame
+    ssp_lois: pl.DataFrame | None
+    delays: dict[str, int]
+    delay_ns: int
+    group_delay_ns: float
+
+
+def lois_step(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    samples: pl.DataFrame,
+    plan: Plan,
+    binned: pl.DataFrame,
+    clock: ClockMap,
+    sensors: Mapping[str, SensorModel],
+    analysis: AnalysisConfig,
+) -> LoiStep:
+    """Step 1: screen the samples, map executions to the host clock, assign LOIs (METHOD.md step 7)."""
+    tot = sensors[TOTAL]
+    if analysis.delay_correction:
+        delays = {ch: int(round(float(s.delay_ns or 0.0))) for ch, s in sensors.items()}
+        delay_ns = delays[TOTAL]
+    else:
+        delay_ns, delays = 0, {}
+    samples, counts = screen_samples(samples)
+    hx = host_executions(executions, runs, plan, clock, binned)
+    lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
+    group_delay_ns = float(tot.window_ns or 0.0) / 2.0 + float(tot.lag_ns or 0.0)
+    ssp_lois = centroid_lois(samples, hx, plan, sensors, delays, delay_ns) if analysis.delay_correction else None
+    return LoiStep(samples, dict(counts), hx, lois, ssp_lois, delays, delay_ns, group_delay_ns)
+
+
+def profiles_step(
+    loi: LoiStep, plan: Plan, analysis: AnalysisConfig, sensors: Mapping[str, SensorModel], seed: int
+) -> ProfileResult:
+    """Step 2: the profiles of the golden runs (`fingrav.analysis.profiles.compute_profiles`)."""
+    return compute_profiles(
+        loi.lois,
+        loi.host_execs,
+        plan,
+        analysis,
+        seed=seed,
+        group_delay_ns=loi.group_delay_ns,
+        sensors=sensors,
+        ssp_lois=loi.ssp_lois,
+    )
+
+
+def _power(st: RoleStats | None) -> Estimate:
+    """A group's mean power with its CI, mW (`RoleStats.power`)."""
+    return st.power if st is not None else Estimate(unit="mW")
+
+
+def method_ssp(prof: ProfileResult) -> R.MethodSSP:
+    """Step 3: the method's SSP (W) of the short stamped runs after idle, per channel, its cycle (µs) and energy
+    per execution (mJ). Its validity is set by `flag_step`."""
+    n = prof.numbers
+    tot = prof.channels.get(TOTAL, {})
+    return R.MethodSSP(
+        power=_power(tot.get("ssp")).scaled(W_PER_MW, "W"),
+        cycle_time=n.cycle_time_ns.scaled(US_PER_NS, "µs"),
+        energy_per_exec=n.energy_per_exec_mj,
+        channels={
+            ch: _power(per.get("ssp")).scaled(W_PER_MW, "W") for ch, per in sorted(prof.channels.items()) if ch != TOTAL
+        },
+    )
+
+
+@dataclass(frozen=True)
+class HeadlineStep:
+    """Step 4: the reference run's statistics (None without one) and the headline drawn from it (else the SSP)."""
+
+    reference: ReferenceStats | None
+    headline: SustainedHeadline
+
+
+def sustained_headline(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    loi: LoiStep,
+    plan: Plan,
+    clock: ClockMap,
+    analysis: AnalysisConfig,
+    prof: ProfileResult,
+) -> HeadlineStep:
+    """Step 4: the reference run (`fingrav.analysis.reference`) and the headline (`fingrav.analysis.sustained`):
+    sustained where there is a settled reference run, else the method SSP (burst)."""
+    ref = reference_stats(executions, runs, loi.samples, plan, clock, loi.delay_ns, analysis.ci_level)
+    n = prof.numbers
+    ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
+    return HeadlineStep(ref, headline(ref, ssp, n.cycle_time_ns.value, n.energy_per_exec_mj))
+
+
+def kernel_powers(
+    loi: LoiStep,
+    runs: pl.DataFrame,
+    plan: Plan,
+    sensors: Mapping[str, SensorModel],
+    prof: ProfileResult,
+    analysis: AnalysisConfig,
+) -> dict[str, KernelPower]:
+    """Step 5: the SSE's (and the interleaved execution's, target "first") kernel power through the sensor model
+    (`fingrav.analysis.kernel_power`), next to the readings."""
+    out: dict[str, KernelPower] = {}
+    if prof.boot is None or not prof.golden_runs.size:
+        return out
+    tot = sensors[TOTAL]
+    for target in ("sse", "first") if plan.predecessor_count > 0 else ("sse",):
+        out[target] = estimate_kernel_power(
+            target_samples(loi.samples, loi.host_execs, runs, plan, tot, loi.delay_ns, target),
+            tot,
+            prof.golden_runs,
+            prof.boot.counts,
+            analysis.ci_level,
+            target,
+            analysis.kernel_power_max_ci_pct,
+            min_seen=float(analysis.min_lois),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class FlagStep:
+    """Step 6: the flags (invalidating / notes), whether the row is valid, which flags invalidate the method SSP
+    itself, the run counts, the sample gaps and the sampling-phase test they rest on."""
+
+    flags: R.Flags
+    valid: bool
+    ssp_invalid_by: list[str]
+    counts: dict[str, RunCount]
+    gaps: dict[str, int]
+    phase_ks: tuple[float | None, int]
+
+
+def flag_step(
+    loi: LoiStep,
+    runs: pl.DataFrame,
+    binned: pl.DataFrame,
+    plan: Plan,
+    clock: ClockMap,
+    sensors: Mapping[str, SensorModel],
+    analysis: AnalysisConfig,
+    prof: ProfileResult,
+    hs: HeadlineStep,
+    ssp: R.MethodSSP,
+    max_clock_residual_us: float,
+    gaps: Sequence[Sequence[int]],
+) -> FlagStep:
+    """Step 6: every flag of the registry (`fingrav.analysis.flags`), split into invalidating and notes."""
+    tot = prof.channels.get(TOTAL, {})
+    st_ssp = tot.get("ssp")
+    counts = run_counts(binned)
+    n = prof.numbers
+    exec_time_ns = n.exec_time_ns.value if n.exec_time_ns.value is not None else plan.exec_time_ns
+    gap_counts = count_gaps(loi.samples, loi.host_execs, gaps, loi.delay_ns)
+    phase_ks = sample_phase_ks(loi.samples, runs, sensors[TOTAL].period_ns)
+    ref, hl = hs.reference, hs.headline
+    ssp_mw = _power(st_ssp)
+    e = n.energy_per_exec_mj
+    inp = FlagInputs(
+        ssp_lois=int(st_ssp.lois if st_ssp else 0),
+        sse_lois=int(tot["sse"].lois if "sse" in tot else 0),
+        exec_time_ns=exec_time_ns,
+        sensor=sensors[TOTAL],
+        clock=clock,
+        probe=plan.probe,
+        runs_total=counts["ssp"].total,
+        runs_golden=counts["ssp"].golden,
+        gaps_in_golden_runs=gap_counts["known_in_golden_runs"] + gap_counts["detected_in_golden_runs"],
+        min_lois=analysis.min_lois,
+        max_drift_ppm=analysis.max_drift_ppm,
+        max_clock_residual_us=float(max_clock_residual_us),
+        sse_runs_total=counts["sse"].total,
+        sse_runs_golden=counts["sse"].golden,
+        reference_unsettled=bool(ref is not None and ref.unsettled),
+        reference_block_spread_pct=ref.block_spread_pct if ref is not None else None,
+        ssp_ci_mw=(ssp_mw.ci_low, ssp_mw.ci_high),
+        reference_ci_mw=(ref.ci_low_mw, ref.ci_high_mw) if ref is not None else (None, None),
+        ssp_vs_reference_pct=ssp_mw.vs(ref.power).value if ref is not None else None,
+        sample_phase_ks=phase_ks,
+        samples_rejected=loi.sample_counts["rejected"],
+        tail_unsettled=n.tail_unsettled,
+        max_ci_pct=analysis.max_ci_pct,
+        headline_source=hl.source,
+        reference_drifting=bool(ref is not None and ref.drifting and ref.limit_cycle is None),
+        ssp_mw=hl.power.value,
+        headline_ci_mw=(hl.power.ci_low, hl.power.ci_high),
+        energy_mj=(hl.energy.value, hl.energy.ci_low, hl.energy.ci_high),
+        method_ssp_mw=ssp_mw.value,
+        method_ssp_energy_mj=(e.value, e.ci_low, e.ci_high),
+    )
+    flags, valid = compute_flags(inp)
+    split = R.Flags(
+        invalidating=[f for f in flags if f in FLAG_BY_NAME and FLAG_BY_NAME[f].invalidates],
+        notes=[f for f in flags if not (f in FLAG_BY_NAME and FLAG_BY_NAME[f].invalidates)],
+    )
+    return FlagStep(split, valid, ssp_invalidating(inp, flags), counts, gap_counts, phase_ks)
+
+
+def validation_step(
+    truth: pl.DataFrame | None,
+    reading_truth: pl.DataFrame | None,
+    binned: pl.DataFrame,
+    plan: Plan,
+    loi: LoiStep,
+    prof: ProfileResult,
+    hs: HeadlineStep,
+    readings: tuple[R.Execution, R.Execution],
+    kernel: Mapping[str, KernelPower],
+) -> Validation | None:
+    """Step 7 (simulator): the truths of the measured numbers and their errors (`fingrav.analysis.validation`)."""
+    if truth is None:
+        return None
+    ref, hl = hs.reference, hs.headline
+    sse, inter = readings
+    return validate(
+        truth,
+        binned,
+        plan,
+        power_mw=hl.power.value,
+        sse_reading_mw=sse.reading.value * 1e3 if sse.reading.value is not None else None,
+        energy_per_exec_mj=hl.energy.value,
+        interleaved_reading_mw=inter.reading.value * 1e3 if inter.reading.value is not None else None,
+        host_execs=loi.host_execs,
+        reference_power_mw=ref.power_mw if ref is not None else None,
+        sse_kernel_mw=kernel["sse"].power.value if "sse" in kernel else None,
+        interleaved_kernel_mw=kernel["first"].power.value if "first" in kernel else None,
+        reading_truth=reading_truth,
+        lois=loi.lois,
+        delay_ns=loi.delay_ns,
+        ssp_power_mw=_power(prof.channels.get(TOTAL, {}).get("ssp")).value,
+        sustained_run=ref.run if ref is not None and hl.source != "burst" else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ the groups
+def executions_vs_ssp(
+    prof: ProfileResult, kernel: Mapping[str, KernelPower], min_lois: int, has_pred: bool
+) -> tuple[R.Execution, R.Execution]:
+    """The SSE and interleaved groups: readings (null below min_lois LOIs: too_few_lois_sse), kernel powers (null
+    where not measurable), each vs the method SSP (%)."""
+    tot = prof.channels.get(TOTAL, {})
+    ssp = _power(tot.get("ssp"))
+    n = prof.numbers
+
+    def one(group: str, vs: Estimate) -> R.Execution:
+        st = tot.get(group)
+        k = kernel.get(group)
+        kp = k.power if k is not None and k.measurable else Estimate(unit="mW")
+        measurable = st is not None and st.lois >= min_lois
+        return R.Execution(
+            reading=_power(st).scaled(W_PER_MW, "W") if measurable else Estimate(unit="W"),
+            reading_vs_ssp=vs if measurable else Estimate(unit="%"),
+            kernel_power=kp.scaled(W_PER_MW, "W"),
+            kernel_power_vs_ssp=kp.vs(ssp),
+        )
+
+    sse = one("sse", n.sse_reading_vs_ssp_pct)
+    inter = one("first", n.interleaved_reading_vs_ssp_pct) if has_pred else R.Execution()
+    return sse, inter
+
+
+def sustained_group(
+    hs: HeadlineStep, prof: ProfileResult, ssp: Estimate, plan: Plan, analysis: AnalysisConfig
+) -> R.Sustained:
+    """The reference run's numbers (`fingrav.contracts.result.Sustained`): its settled power and energy counter,
+    the method SSP against it and against the headline, and, where the headline is sustained, its cycle and what
+    the stamps add to it, its length, why it stopped, its drift, the unstamped burst power and the limit cycle.
+    Differences in % with CIs by interval arithmetic. ssp: the method SSP (mW)."""
+    ref, hl = hs.reference, hs.headline
+    if ref is None:
+        return R.Sustained()
+    out: dict[str, Any] = {
+        "reference_power": ref.power.scaled(W_PER_MW, "W"),
+        "reference_counter_power": Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span").scaled(
+            W_PER_MW, "W"
+        ),
+        "reference_counter_vs_samples": Estimate.of(ref.counter_vs_samples_pct, unit="%", method="counter vs samples"),
+        "ssp_vs_reference": ssp.vs(ref.power),
+    }
+    if hl.source == "burst":
+        return R.Sustained(**out)
+    out["ssp_vs_power"] = ssp.vs(hl.power)
+    busy_s = float(ref.busy_ns or 0.0) / 1e9
+    out["run_s"] = busy_s or None
+    half_pct = hl.power.half_width_pct
+    if busy_s and half_pct is not None:
+        out["run_s_for_max_ci"] = busy_s * (half_pct / analysis.max_ci_pct) ** 2
+    n = prof.numbers
+    out["cycle_time"] = cycle_estimate(
+        n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns
+    ).scaled(US_PER_NS, "µs")
+    stop = plan.reference_stop
+    out["stop"] = stop.get("reason") if stop else "fixed_length"
+    if hl.source == "sustained" and n.cycle_time_ns.value and hl.cycle_ns:
+        exact = Estimate.of(hl.cycle_ns, hl.cycle_ns, hl.cycle_ns, "ns", "two stamps over the whole run")
+        out["ssp_cycle_vs_sustained_cycle"] = n.cycle_time_ns.vs(exact)
+    if ref.drift is not None and ref.limit_cycle is None:
+        dr = ref.drift
+        half = t_critical(analysis.ci_level, BATCHES - 2) * dr.se_pct
+        out["drift"] = Estimate.of(
+            dr.change_pct, dr.change_pct - half, dr.change_pct + half, "%", "batch-means slope; t-interval"
+        )
+    if hl.source == "sustained" and ref.early is not None:
+        early = ref.early.power
+        out["unstamped_burst_power"] = early.scaled(W_PER_MW, "W")
+        out["ssp_vs_unstamped_burst"] = ssp.vs(early)
+    lc = ref.limit_cycle
+    if lc is not None:
+        out["limit_cycle"] = R.LimitCycle(
+            cycles=lc.cycles,
+            start_ns=lc.start_ns,
+            end_ns=lc.end_ns,
+            period=lc.period_ns.scaled(1e-6, "ms"),
+            duty=lc.duty.scaled(100.0, "%"),
+            high=lc.high_mw.scaled(W_PER_MW, "W"),
+            low=lc.low_mw.scaled(W_PER_MW, "W"),
+            mean=lc.mean_mw.scaled(W_PER_MW, "W"),
+        )
+    return R.Sustained(**out)
+
+
+def throughput_group(
+    work: Work | None, hs: HeadlineStep, prof: ProfileResult, analysis: AnalysisConfig
+) -> R.Throughput:
+    """Rates and efficiencies over the headline's cycle and energy (`fingrav.analysis.throughput`): the stamped
+    SSP cycle and the SSP's energy for a burst headline, else the uninstrumented cycle and the sustained energy."""
+    hl, n = hs.headline, prof.numbers
+    if hl.source == "burst":
+        cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level)
+        return throughput(work, cycle, n.energy_per_exec_mj)
+    cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns)
+    return throughput(work, cycle, hl.energy)
+
+
+def truth_group(v: Validation, result: R.ScenarioResult, hs: HeadlineStep) -> R.Truth:
+    """The simulator's truths under the result's names, and every measured number vs its truth (%, the measured
+    CI mapped through: the truth is exact)."""
+
+    def t(value: float | None, unit: str) -> Estimate:
+        return Estimate.of(value, unit=unit, method="simulator truth")
+
+    def err(measured: Estimate, truth: float | None) -> Estimate:
+        return measured.vs_exact(truth)
+
+    ref = hs.reference
+    t_power = v.truth_power_w
+    return R.Truth(
+        power=t(t_power, "W"),
+        ssp_power=t(v.truth_ssp_power_w, "W"),
+        energy_per_exec=t(v.truth_energy_per_exec_mj, "mJ"),
+        sse_reading=t(v.truth_sse_reading_w, "W"),
+        sse_kernel_power=t(v.truth_sse_kernel_power_w, "W"),
+        interleaved_reading=t(v.truth_interleaved_reading_w, "W"),
+        interleaved_kernel_power=t(v.truth_interleaved_kernel_power_w, "W"),
+        power_vs_truth=err(hs.headline.power, _mw(t_power)),
+        ssp_vs_truth=err(_mw_est(result.ssp.power), _mw(v.truth_ssp_power_w)),
+        energy_per_exec_vs_truth=err(hs.headline.energy, v.truth_energy_per_exec_mj),
+        reference_vs_truth=err(ref.power if ref is not None else Estimate(), _mw(t_power)),
+        sse_reading_vs_truth=err(_mw_est(result.sse.reading), _mw(v.truth_sse_reading_w)),
+        sse_kernel_power_vs_truth=err(_mw_est(result.sse.kernel_power), _mw(v.truth_sse_kernel_power_w)),
+        interleaved_reading_vs_truth=err(_mw_est(result.interleaved.reading), _mw(v.truth_interleaved_reading_w)),
+        interleaved_kernel_power_vs_truth=err(
+            _mw_est(result.interleaved.kernel_power), _mw(v.truth_interleaved_kernel_power_w)
+        ),
+        energy_truth=v.energy_truth,
+    )
+
+
+def _mw(watts: float | None) -> float | None:
+    return None if watts is None else watts * 1e3
+
+
+def _mw_est(e: Estimate) -> Estimate:
+    return e.scaled(1e3, "mW")
+
+
+def assemble(
+    labels: R.Labels,
+    prof: ProfileResult,
+    ssp: R.MethodSSP,
+    hs: HeadlineStep,
+    readings: tuple[R.Execution, R.Execution],
+    fl: FlagStep,
+    plan: Plan,
+    analysis: AnalysisConfig,
+    collect_gpu_s: float | None,
+) -> R.ScenarioResult:
+    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it)."""
+    hl, n = hs.headline, prof.numbers
+    tot = prof.channels.get(TOTAL, {})
+    ssp_mw = _power(tot.get("ssp"))
+    return R.ScenarioResult(
+        labels=labels,
+        valid=fl.valid,
+        headline=R.Headline(
+            power=hl.power.scaled(W_PER_MW, "W"),
+            power_source=hl.source,
+            energy_per_exec=hl.energy,
+            exec_time=n.exec_time_ns.scaled(US_PER_NS, "µs"),
+        ),
+        ssp=ssp.model_copy(update={"valid": not fl.ssp_invalid_by, "invalid_by": fl.ssp_invalid_by}),
+        sse=readings[0],
+        interleaved=readings[1],
+        sustained=sustained_group(hs, prof, ssp_mw, plan, analysis),
+        throughput=throughput_group(plan_work(plan), hs, prof, analysis),
+        counts=R.Counts(
+            ssp_runs_total=fl.counts["ssp"].total,
+            ssp_runs_golden=fl.counts["ssp"].golden,
+            sse_runs_total=fl.counts["sse"].total,
+            sse_runs_golden=fl.counts["sse"].golden,
+            ssp_lois=int(tot["ssp"].lois if "ssp" in tot else 0),
+            sse_lois=int(tot["sse"].lois if "sse" in tot else 0),
+            collect_gpu_s=collect_gpu_s,
+        ),
+        flags=fl.flags,
+    )
 
 
 def differentiate(
@@ -226,7 +568,7 @@ def differentiate(
     provenance: Mapping[str, Any] | None = None,
     seed: int = 0,
 ) -> tuple[pl.DataFrame, ScenarioSummary]:
-    """LOIs and the summary of one scenario.
+    """LOIs and the summary of one scenario: the steps of the module docstring.
 
     executions / runs / samples: raw frames (`fingrav.contracts.tables.RAW`); plan: plan.json; binned: bin
     stage output; clock: the scenario's clock map; sensors: the calibrated sensor of every channel ("total"
@@ -235,277 +577,108 @@ def differentiate(
     reading_truth: the simulator's noise-free reading of every sample (the truth of sensor readings) or None;
     max_clock_residual_us: the clock_residual limit (µs); gaps: known sample gaps [[from_ns, to_ns], ...]
     (raw sample clock); binning: bin-stage metadata, copied into the summary.
-    The reference run (phase "reference"), when there is one, gives the reference_* columns
-    (reference.reference_stats); without one they are null.
     Returns (lois frame per `fingrav.contracts.tables.LOIS`, the typed summary.json)."""
-    view = plan
-    cp = clock
-    tot_sensor = sensors[TOTAL]
-    if analysis.delay_correction:
-        delays = {ch: int(round(float(s.delay_ns or 0.0))) for ch, s in sensors.items()}
-        delay_ns = delays[TOTAL]
-    else:
-        delay_ns, delays = 0, {}
-
-    samples, sample_counts = screen_samples(samples)
-    hx = host_executions(executions, runs, plan, cp, binned)
-    lois = assign_lois(samples, hx, delays if len(delays) > 1 else delay_ns, default_delay_ns=delay_ns)
-    group_delay_ns = float(tot_sensor.window_ns or 0.0) / 2.0 + float(tot_sensor.lag_ns or 0.0)
-    ssp_lois = centroid_lois(samples, hx, plan, sensors, delays, delay_ns) if analysis.delay_correction else None
-    prof = compute_profiles(
-        lois, hx, plan, analysis, seed=seed, group_delay_ns=group_delay_ns, sensors=sensors, ssp_lois=ssp_lois
-    )
-    ch_stats = prof.channels
-    d = prof.derived
-
-    def stat(ch: str, g: str, key: str) -> Any:
-        return ch_stats.get(ch, {}).get(g, {}).get(key)
-
-    # the SSE's (and the interleaved execution's) kernel power through the sensor model, next to the readings
-    has_pred = view.predecessor_count > 0
-    kernel: dict[str, KernelPowerEstimate] = {}
-    if prof.boot is not None and prof.golden_runs.size:
-        for target in ("sse", "first") if has_pred else ("sse",):
-            kernel[target] = estimate_kernel_power(
-                target_samples(samples, hx, runs, plan, tot_sensor, delay_ns, target),
-                tot_sensor,
-                prof.golden_runs,
-                prof.boot.counts,
-                analysis.ci_level,
-                target,
-                analysis.kernel_power_max_ci_pct,
-                min_seen=float(analysis.min_lois),
-            )
-    ssp_mw_point = stat(TOTAL, "ssp", "mean_mw")
-    ssp_ci = (stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw"))
-
-    def kernel_cols(target: str, prefix: str) -> dict[str, float | None]:
-        k = kernel.get(target)
-        ok = k is not None and k.measurable
-        vs = vs_ssp(k.value_mw, k.ci_low_mw, k.ci_high_mw, ssp_mw_point, ssp_ci) if ok else (None, None, None)
-        return {
-            f"{prefix}_kernel_power_w": _w(k.value_mw) if ok else None,
-            f"{prefix}_kernel_power_ci_low_w": _w(k.ci_low_mw) if ok else None,
-            f"{prefix}_kernel_power_ci_high_w": _w(k.ci_high_mw) if ok else None,
-            f"{prefix}_kernel_vs_ssp_pct": vs[0],
-            f"{prefix}_kernel_vs_ssp_ci_low_pct": vs[1],
-            f"{prefix}_kernel_vs_ssp_ci_high_pct": vs[2],
-        }
-
-    counts = run_counts(binned)
-    runs_total, runs_golden = counts["ssp"]["total"], counts["ssp"]["golden"]
-    ref = reference_stats(executions, runs, samples, plan, cp, delay_ns, analysis.ci_level)
-    ref_mw = ref["power_mw"] if ref is not None else None
-    ssp_lois = int(stat(TOTAL, "ssp", "lois") or 0)
-    sse_lois = int(stat(TOTAL, "sse", "lois") or 0)
-    exec_time_ns = d["exec_time_ns"]["value"]
-    if exec_time_ns is None:
-        exec_time_ns = view.exec_time_ns
-    # the headline: sustained (reference run) where there is one, else the burst SSP of the short runs
-    hl = headline(
-        ref,
-        (stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw")),
-        d["cycle_time_ns"]["value"],
-        (d["energy_per_exec_mj"]["value"], d["energy_per_exec_mj"]["ci_low"], d["energy_per_exec_mj"]["ci_high"]),
-    )
-    gap_counts = count_gaps(samples, hx, gaps, delay_ns)
-    phase_ks = sample_phase_ks(samples, runs, tot_sensor.period_ns)
-    flags, valid = compute_flags(
-        FlagInputs(
-            ssp_lois=ssp_lois,
-            sse_lois=sse_lois,
-            exec_time_ns=exec_time_ns,
-            sensor=tot_sensor,
-            clock=cp,
-            probe=plan.probe,
-            runs_total=runs_total,
-            runs_golden=runs_golden,
-            gaps_in_golden_runs=gap_counts["known_in_golden_runs"] + gap_counts["detected_in_golden_runs"],
-            min_lois=analysis.min_lois,
-            max_drift_ppm=analysis.max_drift_ppm,
-            max_clock_residual_us=float(max_clock_residual_us),
-            sse_runs_total=counts["sse"]["total"],
-            sse_runs_golden=counts["sse"]["golden"],
-            reference_unsettled=bool(ref is not None and ref["unsettled"]),
-            reference_block_spread_pct=ref.get("block_spread_pct") if ref is not None else None,
-            ssp_ci_mw=(stat(TOTAL, "ssp", "ci_low_mw"), stat(TOTAL, "ssp", "ci_high_mw")),
-            reference_ci_mw=(ref["ci_low_mw"], ref["ci_high_mw"]) if ref is not None else (None, None),
-            ssp_vs_reference_pct=_pct(stat(TOTAL, "ssp", "mean_mw"), ref["power_mw"] if ref is not None else None),
-            sample_phase_ks=phase_ks,
-            samples_rejected=sample_counts["rejected"],
-            tail_unsettled=bool(d.get("tail_unsettled")),
-            max_ci_pct=analysis.max_ci_pct,
-            headline_source=hl.source,
-            reference_drifting=bool(ref is not None and ref.get("drifting") and not ref.get("limit_cycle")),
-            ssp_mw=hl.power_mw,
-            headline_ci_mw=(hl.ci_low_mw, hl.ci_high_mw),
-            energy_mj=(hl.energy_mj, hl.energy_ci_low_mj, hl.energy_ci_high_mj),
-        )
-    )
-
+    loi = lois_step(executions, runs, samples, plan, binned, clock, sensors, analysis)
+    prof = profiles_step(loi, plan, analysis, sensors, seed)
+    ssp = method_ssp(prof)
+    hs = sustained_headline(executions, runs, loi, plan, clock, analysis, prof)
+    kernel = kernel_powers(loi, runs, plan, sensors, prof, analysis)
+    readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
+    fl = flag_step(loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps)
     labels = describe_plan(plan)
     prov = dict(provenance or {})
-    backend = backend or labels["backend"] or (prov.get("device") or {}).get("backend")
-    row: dict[str, Any] = {
-        "scenario": scenario or labels["scenario"],
-        "kernel": labels["kernel"],
-        "backend": backend,
-        "predecessor": labels["predecessor"],
-        "exec_time_us": _us(d["exec_time_ns"]["value"]),
-        "exec_time_ci_low_us": _us(d["exec_time_ns"]["ci_low"]),
-        "exec_time_ci_high_us": _us(d["exec_time_ns"]["ci_high"]),
-        "cycle_time_us": _us(d["cycle_time_ns"]["value"]),
-        "cycle_time_ci_low_us": _us(d["cycle_time_ns"]["ci_low"]),
-        "cycle_time_ci_high_us": _us(d["cycle_time_ns"]["ci_high"]),
-        "ssp_power_w": _w(hl.power_mw),
-        "ssp_power_ci_low_w": _w(hl.ci_low_mw),
-        "ssp_power_ci_high_w": _w(hl.ci_high_mw),
-        "sse_reading_w": _w(stat(TOTAL, "sse", "mean_mw")),
-        "sse_reading_ci_low_w": _w(stat(TOTAL, "sse", "ci_low_mw")),
-        "sse_reading_ci_high_w": _w(stat(TOTAL, "sse", "ci_high_mw")),
-        "sse_reading_vs_ssp_pct": d["sse_reading_vs_ssp_pct"]["value"],
-        "energy_per_exec_mj": hl.energy_mj,
-        "energy_per_exec_ci_low_mj": hl.energy_ci_low_mj,
-        "energy_per_exec_ci_high_mj": hl.energy_ci_high_mj,
-        "interleaved_reading_w": _w(stat(TOTAL, "first", "mean_mw")) if has_pred else None,
-        "interleaved_reading_ci_low_w": _w(stat(TOTAL, "first", "ci_low_mw")) if has_pred else None,
-        "interleaved_reading_ci_high_w": _w(stat(TOTAL, "first", "ci_high_mw")) if has_pred else None,
-        "interleaved_reading_vs_ssp_pct": d["interleaved_reading_vs_ssp_pct"]["value"] if has_pred else None,
-        "sse_reading_vs_ssp_ci_low_pct": d["sse_reading_vs_ssp_pct"]["ci_low"],
-        "sse_reading_vs_ssp_ci_high_pct": d["sse_reading_vs_ssp_pct"]["ci_high"],
-        "interleaved_reading_vs_ssp_ci_low_pct": d["interleaved_reading_vs_ssp_pct"]["ci_low"] if has_pred else None,
-        "interleaved_reading_vs_ssp_ci_high_pct": d["interleaved_reading_vs_ssp_pct"]["ci_high"] if has_pred else None,
-        **kernel_cols("sse", "sse"),
-        **kernel_cols("first", "interleaved"),
-    }
-    # a reading from fewer than min_lois LOIs is not measurable (too_few_lois_sse; the report says so): no number
-    for prefix, group in (("sse", "sse"), ("interleaved", "first")):
-        if int(stat(TOTAL, group, "lois") or 0) < analysis.min_lois:
-            for suffix in ("_w", "_ci_low_w", "_ci_high_w", "_vs_ssp_pct", "_vs_ssp_ci_low_pct", "_vs_ssp_ci_high_pct"):
-                row[f"{prefix}_reading{suffix}"] = None
-    for ch in sorted(c for c in ch_stats if c != TOTAL):
-        row[S.channel_column(ch)] = _w(stat(ch, "ssp", "mean_mw"))
-    for ch in sorted(c for c in ch_stats if c != TOTAL):  # at the end of the table (summary_columns)
-        row[f"ssp_{ch}_power_ci_low_w"] = _w(stat(ch, "ssp", "ci_low_mw"))
-        row[f"ssp_{ch}_power_ci_high_w"] = _w(stat(ch, "ssp", "ci_high_mw"))
-    row.update(
-        runs_total=runs_total,
-        runs_golden=runs_golden,
-        lois=ssp_lois,
-        lois_sse=sse_lois,
-        valid=valid,
-        flags=S.join_flags(flags),
+    labels = labels.model_copy(
+        update={
+            "scenario": scenario or labels.scenario,
+            "backend": backend or labels.backend or (prov.get("device") or {}).get("backend"),
+        }
     )
-    ssp_mw = stat(TOTAL, "ssp", "mean_mw")
-    ref_energy_mw = ref["energy_power_mw"] if ref is not None else None
-    row.update(
-        sse_runs_total=counts["sse"]["total"],
-        sse_runs_golden=counts["sse"]["golden"],
-        reference_power_w=_w(ref_mw),
-        reference_power_ci_low_w=_w(ref["ci_low_mw"]) if ref is not None else None,
-        reference_power_ci_high_w=_w(ref["ci_high_mw"]) if ref is not None else None,
-        ssp_vs_reference_pct=_pct(ssp_mw, ref_mw),
-        reference_energy_power_w=_w(ref_energy_mw),
-        reference_counter_vs_samples_pct=ref["counter_vs_samples_pct"] if ref is not None else None,
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples))
+    validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
+    channels = prof.channels
+    if validation is not None:
+        result = result.model_copy(update={"truth": truth_group(validation, result, hs)})
+        channels = {
+            ch: {
+                g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})
+                if g in validation.groups.get(ch, {})
+                else st
+                for g, st in per.items()
+            }
+            for ch, per in channels.items()
+        }
+        kernel = {
+            t: k.model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get(t)}) for t, k in kernel.items()
+        }
+    summary = summary_of(result, prof, channels, loi, hs, fl, kernel, validation, plan, sensors, clock, binning, prov)
+    logger.info(
+        "differentiate %s: power %s (%s), SSP %s (%d LOIs), SSE reading %s (%d LOIs), SSE kernel power %s, "
+        "reference %s, margin %s, valid=%s, flags %s",
+        result.labels.scenario,
+        result.headline.power,
+        result.headline.power_source,
+        result.ssp.power,
+        result.counts.ssp_lois,
+        result.sse.reading,
+        result.counts.sse_lois,
+        result.sse.kernel_power if result.sse.kernel_power.has_value else "not measurable",
+        result.sustained.reference_power,
+        "n/a" if not binning else f"{100 * float(binning.get('margin', 0.0)):g} %",
+        result.valid,
+        ";".join(result.flags.all) or "none",
     )
-    row.update(sustained_columns(hl, ref, stat(TOTAL, "ssp", "mean_mw"), stat(TOTAL, "ssp", "ci_low_mw"),
-                                 stat(TOTAL, "ssp", "ci_high_mw"),
-                                 tuple(d["cycle_time_ns"][k] for k in ("value", "ci_low", "ci_high")),
-                                 analysis.max_ci_pct, plan))  # fmt: skip
-    row["collect_gpu_s"] = gpu_seconds(samples)
-    work = plan_work(plan)
-    if hl.source == "burst":  # rates over the stamped SSP cycle, efficiencies from the burst energy
-        rates = throughput(
-            work, d["cycle_time_mean_ns"], prof.cycle_replicates, d["energy_per_exec_mj"], analysis.ci_level
-        )
-    else:  # as users run it: the uninstrumented sustained cycle (two GPU stamps over the whole run) and energy
-        cyc = np.array([hl.cycle_ns]) if hl.cycle_ns else None
-        energy = {"value": hl.energy_mj, "ci_low": hl.energy_ci_low_mj, "ci_high": hl.energy_ci_high_mj}
-        rates = throughput(work, hl.cycle_ns, cyc, energy, analysis.ci_level)
-    row.update(row_columns(work, rates))
+    return loi.lois, summary
 
-    validation = None
-    if truth is not None:
-        validation = validate(
-            truth,
-            binned,
-            plan,
-            ssp_power_mw=hl.power_mw,
-            sse_reading_mw=_mw_of(row["sse_reading_w"]),
-            energy_per_exec_mj=hl.energy_mj,
-            interleaved_reading_mw=_mw_of(row["interleaved_reading_w"]),
-            host_execs=hx,
-            reference_power_mw=ref_mw,
-            sse_kernel_mw=kernel["sse"].value_mw if "sse" in kernel else None,
-            interleaved_kernel_mw=kernel["first"].value_mw if "first" in kernel else None,
-            reading_truth=reading_truth,
-            lois=lois,
-            delay_ns=delay_ns,
-            burst_power_mw=stat(TOTAL, "ssp", "mean_mw"),
-            sustained_run=int(ref["run"]) if ref is not None and hl.source != "burst" else None,
-        )
-        for key in (*S.TRUTH, *S.TRUTH_EXTRA, *S.TRUTH_SUSTAINED):
-            row[key] = validation[key]
-        for ch, per_group in validation["groups"].items():
-            for g, v in per_group.items():
-                if g in ch_stats.get(ch, {}):
-                    ch_stats[ch][g]["truth_mw"] = v
-        for target, k in kernel.items():
-            kernel[target] = k.model_copy(update={"truth_mw": validation["groups"].get(TOTAL, {}).get(target)})
 
-    summary = {
-        "scenario": row["scenario"],
-        "row": row,
-        "channels": ch_stats,
-        "clock": cp.to_summary(),
-        "flags": flags,
-        "valid": valid,
-        "plan": plan.to_json(),
-        "provenance": prov,
-        "sensor": {
-            **tot_sensor.model_dump(mode="json", exclude={"response"}),
-            "delay_correction_ns": delay_ns,
-            "delay_correction_by_channel_ns": delays or {ch: 0 for ch in sensors},
+def summary_of(
+    result: R.ScenarioResult,
+    prof: ProfileResult,
+    channels: Mapping[str, Mapping[str, RoleStats]],
+    loi: LoiStep,
+    hs: HeadlineStep,
+    fl: FlagStep,
+    kernel: Mapping[str, KernelPower],
+    validation: Validation | None,
+    plan: Plan,
+    sensors: Mapping[str, SensorModel],
+    clock: ClockMap,
+    binning: Mapping[str, Any] | None,
+    provenance: Mapping[str, Any],
+) -> ScenarioSummary:
+    """summary.json: the result and what it rests on (profiles, the reference run, counts, sensor, clock)."""
+    tot = sensors[TOTAL]
+    return ScenarioSummary(
+        scenario=result.labels.scenario,
+        result=result,
+        channels={ch: dict(per) for ch, per in channels.items()},
+        clock=clock.to_summary(),
+        plan=plan,
+        provenance=dict(provenance),
+        sensor={
+            **tot.model_dump(mode="json", exclude={"response"}),
+            "delay_correction_ns": loi.delay_ns,
+            "delay_correction_by_channel_ns": loi.delays or {ch: 0 for ch in sensors},
             "channels": {ch: s.model_dump(mode="json", exclude={"response"}) for ch, s in sensors.items()},
         },
-        "binning": dict(binning) if binning is not None else None,
-        "runs": counts,
-        "reference": ref,
-        "gaps": gap_counts,
-        "samples": {"total": samples.height + sample_counts["rejected"], **sample_counts},
-        "sample_phase": {
-            "ks_d": phase_ks[0],
-            "runs": phase_ks[1],
+        binning=dict(binning) if binning is not None else None,
+        runs=fl.counts,
+        reference=hs.reference,
+        gaps=fl.gaps,
+        samples={"total": loi.samples.height + loi.sample_counts["rejected"], **loi.sample_counts},
+        sample_phase={
+            "ks_d": fl.phase_ks[0],
+            "runs": fl.phase_ks[1],
             "note": "first sample after each run start, as a fraction of the sensor period, vs uniform",
         },
-        "exec_time_ns": d["exec_time_ns"],
-        "exec_time_mean_ns": d["exec_time_mean_ns"],
-        "cycle_time_ns": d["cycle_time_ns"],
-        "cycle_time_mean_ns": d["cycle_time_mean_ns"],
-        "energy_per_exec_mj": d["energy_per_exec_mj"],
-        "sse_reading_vs_ssp_pct": d["sse_reading_vs_ssp_pct"],
-        "interleaved_reading_vs_ssp_pct": d["interleaved_reading_vs_ssp_pct"],
-        "kernel_power": kernel,
-        "validation": validation,
-        "work": work,
-        "throughput": rates,
-    }
-
-    def watts(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.4g} W"
-
-    logger.info(
-        "differentiate %s: SSP %s (%d LOIs), SSE reading %s (%d LOIs), SSE kernel power %s, reference %s, "
-        "margin %s, valid=%s, flags %s",
-        row["scenario"],
-        watts(row["ssp_power_w"]),
-        ssp_lois,
-        watts(row["sse_reading_w"]),
-        sse_lois,
-        watts(row["sse_kernel_power_w"]) if row["sse_kernel_power_w"] is not None else "not measurable",
-        watts(row["reference_power_w"]),
-        "n/a" if not binning else f"{100 * float(binning.get('margin', 0.0)):g} %",
-        valid,
-        ";".join(flags) or "none",
+        exec_time_mean_ns=prof.numbers.exec_time_mean_ns,
+        cycle_time_mean_ns=prof.numbers.cycle_time_mean_ns,
+        kernel_power=dict(kernel),
+        validation=TruthGroups(
+            groups=validation.groups,
+            reading_groups=validation.reading_groups,
+            truth_exec_energy_mj=validation.truth_exec_energy_mj,
+        )
+        if validation is not None
+        else None,
+        work=plan_work(plan),
     )
-    return lois, ScenarioSummary.model_validate(summary)

@@ -139,6 +139,8 @@ class FlagInputs:
     energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # value, CI low, CI high
     headline_source: str | None = None  # `contracts.summary.SSP_SOURCES`; "burst" fires burst_only
     reference_drifting: bool = False  # the reference run's power still drifts over its last half (warming)
+    method_ssp_mw: float | None = None  # the method SSP (short stamped runs after idle); its CI is ssp_ci_mw
+    method_ssp_energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # its energy
 
 
 # with a sustained headline these concern the burst SSP (burst_power_w) alone: they fire as their burst_* flags
@@ -195,8 +197,9 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("reference_drifting")
     if inp.reference_block_spread_pct is not None and inp.reference_block_spread_pct > MAX_BLOCK_SPREAD_PCT:
         fired.add("power_limit_cycling")
-    if (
-        inp.ssp_vs_reference_pct is not None
+    if (  # under a sustained headline the headline is the reference: ssp_vs_power_pct says how far the SSP is
+        inp.headline_source not in SUSTAINED_SOURCES
+        and inp.ssp_vs_reference_pct is not None
         and abs(inp.ssp_vs_reference_pct) > MAX_SSP_VS_REFERENCE_PCT
         and _disjoint(inp.ssp_ci_mw, inp.reference_ci_mw)
     ):
@@ -221,6 +224,27 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
     if flags:
         logger.info("flags: %s (valid=%s)", ";".join(flags), valid)
     return flags, valid
+
+
+#: flags that make the method SSP itself invalid (`ssp_invalidating`); the data flags apply to every number
+SSP_DATA_FLAGS = ("sample_gaps", "clock_residual")
+
+
+def ssp_invalidating(inp: FlagInputs, flags: Sequence[str]) -> list[str]:
+    """The invalidating flags of the method SSP alone (summary `ssp_valid` is true without any): too few SSP LOIs,
+    the probe or the SSP tail not settled, the SSP's or its energy's CI wider than ±max_ci_pct, and the data flags
+    (`SSP_DATA_FLAGS`) that fired, in the registry's order."""
+    fired = {f for f in SSP_DATA_FLAGS if f in flags}
+    if inp.ssp_lois < inp.min_lois:
+        fired.add("too_few_lois")
+    if (inp.probe is not None and not inp.probe.settled) or inp.tail_unsettled:
+        fired.add("unsettled")
+    if (
+        _half_width_pct(inp.method_ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct
+        or _half_width_pct(inp.method_ssp_energy_mj[0], inp.method_ssp_energy_mj[1:]) > inp.max_ci_pct
+    ):
+        fired.add("imprecise")
+    return [f for f in FLAG_ORDER if f in fired]
 
 
 def count_gaps(

@@ -36,6 +36,7 @@ import numpy as np
 
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import ci_columns, is_finite, value_ci
 from fingrav.contracts.summary import FLEET_METRICS, GPU, fleet_metric_columns
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ CI_METHOD: Final = (
 )
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and bool(np.isfinite(x))
+SPREAD_CI: Final = ci_columns("spread_pct")
+DEVIATION_CI: Final = ci_columns("deviation_pct")
 
 
 def _quantiles(x: np.ndarray, level: float) -> tuple[float, float]:
@@ -70,11 +71,9 @@ def metric_spread(
     """The spread of one metric over the cards. `values`: GPU index -> (value, CI low, CI high) at `level`."""
     z = statistics.NormalDist().inv_cdf((1 + level) / 2)
     cards = [{"gpu": int(g), "value": v, "ci_low": lo, "ci_high": hi} for g, (v, lo, hi) in values.items()]
-    used = [c for c in cards if all(_finite(c[k]) for k in ("value", "ci_low", "ci_high"))]
+    used = [c for c in cards if all(is_finite(c[k]) for k in ("value", "ci_low", "ci_high"))]
     out: dict[str, Any] = {"cards": cards, "n": len(used), "ci_method": CI_METHOD}
-    none = dict.fromkeys(
-        ("mean", "mean_ci_low", "mean_ci_high", "spread_pct", "spread_ci_low_pct", "spread_ci_high_pct"), None
-    )
+    none = dict.fromkeys(("mean", "mean_ci_low", "mean_ci_high", "spread_pct", *SPREAD_CI), None)
     out.update(none, noise_spread_pct=None, q=None, q_noise_quantile=None, distinct=None, between_card_sd_pct=None)
     if len(used) < 2:
         return out
@@ -93,7 +92,7 @@ def metric_spread(
     dev = (sim / sim_mean[:, None] - 1) * 100
     for j, c in enumerate(used):
         c["deviation_pct"] = float((x[j] / mean - 1) * 100)
-        c["deviation_ci_low_pct"], c["deviation_ci_high_pct"] = _quantiles(dev[:, j], level)
+        c[DEVIATION_CI[0]], c[DEVIATION_CI[1]] = _quantiles(dev[:, j], level)
     var_between = max(0.0, float(x.var(ddof=1)) - float(np.mean(se**2)))
     out.update(
         mean=mean,
@@ -105,7 +104,7 @@ def metric_spread(
         between_card_sd_pct=float(np.sqrt(var_between) / mean * 100),
     )
     out["mean_ci_low"], out["mean_ci_high"] = _quantiles(sim_mean, level)
-    out["spread_ci_low_pct"], out["spread_ci_high_pct"] = _quantiles(sim_spread, level)
+    out[SPREAD_CI[0]], out[SPREAD_CI[1]] = _quantiles(sim_spread, level)
     return out
 
 
@@ -115,8 +114,8 @@ def fleet_spread(summaries: Mapping[int, ScenarioSummary], analysis: AnalysisCon
     rng = np.random.default_rng([zlib.crc32(scenario.encode()), len(summaries)])
     metrics: dict[str, Any] = {}
     row: dict[str, Any] = {"fleet_gpus": len(summaries)}
-    for name, (_unit, col, lo, hi) in FLEET_METRICS.items():
-        vals = {g: (s.row.get(col), s.row.get(lo), s.row.get(hi)) for g, s in summaries.items()}
+    for name, (_unit, col) in FLEET_METRICS.items():
+        vals = {g: value_ci(s.result.flat(), col) for g, s in summaries.items()}
         m = metric_spread(vals, analysis.ci_level, rng)
         for c in m["cards"]:
             c["valid"] = bool(summaries[c["gpu"]].valid)
@@ -127,16 +126,16 @@ def fleet_spread(summaries: Mapping[int, ScenarioSummary], analysis: AnalysisCon
             ("ci_low", "mean_ci_low"),
             ("ci_high", "mean_ci_high"),
             ("spread", "spread_pct"),
-            ("spread_ci_low", "spread_ci_low_pct"),
-            ("spread_ci_high", "spread_ci_high_pct"),
+            ("spread_ci_low", SPREAD_CI[0]),
+            ("spread_ci_high", SPREAD_CI[1]),
             ("noise_spread", "noise_spread_pct"),
             ("distinct", "distinct"),
         ):
             row[cols[role]] = m[key]
     first = next(iter(summaries))
-    ssp = metrics["ssp_power"]
+    ssp = metrics["power"]
     logger.info(
-        "fleet %s: %d GPUs, SSP spread %s %% (noise alone %s %%), distinct=%s",
+        "fleet %s: %d GPUs, power spread %s %% (noise alone %s %%), distinct=%s",
         scenario,
         len(summaries),
         f"{ssp['spread_pct']:.3g}" if ssp["spread_pct"] is not None else "n/a",

@@ -41,7 +41,8 @@ import numpy as np
 import polars as pl
 
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import KernelPowerEstimate
+from fingrav.contracts.profile import KernelPower
+from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import MAIN, SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import NS_PER_MS
@@ -49,6 +50,7 @@ from fingrav.sensorfit import step_response
 
 logger = logging.getLogger(__name__)
 
+METHOD = "sensor-model deconvolution: cluster bootstrap over runs + piecewise-model and sensor-model systematic parts"
 #: z of the two-sided 95 % interval, for the sensor-model standard errors
 Z95 = 1.96
 #: idle samples used before each run, in sensor periods
@@ -61,8 +63,8 @@ MAX_AFTER_PIECES = 4
 MIN_SHARE = 0.5
 
 
-def _not(target: str, reason: str, **kw: object) -> KernelPowerEstimate:
-    return KernelPowerEstimate(target=target, measurable=False, reason=reason, **kw)  # type: ignore[arg-type]
+def _not(target: str, reason: str, **kw: object) -> KernelPower:
+    return KernelPower(target=target, measurable=False, reason=reason, **kw)  # type: ignore[arg-type]
 
 
 def _resolution_ns(sensor: SensorModel) -> float:
@@ -197,7 +199,7 @@ def estimate_kernel_power(
     target: str,
     max_ci_pct: float,
     min_seen: float = 10.0,
-) -> KernelPowerEstimate:
+) -> KernelPower:
     """The kernel power of `target` from `target_samples` output (module docstring).
 
     run_ids: the golden runs in the bootstrap's order; counts: the bootstrap's resampling counts (reps x runs,
@@ -332,12 +334,10 @@ def estimate_kernel_power(
             components=comps,
             **base,
         )
-    return KernelPowerEstimate(
+    return KernelPower(
         target=target,
         measurable=True,
-        value_mw=point,
-        ci_low_mw=lo,
-        ci_high_mw=hi,
+        power=Estimate.of(point, lo, hi, "mW", METHOD),
         components=comps,
         **base,
     )

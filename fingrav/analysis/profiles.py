@@ -28,7 +28,7 @@ import logging
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
@@ -45,6 +45,8 @@ from fingrav.analysis.settling import (
 from fingrav.analysis.tdist import t_critical
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import RoleStats
+from fingrav.contracts.result import Estimate, finite
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import MJ_PER_MW_NS
@@ -213,20 +215,68 @@ def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
 
 
 # --------------------------------------------------------------------------- profiles
-def _f(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
+_f = finite
+MEDIAN_METHOD = "median over golden SSP runs of the per-run mean; CI: cluster bootstrap over runs"
+BOOT_METHOD = "cluster bootstrap over runs (percentile interval), paired replicates"
+
+
+@dataclass(frozen=True)
+class ProfileNumbers:
+    """What compute_profiles derives beyond the per-group statistics: execution and cycle time (ns: median over
+    golden SSP runs with a bootstrap CI; and the pooled means), the method SSP's energy per execution (mJ), the
+    SSE and interleaved readings vs the SSP (%, paired bootstrap) and whether the SSP tail still trends."""
+
+    exec_time_ns: Estimate
+    exec_time_mean_ns: float | None
+    cycle_time_ns: Estimate
+    cycle_time_mean_ns: float | None
+    energy_per_exec_mj: Estimate
+    sse_reading_vs_ssp_pct: Estimate
+    interleaved_reading_vs_ssp_pct: Estimate
+    tail_unsettled: bool
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """Per channel/group statistics (`RoleStats`), bootstrap replicates, the derived numbers."""
+
+    channels: dict[str, dict[str, RoleStats]]
+    replicates: dict[tuple[str, str], np.ndarray]
+    golden_runs: np.ndarray
+    numbers: ProfileNumbers
+    boot: ClusterBootstrap | None = None  # the resampling every statistic shares (run order = golden_runs)
+    cycle_replicates: np.ndarray | None = None  # bootstrap replicates of the pooled mean SSP cycle time (ns)
+
+
+@dataclass(frozen=True)
+class GoldenRuns:
+    """The golden runs (sorted run ids, whether each is an SSE run, the SSP runs' positions) and the cluster
+    bootstrap over them that every statistic shares."""
+
+    frame: pl.DataFrame  # one column "run"
+    run_ids: np.ndarray
+    strata: np.ndarray
+    ssp_members: np.ndarray
+    boot: ClusterBootstrap
 
 
 @dataclass
-class ProfileResult:
-    """Per channel/group statistics (JSON-able `channels`), bootstrap replicates, derived numbers."""
+class _GroupStats:
+    """Mutable per-group statistics while compute_profiles widens their CIs (-> RoleStats at the end)."""
 
     channels: dict[str, dict[str, dict[str, Any]]]
     replicates: dict[tuple[str, str], np.ndarray]
-    golden_runs: np.ndarray
-    derived: dict[str, Any] = field(default_factory=dict)
-    boot: ClusterBootstrap | None = None  # the resampling every statistic shares (run order = golden_runs)
-    cycle_replicates: np.ndarray | None = None  # bootstrap replicates of the pooled mean SSP cycle time (ns)
+    points: dict[tuple[str, str], float | None]
+
+
+@dataclass(frozen=True)
+class _Times:
+    exec_time: Estimate
+    exec_mean: float | None
+    cycle_time: Estimate
+    cycle_mean: float | None
+    cycle_sums: np.ndarray
+    cycle_counts: np.ndarray
 
 
 def _per_run(frame: pl.DataFrame, golden_runs: pl.DataFrame, value: str) -> tuple[np.ndarray, np.ndarray]:
@@ -276,7 +326,7 @@ def _golden_arrays(lois: pl.DataFrame, run_ids: np.ndarray, with_exec: bool) -> 
 
 def _median_stat(
     boot: ClusterBootstrap, sums: np.ndarray, counts: np.ndarray, members: np.ndarray | None = None
-) -> dict[str, float | None]:
+) -> Estimate:
     """Median over golden runs (`members`, indices; None: all) of per-run means (sums / counts) with a
     bootstrap CI; member runs without values count at the median (they are rare: incomplete runs are
     never golden)."""
@@ -284,10 +334,10 @@ def _median_stat(
         per_run = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
     sel = per_run if members is None else per_run[members]
     if not np.isfinite(sel).any():
-        return {"value": None, "ci_low": None, "ci_high": None}
+        return Estimate(unit="ns", method=MEDIAN_METHOD)
     med = float(np.nanmedian(sel))
     lo, hi = boot.ci(boot.median(np.nan_to_num(per_run, nan=med), members))
-    return {"value": _f(med), "ci_low": _f(lo), "ci_high": _f(hi)}
+    return Estimate.of(med, lo, hi, "ns", MEDIAN_METHOD)
 
 
 T_EXACT_MAX_DF = 500
@@ -383,57 +433,30 @@ def fit_band(
     }
 
 
-def compute_profiles(
-    lois: pl.DataFrame,
-    host_execs: pl.DataFrame,
-    plan: Plan,
-    analysis: AnalysisConfig,
-    seed: int = 0,
-    group_delay_ns: float = 0.0,
-    sensors: Mapping[str, SensorModel] | None = None,
-    ssp_lois: pl.DataFrame | None = None,
-) -> ProfileResult:
-    """Profiles of the golden runs.
-
-    group_delay_ns: the sensor's group delay after delay correction (window / 2 + lag): how far the reading
-    lags a trend; with it, the SSP CI includes the bias a trend over the SSP tail implies (`settling`).
-    sensors: the calibrated sensor per channel; with them the SSP CI also includes the residual of the level
-    before the main segment that the sensor still shows during the tail (`settling.residual_transient_mw`).
-
-    ssp_lois: the LOIs assigned centroid-aligned (each sample placed one sensor group delay earlier than `lois`,
-    `differentiate.centroid_lois`); when given, the SSP group's mean and CI come from them (the TOI fit from
-    `lois`): a reading reports the power one group delay before it, so this mean has no lag bias from a trend.
-
-    lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
-    phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
-    (bootstrap_reps, ci_level, fit_degree).
-    channels[ch][group] = {mean_mw, ci_low_mw, ci_high_mw, lois, lois_by_phase {"sse", "ssp"},
-    runs_with_lois, fit_coeffs, fit_band (`fit_band`: the fit's pointwise CI band)};
-    derived = exec_time_ns / cycle_time_ns {value (median over golden SSP runs), ci_low, ci_high},
-    exec_time_mean_ns, cycle_time_mean_ns, energy_per_exec_mj {value, ci_low, ci_high},
-    sse_reading_vs_ssp_pct / interleaved_reading_vs_ssp_pct {value, ci_low, ci_high}.
-    """
-    view = plan
-    reps = analysis.bootstrap_reps
-    level = analysis.ci_level
-    degree = analysis.fit_degree
+def golden_runs_of(host_execs: pl.DataFrame, analysis: AnalysisConfig, seed: int) -> GoldenRuns:
+    """Step 1: the golden runs and their stratified cluster bootstrap (SSP and SSE runs drawn apart)."""
     has_phase = "phase" in host_execs.columns
-    groups = group_exprs(view, "phase" if has_phase else None)
-
     phase_col = pl.col("phase").cast(pl.String) if has_phase else pl.lit("ssp")
-    golden_runs = (
+    golden = (
         host_execs.filter(pl.col("golden"))
         .select("run", (phase_col == SSE).alias("is_sse"))
         .unique("run", keep="first")
         .sort("run")
     )
-    run_ids = golden_runs["run"].to_numpy()
-    n_runs = run_ids.size
-    strata = golden_runs["is_sse"].to_numpy().astype(np.int64)
-    ssp_members = np.flatnonzero(strata == 0)
-    boot = ClusterBootstrap(n_runs, reps, level, seed=seed, strata=strata)
-    golden_runs = golden_runs.select("run")
+    run_ids = golden["run"].to_numpy()
+    strata = golden["is_sse"].to_numpy().astype(np.int64)
+    boot = ClusterBootstrap(run_ids.size, analysis.bootstrap_reps, analysis.ci_level, seed=seed, strata=strata)
+    return GoldenRuns(golden.select("run"), run_ids, strata, np.flatnonzero(strata == 0), boot)
 
+
+def group_stats(
+    lois: pl.DataFrame, ssp_lois: pl.DataFrame | None, plan: Plan, golden: GoldenRuns, degree: int
+) -> _GroupStats:
+    """Step 2: per channel and group, the mean of the golden LOIs, its bootstrap replicates and CI, the TOI fit
+    and its band (the SSP group's mean and CI from the centroid-aligned `ssp_lois` where given)."""
+    view = plan
+    n_runs = golden.run_ids.size
+    boot, strata = golden.boot, golden.strata
     # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
     edge = {
         g
@@ -443,16 +466,12 @@ def compute_profiles(
         )
         if is_edge
     }
-    data = _golden_arrays(lois, run_ids, with_exec=bool(edge))
-    data_ssp = _golden_arrays(ssp_lois, run_ids, with_exec=False) if ssp_lois is not None else None
-    channel_names = data["channel_names"]
+    data = _golden_arrays(lois, golden.run_ids, with_exec=bool(edge))
+    data_ssp = _golden_arrays(ssp_lois, golden.run_ids, with_exec=False) if ssp_lois is not None else None
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
-
-    channels: dict[str, dict[str, dict[str, Any]]] = {}
-    replicates: dict[tuple[str, str], np.ndarray] = {}
-    points: dict[tuple[str, str], float | None] = {}
-    for ci, ch in enumerate(channel_names):
-        channels[ch] = {}
+    out = _GroupStats({}, {}, {})
+    for ci, ch in enumerate(data["channel_names"]):
+        out.channels[ch] = {}
         lo_c, hi_c = data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)]
         for g in groups_wanted:
             if g in edge:  # members by execution index, among all LOIs of the channel
@@ -476,10 +495,10 @@ def compute_profiles(
             mean = float(power.mean()) if power.size else None
             rep = boot.ratio(s, n)
             lo, hi = boot.ci(rep) if mean is not None else (None, None)
-            replicates[(ch, g)] = rep
-            points[(ch, g)] = mean
+            out.replicates[(ch, g)] = rep
+            out.points[(ch, g)] = mean
             n_sse = int(strata[pos].sum()) if pos.size else 0
-            channels[ch][g] = {
+            out.channels[ch][g] = {
                 "mean_mw": _f(mean),
                 "ci_low_mw": _f(lo),
                 "ci_high_mw": _f(hi),
@@ -489,11 +508,15 @@ def compute_profiles(
                 "fit_coeffs": fit,
                 "fit_band": band,
             }
+    return out
 
-    # readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile interval
-    # is then too narrow; widen it by Student's t over the normal quantile and the n / (n - 1) variance factor,
-    # and by the quantization bias of the calibrated sensor (the mean of quantized readings vs the unquantized)
-    for ch, per_group in channels.items():
+
+def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorModel] | None, level: float) -> None:
+    """Step 3: readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile
+    interval is then too narrow; widen it by Student's t over the normal quantile and the n / (n - 1) variance
+    factor, and by the quantization bias of the calibrated sensor (the mean of quantized readings vs the
+    unquantized)."""
+    for ch, per_group in stats.channels.items():
         sensor = (sensors or {}).get(ch)
         quant = quantization_bias_mw(sensor) if sensor is not None else 0.0
         for g in ("sse", "first"):
@@ -506,40 +529,56 @@ def compute_profiles(
             st["ci_low_mw"] = m - (m - st["ci_low_mw"]) * f - quant
             st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f + quant
 
-    derived: dict[str, Any] = {}
+
+def execution_times(host_execs: pl.DataFrame, plan: Plan, golden: GoldenRuns) -> _Times:
+    """Step 4: execution time (per golden run the mean host-clock duration of the SSP-tail executions) and cycle
+    time (SSP executions with a successor: start to the next start, launch gap included), each the median over
+    golden SSP runs with a bootstrap CI, and their pooled means."""
+    groups = group_exprs(plan, "phase" if "phase" in host_execs.columns else None)
     ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])
-    # execution time: per golden run, mean host-clock duration of the SSP-tail executions
-    tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden_runs, "dur_ns")
-    derived["exec_time_ns"] = _median_stat(boot, tsum, tcnt, ssp_members)
-    derived["exec_time_mean_ns"] = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
-    # cycle time: SSP executions with a successor (start to the next start, launch gap included)
+    tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden.frame, "dur_ns")
+    exec_time = _median_stat(golden.boot, tsum, tcnt, golden.ssp_members)
+    exec_mean = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
     cyc = ssp_execs.filter(pl.col("has_next")).select("run", "cycle_ns")
     if cyc.height == 0 and ssp_execs.height:
         logger.warning("no SSP execution has a successor (no trailing execution): cycle time = execution time")
         cyc = ssp_execs.select("run", pl.col("dur_ns").alias("cycle_ns"))
-    csum, ccnt = _per_run(cyc, golden_runs, "cycle_ns")
-    derived["cycle_time_ns"] = _median_stat(boot, csum, ccnt, ssp_members)
+    csum, ccnt = _per_run(cyc, golden.frame, "cycle_ns")
+    cycle_time = _median_stat(golden.boot, csum, ccnt, golden.ssp_members)
     c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
-    derived["cycle_time_mean_ns"] = _f(c_mean)
+    return _Times(exec_time, exec_mean, cycle_time, _f(c_mean), csum, ccnt)
 
-    # steady state over the SSP tail: the trend test, and the lag bias it implies, in every channel's SSP CI
+
+def ssp_systematic(
+    stats: _GroupStats,
+    lois: pl.DataFrame,
+    plan: Plan,
+    golden: GoldenRuns,
+    cycle_mean_ns: float | None,
+    group_delay_ns: float,
+    sensors: Mapping[str, SensorModel] | None,
+) -> tuple[dict[str, float], bool]:
+    """Step 5: steady state over the SSP tail: per channel the trend test, and the lag bias it implies, the
+    residual transient and the quantization bias widen the SSP CI (`ci_components`); returns the systematic
+    part per channel (mW) and whether the total channel's tail still trends beyond its bootstrap CI."""
     trends: dict[str, TailTrend] = {}
     systematic: dict[str, float] = {}
+    channels = stats.channels
     for ch in channels:
         st = channels[ch].get("ssp")
         if st is None or st["mean_mw"] is None:
             continue
-        tr = tail_trend(lois, ch, run_ids, view, boot, c_mean, group_delay_ns)
+        tr = tail_trend(lois, ch, golden.run_ids, plan, golden.boot, cycle_mean_ns, group_delay_ns)
         trends[ch] = tr
         residual = 0.0
         sensor = (sensors or {}).get(ch)
-        if sensor is not None and c_mean:
+        if sensor is not None and cycle_mean_ns:
             before = (
                 [sensor.idle_mw] + [channels[ch]["pred"]["mean_mw"]] if "pred" in channels[ch] else [sensor.idle_mw]
             )
             steps = [abs(st["mean_mw"] - b) for b in before if b is not None]
-            t0 = view.ssp_index * c_mean
-            residual = residual_transient_mw(sensor, t0, t0 + view.tail * c_mean, max(steps, default=0.0))
+            t0 = plan.ssp_index * cycle_mean_ns
+            residual = residual_transient_mw(sensor, t0, t0 + plan.tail * cycle_mean_ns, max(steps, default=0.0))
             quant = quantization_bias_mw(sensor)
         else:
             quant = 0.0
@@ -563,32 +602,90 @@ def compute_profiles(
         c = channels[TOTAL]["ssp"].get("ci_components") or {}
         if c.get("bootstrap_low_mw") is not None and c.get("bootstrap_high_mw") is not None:
             boot_half = 0.5 * (c["bootstrap_high_mw"] - c["bootstrap_low_mw"])
-    derived["tail_unsettled"] = bool(
+    unsettled = bool(
         tot is not None and tot.significant and boot_half is not None and (tot.change_over_tail_mw or 0.0) > boot_half
     )
+    return systematic, unsettled
 
-    ssp_p = points.get((TOTAL, "ssp"))
-    if ssp_p is not None and c_mean is not None:
-        e_rep = replicates[(TOTAL, "ssp")] * boot.ratio(csum, ccnt) * MJ_PER_MW_NS
-        e_lo, e_hi = boot.ci(e_rep)
-        e_val = ssp_p * c_mean * MJ_PER_MW_NS
-        bias = (systematic.get(TOTAL, 0.0) / ssp_p * e_val) if ssp_p else 0.0
-        if e_lo is not None and e_hi is not None:
-            e_lo, e_hi = e_lo - bias, e_hi + bias
-        derived["energy_per_exec_mj"] = {"value": e_val, "ci_low": e_lo, "ci_high": e_hi}
-    else:
-        derived["energy_per_exec_mj"] = {"value": None, "ci_low": None, "ci_high": None}
 
-    for name, g in (("sse_reading_vs_ssp_pct", "sse"), ("interleaved_reading_vs_ssp_pct", "first")):
-        other = points.get((TOTAL, g))
-        if ssp_p is None or other is None or ssp_p == 0:
-            derived[name] = {"value": None, "ci_low": None, "ci_high": None}
-            continue
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rep = (replicates[(TOTAL, g)] - replicates[(TOTAL, "ssp")]) / replicates[(TOTAL, "ssp")] * 100.0
-        lo, hi = boot.ci(rep)
-        derived[name] = {"value": (other - ssp_p) / ssp_p * 100.0, "ci_low": lo, "ci_high": hi}
+def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, systematic_mw: float) -> Estimate:
+    """Step 6: the method SSP's energy per execution = SSP power x pooled mean cycle time (mJ), its CI from the
+    paired replicates widened by the SSP's systematic part (scaled to energy)."""
+    ssp_p = stats.points.get((TOTAL, "ssp"))
+    method = "SSP x cycle time; CI: paired cluster-bootstrap replicates + the SSP's systematic part"
+    if ssp_p is None or times.cycle_mean is None:
+        return Estimate(unit="mJ", method=method)
+    e_rep = stats.replicates[(TOTAL, "ssp")] * boot.ratio(times.cycle_sums, times.cycle_counts) * MJ_PER_MW_NS
+    e_lo, e_hi = boot.ci(e_rep)
+    e_val = ssp_p * times.cycle_mean * MJ_PER_MW_NS
+    bias = (systematic_mw / ssp_p * e_val) if ssp_p else 0.0
+    if e_lo is not None and e_hi is not None:
+        e_lo, e_hi = e_lo - bias, e_hi + bias
+    return Estimate.of(e_val, e_lo, e_hi, "mJ", method)
 
-    result = ProfileResult(channels, replicates, golden_runs["run"].to_numpy(), derived, boot)
-    result.cycle_replicates = boot.ratio(csum, ccnt) if c_mean is not None else None
-    return result
+
+def reading_vs_ssp(stats: _GroupStats, group: str, boot: ClusterBootstrap) -> Estimate:
+    """Step 7: the mean reading of `group` (sse, first) vs the method SSP (%), CI from paired replicates."""
+    ssp_p, other = stats.points.get((TOTAL, "ssp")), stats.points.get((TOTAL, group))
+    if ssp_p is None or other is None or ssp_p == 0:
+        return Estimate(unit="%", method=BOOT_METHOD)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rep = (
+            (stats.replicates[(TOTAL, group)] - stats.replicates[(TOTAL, "ssp")])
+            / stats.replicates[(TOTAL, "ssp")]
+            * 100.0
+        )
+    lo, hi = boot.ci(rep)
+    return Estimate.of((other - ssp_p) / ssp_p * 100.0, lo, hi, "%", BOOT_METHOD)
+
+
+def compute_profiles(
+    lois: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    plan: Plan,
+    analysis: AnalysisConfig,
+    seed: int = 0,
+    group_delay_ns: float = 0.0,
+    sensors: Mapping[str, SensorModel] | None = None,
+    ssp_lois: pl.DataFrame | None = None,
+) -> ProfileResult:
+    """Profiles of the golden runs: golden runs -> group statistics -> widened single-execution CIs -> times ->
+    the SSP's systematic part -> energy -> readings vs SSP (each step a function above).
+
+    group_delay_ns: the sensor's group delay after delay correction (window / 2 + lag): how far the reading
+    lags a trend; with it, the SSP CI includes the bias a trend over the SSP tail implies (`settling`).
+    sensors: the calibrated sensor per channel; with them the SSP CI also includes the residual of the level
+    before the main segment that the sensor still shows during the tail (`settling.residual_transient_mw`).
+
+    ssp_lois: the LOIs assigned centroid-aligned (each sample placed one sensor group delay earlier than `lois`,
+    `differentiate.centroid_lois`); when given, the SSP group's mean and CI come from them (the TOI fit from
+    `lois`): a reading reports the power one group delay before it, so this mean has no lag bias from a trend.
+
+    lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
+    phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
+    (bootstrap_reps, ci_level, fit_degree). Returns the `ProfileResult`: channels[ch][group] (`RoleStats`: mean,
+    CI, LOI counts, runs with LOIs, the fit and its band) and the `ProfileNumbers`."""
+    golden = golden_runs_of(host_execs, analysis, seed)
+    stats = group_stats(lois, ssp_lois, plan, golden, analysis.fit_degree)
+    widen_single_execution_cis(stats, sensors, analysis.ci_level)
+    times = execution_times(host_execs, plan, golden)
+    systematic, tail_unsettled = ssp_systematic(stats, lois, plan, golden, times.cycle_mean, group_delay_ns, sensors)
+    numbers = ProfileNumbers(
+        exec_time_ns=times.exec_time,
+        exec_time_mean_ns=times.exec_mean,
+        cycle_time_ns=times.cycle_time,
+        cycle_time_mean_ns=times.cycle_mean,
+        energy_per_exec_mj=ssp_energy(stats, times, golden.boot, systematic.get(TOTAL, 0.0)),
+        sse_reading_vs_ssp_pct=reading_vs_ssp(stats, "sse", golden.boot),
+        interleaved_reading_vs_ssp_pct=reading_vs_ssp(stats, "first", golden.boot),
+        tail_unsettled=tail_unsettled,
+    )
+    channels = {ch: {g: RoleStats.model_validate(st) for g, st in per.items()} for ch, per in stats.channels.items()}
+    return ProfileResult(
+        channels,
+        stats.replicates,
+        golden.run_ids,
+        numbers,
+        golden.boot,
+        golden.boot.ratio(times.cycle_sums, times.cycle_counts) if times.cycle_mean is not None else None,
+    )

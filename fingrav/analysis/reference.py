@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -36,6 +35,8 @@ from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import EarlyPower, ReferenceStats
+from fingrav.contracts.result import finite
 from fingrav.contracts.roles import MAIN, REFERENCE, TOTAL
 from fingrav.contracts.units import MJ_PER_MW_NS
 
@@ -63,14 +64,6 @@ def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, e
     return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * MJ_PER_MW_NS
 
 
-def _finite(v: Any) -> float | None:
-    """A float, or None for None / NaN / inf."""
-    if v is None:
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def early_power(
     t_ns: np.ndarray,
     power_mw: np.ndarray,
@@ -79,7 +72,7 @@ def early_power(
     period_ns: float | None,
     first_clamp_ns: int | None,
     level: float = 0.95,
-) -> dict[str, Any] | None:
+) -> EarlyPower | None:
     """The reference run's power right after it settles and before the limiter first clamps: the uninstrumented
     counterpart of the burst SSP (the SSP of the short stamped runs is read at the same time after idle), so that
     burst SSP vs this is what the stamps do to the power (`instrumentation_power_pct`).
@@ -95,8 +88,8 @@ def early_power(
     if n < EARLY_MIN_SAMPLES:
         return None
     mean, lo, hi = batch_means_ci(power_mw[inside], level, min(BATCHES, n // 3))
-    return {"start_ns": int(settled_ns), "end_ns": int(end), "samples": int(inside.sum()), "power_mw": mean,
-            "ci_low_mw": lo, "ci_high_mw": hi}  # fmt: skip
+    return EarlyPower(start_ns=int(settled_ns), end_ns=int(end), samples=n, power_mw=mean, ci_low_mw=lo,
+                      ci_high_mw=hi)  # fmt: skip
 
 
 def reference_stats(
@@ -107,15 +100,12 @@ def reference_stats(
     clock: ClockMap,
     delay_ns: int = 0,
     level: float = 0.95,
-) -> dict[str, Any] | None:
+) -> ReferenceStats | None:
     """Statistics of the reference run (module docstring); None when there is no reference run (or it
     has no executions).
 
     delay_ns: the total channel's delay correction (subtracted from sample times).
-    Returns {run, executions, executions_planned, busy_start_ns, busy_end_ns, busy_ns, t_stable_ns,
-    t_stable_source, settled_samples, power_mw, ci_low_mw, ci_high_mw, ci_method, unsettled,
-    span_start_ns, span_end_ns, span_ns, energy_counter_mj, energy_power_mw, samples_energy_mj,
-    counter_vs_samples_pct, note} (None where not available)."""
+    Returns the `ReferenceStats` (None where a number is not available)."""
 
     def col(name: str, dtype: pl.DataType) -> pl.Expr:
         return pl.col(name).cast(dtype) if name in runs.columns else pl.lit(None, dtype=dtype).alias(name)
@@ -193,45 +183,47 @@ def reference_stats(
     dr = drift(t[in_settled], settled, level) if cycle is None else None
     drift_tol = plan.reference_ci_pct / 2.0 if plan.reference_ci_pct is not None else DRIFT_TOL_PCT
     early = early_power(t, p, busy_start + t_stable, busy_end, period, cycle.start_ns if cycle else None, level)
-    e0, e1 = _finite(rrow["energy_start_mj"]), _finite(rrow["energy_end_mj"])
+    e0, e1 = finite(rrow["energy_start_mj"]), finite(rrow["energy_end_mj"])
     counter = e1 - e0 if e0 is not None and e1 is not None else None
     span = busy_end - span_start
     energy_power = counter / span * 1e9 if counter is not None and span > 0 else None  # mJ / ns -> mW
     samples_mj = trapezoid_energy_mj(t, p, span_start, busy_end)
     cross = (counter - samples_mj) / samples_mj * 100.0 if counter is not None and samples_mj else None
-    out = {
-        "run": run,
-        "executions": n_exec,
-        "executions_planned": int(planned) if planned is not None else None,
-        "busy_start_ns": busy_start,
-        "busy_end_ns": busy_end,
-        "busy_ns": busy_end - busy_start,
-        "t_stable_ns": t_stable,
-        "t_stable_source": t_source,
-        "settled_samples": int(settled.size),
-        "power_mw": mean,
-        "ci_low_mw": ci_lo,
-        "ci_high_mw": ci_hi,
-        "ci_method": f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
-        "unsettled": bool(unsettled),
-        "block_ms": BLOCK_NS / 1e6,
-        "block_spread_pct": spread,
-        "span_start_ns": span_start,
-        "span_end_ns": busy_end,
-        "span_ns": span,
-        "unstamped": bool(plan.reference_unstamped),
-        "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
-        "limit_cycle": cycle.to_summary() if cycle is not None else None,
-        "early": early,
-        "drift": dr.to_summary() if dr is not None else None,
-        "drifting": bool(dr is not None and dr.drifting(drift_tol)),
-        "energy_counter_mj": counter,
-        "energy_power_mw": energy_power,
-        "samples_energy_mj": samples_mj,
-        "counter_vs_samples_pct": cross,
-        "note": "energy_power_mw: the energy counter over the whole run (initial transient included) / its "
-        "host duration; power_mw: the settled samples only",
-    }
+    out = ReferenceStats(
+        **{
+            "run": run,
+            "executions": n_exec,
+            "executions_planned": int(planned) if planned is not None else None,
+            "busy_start_ns": busy_start,
+            "busy_end_ns": busy_end,
+            "busy_ns": busy_end - busy_start,
+            "t_stable_ns": t_stable,
+            "t_stable_source": t_source,
+            "settled_samples": int(settled.size),
+            "power_mw": mean,
+            "ci_low_mw": ci_lo,
+            "ci_high_mw": ci_hi,
+            "ci_method": f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
+            "unsettled": bool(unsettled),
+            "block_ms": BLOCK_NS / 1e6,
+            "block_spread_pct": spread,
+            "span_start_ns": span_start,
+            "span_end_ns": busy_end,
+            "span_ns": span,
+            "unstamped": bool(plan.reference_unstamped),
+            "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
+            "limit_cycle": cycle,
+            "early": early,
+            "drift": dr,
+            "drifting": bool(dr is not None and dr.drifting(drift_tol)),
+            "energy_counter_mj": counter,
+            "energy_power_mw": energy_power,
+            "samples_energy_mj": samples_mj,
+            "counter_vs_samples_pct": cross,
+            "note": "energy_power_mw: the energy counter over the whole run (initial transient included) / its "
+            "host duration; power_mw: the settled samples only",
+        }
+    )
     logger.info(
         "reference run %d: %d executions, %.4g W settled (%d samples), counter %.4g W, counter vs samples %s %%",
         run,

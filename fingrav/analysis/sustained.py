@@ -29,14 +29,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from fingrav.analysis.tdist import t_critical, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.profile import Drift, LimitCycleStats, ReferenceStats
+from fingrav.contracts.result import Estimate, PowerSource
 from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
@@ -79,27 +79,6 @@ def block_spread_pct(t_ns: np.ndarray, power_mw: np.ndarray, block_ns: int = BLO
     return (max(means) - min(means)) / m * 100.0 if m else None
 
 
-@dataclass(frozen=True)
-class Drift:
-    """How much settled power still changes over the last half of a run (the die warming, a slow clock change):
-    `change_pct` (least-squares slope x the half's length, % of its mean) with its standard error `se_pct` (from
-    the batch means' spread: samples are autocorrelated), the half's mean and batch-means CI (mW) and its start."""
-
-    change_pct: float
-    se_pct: float
-    mean_mw: float
-    ci_low_mw: float | None
-    ci_high_mw: float | None
-    start_ns: int
-
-    def drifting(self, tol_pct: float) -> bool:
-        """Whether the change exceeds `tol_pct` by more than two standard errors."""
-        return abs(self.change_pct) - 2.0 * self.se_pct > tol_pct
-
-    def to_summary(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
-
-
 def drift(t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95) -> Drift | None:
     """The `Drift` of the last half (in time) of settled samples; None with fewer than 2 x BATCHES samples in it.
     The slope is fitted to the means of BATCHES contiguous batches against their mean times, its standard error
@@ -135,42 +114,9 @@ def drift(t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95) -> Drift 
     )
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A mean with a t-interval over cycles (None bounds: fewer than 2 cycles)."""
-
-    value: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-
-    def to_summary(self) -> dict[str, float | None]:
-        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
-
-
-@dataclass(frozen=True)
-class LimitCycle:
-    """The limit cycle of one sustained run (mW, ns); `cycles` whole cycles between `start_ns` and `end_ns`."""
-
-    cycles: int
-    start_ns: int
-    end_ns: int
-    period_ns: Interval
-    duty: Interval  # released fraction of a cycle (0..1)
-    high_mw: Interval
-    low_mw: Interval
-    mean_mw: Interval  # whole-cycle mean: the sustained power
-
-    def to_summary(self) -> dict[str, object]:
-        return {
-            "cycles": self.cycles,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            **{k: getattr(self, k).to_summary() for k in ("period_ns", "duty", "high_mw", "low_mw", "mean_mw")},
-        }
-
-
-def _t_interval(values: list[float], level: float) -> Interval:
-    return Interval(*t_interval(values, level))
+def _t_interval(values: list[float], level: float, unit: str) -> Estimate:
+    """The mean of `values` (non-finite dropped) with a t-interval over them (no CI with fewer than 2)."""
+    return Estimate.of(*t_interval(values, level), unit=unit, method="t-interval over limit cycles")
 
 
 def binned(t_ns: np.ndarray, power_mw: np.ndarray, bin_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -226,7 +172,7 @@ def _cycle_means(cp: np.ndarray, starts: np.ndarray) -> list[float]:
 
 def limit_cycle(
     t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95, period_ns: float | None = None
-) -> LimitCycle | None:
+) -> LimitCycleStats | None:
     """The limit cycle of settled samples (module docstring), or None when the power does not cycle (block
     spread <= MAX_BLOCK_SPREAD_PCT) or fewer than two clamp starts are seen. period_ns: the sample interval the bin
     widths scale with (default: the samples' median interval)."""
@@ -254,25 +200,25 @@ def limit_cycle(
     a, b = int(clamp_starts[0]), int(clamp_starts[-1])
     n = len(means)
     whole = float(cp[a:b].mean())
-    mean_ci = Interval(whole)
+    mean_method = "whole-cycle mean; CI: the widest t-interval over cycles of the bin widths"
+    mean_ci = Estimate.of(whole, unit="mW", method=mean_method)
     halves = [
-        (iv.ci_high - iv.ci_low) / 2.0
+        h
         for _, scp, _, st in segs
         if st.size - 1 >= MIN_CYCLES_FOR_CI
-        and (iv := _t_interval(_cycle_means(scp, st), level)).ci_low is not None
-        and iv.ci_high is not None
+        and (h := _t_interval(_cycle_means(scp, st), level, "mW").half_width) is not None
     ]
     if n >= MIN_CYCLES_FOR_CI and halves:
         half = max(halves)
-        mean_ci = Interval(whole, whole - half, whole + half)
-    lc = LimitCycle(
+        mean_ci = Estimate.of(whole, whole - half, whole + half, "mW", mean_method)
+    lc = LimitCycleStats(
         cycles=n,
         start_ns=int(ct[a]),
         end_ns=int(ct[b]),
-        period_ns=_t_interval(periods, level),
-        duty=_t_interval(duties, level),
-        high_mw=_t_interval(highs, level),
-        low_mw=_t_interval(lows, level),
+        period_ns=_t_interval(periods, level, "ns"),
+        duty=_t_interval(duties, level, ""),
+        high_mw=_t_interval(highs, level, "mW"),
+        low_mw=_t_interval(lows, level, "mW"),
         mean_mw=mean_ci,
     )
     logger.info(
@@ -288,60 +234,60 @@ def limit_cycle(
 
 
 @dataclass(frozen=True)
-class Headline:
-    """The headline SSP and energy per execution (mW, ns, mJ) and where they come from (`SSP_SOURCES`)."""
+class SustainedHeadline:
+    """The headline power (mW) and energy per execution (mJ), the cycle they rest on (ns) and where they come from
+    (`fingrav.contracts.result.POWER_SOURCES`)."""
 
-    source: str
-    power_mw: float | None
-    ci_low_mw: float | None
-    ci_high_mw: float | None
+    source: PowerSource
+    power: Estimate
     cycle_ns: float | None
-    energy_mj: float | None
-    energy_ci_low_mj: float | None
-    energy_ci_high_mj: float | None
+    energy: Estimate
 
 
 def headline(
-    reference: Mapping[str, Any] | None,
-    burst_mw: tuple[float | None, float | None, float | None],
+    reference: ReferenceStats | None,
+    burst: Estimate,
     burst_cycle_ns: float | None,
-    burst_energy_mj: tuple[float | None, float | None, float | None],
-) -> Headline:
+    burst_energy: Estimate,
+) -> SustainedHeadline:
     """What the kernel draws in the state users run it in. With a settled reference run: its sustained power
     (the whole-cycle mean where the limiter cycles, else the settled mean) and its cycle time (uninstrumented
     when the device ran it without stamps: source "sustained", else "sustained_stamped"); where it does not cycle,
     the mean of the run's last half (`drift`), its CI widened by half the change across it; with fewer than
     `MIN_CYCLES_FOR_CI` cycles the batch-means CI widened to include the settled mean. Without one: the FinGraV
-    SSP of the short runs after idle, source "burst". burst_*: that SSP (value, CI low, CI high)."""
-    ok = reference is not None and not reference.get("unsettled") and reference.get("power_mw") is not None
-    if not ok or reference is None or not reference.get("cycle_ns"):
-        return Headline("burst", *burst_mw, burst_cycle_ns, *burst_energy_mj)
-    settled = float(reference["power_mw"])
-    lo, hi = reference.get("ci_low_mw"), reference.get("ci_high_mw")
-    lc = reference.get("limit_cycle")
+    SSP of the short runs after idle (burst: mW, its cycle ns, its energy mJ), source "burst"."""
+    ok = reference is not None and not reference.unsettled and reference.power_mw is not None
+    if not ok or reference is None or not reference.cycle_ns or reference.power_mw is None:
+        return SustainedHeadline("burst", burst, burst_cycle_ns, burst_energy)
+    settled = float(reference.power_mw)
+    lo, hi = reference.ci_low_mw, reference.ci_high_mw
+    lc = reference.limit_cycle
+    method = reference.ci_method
     if lc is not None:
-        mean = lc["mean_mw"]
-        power = float(mean["value"])
-        if mean.get("ci_low") is not None and mean.get("ci_high") is not None:
-            lo, hi = float(mean["ci_low"]), float(mean["ci_high"])
+        mean = lc.mean_mw
+        power = float(mean.value) if mean.value is not None else settled
+        method = mean.method
+        if mean.ci_low is not None and mean.ci_high is not None:
+            lo, hi = float(mean.ci_low), float(mean.ci_high)
         elif lo is not None and hi is not None:  # too few cycles: the settled CI, widened to the whole-cycle mean
             gap = abs(power - settled)
             lo, hi = min(float(lo), power) - gap, max(float(hi), power) + gap
-    elif (dr := reference.get("drift")) is not None:
+            method = "whole-cycle mean; CI: the settled batch-means CI widened to it (too few cycles)"
+    elif (dr := reference.drift) is not None:
         # the run's last half, the closest to sustained use (the die still warms for seconds); its CI widened by
         # half the change across it (the power still moves inside the window the number stands for)
-        power = float(dr["mean_mw"])
-        extra = abs(float(dr["change_pct"])) / 200.0 * power
-        if dr.get("ci_low_mw") is not None and dr.get("ci_high_mw") is not None:
-            lo, hi = float(dr["ci_low_mw"]) - extra, float(dr["ci_high_mw"]) + extra
+        power = float(dr.mean_mw)
+        extra = abs(float(dr.change_pct)) / 200.0 * power
+        method = "mean of the last half; CI: batch means widened by half its drift"
+        if dr.ci_low_mw is not None and dr.ci_high_mw is not None:
+            lo, hi = float(dr.ci_low_mw) - extra, float(dr.ci_high_mw) + extra
     else:
         power = settled
-    cycle = float(reference["cycle_ns"])
-    e = power * cycle * MJ_PER_MW_NS
-    e_lo = lo * cycle * MJ_PER_MW_NS if lo is not None else None
-    e_hi = hi * cycle * MJ_PER_MW_NS if hi is not None else None
-    source = "sustained" if reference.get("unstamped") else "sustained_stamped"
-    return Headline(source, power, lo, hi, cycle, e, e_lo, e_hi)
+    cycle = float(reference.cycle_ns)
+    p = Estimate.of(power, lo, hi, "mW", method)
+    e = p.scaled(cycle * MJ_PER_MW_NS, "mJ", f"{method}; x the uninstrumented cycle (two stamps over the run)")
+    source: PowerSource = "sustained" if reference.unstamped else "sustained_stamped"
+    return SustainedHeadline(source, p, cycle, e)
 
 
 #: why an adaptive reference run stopped or went on (`reference_decision`; plan.json `reference_stop`)
@@ -416,12 +362,7 @@ def reference_decision(
     if lc is None or lc.cycles < MIN_CYCLES_FOR_CI:
         cycles = lc.cycles if lc is not None else 0
         return ReferenceDecision(not stop, "max_length" if stop else "too_few_cycles", elapsed, cycles)
-    m = lc.mean_mw
-    ci = (
-        (m.ci_high - m.ci_low) / 2.0 / abs(m.value) * 100.0
-        if m.value and m.ci_low is not None and m.ci_high is not None
-        else None
-    )
+    ci = lc.mean_mw.half_width_pct
     if ci is not None and ci <= max_ci_pct:
         return ReferenceDecision(False, "ci_reached", elapsed, lc.cycles, ci)
     return ReferenceDecision(not stop, "max_length" if stop else "ci_too_wide", elapsed, lc.cycles, ci)

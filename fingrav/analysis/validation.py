@@ -17,7 +17,7 @@ the true kernel power, and the truth of the sensor reading (the noise-free senso
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -108,11 +108,38 @@ def _err(measured: float | None, true: float | None) -> float | None:
     return (measured - true) / true * 100.0
 
 
+@dataclass(frozen=True)
+class Validation:
+    """The simulator's truths (W, mJ; `groups` / `reading_groups` mW) and the signed errors of the measured
+    numbers (% of truth; None where not available) of one scenario (`validate`), under the result's names
+    (`contracts.result.Truth`: truth_power_w is the headline's truth, truth_ssp_power_w the method SSP's)."""
+
+    groups: dict[str, dict[str, float]]
+    reading_groups: dict[str, float]
+    truth_power_w: float | None
+    truth_sse_kernel_power_w: float | None
+    truth_interleaved_kernel_power_w: float | None
+    truth_sse_reading_w: float | None
+    truth_interleaved_reading_w: float | None
+    truth_energy_per_exec_mj: float | None
+    truth_exec_energy_mj: float | None
+    energy_truth: str
+    power_vs_truth_pct: float | None
+    sse_reading_vs_truth_pct: float | None
+    sse_kernel_power_vs_truth_pct: float | None
+    interleaved_reading_vs_truth_pct: float | None
+    interleaved_kernel_power_vs_truth_pct: float | None
+    energy_per_exec_vs_truth_pct: float | None
+    reference_vs_truth_pct: float | None
+    truth_ssp_power_w: float | None
+    ssp_vs_truth_pct: float | None
+
+
 def validate(
     truth: pl.DataFrame,
     binned: pl.DataFrame,
     plan: Plan,
-    ssp_power_mw: float | None,
+    power_mw: float | None,
     sse_reading_mw: float | None,
     energy_per_exec_mj: float | None,
     interleaved_reading_mw: float | None = None,
@@ -124,9 +151,9 @@ def validate(
     reading_truth: pl.DataFrame | None = None,
     lois: pl.DataFrame | None = None,
     delay_ns: int = 0,
-    burst_power_mw: float | None = None,
+    ssp_power_mw: float | None = None,
     sustained_run: int | None = None,
-) -> dict[str, Any]:
+) -> Validation:
     """Truth numbers and signed errors (% of truth). Powers in mW, energy in mJ.
 
     Two truths for the SSE and the interleaved execution: the *kernel power* (time-weighted true power of those
@@ -135,17 +162,15 @@ def validate(
     lois and delay_ns) validates the sensor readings (sse_reading_mw, interleaved_reading_mw).
 
     sustained_run: the reference run whose sustained power is the headline (`analysis.sustained.headline`); its
-    truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the SSP and energy truth,
-    and the SSP-tail truth validates burst_power_mw (truth_burst_power_w, burst_error_pct).
+    truth row (the simulator's sustained truth: whole limit cycles, no stamps) is then the headline power's
+    (power_mw: truth_power_w, power_vs_truth_pct) and energy truth, and the SSP-tail truth validates the method SSP
+    (ssp_power_mw: truth_ssp_power_w, ssp_vs_truth_pct).
 
     host_execs: loi.host_executions output; with it the energy truth is the true SSP cycle energy
     (see the module docstring), without it the execution energy of the truth file.
-    reference_power_mw: the reference run's settled power, compared with the SSP truth.
-    Returns {"groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}, truth_ssp_power_w,
-    truth_sse_kernel_power_w, truth_sse_reading_w, truth_interleaved_kernel_power_w, truth_interleaved_reading_w,
-    truth_energy_per_exec_mj, truth_exec_energy_mj, energy_truth ("cycle" | "execution"), ssp_error_pct,
-    energy_error_pct, sse_reading_error_pct, sse_kernel_power_error_pct, interleaved_reading_error_pct,
-    interleaved_kernel_power_error_pct, reference_error_pct} (None where not available)."""
+    reference_power_mw: the reference run's settled power, compared with the headline power's truth.
+    Returns the `Validation` ("groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}; energy_truth
+    "cycle" | "execution"; None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
     groups: dict[str, dict[str, float]] = {}
     for row in tb.iter_rows(named=True):
@@ -157,52 +182,59 @@ def validate(
         v = hit[col].item() if hit.height else None
         return float(v) if v is not None else None
 
-    t_ssp, t_sse = total("ssp"), total("sse")
+    t_power, t_sse = total("ssp"), total("sse")
     t_first = total("first") if plan.predecessor_count > 0 else None
     t_exec_energy = total("ssp", "energy_mj")
     t_cycle_energy = total("ssp", "cycle_energy_mj")
     t_energy = t_cycle_energy if t_cycle_energy is not None else t_exec_energy
-    t_burst = t_ssp
+    t_ssp = t_power
     if sustained_run is not None:
         hit = truth.filter((pl.col("run") == sustained_run) & (pl.col("channel") == TOTAL))
         if hit.height:
-            t_ssp = float(hit["power_mw"][0])
+            t_power = float(hit["power_mw"][0])
             t_energy = float(hit["energy_mj"][0])
     readings: dict[str, float] = {}
     if reading_truth is not None and lois is not None:
         readings = reading_truth_by_group(reading_truth, lois, plan, delay_ns)
     r_sse = readings.get("sse")
     r_first = readings.get("first") if plan.predecessor_count > 0 else None
-    out = {
-        "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
-        "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
-        "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
-        "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
-        "reading_groups": readings,
-        "truth_sse_reading_w": r_sse / 1e3 if r_sse is not None else None,
-        "truth_interleaved_reading_w": r_first / 1e3 if r_first is not None else None,
-        "truth_energy_per_exec_mj": t_energy,
-        "truth_exec_energy_mj": t_exec_energy,
-        "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
-        "ssp_error_pct": _err(ssp_power_mw, t_ssp),
-        "sse_reading_error_pct": _err(sse_reading_mw, r_sse),
-        "sse_kernel_power_error_pct": _err(sse_kernel_mw, t_sse),
-        "interleaved_reading_error_pct": _err(interleaved_reading_mw, r_first),
-        "interleaved_kernel_power_error_pct": _err(interleaved_kernel_mw, t_first),
-        "energy_error_pct": _err(energy_per_exec_mj, t_energy),
-        "reference_error_pct": _err(reference_power_mw, t_ssp),
-        "truth_burst_power_w": t_burst / 1e3 if t_burst is not None else None,
-        "burst_error_pct": _err(burst_power_mw, t_burst),
-    }
+    out = Validation(
+        **{
+            "groups": {ch: {g: v for g, v in d.items() if g in GROUPS} for ch, d in groups.items()},
+            "truth_power_w": t_power / 1e3 if t_power is not None else None,
+            "truth_sse_kernel_power_w": t_sse / 1e3 if t_sse is not None else None,
+            "truth_interleaved_kernel_power_w": t_first / 1e3 if t_first is not None else None,
+            "reading_groups": readings,
+            "truth_sse_reading_w": r_sse / 1e3 if r_sse is not None else None,
+            "truth_interleaved_reading_w": r_first / 1e3 if r_first is not None else None,
+            "truth_energy_per_exec_mj": t_energy,
+            "truth_exec_energy_mj": t_exec_energy,
+            "energy_truth": "cycle" if t_cycle_energy is not None else "execution",
+            "power_vs_truth_pct": _err(power_mw, t_power),
+            "sse_reading_vs_truth_pct": _err(sse_reading_mw, r_sse),
+            "sse_kernel_power_vs_truth_pct": _err(sse_kernel_mw, t_sse),
+            "interleaved_reading_vs_truth_pct": _err(interleaved_reading_mw, r_first),
+            "interleaved_kernel_power_vs_truth_pct": _err(interleaved_kernel_mw, t_first),
+            "energy_per_exec_vs_truth_pct": _err(energy_per_exec_mj, t_energy),
+            "reference_vs_truth_pct": _err(reference_power_mw, t_power),
+            "truth_ssp_power_w": t_ssp / 1e3 if t_ssp is not None else None,
+            "ssp_vs_truth_pct": _err(ssp_power_mw, t_ssp),
+        }
+    )
     shown = {
-        k: "n/a" if out[k] is None else f"{out[k]:+.3f} %"
-        for k in ("ssp_error_pct", "energy_error_pct", "sse_reading_error_pct", "sse_kernel_power_error_pct")
+        k: "n/a" if getattr(out, k) is None else f"{getattr(out, k):+.3f} %"
+        for k in (
+            "power_vs_truth_pct",
+            "energy_per_exec_vs_truth_pct",
+            "sse_reading_vs_truth_pct",
+            "sse_kernel_power_vs_truth_pct",
+        )
     }
     logger.info(
         "validation: SSP error %s, energy error %s, SSE reading error %s, SSE kernel power error %s",
-        shown["ssp_error_pct"],
-        shown["energy_error_pct"],
-        shown["sse_reading_error_pct"],
-        shown["sse_kernel_power_error_pct"],
+        shown["power_vs_truth_pct"],
+        shown["energy_per_exec_vs_truth_pct"],
+        shown["sse_reading_vs_truth_pct"],
+        shown["sse_kernel_power_vs_truth_pct"],
     )
     return out

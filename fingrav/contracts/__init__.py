@@ -9,7 +9,9 @@ that build polars expressions, and only when they are called).
 * `sensor`: the calibrated `SensorModel` (ns throughout) of every channel.
 * `clock`: the GPU-to-host clock mapping (`ClockMap`).
 * `tables`: column schemas of the raw and derived tables.
-* `summary`: summary.csv's columns, their order and types.
+* `result`: the typed result of a scenario (`Estimate`, its groups), summary.csv's and metrics' columns.
+* `legacy`: results before format 3 and their column names (old -> new).
+* `summary`: the column types of the tables the report writes; multi-GPU and fleet columns.
 * `flags`: the flag registry (name, whether it invalidates a row, meaning, threshold).
 
 Every artifact a stage writes carries `FORMAT_VERSION` (parquet metadata record, JSON top level).
@@ -18,3 +20,6 @@ Every artifact a stage writes carries `FORMAT_VERSION` (parquet metadata record,
 from __future__ import annotations
 
 FORMAT_VERSION = 2  # 1: the layout before the contracts package (results/h200/gpu as committed 2026-11-29)
+#: the result files (summary.json, export/results.json, metrics): 3 = the typed result model (`result`); readers
+#: accept 2 (`legacy`: the old summary row and its column names)
+RESULT_FORMAT_VERSION = 3

@@ -3,13 +3,13 @@
 * The JSON result file (`ResultFile`): every scenario's summary.json (`ScenarioSummary`) of one sweep and GPU in
   one file. Its JSON schema, generated from these models, is committed as docs/result.schema.json (`fingrav
   result-schema`; a test keeps it equal to the models); the schema's `$id` carries `FORMAT_VERSION`, the version
-  every artifact carries (a summary.json validates against the schema's `$defs/ScenarioSummary`).
+  every result file carries (a summary.json validates against the schema's `$defs/ScenarioSummary`).
 * The aiconfigurator-style CSV (`AICONFIGURATOR_COLUMNS`): one row per scenario in the style of NVIDIA
   aiconfigurator's collector perf files (framework, version, device, op_name, kernel_source, then the op's own
   columns): the op, its shape and dtype, latency, power, energy, the power limit, each number with its CI.
-  Units: latency ms (the kernel's execution time, median over golden SSP runs), power W (the SSP power: the
-  steady-state mean over back-to-back executions, launch gaps included), energy mJ per execution (SSP power x
-  SSP cycle time), power_limit W (the device's enforced limit; empty where unknown).
+  Units: latency ms (the kernel's execution time, median over golden SSP runs), power W (the headline power:
+  sustained where there is a reference run, else the method SSP), energy mJ per execution (headline power x its
+  cycle), power_limit W (the device's enforced limit; empty where unknown).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts import RESULT_FORMAT_VERSION as FORMAT_VERSION
 from fingrav.contracts.profile import ScenarioSummary
 
 RESULT_SCHEMA_ID: Final = f"urn:fingrav:result:v{FORMAT_VERSION}"
@@ -47,7 +47,8 @@ def result_schema() -> dict[str, Any]:
         "title": RESULT_SCHEMA_TITLE,
         "description": "fingrav's JSON result file (fingrav export --format json): one summary.json per scenario "
         f"(format_version {FORMAT_VERSION}; a summary.json validates against $defs/ScenarioSummary). Units are in "
-        "the field names: _mw mW, _ns ns, _mj mJ; a scenario's 'row' is its summary.csv row (W, us, mJ, %).",
+        "the field names: _mw mW, _ns ns, _mj mJ; a scenario's 'result' is its typed result (W, us, mJ, %; every "
+        "number an Estimate with its CI, unit and method), which its summary.csv row and metrics are derived from.",
     }
 
 

@@ -42,9 +42,10 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     Flag(
         "imprecise",
         True,
-        "the 95 % CI of the SSP power or of the energy per execution is wider than ±analysis.max_ci_pct of the "
-        "value: the number is honest but too uncertain to cite; collect more runs (run_policy.runs, max_runs)",
-        "CI half-width > analysis.max_ci_pct (1 %) of the SSP power or energy per execution",
+        "the 95 % CI of the headline power (power_w) or of the energy per execution is wider than "
+        "±analysis.max_ci_pct of the value: the number is honest but too uncertain to cite; collect more runs "
+        "(run_policy.runs, max_runs); the method SSP's own precision is in ssp_valid",
+        "CI half-width > analysis.max_ci_pct (1 %) of power_w or energy_per_exec_mj",
     ),
     Flag(
         "too_few_lois_sse",
@@ -109,27 +110,27 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     Flag(
         "burst_too_few_lois",
         False,
-        "the headline is sustained (the reference run), but the burst SSP (burst_power_w, the short stamped runs "
-        "after idle) has fewer SSP LOIs than analysis.min_lois: burst_power_w and what is compared with it "
-        "(burst_vs_sustained_pct, instrumentation_power_pct) are not trustworthy",
-        "ssp_source sustained and SSP LOIs < analysis.min_lois",
+        "the headline is sustained (the reference run), but the method SSP (ssp_power_w, the short stamped runs "
+        "after idle) has fewer SSP LOIs than analysis.min_lois: ssp_power_w and what is compared with it "
+        "(ssp_vs_power_pct, ssp_vs_unstamped_burst_pct) are not trustworthy (ssp_valid false)",
+        "power_source sustained and SSP LOIs < analysis.min_lois",
     ),
     Flag(
         "burst_unsettled",
         False,
-        "the headline is sustained (the reference run), but the power was not steady over the burst SSP: the "
+        "the headline is sustained (the reference run), but the power was not steady over the method SSP: the "
         "stability probe never settled (often: the limiter already clamps it) or the SSP tail still trends; "
-        "burst_power_w is not a settled SSP",
-        "ssp_source sustained and (probe not settled, or SSP-tail trend |z| > 3.29 beyond the CI)",
+        "ssp_power_w is not a settled SSP (ssp_valid false)",
+        "power_source sustained and (probe not settled, or SSP-tail trend |z| > 3.29 beyond the CI)",
     ),
     Flag(
         "burst_only",
         False,
-        "no sustained reference run (run_policy.reference_ms 0, or it did not settle): the headline ssp_power_w and "
-        "energy_per_exec_mj are the burst SSP of short stamped runs after idle (ssp_source burst), not what the "
+        "no sustained reference run (run_policy.reference_ms 0, or it did not settle): the headline power_w and "
+        "energy_per_exec_mj are the method SSP of short stamped runs after idle (power_source burst), not what the "
         "kernel draws launched back to back without stamps in sustained use; the stamps' gaps lower it on short "
         "kernels and a power limiter may clamp sustained use below it",
-        "ssp_source = burst",
+        "power_source = burst",
     ),
     Flag(
         "reference_drifting",
@@ -143,17 +144,18 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "power_limit_cycling",
         False,
         "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "
-        "clamps the card in cycles; the headline SSP is then the reference run's mean over whole limit cycles "
-        "(limit_cycle_* columns), and short runs after idle draw the burst level (burst_power_w)",
+        "clamps the card in cycles; the headline power_w is then the reference run's mean over whole limit cycles "
+        "(limit_cycle_* columns), and short runs after idle draw the burst level (the method SSP, ssp_power_w)",
         f"spread of 200 ms block means > {MAX_BLOCK_SPREAD_PCT:g} %",
     ),
     Flag(
         "ssp_reference_mismatch",
         False,
-        "the burst SSP (short stamped runs after idle, burst_power_w) and the reference run's settled power differ "
-        "by more than 2 % and their CIs do not overlap: the kernel draws differently in bursts after idle than in "
-        "sustained use (limiter, clocks, the stamps' cost); the headline ssp_power_w is the sustained one",
-        f"abs(burst SSP − reference) > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
+        "the headline is the method SSP (power_source burst: the reference run did not settle) but it and the "
+        "reference run's settled power differ by more than 2 % and their CIs do not overlap: the kernel draws "
+        "differently in bursts after idle than in sustained use (limiter, clocks, the stamps' cost); where the "
+        "headline is the reference run the difference is ssp_vs_power_pct, not a flag",
+        f"power_source burst and abs(ssp_vs_reference_pct) > {MAX_SSP_VS_REFERENCE_PCT:g} % and disjoint CIs",
     ),
     Flag(
         "sample_phase_nonuniform",

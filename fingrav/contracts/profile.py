@@ -1,30 +1,25 @@
 """profiles/gpu<k>/<scenario>/summary.json: everything the differentiate stage computed for one scenario on
 one GPU, as one typed result shared by the producer (`fingrav.analysis.differentiate`) and its consumers
 (the report, combine, the exports). Powers in mW (`*_mw`), times in ns (`*_ns`), energies in mJ (`*_mj`);
-`row` is the scenario's summary.csv row (`fingrav.contracts.summary`: W, µs, mJ, %).
+`result` is the scenario's typed result (`fingrav.contracts.result`: W, µs, mJ, %), which summary.csv and the
+metrics table are derived from. Format 2 files (a `row` of old columns) are read through
+`fingrav.contracts.legacy`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts import RESULT_FORMAT_VERSION
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.result import Estimate, ScenarioResult
 from fingrav.contracts.work import Work
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Estimate(_Model):
-    """A point estimate with its CI (None where not available)."""
-
-    value: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
 
 
 class FitBand(_Model):
@@ -41,6 +36,9 @@ class FitBand(_Model):
     runs: int
     replicates: int
     method: str = "cluster_bootstrap_refit"
+
+
+ROLE_STATS_METHOD = "mean of the golden LOIs; CI: cluster bootstrap over runs (+ systematic parts for the SSP)"
 
 
 class RoleStats(_Model):
@@ -62,17 +60,20 @@ class RoleStats(_Model):
     ci_components: dict[str, float | None] | None = None
     tail_trend: dict[str, float | bool | None] | None = None
 
+    @property
+    def power(self) -> Estimate:
+        """The group's mean power with its CI (mW) as the one value-with-CI shape."""
+        return Estimate.of(self.mean_mw, self.ci_low_mw, self.ci_high_mw, "mW", ROLE_STATS_METHOD)
 
-class KernelPowerEstimate(_Model):
+
+class KernelPower(_Model):
     """The kernel power of one execution (target "sse" or "first", the interleaved one) estimated through the
     calibrated sensor model (`fingrav.analysis.kernel_power`), as opposed to the sensor reading during it.
-    value/CI None when not measurable (`reason` says why)."""
+    `power` (mW) without a value when not measurable (`reason` says why)."""
 
     target: str
     measurable: bool
-    value_mw: float | None = None
-    ci_low_mw: float | None = None
-    ci_high_mw: float | None = None
+    power: Estimate = Estimate(unit="mW")
     reason: str | None = None
     samples: int = 0  # samples that see the execution at all
     runs: int = 0
@@ -81,23 +82,103 @@ class KernelPowerEstimate(_Model):
     truth_mw: float | None = None  # simulator
 
 
-class Throughput(_Model):
-    """Rates and efficiencies of a kernel whose work is known (`work`), each a value with its CI:
-    tflop_s = flop / cycle time (1e12 flop/s) and gb_s = bytes / cycle time (1e9 bytes/s), over the SSP cycle
-    time (the pooled mean start-to-start time, launch gap included: what a back-to-back workload achieves; the
-    time the energy per execution is computed over); tflop_s_per_w = flop / energy per execution (TFLOP/s per W
-    = TFLOP per J); energy_per_flop_pj / energy_per_byte_pj = energy per execution / flop or bytes (pJ).
-    CIs: the rates' from the cluster bootstrap's cycle-time replicates; the efficiencies' the image of the
-    energy-per-execution CI (bootstrap over runs + the SSP's systematic part) under the monotone map E -> flop / E
-    or E / flop, exact for a percentile interval (`ci_method`)."""
+class Drift(_Model):
+    """How much settled power still changes over the last half of a run (the die warming, a slow clock change):
+    `change_pct` (least-squares slope x the half's length, % of its mean) with its standard error `se_pct` (from
+    the batch means' spread: samples are autocorrelated), the half's mean and batch-means CI (mW) and its start."""
 
-    tflop_s: Estimate = Estimate()
-    gb_s: Estimate = Estimate()
-    tflop_s_per_w: Estimate = Estimate()
-    energy_per_flop_pj: Estimate = Estimate()
-    energy_per_byte_pj: Estimate = Estimate()
-    time_basis: str = "ssp_cycle"
+    change_pct: float
+    se_pct: float
+    mean_mw: float
+    ci_low_mw: float | None = None
+    ci_high_mw: float | None = None
+    start_ns: int
+
+    def drifting(self, tol_pct: float) -> bool:
+        """Whether the change exceeds `tol_pct` by more than two standard errors."""
+        return abs(self.change_pct) - 2.0 * self.se_pct > tol_pct
+
+
+class LimitCycleStats(_Model):
+    """The limit cycle of one sustained run (`fingrav.analysis.sustained.limit_cycle`): `cycles` whole cycles
+    between `start_ns` and `end_ns`; period (ns), duty (released fraction, 0..1), high / low levels and the
+    whole-cycle mean (mW: the sustained power), each an Estimate (t-interval over cycles)."""
+
+    cycles: int
+    start_ns: int
+    end_ns: int
+    period_ns: Estimate
+    duty: Estimate
+    high_mw: Estimate
+    low_mw: Estimate
+    mean_mw: Estimate
+
+
+class EarlyPower(_Model):
+    """The reference run's power right after it settles and before the limiter first clamps (mW, ns;
+    `fingrav.analysis.reference.early_power`)."""
+
+    start_ns: int
+    end_ns: int
+    samples: int
+    power_mw: float | None = None
+    ci_low_mw: float | None = None
+    ci_high_mw: float | None = None
+
+    @property
+    def power(self) -> Estimate:
+        return Estimate.of(self.power_mw, self.ci_low_mw, self.ci_high_mw, "mW", "batch means")
+
+
+class ReferenceStats(_Model):
+    """The reference run (`fingrav.analysis.reference.reference_stats`; mW, ns, mJ): its executions and busy span,
+    settled mean with batch-means CI, block spread, limit cycle, early power, drift, energy counter."""
+
+    run: int
+    executions: int = 0
+    executions_planned: int | None = None
+    busy_start_ns: int | None = None
+    busy_end_ns: int | None = None
+    busy_ns: int | None = None
+    t_stable_ns: int | None = None
+    t_stable_source: str | None = None
+    settled_samples: int = 0
+    power_mw: float | None = None
+    ci_low_mw: float | None = None
+    ci_high_mw: float | None = None
     ci_method: str = ""
+    unsettled: bool = False
+    block_ms: float | None = None
+    block_spread_pct: float | None = None
+    span_start_ns: int | None = None
+    span_end_ns: int | None = None
+    span_ns: int | None = None
+    unstamped: bool = False
+    cycle_ns: float | None = None
+    limit_cycle: LimitCycleStats | None = None
+    early: EarlyPower | None = None
+    drift: Drift | None = None
+    drifting: bool = False
+    energy_counter_mj: float | None = None
+    energy_power_mw: float | None = None
+    samples_energy_mj: float | None = None
+    counter_vs_samples_pct: float | None = None
+    note: str = ""
+
+    @property
+    def power(self) -> Estimate:
+        """The settled mean (mW) with its batch-means CI."""
+        return Estimate.of(self.power_mw, self.ci_low_mw, self.ci_high_mw, "mW", self.ci_method)
+
+
+class TruthGroups(_Model):
+    """The simulator's truths that are not one of the result's numbers (`ScenarioResult.truth` has those): the true
+    power of every statistic group per channel (mW), the noise-free reading per group (mW) and the true energy of
+    one execution alone (mJ; the result's energy truth is the cycle's)."""
+
+    groups: dict[str, dict[str, float]] = {}
+    reading_groups: dict[str, float] = {}
+    truth_exec_energy_mj: float | None = None
 
 
 class RunCount(_Model):
@@ -108,34 +189,70 @@ class RunCount(_Model):
 class ScenarioSummary(_Model):
     """summary.json."""
 
-    format_version: int = FORMAT_VERSION
+    format_version: int = RESULT_FORMAT_VERSION
     scenario: str
-    row: dict[str, Any]
+    result: ScenarioResult
     channels: dict[str, dict[str, RoleStats]]
     clock: dict[str, float | int | None]
-    flags: list[str]
-    valid: bool
     plan: Plan
     provenance: dict[str, Any]
     sensor: dict[str, Any]
     binning: dict[str, Any] | None = None
     runs: dict[str, RunCount]
-    reference: dict[str, Any] | None = None
+    reference: ReferenceStats | None = None
     gaps: dict[str, int]
     samples: dict[str, int]  # {total, rejected, nonfinite, nonpositive, implausible, ...}: fingrav.analysis.samples
     sample_phase: dict[str, Any]
-    exec_time_ns: Estimate
     exec_time_mean_ns: float | None = None
-    cycle_time_ns: Estimate
     cycle_time_mean_ns: float | None = None
-    energy_per_exec_mj: Estimate
-    sse_reading_vs_ssp_pct: Estimate
-    interleaved_reading_vs_ssp_pct: Estimate
-    kernel_power: dict[str, KernelPowerEstimate] = {}
+    kernel_power: dict[str, KernelPower] = {}
     telemetry: dict[str, Any] | None = None  # by run phase: `fingrav.analysis.telemetry.telemetry_summary`
-    validation: dict[str, Any] | None = None
+    validation: TruthGroups | None = None  # simulator
     work: Work | None = None  # the kernel's work per execution, where known (fingrav.contracts.work)
-    throughput: Throughput | None = None  # rates and efficiencies with CIs, where the work is known
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_format_2(cls, data: Any) -> Any:
+        """A format 1/2 summary.json (its `row` of old columns, top-level flags / valid / Estimates): the result
+        from the row (`fingrav.contracts.legacy`), the rest as it was; kernel powers in the new shape."""
+        if not isinstance(data, dict) or "row" not in data or "result" in data:
+            return data
+        from fingrav.contracts.legacy import result_from_old_row  # noqa: PLC0415 (legacy imports result only)
+
+        d = dict(data)
+        row = {**d.pop("row"), "scenario": d.get("scenario")}
+        if "flags" not in row and isinstance(d.get("flags"), list):  # the top level has them too: the same list
+            row["flags"] = ";".join(d["flags"])
+        if "valid" not in row and isinstance(d.get("valid"), bool):
+            row["valid"] = d["valid"]
+        d["result"] = result_from_old_row(row)
+        for key in ("flags", "valid", "exec_time_ns", "cycle_time_ns", "energy_per_exec_mj",
+                    "sse_reading_vs_ssp_pct", "interleaved_reading_vs_ssp_pct", "throughput"):  # fmt: skip
+            d.pop(key, None)
+        kp = {}
+        for target, k in (d.get("kernel_power") or {}).items():
+            k = dict(k)
+            k["power"] = Estimate.of(k.pop("value_mw", None), k.pop("ci_low_mw", None), k.pop("ci_high_mw", None), "mW")
+            kp[target] = k
+        d["kernel_power"] = kp
+        if isinstance(d.get("validation"), dict):  # its numbers are the row's: the groups stay
+            d["validation"] = {k: d["validation"][k] for k in TruthGroups.model_fields if k in d["validation"]}
+        d["format_version"] = RESULT_FORMAT_VERSION
+        return d
+
+    @property
+    def flags(self) -> list[str]:
+        """Every flag that fired (invalidating first)."""
+        return self.result.flags.all
+
+    @property
+    def valid(self) -> bool:
+        return self.result.valid
+
+    @property
+    def row(self) -> dict[str, Any]:
+        """The result's flat columns (`ScenarioResult.flat`; derived, not stored)."""
+        return self.result.flat()
 
     def role(self, channel: str, role: str) -> RoleStats | None:
         """channels[channel][role], None when absent."""

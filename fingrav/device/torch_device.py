@@ -210,9 +210,9 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
             "a": (m, k),
             "b": (k, n),
             "out": (m, n),
-            "flops": 2 * m * n * k,
+            "flops": int(kernel.work().flop),  # the work model's (fingrav.config.GemmKernel.work): one formula
             "set_bytes": (m * k + k * n) * e,
-            "bytes": (m * k + k * n + m * n) * e,
+            "bytes": int(kernel.work().bytes),
         }
     if kind == "gemv":
         m, k = int(kernel.m), int(kernel.k)
@@ -222,9 +222,9 @@ def kernel_sizes(kernel: Any) -> dict[str, Any]:
             "a": (m, k),
             "b": (k,),
             "out": (m,),
-            "flops": 2 * m * k,
+            "flops": int(kernel.work().flop),  # fingrav.config.GemvKernel.work
             "set_bytes": (m * k + k) * e,
-            "bytes": (m * k + k + m) * e,
+            "bytes": int(kernel.work().bytes),
         }
     if kind_of(kernel, DeviceError).collective:
         return collective_sizes(kernel, 1)

@@ -38,7 +38,7 @@ from fingrav.report.load import (
     load_scenarios,
     sensor_ns,
 )
-from fingrav.report.table import summary_frame, write_summary_csv
+from fingrav.report.table import metrics_frame, summary_frame, write_metrics, write_summary_csv
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ PNG_SCALE: Final = 1.5
 PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG: Final = re.compile(
-    r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_isolated|sse_vs_ssp_error"
+    r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_ssp|sse_vs_ssp_error"
     r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread)\.png$"
 )
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
@@ -136,21 +136,22 @@ BINNING_CAPTION = (
     "binning drops."
 )
 REFERENCE_CAPTION = (
-    "Per scenario with a reference run (the kernel alone, back to back for seconds): the SSP power (blue, "
+    "Per scenario with a reference run (the kernel alone, back to back for seconds): the method SSP (blue, "
     "{ci} CI by cluster bootstrap over runs), the reference run's settled power (purple, {ci} CI from 10 "
     "contiguous batch means: the samples are autocorrelated) and the naive SSE power (red, when measurable). "
     "Label: SSP vs reference. Look for: SSP and reference agreeing within their CIs, and the SSE below both for "
     "kernels shorter than the sensor's window."
 )
 COMPONENTS_CAPTION = (
-    "SSP power per channel and scenario (paper Fig. 7), black bars: {ci} CI. Look for: compute-bound GEMMs' total "
+    "The method SSP (short stamped runs after idle: ssp_power_w and ssp_<channel>_power_w, whatever the headline) "
+    "per channel and scenario (paper Fig. 7), black bars: {ci} CI. Look for: compute-bound GEMMs' total "
     "power close to their compute-die power and well above memory-bound GEMVs; memory-side power following "
     "cache/HBM traffic; no power proportionality (a small GEMM drawing similar compute power)."
 )
 INTERLEAVED_CAPTION = (
-    "The kernel's first execution right after many executions of its predecessor (paper Fig. 9) vs its isolated "
-    "SSP: the SSP of the scenario with the same kernel and no predecessor, or the scenario's own SSP if the sweep "
-    "has none. Labels: difference in %. Look for: short kernels pulled towards their predecessor's power, long "
+    "The sensor's reading of the kernel's first execution right after many executions of its predecessor (paper "
+    "Fig. 9) vs the method SSP of the same runs. Labels: interleaved_reading_vs_ssp_pct, the number the tables "
+    "show. Look for: short kernels pulled towards their predecessor's power, long "
     "compute-heavy ones barely moved. The interleaved number is a <b>sensor reading</b> (what the sensor reported "
     "during that execution), not the kernel's own power, when the kernel is shorter than the sensor's window + lag."
 )
@@ -305,9 +306,13 @@ def build_report(
         scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)
         combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
         fleet = FLT.load_fleet(layout, scenarios) if cards else {}
-        table = G.add_rank_columns(summary_frame([s.row for s in scns]), combined)
-        table = G.add_rank_columns(table, FLT.gpu_rows(cards, fleet)) if cards else table
-        written = [write_summary_csv(table, layout.summary_csv)]
+        extra: dict[str, dict[str, Any]] = {}
+        for rows in (combined, FLT.gpu_rows(cards, fleet) if cards else {}):
+            for name, c in rows.items():
+                extra.setdefault(name, {}).update(c.get("row") or {})
+        results = [s.result for s in scns]
+        written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
+        written += write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
         calibration = load_calibration(scns[0].layout if cards and scns else layout)
         _clean_pngs(out_dir)
         unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)
@@ -418,14 +423,14 @@ def _add_figures(
     add(
         "components_ssp",
         "across",
-        "SSP power per channel",
+        "Method SSP per channel",
         COMPONENTS_CAPTION.format(ci=ci),
         lambda: F.components_chart(scns),
     )
     add(
-        "interleaved_vs_isolated",
+        "interleaved_vs_ssp",
         "across",
-        "Interleaved vs isolated power",
+        "Interleaved reading vs the method SSP",
         INTERLEAVED_CAPTION,
         lambda: F.interleaved_chart(scns),
     )
@@ -450,7 +455,7 @@ def _add_figures(
         add(
             "gpus_ssp",
             "gpus",
-            "SSP power per GPU and combined",
+            "Power per GPU and combined",
             G.GPUS_CAPTION.format(ci=ci),
             lambda: G.gpus_chart(scns, combined),
         )

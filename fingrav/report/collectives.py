@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import altair as alt
 import polars as pl
 
 from fingrav.contracts import roles as R
-from fingrav.contracts import summary as S
+from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
 from fingrav.kinds import kind_of
 from fingrav.layout import SweepLayout
-from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.figures import _scenario_x, _title, configure
 from fingrav.report.load import ScenarioData, load_scenario
-from fingrav.report.table import POLARS_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +36,8 @@ CLASS_ORDER: tuple[str, ...] = ("latency-bound collective", "bandwidth-bound col
 CLASS_COLORS: tuple[str, ...] = ("#7fb3d5", "#1f5fa8", "#d62728")
 
 GPUS_CAPTION = (
-    "Left: the SSP power of every GPU (rank) per scenario, black bars: {ci} CI. Right: the combined power of "
-    "all GPUs (the sum of their SSP powers); its CI comes from a joint cluster bootstrap over the runs, which "
+    "Left: the power of every GPU (rank) per scenario, black bars: {ci} CI. Right: the combined power of "
+    "all GPUs (the sum of their powers); its CI comes from a joint cluster bootstrap over the runs, which "
     "all GPUs ran in lockstep. The summary table above shows GPU 0; summary.csv has the per-GPU "
     "(<code>rank&lt;k&gt;_*</code>) and combined (<code>combined_*</code>) columns. Look for: GPUs of one "
     "scenario drawing similar power (a collective loads every GPU alike), and faded (invalid) bars."
@@ -71,39 +69,6 @@ def load_combined(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, di
     return out
 
 
-# a multi-GPU column names a summary.csv column of one GPU (`rank<k>_<col>`, `<col>_gpu<k>`) or of the sum
-# (`combined_<col>`); it has that column's type
-_RANK_COLUMN: Final = re.compile(rf"^(?:rank\d+_|combined_)?(?P<base>.+?)(?:{S.RANK_SUFFIX}\d+)?$")
-
-
-def _dtype(column: str) -> type[pl.DataType]:
-    """The polars type of a multi-GPU summary.csv column (`world_size`: int)."""
-    if column == "world_size":
-        return pl.Int64
-    m = _RANK_COLUMN.match(column)
-    return POLARS_TYPES[S.column_type(m.group("base") if m else column)]
-
-
-def add_rank_columns(table: pl.DataFrame, combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
-    """summary.csv with the multi-GPU columns (combined.json "row") appended after every existing column,
-    in first-appearance order; rows without them get nulls. Unchanged when `combined` is empty."""
-    if not combined or "scenario" not in table.columns:
-        return table
-    cols: list[str] = []
-    for c in combined.values():
-        for k in c.get("row_columns") or c.get("row") or {}:
-            if k not in cols and k not in table.columns:
-                cols.append(k)
-    if not cols:
-        return table
-    names = table["scenario"].to_list()
-    data: dict[str, list[Any]] = {"scenario": names}
-    for col in cols:
-        data[col] = [((combined.get(n) or {}).get("row") or {}).get(col) for n in names]
-    extra = pl.DataFrame(data, schema={"scenario": pl.String, **{c: _dtype(c) for c in cols}}, strict=False)
-    return table.join(extra, on="scenario", how="left", maintain_order="left")
-
-
 def rank_scenario(layout: SweepLayout, name: str, rank: int) -> ScenarioData | None:
     """GPU k's summary of a scenario as a ScenarioData named "<scenario> (GPU k)" (None when missing)."""
     try:
@@ -121,30 +86,20 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
         c = combined.get(s.name)
         if not c:
             continue
-        for r in c.get("ranks") or []:
-            if _finite(r.get("ssp_power_w")):
+        comb = c.get("combined") or {}
+        for what, src in [*((f"GPU {r['rank']}", r) for r in c.get("ranks") or []), ("all GPUs", comb)]:
+            v, lo, hi = value_ci(src, "power_w")
+            if is_finite(v):
                 rows.append(
                     {
                         "scenario": s.name,
-                        "what": f"GPU {r['rank']}",
-                        "power_w": float(r["ssp_power_w"]),
-                        "lo_w": r.get("ssp_power_ci_low_w"),
-                        "hi_w": r.get("ssp_power_ci_high_w"),
-                        "valid": bool(r.get("valid")),
-                    }
+                        "what": what,
+                        "power_w": float(v),
+                        "lo_w": lo,
+                        "hi_w": hi,
+                        "valid": bool(src.get("valid")),
+                    }  # fmt: skip
                 )
-        comb = c.get("combined") or {}
-        if _finite(comb.get("ssp_power_w")):
-            rows.append(
-                {
-                    "scenario": s.name,
-                    "what": "all GPUs",
-                    "power_w": float(comb["ssp_power_w"]),
-                    "lo_w": comb.get("ssp_power_ci_low_w"),
-                    "hi_w": comb.get("ssp_power_ci_high_w"),
-                    "valid": bool(comb.get("valid")),
-                }
-            )
     schema = {
         "scenario": pl.String,
         "what": pl.String,
@@ -157,7 +112,7 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
 
 
 def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
-    """Per-GPU SSP power (grouped bars) and the combined power of all GPUs, with CIs."""
+    """Per-GPU power (grouped bars) and the combined power of all GPUs, with CIs."""
     df = gpus_data(scns, combined)
     if df.height == 0:
         return None
@@ -171,7 +126,7 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
         if offset:
             enc["xOffset"] = alt.XOffset("what:N", sort=gpus)
         base = alt.Chart(d).encode(**enc)
-        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="SSP power (W)"), color=color, opacity=opacity)
+        bars = base.mark_bar().encode(y=alt.Y("power_w:Q", title="power (W)"), color=color, opacity=opacity)
         err = (
             base.transform_filter("isValid(datum.lo_w) && isValid(datum.hi_w)")
             .mark_rule(color="black")
@@ -184,7 +139,7 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
     left = panel(per, True, "per GPU", alt.Color("what:N", sort=gpus, title="GPU"))
     right = panel(df.filter(pl.col("what") == "all GPUs"), False, "all GPUs combined (sum)", alt.value("#444444"))
     chart = alt.hconcat(
-        left, right, title=_title("SSP power per GPU and combined", "black: CI; faded: invalid")
+        left, right, title=_title("power per GPU and combined", "black: CI; faded: invalid")
     ).resolve_scale(y="independent")
     return configure(chart)
 
@@ -214,7 +169,7 @@ def combined_profiles_data(
             )
         )
         for label, coeffs in fits:
-            if coeffs and all(_finite(x) for x in coeffs):
+            if coeffs and all(is_finite(x) for x in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 rows += [
                     {"scenario": s.name, "what": label, "toi_frac": float(f), "power_w": float(y)}
@@ -327,30 +282,30 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
             mem = memory_channel(list(chans))
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = chans.get(ch) if ch else None
-                if st and _finite(st.get("mean_w")):
+                if st and is_finite(st.get("mean_w")):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
                             "power_w": st["mean_w"] / n,
-                            "lo_w": st["ci_low_w"] / n if _finite(st.get("ci_low_w")) else None,
-                            "hi_w": st["ci_high_w"] / n if _finite(st.get("ci_high_w")) else None,
+                            "lo_w": st["ci_low_w"] / n if is_finite(st.get("ci_low_w")) else None,
+                            "hi_w": st["ci_high_w"] / n if is_finite(st.get("ci_high_w")) else None,
                         }
                     )
         else:
             mem = memory_channel(s.channels)
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = s.summary.role(ch, R.SSP) if ch else None
-                if st is not None and _finite(st.mean_mw):
+                if st is not None and is_finite(st.mean_mw):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
                             "power_w": w(st.mean_mw),
-                            "lo_w": w(st.ci_low_mw) if _finite(st.ci_low_mw) else None,
-                            "hi_w": w(st.ci_high_mw) if _finite(st.ci_high_mw) else None,
+                            "lo_w": w(st.ci_low_mw) if is_finite(st.ci_low_mw) else None,
+                            "hi_w": w(st.ci_high_mw) if is_finite(st.ci_high_mw) else None,
                         }
                     )
     schema = {
@@ -394,7 +349,7 @@ def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str
     chart = alt.hconcat(
         *panels,
         title=_title(
-            "collectives vs GEMM: total and memory-side power (paper Fig. 10)", "SSP power per GPU; black: CI"
+            "collectives vs GEMM: total and memory-side power (paper Fig. 10)", "method SSP per GPU; black: CI"
         ),
     ).resolve_scale(y="independent")
     return configure(chart)

@@ -19,7 +19,7 @@ from fingrav.analysis.roles import role_expr
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import norm_name
-from fingrav.contracts.summary import channel_of_column
+from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
 from fingrav.report.load import ScenarioData, subsample
 
@@ -65,11 +65,6 @@ def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleP
     return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
 
 
-def _finite(x: Any) -> bool:
-    """Whether x is a finite real number (not a bool, not None)."""
-    return x is not None and isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
-
-
 def configure(chart: Chart) -> Chart:
     """Shared look of every figure (set in place on a freshly built chart: the same spec as
     `chart.configure(...).configure_view(...).configure_axis(...)` without three deep copies of it)."""
@@ -86,7 +81,7 @@ def configure(chart: Chart) -> Chart:
 def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
     """The scenario's execution time (µs): the summary row's, else estimated from the LOIs."""
     v = scn.row.get("exec_time_us")
-    if _finite(v) and v > 0:
+    if is_finite(v) and v > 0:
         return float(v)
     if lois is not None and lois.height and "toi_ns" in lois.columns:
         est = lois.filter(pl.col("toi_frac") > 0.05).select((pl.col("toi_ns") / pl.col("toi_frac")).median()).item()
@@ -145,7 +140,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                 continue
             label = ROLE_LABELS[role]
             coeffs = stats.fit_coeffs
-            if coeffs and all(_finite(c) for c in coeffs):
+            if coeffs and all(is_finite(c) for c in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
                 degrees.add(len(coeffs) - 1)
                 fits += [
@@ -153,21 +148,21 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                     for f, y in zip(frac, ys, strict=True)
                 ]
                 fb = stats.fit_band
-                if fb is not None and all(_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
+                if fb is not None and all(is_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
                     band_levels.add(fb.level)
                     fit_bands += [
                         {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
                         for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
                     ]
             mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
-            if _finite(mean):
+            if is_finite(mean):
                 bands.append(
                     {
                         "channel": ch,
                         "role_label": label,
                         "mean_w": w(mean),
-                        "lo_w": w(lo) if _finite(lo) else w(mean),
-                        "hi_w": w(hi) if _finite(hi) else w(mean),
+                        "lo_w": w(lo) if is_finite(lo) else w(mean),
+                        "hi_w": w(hi) if is_finite(hi) else w(mean),
                         "x0": 0.0,
                         "x1": exec_us,
                     }
@@ -274,7 +269,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         fit_line += f"; shaded around them: their {levels} % CI bands (cluster bootstrap over runs)"
     subtitle = [  # one short line each: a long subtitle widens the PNG, and the page then shrinks the panels
         f"{kernel}execution ≈ {_duration(exec_us / 1000.0)}; LOIs of golden runs: {shown} of {total} shown "
-        f"(the table's SSP LOIs: {scn.row.get('lois')})",
+        f"(the table's SSP LOIs: {scn.row.get('ssp_lois')})",
         *([fit_line] if fit_line else []),
         "dashed: mean, light box: its CI" + ("; shaded cells: LOI density" if dense else ""),
     ]
@@ -573,11 +568,11 @@ def binning_chart(
         )
         layers = [hist]
         edges = [ssp_meta.get("bin_low_ns"), ssp_meta.get("bin_high_ns")]
-        edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if _finite(e)]})
+        edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if is_finite(e)]})
         if edges_df.height:
             layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
         margin = meta_all.get("margin")
-        sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if _finite(margin) else "golden bin"
+        sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if is_finite(margin) else "golden bin"
         panels.append(
             alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning (SSP runs)", sub))
         )
@@ -626,50 +621,15 @@ def binning_chart(
 
 # --------------------------------------------------------------------------- 3. components
 def components_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
-    """SSP power (W) and CI per scenario and channel, from summary.json (or the row's ssp_<ch>_power_w)."""
+    """The method SSP (W, the short stamped runs after idle) and CI per scenario and channel, from the result
+    (`ScenarioResult.ssp`: total and per channel): one quantity in every bar, whatever the headline is."""
     rows = []
     for s in scns:
-        seen = set()
-        for ch in s.channels:
-            st = s.summary.role(ch, R.SSP)
-            if st is not None and _finite(st.mean_mw):
-                rows.append(
-                    {
-                        "scenario": s.name,
-                        "channel": ch,
-                        "power_w": w(st.mean_mw),
-                        "lo_w": w(st.ci_low_mw) if _finite(st.ci_low_mw) else None,
-                        "hi_w": w(st.ci_high_mw) if _finite(st.ci_high_mw) else None,
-                        "valid": s.valid,
-                    }
-                )
-                seen.add(ch)
-        if "total" not in seen and _finite(s.row.get("ssp_power_w")):
-            rows.append(
-                {
-                    "scenario": s.name,
-                    "channel": "total",
-                    "power_w": float(s.row["ssp_power_w"]),
-                    "lo_w": s.row.get("ssp_power_ci_low_w"),
-                    "hi_w": s.row.get("ssp_power_ci_high_w"),
-                    "valid": s.valid,
-                }
-            )
-            seen.add("total")
-        for col, v in s.row.items():
-            ch = channel_of_column(col)
-            if ch and ch not in seen and _finite(v):
-                rows.append(
-                    {
-                        "scenario": s.name,
-                        "channel": ch,
-                        "power_w": float(v),
-                        "lo_w": None,
-                        "hi_w": None,
-                        "valid": s.valid,
-                    }
-                )
-                seen.add(ch)
+        ssp = s.result.ssp
+        for ch, e in [("total", ssp.power), *ssp.channels.items()]:
+            if e.has_value:
+                rows.append({"scenario": s.name, "channel": ch, "power_w": e.value, "lo_w": e.ci_low,
+                             "hi_w": e.ci_high, "valid": s.valid})  # fmt: skip
     schema = {
         "scenario": pl.String,
         "channel": pl.String,
@@ -687,7 +647,7 @@ def _scenario_x(order: Sequence[str], title: str = "scenario", field: str = "sce
 
 
 def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
-    """Paper Fig. 7: SSP power per channel per scenario (grouped bars, CI error bars)."""
+    """Paper Fig. 7: the method SSP per channel per scenario (grouped bars, CI error bars)."""
     df = components_data(scns)
     if df.height == 0:
         return None
@@ -700,7 +660,7 @@ def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
     )
     color = alt.Color("channel:N", sort=chans, title="channel")
     bars = base.mark_bar().encode(
-        y=alt.Y("power_w:Q", title="SSP power (W)"),
+        y=alt.Y("power_w:Q", title="method SSP (W)"),
         color=color,
         opacity=alt.condition("datum.valid", alt.value(1.0), alt.value(0.35)),
     )
@@ -714,66 +674,32 @@ def components_chart(scns: Sequence[ScenarioData]) -> Chart | None:
     if len(chans) > 1:
         sub = "total and component channels side by side (components need not add up to total); " + sub
     chart = alt.layer(bars, err).properties(
-        width=min(width, 900), height=260, title=_title("SSP power per channel across scenarios", sub)
+        width=min(width, 900), height=260, title=_title("method SSP per channel across scenarios", sub)
     )
     return configure(chart)
 
 
-# --------------------------------------------------------------------------- 4. interleaved vs isolated
-def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
-    """For scenarios with a predecessor: interleaved (first) power and the reference SSP, with CIs.
+# --------------------------------------------------------------------------- 4. interleaved vs the SSP
+INTERLEAVED_SSP = "method SSP (same runs)"
 
-    The reference is the SSP of an isolated scenario of the same kernel when the sweep has one, else the
-    scenario's own SSP."""
+
+def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
+    """For scenarios with a predecessor: the interleaved (first) execution's reading and the method SSP of the same
+    runs, with CIs, labelled with the result's `interleaved_reading_vs_ssp_pct` (the number the tables show)."""
     rows = []
     for s in scns:
-        if not s.has_predecessor or not _finite(s.row.get("interleaved_reading_w")):
+        r = s.result
+        inter, ssp, pct = r.interleaved.reading, r.ssp.power, r.interleaved.reading_vs_ssp
+        if not s.has_predecessor or not inter.has_value:
             continue
-        ref = next(
-            (
-                o
-                for o in scns
-                if o is not s
-                and not o.has_predecessor
-                and o.row.get("kernel")
-                and o.row.get("kernel") == s.row.get("kernel")
-                and _finite(o.row.get("ssp_power_w"))
-            ),
-            None,
-        )
-        src = ref if ref is not None else s
-        ref_label = f"isolated SSP ({ref.name})" if ref is not None else "own SSP (no isolated scenario)"
-        xlabel = f"{s.name} (vs {ref.name})" if ref is not None else f"{s.name} (vs own SSP)"
-        inter = float(s.row["interleaved_reading_w"])
-        ref_w = src.row.get("ssp_power_w")
-        pct = (inter - ref_w) / ref_w * 100.0 if _finite(ref_w) and ref_w else None
-        rows.append(
-            {
-                "scenario": s.name,
-                "measure": "interleaved (1st after predecessor)",
-                "power_w": inter,
-                "lo_w": s.row.get("interleaved_reading_ci_low_w"),
-                "hi_w": s.row.get("interleaved_reading_ci_high_w"),
-                "label": f"{pct:+.1f} %" if pct is not None else "",
-                "reference": ref_label,
-                "xlabel": xlabel,
-                "predecessor": str(s.row.get("predecessor") or ""),
-            }
-        )
-        if _finite(ref_w):
-            rows.append(
-                {
-                    "scenario": s.name,
-                    "measure": "SSP (isolated)",
-                    "power_w": float(ref_w),
-                    "lo_w": src.row.get("ssp_power_ci_low_w"),
-                    "hi_w": src.row.get("ssp_power_ci_high_w"),
-                    "label": "",
-                    "reference": ref_label,
-                    "xlabel": xlabel,
-                    "predecessor": str(s.row.get("predecessor") or ""),
-                }
-            )
+        common = {"scenario": s.name, "reference": "method SSP of the same runs", "xlabel": s.name,
+                  "predecessor": str(r.labels.predecessor or "")}  # fmt: skip
+        label = f"{pct.value:+.1f} %" if pct.has_value else ""
+        rows.append({**common, "measure": "interleaved (1st after predecessor)", "power_w": inter.value,
+                     "lo_w": inter.ci_low, "hi_w": inter.ci_high, "label": label})  # fmt: skip
+        if ssp.has_value:
+            rows.append({**common, "measure": INTERLEAVED_SSP, "power_w": ssp.value, "lo_w": ssp.ci_low,
+                         "hi_w": ssp.ci_high, "label": ""})  # fmt: skip
     schema = {
         "scenario": pl.String,
         "measure": pl.String,
@@ -789,14 +715,15 @@ def interleaved_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
 
 
 def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
-    """Paper Fig. 9: interleaved vs isolated SSP power, with CIs and the relative difference."""
+    """Paper Fig. 9: the interleaved reading vs the method SSP of the same runs, with CIs and the result's
+    difference (`interleaved_reading_vs_ssp_pct`)."""
     df = interleaved_data(scns)
     if df.height == 0:
         return None
-    measures = ["interleaved (1st after predecessor)", "SSP (isolated)"]
+    measures = ["interleaved (1st after predecessor)", INTERLEAVED_SSP]
     order = list(dict.fromkeys(df["xlabel"].to_list()))
     base = alt.Chart(df).encode(
-        x=_scenario_x(order, "scenario (vs its isolated reference)", "xlabel"),
+        x=_scenario_x(order, "scenario", "xlabel"),
         xOffset=alt.XOffset("measure:N", sort=measures),
     )
     color = alt.Color(
@@ -814,9 +741,9 @@ def interleaved_chart(scns: Sequence[ScenarioData]) -> Chart | None:
         width=min(width, 900),
         height=250,
         title=_title(
-            "interleaved vs isolated power",
-            "green: the kernel's first execution right after its predecessor; blue: its isolated SSP; "
-            "label: difference",
+            "interleaved reading vs the method SSP",
+            "green: the sensor's reading of the kernel's first execution right after its predecessor; blue: the "
+            "method SSP of the same runs; label: interleaved_reading_vs_ssp_pct",
         ),
     )
     return configure(chart)
@@ -838,22 +765,22 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
     rows = []
     by_norm = {_norm(s.name): s.name for s in scns}
     for s in scns:
-        v = s.row.get("sse_reading_vs_ssp_pct")
-        lo, hi = s.row.get("sse_reading_vs_ssp_ci_low_pct"), s.row.get("sse_reading_vs_ssp_ci_high_pct")
-        if s.sse_measurable and _finite(v):
+        e = s.result.sse.reading_vs_ssp
+        v, lo, hi = e.value, e.ci_low, e.ci_high
+        if s.sse_measurable and is_finite(v):
             rows.append(
                 {
                     "group": s.name,
                     "source": source_label,
                     "pct": abs(float(v)),
                     "signed": float(v),
-                    "ci_low": float(lo) if _finite(lo) else None,
-                    "ci_high": float(hi) if _finite(hi) else None,
+                    "ci_low": float(lo) if is_finite(lo) else None,
+                    "ci_high": float(hi) if is_finite(hi) else None,
                     "label": f"{float(v):+.0f}",
                     "valid": s.valid,
                 }
             )
-        elif not s.sse_measurable or _finite(s.row.get("ssp_power_w")):
+        elif not s.sse_measurable or s.result.ssp.power.has_value:
             flag = " (too_few_lois_sse)" if "too_few_lois_sse" in s.flags else ""
             rows.append(
                 {
@@ -869,7 +796,7 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
             )
     for key, val in (paper or {}).items():
         v = val.get("pct") if isinstance(val, Mapping) else val
-        if not _finite(v):
+        if not is_finite(v):
             continue
         group = by_norm.get(_norm(str(key)), f"{key} (paper)")
         rows.append(
@@ -963,7 +890,7 @@ def sse_error_chart(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | Non
 
 
 # --------------------------------------------------------------------------- 5b. SSP vs reference run
-REF_MEASURES: tuple[str, ...] = ("SSP (FinGraV)", "reference run (settled)", "SSE (naive)")
+REF_MEASURES: tuple[str, ...] = ("method SSP (FinGraV)", "reference run (settled)", "SSE (naive)")
 REF_COLORS: tuple[str, ...] = ("#1f77b4", "#9467bd", "#d62728")
 
 
@@ -982,27 +909,22 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
         r = s.row
         pct = r.get("ssp_vs_reference_pct")
         entries = [
-            (REF_MEASURES[0], "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", ""),
-            (
-                REF_MEASURES[1],
-                "reference_power_w",
-                "reference_power_ci_low_w",
-                "reference_power_ci_high_w",
-                f"SSP {float(pct):+.1f} %" if _finite(pct) else "",
-            ),
+            (REF_MEASURES[0], "ssp_power_w", ""),
+            (REF_MEASURES[1], "reference_power_w", f"SSP {float(pct):+.1f} %" if is_finite(pct) else ""),
         ]
         if s.sse_measurable:
-            entries.append((REF_MEASURES[2], "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", ""))
-        for measure, v, lo, hi, label in entries:
-            if not _finite(r.get(v)):
+            entries.append((REF_MEASURES[2], "sse_reading_w", ""))
+        for measure, col, label in entries:
+            v, lo, hi = value_ci(r, col)
+            if not is_finite(v):
                 continue
             rows.append(
                 {
                     "scenario": s.name,
                     "measure": measure,
-                    "power_w": float(r[v]),
-                    "lo_w": float(r[lo]) if _finite(r.get(lo)) else None,
-                    "hi_w": float(r[hi]) if _finite(r.get(hi)) else None,
+                    "power_w": float(v),
+                    "lo_w": float(lo) if is_finite(lo) else None,
+                    "hi_w": float(hi) if is_finite(hi) else None,
                     "label": label,
                     "valid": s.valid,
                 }
@@ -1020,7 +942,7 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
 
 
 def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
-    """SSP power with CI, the reference run's settled power with its batch-means CI and the naive SSE
+    """The method SSP with CI, the reference run's settled power with its batch-means CI and the naive SSE
     power with CI, per scenario with a reference run."""
     df = reference_data(scns)
     if df.height == 0:
@@ -1059,7 +981,7 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
         width=min(width, 900),
         height=260,
         title=_title(
-            "SSP power vs the reference run",
+            "method SSP vs the reference run",
             "points: mean; bars: CI (SSP and SSE: bootstrap over runs; reference: batch means); "
             "label: SSP vs reference",
         ),
@@ -1068,57 +990,33 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 
 
 # --------------------------------------------------------------------------- 6. truth (simulator)
-TRUTH_QUANTITIES: tuple[tuple[str, str, str, str, str, str | None], ...] = (
-    # label, measured, ci low, ci high, truth, error column (if the row has one)
-    ("SSP power (W)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w", "truth_ssp_power_w", "ssp_error_pct"),
-    ("SSE reading (W)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w", "truth_sse_reading_w", None),
-    (
-        "SSE kernel power (W)",
-        "sse_kernel_power_w",
-        "sse_kernel_power_ci_low_w",
-        "sse_kernel_power_ci_high_w",
-        "truth_sse_kernel_power_w",
-        None,
-    ),
+TRUTH_QUANTITIES: tuple[tuple[str, str, str, str | None], ...] = (
+    # label, measured column, truth column, the result's measured-vs-truth column (with its CI) if it has one
+    ("power (W)", "power_w", "truth_power_w", "power_vs_truth_pct"),
+    ("method SSP (W)", "ssp_power_w", "truth_ssp_power_w", "ssp_vs_truth_pct"),
+    ("SSE reading (W)", "sse_reading_w", "truth_sse_reading_w", "sse_reading_vs_truth_pct"),
+    ("SSE kernel power (W)", "sse_kernel_power_w", "truth_sse_kernel_power_w", "sse_kernel_power_vs_truth_pct"),
     (
         "interleaved reading (W)",
         "interleaved_reading_w",
-        "interleaved_reading_ci_low_w",
-        "interleaved_reading_ci_high_w",
         "truth_interleaved_reading_w",
-        None,
+        "interleaved_reading_vs_truth_pct",
     ),
     (
         "interleaved kernel power (W)",
         "interleaved_kernel_power_w",
-        "interleaved_kernel_power_ci_low_w",
-        "interleaved_kernel_power_ci_high_w",
         "truth_interleaved_kernel_power_w",
-        None,
+        "interleaved_kernel_power_vs_truth_pct",
     ),
-    (
-        "energy per execution (mJ)",
-        "energy_per_exec_mj",
-        "energy_per_exec_ci_low_mj",
-        "energy_per_exec_ci_high_mj",
-        "truth_energy_per_exec_mj",
-        "energy_error_pct",
-    ),
-    (
-        "reference power vs SSP truth (W)",
-        "reference_power_w",
-        "reference_power_ci_low_w",
-        "reference_power_ci_high_w",
-        "truth_ssp_power_w",
-        "reference_error_pct",
-    ),
+    ("energy per execution (mJ)", "energy_per_exec_mj", "truth_energy_per_exec_mj", "energy_per_exec_vs_truth_pct"),
+    ("reference power vs power truth (W)", "reference_power_w", "truth_power_w", "reference_vs_truth_pct"),
 )
 TRUTH_TOLERANCE_PCT = 2.0
 
 
 def has_truth(scns: Sequence[ScenarioData]) -> bool:
     """Whether any summary row carries simulator ground truth."""
-    return any(_finite(s.row.get("truth_ssp_power_w")) for s in scns)
+    return any(is_finite(s.row.get("truth_power_w")) for s in scns)
 
 
 def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
@@ -1127,26 +1025,26 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     SSE is not measurable (too few LOIs) is left out."""
     rows = []
     for s in scns:
-        for label, m, lo, hi, t, err_col in TRUTH_QUANTITIES:
+        for label, m, t, err_col in TRUTH_QUANTITIES:
             if m.startswith("sse_") and not s.sse_measurable:
                 continue
-            mv, tv = s.row.get(m), s.row.get(t)
-            if not (_finite(mv) and _finite(tv)) or tv == 0:
+            mv, lov, hiv = value_ci(s.row, m)
+            tv = s.row.get(t)
+            if not (is_finite(mv) and is_finite(tv)) or tv == 0:
                 continue
-            lov, hiv = s.row.get(lo), s.row.get(hi)
-            err = s.row.get(err_col) if err_col and _finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
+            err = s.row.get(err_col) if err_col and is_finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
             rows.append(
                 {
                     "scenario": s.name,
                     "quantity": label,
                     "measured": float(mv),
-                    "ci_low": float(lov) if _finite(lov) else None,
-                    "ci_high": float(hiv) if _finite(hiv) else None,
+                    "ci_low": float(lov) if is_finite(lov) else None,
+                    "ci_high": float(hiv) if is_finite(hiv) else None,
                     "truth": float(tv),
                     "error_pct": float(err),
-                    "err_lo": (lov - tv) / tv * 100.0 if _finite(lov) else None,
-                    "err_hi": (hiv - tv) / tv * 100.0 if _finite(hiv) else None,
-                    "covered": bool(lov <= tv <= hiv) if _finite(lov) and _finite(hiv) else None,
+                    "err_lo": (lov - tv) / tv * 100.0 if is_finite(lov) else None,
+                    "err_hi": (hiv - tv) / tv * 100.0 if is_finite(hiv) else None,
+                    "covered": bool(lov <= tv <= hiv) if is_finite(lov) and is_finite(hiv) else None,
                     "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
                     "valid": s.valid,
                 }
@@ -1168,7 +1066,12 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-KERNEL_POWER_QUANTITIES = ("SSP power (W)", "energy per execution (mJ)", "reference power vs SSP truth (W)")
+KERNEL_POWER_QUANTITIES = (
+    "power (W)",
+    "method SSP (W)",
+    "energy per execution (mJ)",
+    "reference power vs power truth (W)",
+)
 TRUTH_AXIS_PCT = 2.5  # the validation axis: ±2 % band with a little room; points beyond sit at its edge
 
 
@@ -1234,24 +1137,15 @@ READING_MEASURES = (
     "interleaved (kernel power)",
     "interleaved true power",
 )
-READING_ITEMS: tuple[tuple[str, str, str | None, str | None], ...] = (
-    ("SSP (kernel power)", "ssp_power_w", "ssp_power_ci_low_w", "ssp_power_ci_high_w"),
-    ("SSE (sensor reading)", "sse_reading_w", "sse_reading_ci_low_w", "sse_reading_ci_high_w"),
-    ("SSE (kernel power)", "sse_kernel_power_w", "sse_kernel_power_ci_low_w", "sse_kernel_power_ci_high_w"),
-    ("SSE true power", "truth_sse_kernel_power_w", None, None),
-    (
-        "interleaved (sensor reading)",
-        "interleaved_reading_w",
-        "interleaved_reading_ci_low_w",
-        "interleaved_reading_ci_high_w",
-    ),
-    (
-        "interleaved (kernel power)",
-        "interleaved_kernel_power_w",
-        "interleaved_kernel_power_ci_low_w",
-        "interleaved_kernel_power_ci_high_w",
-    ),
-    ("interleaved true power", "truth_interleaved_kernel_power_w", None, None),
+READING_ITEMS: tuple[tuple[str, str, bool], ...] = (
+    # label, column, whether it has a CI
+    ("SSP (kernel power)", "ssp_power_w", True),
+    ("SSE (sensor reading)", "sse_reading_w", True),
+    ("SSE (kernel power)", "sse_kernel_power_w", True),
+    ("SSE true power", "truth_sse_kernel_power_w", False),
+    ("interleaved (sensor reading)", "interleaved_reading_w", True),
+    ("interleaved (kernel power)", "interleaved_kernel_power_w", True),
+    ("interleaved true power", "truth_interleaved_kernel_power_w", False),
 )
 
 
@@ -1262,19 +1156,19 @@ def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     for s in scns:
         r = s.row
         items = READING_ITEMS
-        for label, m, lo, hi in items:
+        for label, m, with_ci in items:
             if label.startswith("SSE (") and not s.sse_measurable:
                 continue
-            v = r.get(m)
-            if not _finite(v):
+            v, lo, hi = value_ci(r, m) if with_ci else (r.get(m), None, None)
+            if not is_finite(v):
                 continue
             rows.append(
                 {
                     "scenario": s.name,
                     "measure": label,
                     "power_w": float(v),
-                    "ci_low": float(r[lo]) if lo and _finite(r.get(lo)) else None,
-                    "ci_high": float(r[hi]) if hi and _finite(r.get(hi)) else None,
+                    "ci_low": float(lo) if is_finite(lo) else None,
+                    "ci_high": float(hi) if is_finite(hi) else None,
                 }
             )
     schema = {

@@ -16,16 +16,18 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from fingrav.analysis.fleet import DEVIATION_CI, SPREAD_CI
+from fingrav.contracts.result import is_finite
 from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
 from fingrav.layout import SweepLayout
-from fingrav.report.figures import _finite, _scenario_x, _title, configure
+from fingrav.report.figures import _scenario_x, _title, configure
 from fingrav.report.html import esc, fmt
 from fingrav.report.load import ScenarioData, load_scenario
 
 logger = logging.getLogger(__name__)
 
 FLEET_CAPTION = (
-    "Every listed GPU ran every scenario on its own. Each point is one card's SSP power as its own analysis gave it, "
+    "Every listed GPU ran every scenario on its own. Each point is one card's power as its own analysis gave it, "
     "as a deviation from the mean of the cards, with its {ci} CI (from the cards' measurement uncertainty). Table: "
     "per scenario the fleet mean, the spread (max - min) / mean with its CI, the spread measurement noise alone "
     "gives identical cards (<i>noise only</i>), whether the cards differ beyond their noise (Cochran's Q test at "
@@ -57,8 +59,8 @@ def load_fleet(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[
 
 
 def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The summary.csv columns of a sweep over listed GPUs, per scenario ({"row": ...}, as
-    `fingrav.report.collectives.add_rank_columns` takes them): `gpu` (the GPU of the row) and the fleet columns."""
+    """The columns of a sweep over listed GPUs, per scenario ({"row": ...}, as the metrics table takes them:
+    `fingrav.report.table.metrics_frame`): `gpu` (the GPU of the row) and the fleet columns."""
     out = {}
     for name, gpus in cards.items():
         row = (fleet.get(name) or {}).get("row") or {}
@@ -66,20 +68,20 @@ def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str
     return out
 
 
-def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "ssp_power") -> pl.DataFrame:
+def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") -> pl.DataFrame:
     """One row per scenario and card: its value, its deviation from the fleet mean (%) with the CI, valid."""
     rows = []
     for name, f in fleet.items():
         for c in ((f.get("metrics") or {}).get(metric) or {}).get("cards") or []:
-            if _finite(c.get("deviation_pct")):
+            if is_finite(c.get("deviation_pct")):
                 rows.append(
                     {
                         "scenario": name,
                         "gpu": f"GPU {c['gpu']}",
                         "value": c.get("value"),
                         "dev_pct": c["deviation_pct"],
-                        "lo_pct": c.get("deviation_ci_low_pct"),
-                        "hi_pct": c.get("deviation_ci_high_pct"),
+                        "lo_pct": c.get(DEVIATION_CI[0]),
+                        "hi_pct": c.get(DEVIATION_CI[1]),
                         "valid": bool(c.get("valid")),
                     }
                 )
@@ -96,7 +98,7 @@ def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "ssp_power"
 
 
 def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> alt.TopLevelMixin | None:
-    """Each card's SSP power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
+    """Each card's power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
     df = fleet_data(fleet)
     if df.height == 0:
         return None
@@ -106,7 +108,7 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
     color = alt.Color("gpu:N", sort=gpus, title="card")
     opacity = alt.condition("datum.valid", alt.value(1.0), alt.value(0.35))
     points = base.mark_point(filled=True, size=45).encode(
-        y=alt.Y("dev_pct:Q", title="SSP power vs fleet mean (%)"),
+        y=alt.Y("dev_pct:Q", title="power vs fleet mean (%)"),
         color=color,
         opacity=opacity,
         tooltip=["scenario", "gpu", "value", "dev_pct", "lo_pct", "hi_pct", "valid"],
@@ -120,24 +122,24 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
     chart = alt.layer(zero, bars, points).properties(
         width=max(260, min(640, 30 * len(order) * len(gpus))),
         height=240,
-        title=_title("Card-to-card spread of the SSP power", "bars: CI; faded: invalid row; dashed: fleet mean"),
+        title=_title("Card-to-card spread of the power", "bars: CI; faded: invalid row; dashed: fleet mean"),
     )
     return configure(chart)
 
 
 def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
     """A value with its CI as table HTML."""
-    if not _finite(m.get(value)):
+    if not is_finite(m.get(value)):
         return "–"
     out = fmt(m[value], digits)
-    if _finite(m.get(lo)) and _finite(m.get(hi)):
+    if is_finite(m.get(lo)) and is_finite(m.get(hi)):
         out += f' <span class="ci">[{fmt(m[lo], digits)}, {fmt(m[hi], digits)}]</span>'
     return out
 
 
 def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
-    """The spread of the SSP power per scenario as an HTML table (the analysis' numbers)."""
-    cols = fleet_metric_columns("ssp_power")
+    """The spread of the power per scenario as an HTML table (the analysis' numbers)."""
+    cols = fleet_metric_columns("power")
     head = (
         "<tr><th>scenario</th><th>GPUs</th><th>fleet SSP (W)</th><th>spread (%)</th><th>noise only (%)</th>"
         "<th>cards differ</th><th>card-to-card sd (%)</th></tr>"
@@ -148,12 +150,12 @@ def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str
         if not f:
             continue
         row = f.get("row") or {}
-        m = (f.get("metrics") or {}).get("ssp_power") or {}
+        m = (f.get("metrics") or {}).get("power") or {}
         distinct = row.get(cols["distinct"])
         body.append(
             f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.get('gpus') or []))}</td>"
             f"<td>{_ci(m, 'mean', 'mean_ci_low', 'mean_ci_high', 1)}</td>"
-            f"<td>{_ci(m, 'spread_pct', 'spread_ci_low_pct', 'spread_ci_high_pct', 2)}</td>"
+            f"<td>{_ci(m, 'spread_pct', *SPREAD_CI, 2)}</td>"
             f"<td>{fmt(m.get('noise_spread_pct'), 2)}</td>"
             f"<td>{'–' if distinct is None else ('yes' if distinct else 'no')}</td>"
             f"<td>{fmt(m.get('between_card_sd_pct'), 2)}</td></tr>"

@@ -11,15 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from fingrav.contracts import flags as FL
-from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
+from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
-from fingrav.contracts.units import MW_PER_W, ms, us, w
+from fingrav.contracts.units import MW_PER_W, ms, us
 from fingrav.report.load import ScenarioData, sensor_ns
 
 logger = logging.getLogger(__name__)
@@ -83,14 +82,17 @@ class FigureOut:
     error: str | None = None
 
 
+def ci3(row: Mapping[str, Any], column: str) -> tuple[Any, Any, Any]:
+    """(value, CI low, CI high) of a result column in a scenario's flat row (`ScenarioResult.flat`); a name the
+    result model does not have is a KeyError, never an empty cell (a channel another scenario has: empty)."""
+    if column not in row and channel_of_column(column) is None:
+        raise KeyError(f"{column}: not a column of the result model (fingrav.contracts.result.METRICS)")
+    return value_ci(row, column)
+
+
 def esc(x: Any) -> str:
     """HTML-escaped text (None -> "")."""
     return html.escape("" if x is None else str(x))
-
-
-def _finite(v: Any) -> bool:
-    """Whether v is a finite real number (not a bool, not None)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
 def fmt(v: Any, digits: int | None = None) -> str:
@@ -99,7 +101,7 @@ def fmt(v: Any, digits: int | None = None) -> str:
         return "–"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if not _finite(v):
+    if not is_finite(v):
         return esc(v)
     if isinstance(v, int) and digits is None:
         return f"{v:,}"
@@ -133,7 +135,7 @@ def _default_decimals(v: float) -> int | None:
 def ci_digits(v: Any, lo: Any, hi: Any, digits: int | None = None) -> int | None:
     """The decimals to show a value and its CI with: `digits` (or fmt's default), plus up to 3 more where the CI's
     two ends would otherwise print alike (a CI of [29.89, 29.89] reads as no uncertainty at all)."""
-    if not (_finite(v) and _finite(lo) and _finite(hi)) or lo == hi or fmt(lo, digits) != fmt(hi, digits):
+    if not (is_finite(v) and is_finite(lo) and is_finite(hi)) or lo == hi or fmt(lo, digits) != fmt(hi, digits):
         return digits
     base = digits if digits is not None else _default_decimals(float(v))
     if base is None:
@@ -150,17 +152,17 @@ def fmt_ci(v: Any, lo: Any, hi: Any, digits: int | None = None, inline: bool = F
         return "–"
     digits = ci_digits(v, lo, hi, digits)
     out = fmt(v, digits)
-    if _finite(lo) and _finite(hi):
+    if is_finite(lo) and is_finite(hi):
         out += f'<span class="{"cii" if inline else "ci"}">[{fmt(lo, digits)}, {fmt(hi, digits)}]</span>'
     return out
 
 
 def fmt_signed_ci(v: Any, lo: Any, hi: Any) -> str:
     """A signed percentage (one decimal, with its sign) with its CI below it, as HTML."""
-    if not _finite(v):
+    if not is_finite(v):
         return "–"
     out = f"{float(v):+.1f}"
-    if _finite(lo) and _finite(hi):
+    if is_finite(lo) and is_finite(hi):
         out += f'<span class="ci">[{float(lo):+.1f}, {float(hi):+.1f}]</span>'
     return out
 
@@ -168,6 +170,25 @@ def fmt_signed_ci(v: Any, lo: Any, hi: Any) -> str:
 def data_uri(png: bytes) -> str:
     """A PNG as a base64 data URI."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def ssp_validity(scn: ScenarioData) -> str:
+    """A mark beside the method SSP when it is not valid on its own (`ssp_valid`), naming the flags why."""
+    ssp = scn.result.ssp
+    if ssp.valid or not ssp.power.has_value:
+        return ""
+    why = ", ".join(ssp.invalid_by) or "not valid"
+    return f'<span class="nm" title="ssp_valid false: {esc(why)}"> not valid ({esc(why)})</span>'
+
+
+def flags_cell(scn: ScenarioData) -> str:
+    """A scenario's flags shown apart: the invalidating ones (red chips, they make the row invalid), then its notes
+    (informational; `ScenarioResult.flags`)."""
+    f = scn.result.flags
+    out = flag_chips(f.invalidating)
+    if f.notes:
+        out += f'{"<br>" if out else ""}<span class="sub">notes:</span> {flag_chips(f.notes)}'
+    return out
 
 
 def flag_chips(flags: Iterable[str]) -> str:
@@ -253,12 +274,12 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
     clock = calibration.get("clock") or {}
     if clock:
         pairs = []
-        if _finite(clock.get("offset_ns")):
+        if is_finite(clock.get("offset_ns")):
             pairs.append(("offset (host − GPU)", f"{fmt(us(clock['offset_ns']))} µs"))
         drift = ClockMap.from_record(clock).drift_ppm if "gpu_ref_ns" in clock and "offset_ns" in clock else None
-        if _finite(drift):
+        if is_finite(drift):
             pairs.append(("drift", f"{float(drift):+.3f} ppm"))
-        if _finite(clock.get("residual_ns")):
+        if is_finite(clock.get("residual_ns")):
             pairs.append(("residual (rms of kept pairs)", f"{fmt(us(clock['residual_ns']))} µs"))
         if clock.get("gpu_ref_ns") is not None:
             pairs.append(("GPU reference time", f"{esc(clock['gpu_ref_ns'])} ns"))
@@ -266,7 +287,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
             if k not in ("offset_ns", "drift", "drift_ppm", "residual_ns", "gpu_ref_ns") and not isinstance(
                 v, Mapping | list
             ):
-                pairs.append((k, esc(fmt(v) if _finite(v) else v)))
+                pairs.append((k, esc(fmt(v) if is_finite(v) else v)))
         out.append("<h3>Clock sync (host = GPU + offset + drift · (GPU − GPU ref))</h3>" + _kv_table(pairs))
     sensor = calibration.get("sensor") or {}
     if isinstance(sensor, Mapping) and sensor:
@@ -277,7 +298,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
         for params in sensor.values():
             if isinstance(params, Mapping):
                 for k, v in params.items():
-                    if k not in main_cols and k not in extra_cols and (_finite(v) or isinstance(v, str | bool)):
+                    if k not in main_cols and k not in extra_cols and (is_finite(v) or isinstance(v, str | bool)):
                         extra_cols.append(k)
         cols = main_cols + extra_cols
         head = "".join(f"<th>{esc(c)}</th>" for c in ["channel", *cols])
@@ -304,7 +325,7 @@ def _sensor_display(params: Mapping[str, Any]) -> dict[str, Any]:
     """A channel's sensor record for the calibration table: times as `*_ms` (from ns), the rest unchanged."""
     out: dict[str, Any] = {}
     for k, v in sensor_ns(params).items():
-        if k.endswith("_ns") and _finite(v):
+        if k.endswith("_ns") and is_finite(v):
             out[k[:-3] + "_ms"] = ms(v)
         elif not k.endswith("_ns"):
             out[k] = v
@@ -318,17 +339,18 @@ def kernel_power_cell(scn: ScenarioData, target: str) -> str:
     if k is None or not k.measurable:
         why = k.reason if k is not None and k.reason else "not estimated"
         return f'<span class="nm" title="{esc(why)}">not measurable</span>'
-    return fmt_ci(w(k.value_mw), w(k.ci_low_mw), w(k.ci_high_mw), 1)
+    p = k.power.scaled(1.0 / MW_PER_W, "W")
+    return fmt_ci(p.value, p.ci_low, p.ci_high, 1)
 
 
 def _signed(v: Any) -> str:
-    return f"{float(v):+.1f}" if _finite(v) else "n/a"
+    return f"{float(v):+.1f}" if is_finite(v) else "n/a"
 
 
 def _pct_ci(r: Mapping[str, Any], name: str) -> str:
-    """A row's signed percentage `<name>_pct` with its CI (`<name>_ci_low_pct`, `<name>_ci_high_pct`) as text."""
-    v, lo, hi = (r.get(f"{name}{part}_pct") for part in ("", "_ci_low", "_ci_high"))
-    ci = f" [{_signed(lo)}, {_signed(hi)}]" if _finite(lo) and _finite(hi) else ""
+    """A row's signed percentage `<name>_pct` with its CI as text."""
+    v, lo, hi = ci3(r, f"{name}_pct")
+    ci = f" [{_signed(lo)}, {_signed(hi)}]" if is_finite(lo) and is_finite(hi) else ""
     return f"{_signed(v)} %{ci}"
 
 
@@ -342,23 +364,23 @@ def takeaway(scn: ScenarioData) -> str:
         also = f"; also {', '.join(f.name for f in invalid[1:])}" if len(invalid) > 1 else ""
         return f"not valid: {invalid[0].name} ({invalid[0].threshold}){also}"
     bits = []
-    vs = "the burst SSP" if r.get("ssp_source") not in (None, "burst") else "the SSP"
+    vs = "the SSP"
     if r.get("limit_cycles"):
         bits.append(
             f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
-            f"{fmt(r.get('ssp_power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'burst_vs_sustained')}"
+            f"{fmt(r.get('power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'ssp_vs_power')}"
         )
     elif (
-        r.get("ssp_source") == "sustained"
-        and _finite(r.get("instrumentation_cycle_pct"))
-        and abs(float(r["instrumentation_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
+        r.get("power_source") == "sustained"
+        and is_finite(r.get("ssp_cycle_vs_sustained_cycle_pct"))
+        and abs(float(r["ssp_cycle_vs_sustained_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
     ):
-        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'instrumentation_cycle')}")
-    if _finite(r.get("sse_kernel_power_w")):
-        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_vs_ssp')} vs {vs} (kernel power)")
-    elif _finite(r.get("sse_reading_vs_ssp_pct")):
+        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'ssp_cycle_vs_sustained_cycle')}")
+    if is_finite(r.get("sse_kernel_power_w")):
+        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_power_vs_ssp')} vs {vs} (kernel power)")
+    elif is_finite(r.get("sse_reading_vs_ssp_pct")):
         bits.append(f"the sensor reads {_pct_ci(r, 'sse_reading_vs_ssp')} vs {vs} during the SSE")
-    if _finite(r.get("interleaved_reading_vs_ssp_pct")):
+    if is_finite(r.get("interleaved_reading_vs_ssp_pct")):
         bits.append(f"right after its predecessor it reads {_pct_ci(r, 'interleaved_reading_vs_ssp')}")
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
@@ -367,18 +389,16 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
     scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
     (burst / sustained) is shown when the sweep has any sustained one."""
-    show_source = any((s.row.get("ssp_source") or "burst") != "burst" for s in scns)
+    show_source = any((s.row.get("power_source") or "burst") != "burst" for s in scns)
     rows = []
     for s in scns:
         r = s.row
         mark = '<span class="ok" title="valid">✓</span>' if s.valid else '<span class="bad" title="invalid">✗</span>'
-        ssp = fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1, inline=True)
+        ssp = fmt_ci(*ci3(r, "power_w"), 1, inline=True)
         if show_source:
-            ssp += f'<span class="cii">{esc(r.get("ssp_source") or "burst")}</span>'
+            ssp += f'<span class="cii">{esc(r.get("power_source") or "burst")}</span>'
         energy = fmt_ci(
-            r.get("energy_per_exec_mj"),
-            r.get("energy_per_exec_ci_low_mj"),
-            r.get("energy_per_exec_ci_high_mj"),
+            *ci3(r, "energy_per_exec_mj"),
             inline=True,
         )
         cls = "" if s.valid else ' class="invalid"'
@@ -390,25 +410,24 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<h2 id="headline">Headline</h2>'
         f'<p class="sub">What each kernel draws, [{ci_pct} CI] beside each number, and the one thing to know about '
         "it.</p>"
-        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>SSP power (W)</th>'
+        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>power (W)</th>'
         f"<th>energy / execution (mJ)</th><th>takeaway</th></tr>{''.join(rows)}</table></div>"
     )
 
 
 def _vs_label(scns: Sequence[ScenarioData]) -> str:
-    """What the readings' *_vs_ssp_pct compare with: the SSP of the same stamped runs, which is the burst SSP
-    (burst_power_w) where a headline is sustained (`fingrav.contracts.summary` HEAD)."""
-    return "burst SSP" if any((s.row.get("ssp_source") or "burst") != "burst" for s in scns) else "SSP"
+    """What the readings' *_vs_ssp_pct compare with: the method SSP of the same stamped runs (ssp_power_w)."""
+    return "SSP"
 
 
 def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT) -> str:
-    """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, SSP power,
+    """The summary's core columns, always shown (the rest is folded): validity, scenario, execution time, power,
     energy per execution, the SSE reading's signed error vs the SSP with its CI and the paper's value beside it,
     the interleaved reading's (when a scenario has a predecessor), golden runs and flags. Every number is the
     analysis' (summary.csv); nothing is recomputed."""
     interleaved = any(s.has_predecessor for s in scns)
     vs = _vs_label(scns)
-    heads = ["", "scenario", "exec time (µs)", "SSP power (W)", "energy / exec (mJ)", f"SSE reading vs {vs} (%)"]
+    heads = ["", "scenario", "exec time (µs)", "power (W)", "energy / exec (mJ)", f"SSE reading vs {vs} (%)"]
     heads += [f"interleaved reading vs {vs} (%)"] if interleaved else []
     heads += ["golden / runs", "flags"]
     body = []
@@ -419,41 +438,30 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
             if s.valid
             else '<span class="bad" title="invalid">✗ invalid</span>'
         )
-        if s.sse_measurable:
-            sse = fmt_signed_ci(
-                r.get("sse_reading_vs_ssp_pct"),
-                r.get("sse_reading_vs_ssp_ci_low_pct"),
-                r.get("sse_reading_vs_ssp_ci_high_pct"),
-            )
-        else:
-            sse = NOT_MEASURABLE_HTML
+        sse = fmt_signed_ci(*ci3(r, "sse_reading_vs_ssp_pct")) if s.sse_measurable else NOT_MEASURABLE_HTML
         ref = paper_sse_vs_ssp_pct(s.name, paper)
         if ref is not None:
             sse += f'<span class="paper" title="the paper\'s MI300X value">paper: {ref:+.0f}</span>'
         cells = [
-            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
-            fmt_ci(
-                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
-            ),
+            fmt_ci(*ci3(r, "exec_time_us")),
+            fmt_ci(*ci3(r, "power_w"), 1),
+            fmt_ci(*ci3(r, "energy_per_exec_mj")),
             sse,
         ]
         if interleaved:
             cells.append(
                 fmt_signed_ci(
-                    r.get("interleaved_reading_vs_ssp_pct"),
-                    r.get("interleaved_reading_vs_ssp_ci_low_pct"),
-                    r.get("interleaved_reading_vs_ssp_ci_high_pct"),
+                    *ci3(r, "interleaved_reading_vs_ssp_pct"),
                 )
                 if s.has_predecessor
                 else "–"
             )
-        cells.append(f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}")
+        cells.append(f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}")
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         cls = "valid" if s.valid else "invalid"
         body.append(
             f'<tr class="{cls}"><td>{marker}</td><td class="name"><b>{esc(s.name)}</b></td>{tds}'
-            f"<td>{flag_chips(s.flags)}</td></tr>"
+            f"<td>{flags_cell(s)}</td></tr>"
         )
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
     return f'<div class="wide"><table class="core"><tr>{head}</tr>{"".join(body)}</table></div>'
@@ -472,7 +480,7 @@ def summary_section(
             if ch and ch not in channels:
                 channels.append(ch)
     with_ref = any(s.has_reference for s in scns)
-    sustained = any(s.row.get("ssp_source") not in (None, "burst") for s in scns)
+    sustained = any(s.row.get("power_source") not in (None, "burst") for s in scns)
     cycling = any(s.row.get("limit_cycles") for s in scns)
     heads = [
         "",
@@ -480,18 +488,18 @@ def summary_section(
         "kernel",
         "predecessor",
         "exec time (µs)",
-        "SSP power (W, kernel)",
+        "power (W)",
         "SSE reading (W, sensor)",
         f"SSE reading vs {_vs_label(scns)} (%)",
         "SSE kernel power (W)",
     ]
     if sustained:
-        heads += ["SSP source", "burst SSP (W, after idle)", "burst vs sustained (%)", "stamps add to the cycle (%)"]
-        heads += ["stamps change the power (%)", "reference run (s, stop)"]
+        heads += ["power source", "SSP (W, stamped runs after idle)", "SSP vs power (%)"]
+        heads += ["SSP cycle vs sustained cycle (%)", "SSP vs unstamped burst (%)", "reference run (s, stop)"]
     if cycling:
         heads += ["limit cycle (period ms, duty %, high / low W)"]
     if with_ref:
-        heads += ["reference power (W)", "SSP vs reference (%)"]
+        heads += ["reference power (W, settled)", "SSP vs reference (%)"]
     heads += [
         "energy / exec (mJ)",
         "interleaved reading (W, sensor)",
@@ -509,7 +517,7 @@ def summary_section(
         )
         if s.sse_measurable:
             sse_cells = [
-                fmt_ci(r.get("sse_reading_w"), r.get("sse_reading_ci_low_w"), r.get("sse_reading_ci_high_w"), 1),
+                fmt_ci(*ci3(r, "sse_reading_w"), 1),
                 fmt(r.get("sse_reading_vs_ssp_pct"), 1),
             ]
         else:
@@ -520,30 +528,24 @@ def summary_section(
             f"<b>{esc(s.name)}</b>",
             esc(r.get("kernel")),
             esc(r.get("predecessor") or "–"),
-            fmt_ci(r.get("exec_time_us"), r.get("exec_time_ci_low_us"), r.get("exec_time_ci_high_us")),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
+            fmt_ci(*ci3(r, "exec_time_us")),
+            fmt_ci(*ci3(r, "power_w"), 1),
             *sse_cells,
         ]
         if sustained:
             cells += [
-                esc(r.get("ssp_source") or "–"),
-                fmt_ci(r.get("burst_power_w"), r.get("burst_power_ci_low_w"), r.get("burst_power_ci_high_w"), 1),
+                esc(r.get("power_source") or "–"),
+                fmt_ci(*ci3(r, "ssp_power_w"), 1) + ssp_validity(s),
                 fmt_ci(
-                    r.get("burst_vs_sustained_pct"),
-                    r.get("burst_vs_sustained_ci_low_pct"),
-                    r.get("burst_vs_sustained_ci_high_pct"),
+                    *ci3(r, "ssp_vs_power_pct"),
                     1,
                 ),
                 fmt_ci(
-                    r.get("instrumentation_cycle_pct"),
-                    r.get("instrumentation_cycle_ci_low_pct"),
-                    r.get("instrumentation_cycle_ci_high_pct"),
+                    *ci3(r, "ssp_cycle_vs_sustained_cycle_pct"),
                     1,
                 ),
                 fmt_ci(
-                    r.get("instrumentation_power_pct"),
-                    r.get("instrumentation_power_ci_low_pct"),
-                    r.get("instrumentation_power_ci_high_pct"),
+                    *ci3(r, "ssp_vs_unstamped_burst_pct"),
                     1,
                 ),
                 f"{fmt(r.get('sustained_run_s'), 1)} ({esc(r.get('sustained_stop') or '–')})",
@@ -558,31 +560,21 @@ def summary_section(
             )
         if with_ref:
             cells += [
-                fmt_ci(
-                    r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
-                ),
+                fmt_ci(*ci3(r, "reference_power_w"), 1),
                 fmt(r.get("ssp_vs_reference_pct"), 1),
             ]
         cells += [
+            fmt_ci(*ci3(r, "energy_per_exec_mj")),
             fmt_ci(
-                r.get("energy_per_exec_mj"), r.get("energy_per_exec_ci_low_mj"), r.get("energy_per_exec_ci_high_mj")
-            ),
-            fmt_ci(
-                r.get("interleaved_reading_w"),
-                r.get("interleaved_reading_ci_low_w"),
-                r.get("interleaved_reading_ci_high_w"),
+                *ci3(r, "interleaved_reading_w"),
                 1,
             ),
             fmt(r.get("interleaved_reading_vs_ssp_pct"), 1),
             kernel_power_cell(s, "first") if s.has_predecessor else "–",
         ]
         for ch in channels:
-            st = s.summary.role(ch, R.SSP)
-            lo, hi = (st.ci_low_mw, st.ci_high_mw) if st is not None else (None, None)
-            cells.append(
-                fmt_ci(r.get(channel_column(ch)), w(lo) if _finite(lo) else None, w(hi) if _finite(hi) else None, 1)
-            )
-        runs = f"{fmt(r.get('runs_golden'), 0)} / {fmt(r.get('runs_total'), 0)}"
+            cells.append(fmt_ci(*ci3(r, channel_column(ch)), 1))
+        runs = f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}"
         if r.get("sse_runs_total"):
             runs = (
                 f'SSP {runs}<span class="ci">SSE {fmt(r.get("sse_runs_golden"), 0)} / '
@@ -590,8 +582,8 @@ def summary_section(
             )
         cells += [
             runs,
-            f"{fmt(r.get('lois'), 0)} / {fmt(r.get('lois_sse'), 0)}",
-            flag_chips(s.flags),
+            f"{fmt(r.get('ssp_lois'), 0)} / {fmt(r.get('sse_lois'), 0)}",
+            flags_cell(s),
         ]
         tds = "".join(
             f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
@@ -624,16 +616,16 @@ def summary_section(
 def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The reference runs: settled power, SSP vs reference and the energy-counter cross-check (empty when
     no scenario has a reference run)."""
-    rows = [s for s in scns if s.has_reference or _finite(s.row.get("reference_energy_power_w"))]
+    rows = [s for s in scns if s.has_reference or is_finite(s.row.get("reference_counter_power_w"))]
     if not rows:
         return ""
     head = "".join(
         f"<th>{esc(h)}</th>"
         for h in (
             "scenario",
-            "settled power (W) [CI]",
-            "SSP power (W) [CI]",
-            "SSP vs reference (%)",
+            "reference power, settled (W) [CI]",
+            "method SSP (W) [CI]",
+            "SSP vs reference (%) [CI]",
             "counter power, whole run (W)",
             "counter vs samples (%)",
             "settled samples",
@@ -643,19 +635,17 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
     body = []
     for s in rows:
         r = s.row
-        ref = s.summary.reference or {}
-        t_stable = ref.get("t_stable_ns")
+        ref = s.summary.reference
+        t_stable = ref.t_stable_ns if ref is not None else None
         cls = "" if s.valid else ' class="invalid"'
         cells = [
-            fmt_ci(
-                r.get("reference_power_w"), r.get("reference_power_ci_low_w"), r.get("reference_power_ci_high_w"), 1
-            ),
-            fmt_ci(r.get("ssp_power_w"), r.get("ssp_power_ci_low_w"), r.get("ssp_power_ci_high_w"), 1),
-            fmt(r.get("ssp_vs_reference_pct"), 2),
-            fmt(r.get("reference_energy_power_w"), 1),
+            fmt_ci(*ci3(r, "reference_power_w"), 1),
+            fmt_ci(*ci3(r, "ssp_power_w"), 1),
+            fmt_ci(*ci3(r, "ssp_vs_reference_pct"), 2),
+            fmt(r.get("reference_counter_power_w"), 1),
             fmt(r.get("reference_counter_vs_samples_pct"), 2),
-            fmt(ref.get("settled_samples")),
-            fmt(ms(t_stable) if _finite(t_stable) else None),
+            fmt(ref.settled_samples if ref is not None else None),
+            fmt(ms(t_stable) if is_finite(t_stable) else None),
         ]
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         body.append(f"<tr{cls}><td>{esc(s.name)}</td>{tds}</tr>")
@@ -737,8 +727,8 @@ FinGraV SSP of the short runs after idle is the <b>burst</b> column. SSE and int
 the <b>kernel power</b> (what the execution drew, through the sensor model; <i>not measurable</i> where the sensor
 cannot resolve the execution). Per-component powers come from their own sensors and need not add up to the
 total (other parts of the board, other sensors' timing).</p>
-<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = SSP power × cycle time.
-Flags (hover over one in the table for its meaning):</p>
+<p>All powers are in W (the sensor's mW / {mw_per_w:g}); energy per execution = power × its cycle time
+(the headline's: sustained or the method SSP's). Flags (hover over one in the table for its meaning):</p>
 <ul>{flags}</ul>
 </div>
 """

@@ -19,6 +19,7 @@ import polars as pl
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import ScenarioResult
 from fingrav.contracts.units import ms_to_ns
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
@@ -45,7 +46,8 @@ class ScenarioData:
     """One scenario's summary.json on one GPU (`rank`) and where its other files are (`layout`).
 
     `name` is what the report shows (GPU k > 0 of a multi-GPU sweep: "<scenario> (GPU k)"); `scenario` is the
-    scenario's file name (defaults to `name`); `row` is the summary's summary.csv row, naming the scenario."""
+    scenario's file name (defaults to `name`); `result` its typed result (`fingrav.contracts.result`) and `row` the
+    result's flat columns (`ScenarioResult.flat`, names derived from the model), naming the scenario."""
 
     name: str
     summary: ScenarioSummary
@@ -57,8 +59,12 @@ class ScenarioData:
     def __post_init__(self) -> None:
         """Take the row from the summary and make sure it names the scenario."""
         self.scenario = self.scenario or self.name
-        self.row = dict(self.summary.row)
-        self.row.setdefault("scenario", self.name)
+        self.row = self.summary.result.flat()
+        self.row["scenario"] = self.row.get("scenario") or self.name
+
+    @property
+    def result(self) -> ScenarioResult:
+        return self.summary.result
 
     @property
     def lois_path(self) -> Path:
@@ -98,8 +104,7 @@ class ScenarioData:
     @property
     def has_reference(self) -> bool:
         """Whether the scenario has a reference-run power."""
-        v = self.row.get("reference_power_w")
-        return isinstance(v, int | float) and not isinstance(v, bool) and v == v
+        return self.summary.result.sustained.reference_power.has_value
 
 
 def _read_json(path: Path) -> Any:

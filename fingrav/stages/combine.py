@@ -16,6 +16,7 @@ from fingrav import rawio
 from fingrav.analysis.combine import combine_ranks
 from fingrav.config import AnalysisConfig, config_hash
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import value_ci
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
@@ -38,11 +39,8 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
     out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))
     path = rawio.write_json(layout.combined(scenario), out)
     c = out["combined"]
-    shown = [
-        f"{v:.4g}" if v is not None else "n/a"
-        for v in (c["ssp_power_w"], c["ssp_power_ci_low_w"], c["ssp_power_ci_high_w"])
-    ]
-    logger.info("combine %s: %d GPUs, SSP %s W [%s, %s], valid=%s", scenario, world_size, *shown, c["valid"])
+    shown = [f"{v:.4g}" if v is not None else "n/a" for v in value_ci(c, "power_w")]
+    logger.info("combine %s: %d GPUs, power %s W [%s, %s], valid=%s", scenario, world_size, *shown, c["valid"])
     return path
 
 

@@ -485,4 +485,5 @@ def analyze(
         data["truth"] if truth else None,
         **kw,
     )
-    return summary.model_dump()
+    # the dump, with the result's flat columns as "row" and every flag as "flags" (what tests read by name)
+    return {**summary.model_dump(), "row": summary.result.flat(), "flags": summary.flags, "valid": summary.valid}

@@ -9,6 +9,7 @@ import pytest
 
 from fingrav.analysis.fleet import fleet_spread, metric_spread
 from fingrav.config import AnalysisConfig
+from fingrav.contracts.result import Estimate, Headline, Labels, ScenarioResult
 from fingrav.contracts.summary import fleet_columns
 
 
@@ -47,18 +48,16 @@ def test_a_card_without_a_number_is_listed_but_not_counted() -> None:
 
 
 def summary(power: float, half: float, valid: bool = True) -> SimpleNamespace:
-    row = {
-        "ssp_power_w": power,
-        "ssp_power_ci_low_w": power - half,
-        "ssp_power_ci_high_w": power + half,
-        "energy_per_exec_mj": power / 100,
-        "energy_per_exec_ci_low_mj": (power - half) / 100,
-        "energy_per_exec_ci_high_mj": (power + half) / 100,
-        "exec_time_us": 100.0,
-        "exec_time_ci_low_us": 99.0,
-        "exec_time_ci_high_us": 101.0,
-    }
-    return SimpleNamespace(row=row, valid=valid)
+    result = ScenarioResult(
+        labels=Labels(scenario="cb-4k"),
+        valid=valid,
+        headline=Headline(
+            power=Estimate(value=power, ci_low=power - half, ci_high=power + half, unit="W"),
+            energy_per_exec=Estimate(value=power / 100, ci_low=(power - half) / 100, ci_high=(power + half) / 100),
+            exec_time=Estimate(value=100.0, ci_low=99.0, ci_high=101.0, unit="µs"),
+        ),
+    )
+    return SimpleNamespace(result=result, valid=valid)
 
 
 def test_fleet_spread_gives_every_metric_and_the_summary_columns() -> None:
@@ -66,12 +65,12 @@ def test_fleet_spread_gives_every_metric_and_the_summary_columns() -> None:
     cards = {3: summary(600.0, 1.0), 1: summary(612.0, 1.0, valid=False)}
     out = fleet_spread(cards, AnalysisConfig(), "cb-4k")
     assert out == fleet_spread(cards, AnalysisConfig(), "cb-4k")
-    assert set(out["metrics"]) == {"ssp_power", "energy_per_exec", "exec_time"}
+    assert set(out["metrics"]) == {"power", "energy_per_exec", "exec_time"}
     assert out["gpus"] == [3, 1] and out["row"]["gpu"] == 3
     assert set(out["row"]) == {"gpu", *fleet_columns()}
-    assert out["row"]["fleet_ssp_power_w"] == pytest.approx(606.0)
-    assert out["row"]["fleet_ssp_power_distinct"] is True and out["row"]["fleet_exec_time_distinct"] is False
-    assert [c["valid"] for c in out["metrics"]["ssp_power"]["cards"]] == [True, False]
+    assert out["row"]["fleet_power_w"] == pytest.approx(606.0)
+    assert out["row"]["fleet_power_distinct"] is True and out["row"]["fleet_exec_time_distinct"] is False
+    assert [c["valid"] for c in out["metrics"]["power"]["cards"]] == [True, False]
 
 
 def test_one_imprecise_card_does_not_hide_distinct_others() -> None:

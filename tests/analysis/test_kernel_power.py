@@ -81,15 +81,15 @@ def test_resolved_sse_kernel_power_is_right_and_covered(seed: int) -> None:
     est, truth = _estimate(seed, 3 * MS, 1.0 * MS, 0.2 * MS, 5_000.0)
     assert est.measurable, est.reason
     assert est.max_share == pytest.approx(1.0, abs=0.05)
-    assert est.ci_low_mw <= truth <= est.ci_high_mw
-    assert abs(est.value_mw - truth) / truth < 0.01
+    assert est.power.ci_low <= truth <= est.power.ci_high
+    assert abs(est.power.value - truth) / truth < 0.01
     assert set(est.components) == {"bootstrap_low_mw", "bootstrap_high_mw", "model_mw", "sensor_model_mw"}
 
 
 def test_reading_is_not_kernel_power_when_unresolved() -> None:
     # a 50 us SSE behind a 20 ms window: the sensor reads the warm-ups, the kernel power is not measurable
     est, _ = _estimate(4, 50_000, 20.0 * MS, 2.0 * MS, 5_000.0)
-    assert not est.measurable and est.value_mw is None
+    assert not est.measurable and est.power.value is None
     assert "not resolved" in (est.reason or "") and est.max_share is not None and est.max_share < 0.5
 
 
@@ -106,7 +106,7 @@ def test_randomized_coverage() -> None:
         if not est.measurable:
             continue
         reported += 1
-        covered += est.ci_low_mw <= truth <= est.ci_high_mw
-        assert abs(est.value_mw - truth) / truth < 0.02
+        covered += est.power.ci_low <= truth <= est.power.ci_high
+        assert abs(est.power.value - truth) / truth < 0.02
     assert reported >= 8
     assert covered >= reported - 1

@@ -173,7 +173,12 @@ def test_sensor_normalization():
             AnalysisConfig(bootstrap_reps=100),
             max_clock_residual_us=20.0,
         )
-        return lois, summary.model_dump()
+        return lois, {
+            **summary.model_dump(),
+            "row": summary.result.flat(),
+            "flags": summary.flags,
+            "valid": summary.valid,
+        }
 
     lois, s = run({"total": total, "memory": memory})
     assert s["sensor"]["delay_correction_ns"] == 2_500_000

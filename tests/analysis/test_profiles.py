@@ -44,7 +44,7 @@ def differentiate(*args: object, **kw: object) -> tuple[pl.DataFrame, dict]:
     """`fingrav.analysis.differentiate.differentiate` with the clock-residual limit of the default config."""
     kw.setdefault("max_clock_residual_us", 20.0)
     lois, summary = _differentiate(*args, **kw)  # type: ignore[arg-type]
-    return lois, summary.model_dump()
+    return lois, {**summary.model_dump(), "row": summary.result.flat(), "flags": summary.flags, "valid": summary.valid}
 
 
 def run_synth(**kw: object) -> tuple[pl.DataFrame, dict, dict]:
@@ -59,7 +59,7 @@ def run_synth(**kw: object) -> tuple[pl.DataFrame, dict, dict]:
 def test_sse_ssp_separation_exact_means_and_error():
     lois, s, _ = run_synth(runs=40, outlier_runs=(4,), delay_ns=25_000, drift=30e-6, offset_ns=-7_777_777)
     row = s["row"]
-    assert row["ssp_power_w"] == pytest.approx(400.0, abs=1e-9)
+    assert row["power_w"] == pytest.approx(400.0, abs=1e-9)
     assert row["sse_reading_w"] == pytest.approx(350.0, abs=1e-9)
     assert row["sse_reading_vs_ssp_pct"] == pytest.approx(-12.5, abs=1e-9)
     assert row["ssp_memory_power_w"] == pytest.approx(100.0, abs=1e-9)
@@ -68,7 +68,7 @@ def test_sse_ssp_separation_exact_means_and_error():
     levels = {"ssp": 400_000.0, "sse": 350_000.0, "warmup": 300_000.0}
     tot = lois.filter(pl.col("channel") == "total")
     assert (tot["power_mw"] == tot["role"].replace_strict(levels, return_dtype=pl.Float64)).all()
-    assert row["runs_golden"] == 39 and row["valid"] is True
+    assert row["ssp_runs_golden"] == 39 and row["valid"] is True
 
 
 def test_interleaved_vs_ssp():
@@ -130,10 +130,10 @@ def test_bootstrap_ci_covers_known_mean_and_shrinks():
             lois, hx = _cluster_lois(n_runs, rng)
             prof = compute_profiles(lois, hx, PLAN, ANALYSIS, seed=t)
             st = prof.channels["total"]["ssp"]
-            covered += n_runs == 30 and st["ci_low_mw"] <= 300_000.0 <= st["ci_high_mw"]
-            widths[n_runs] = st["ci_high_mw"] - st["ci_low_mw"]
-            assert st["lois"] == lois.height
-            assert st["mean_mw"] == pytest.approx(lois["power_mw"].mean())
+            covered += n_runs == 30 and st.ci_low_mw <= 300_000.0 <= st.ci_high_mw
+            widths[n_runs] = st.ci_high_mw - st.ci_low_mw
+            assert st.lois == lois.height
+            assert st.mean_mw == pytest.approx(lois["power_mw"].mean())
     assert covered / trials >= 0.85  # nominal 95 %; percentile bootstrap with 30 clusters is a bit short
     assert widths[480] < widths[30] / 2.5  # ~ sqrt(16) = 4 x narrower
 
@@ -176,7 +176,7 @@ def test_profile_fit_in_summary_recovers_shape():
     lois, hx = _cluster_lois(40, rng)
     lois = lois.with_columns(power_mw=pl.col("toi_frac").map_batches(lambda s: pl.Series(np.polyval(coeffs, s))))
     prof = compute_profiles(lois, hx, PLAN, ANALYSIS)
-    assert prof.channels["total"]["ssp"]["fit_coeffs"] == pytest.approx(coeffs, rel=1e-6)
+    assert prof.channels["total"]["ssp"].fit_coeffs == pytest.approx(coeffs, rel=1e-6)
 
 
 def test_sse_is_first_ssp_execution_when_indices_coincide():
@@ -207,15 +207,15 @@ def test_no_lois_gives_nulls_not_errors():
     _, s = differentiate(
         d["executions"], d["runs"], d["samples"].clear(), d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
     )
-    assert s["row"]["ssp_power_w"] is None and s["row"]["energy_per_exec_mj"] is None
-    assert s["row"]["lois"] == 0 and s["row"]["valid"] is False and "too_few_lois" in s["flags"]
+    assert s["row"]["power_w"] is None and s["row"]["energy_per_exec_mj"] is None
+    assert s["row"]["ssp_lois"] == 0 and s["row"]["valid"] is False and "too_few_lois" in s["flags"]
     assert "NaN" not in rawio.dumps(s)  # strict JSON
     # every run incomplete: no golden runs at all
     ex = d["executions"].filter(pl.col("exec_index") != d["plan"].ssp_index)
     binned, meta = bin_runs(ex, d["runs"], d["plan"], d["margin"])
     assert meta["runs_golden"] == 0 and meta["bin_low_ns"] is None
     _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None)
-    assert s["row"]["runs_golden"] == 0 and s["row"]["exec_time_us"] is None
+    assert s["row"]["ssp_runs_golden"] == 0 and s["row"]["exec_time_us"] is None
     assert {"too_few_lois", "low_golden_fraction"} <= set(s["flags"])
 
 
@@ -238,7 +238,7 @@ def test_sse_lois_from_golden_runs_of_both_kinds():
     n_sse_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "sse")).height
     n_ssp_runs = tot.filter((pl.col("role") == "sse") & (pl.col("phase") == "ssp")).height
     assert n_sse_runs > 0 and n_ssp_runs > 0
-    assert sse["lois"] == n_sse_runs + n_ssp_runs == s["row"]["lois_sse"]
+    assert sse["lois"] == n_sse_runs + n_ssp_runs == s["row"]["sse_lois"]
     assert sse["lois_by_phase"] == {"sse": n_sse_runs, "ssp": n_ssp_runs}
     assert sse["mean_mw"] == pytest.approx(350_000.0)
     assert s["channels"]["total"]["first"]["lois_by_phase"]["sse"] > 0
@@ -246,15 +246,20 @@ def test_sse_lois_from_golden_runs_of_both_kinds():
     assert set(lois.filter(pl.col("role") == "ssp")["phase"].unique()) == {"ssp"}
     assert lois.filter(pl.col("run").is_in([2, 35]))["golden"].unique().to_list() == [False]
     row = s["row"]
-    assert (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["sse_runs_golden"]) == (30, 29, 40, 39)
-    assert row["ssp_power_w"] == pytest.approx(400.0) and row["interleaved_reading_w"] == pytest.approx(450.0)
+    assert (row["ssp_runs_total"], row["ssp_runs_golden"], row["sse_runs_total"], row["sse_runs_golden"]) == (
+        30,
+        29,
+        40,
+        39,
+    )
+    assert row["power_w"] == pytest.approx(400.0) and row["interleaved_reading_w"] == pytest.approx(450.0)
 
 
 def test_legacy_measure_runs_are_not_read():
     """The legacy phase name "measure" (raw data from before SSE runs) is no longer read as "ssp": such runs
     are not measure runs, so nothing is binned or profiled (and nothing breaks)."""
     lois, s_new, d = run_synth(runs=20, sse_runs=0)
-    assert s_new["row"]["runs_total"] == 20 and s_new["row"]["ssp_power_w"] == pytest.approx(400.0)
+    assert s_new["row"]["ssp_runs_total"] == 20 and s_new["row"]["power_w"] == pytest.approx(400.0)
     runs = d["runs"].with_columns(phase=pl.col("phase").replace({"ssp": "measure"}))
     assert runs["phase"].unique().to_list() == ["measure"]
     binned, _ = bin_runs(d["executions"], runs, d["plan"], d["margin"])
@@ -264,9 +269,9 @@ def test_legacy_measure_runs_are_not_read():
     )
     assert lois.height == 0
     row = s["row"]
-    counts = (row["runs_total"], row["runs_golden"], row["sse_runs_total"], row["lois"], row["lois_sse"])
+    counts = (row["ssp_runs_total"], row["ssp_runs_golden"], row["sse_runs_total"], row["ssp_lois"], row["sse_lois"])
     assert counts == (0, 0, 0, 0, 0)
-    assert row["ssp_power_w"] is None and row["sse_reading_w"] is None and row["exec_time_us"] is None
+    assert row["power_w"] is None and row["sse_reading_w"] is None and row["exec_time_us"] is None
     assert "too_few_lois" in s["flags"] and row["valid"] is False
     assert s["sample_phase"]["runs"] == 0  # nor are their starts used by the sampling-phase check
 
@@ -420,13 +425,12 @@ def test_flat_fit_band_is_the_widened_bootstrap_ci_of_the_mean() -> None:
 
 def test_profile_fits_carry_their_band_in_the_summary() -> None:
     """compute_profiles writes every fit's band where the report reads the fits from (RoleStats.fit_band)."""
-    from fingrav.contracts.profile import RoleStats
 
     rng = np.random.default_rng(5)
     lois, hx = _cluster_lois(40, rng)
     lois = lois.with_columns(power_mw=pl.Series(_profile_truth_mw(lois["toi_frac"].to_numpy())) + pl.col("power_mw"))
     prof = compute_profiles(lois, hx, PLAN, ANALYSIS)
-    st = RoleStats.model_validate(prof.channels["total"]["ssp"])
+    st = prof.channels["total"]["ssp"]
     assert st.fit_coeffs is not None and st.fit_band is not None
     band = st.fit_band
     assert band.runs == st.runs_with_lois == 40 and band.replicates == ANALYSIS.bootstrap_reps

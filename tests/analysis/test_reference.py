@@ -14,12 +14,18 @@ from fingrav.analysis.sustained import batch_means_ci
 from fingrav.analysis.tdist import t_critical, t_two_sided_prob
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan, Probe
+from fingrav.contracts.result import BY_COLUMN, ci_columns
 from fingrav.contracts.sensor import PlanSensor
-from fingrav.contracts.summary import EXTRA
 from fingrav.testing.synthetic import SynthSpec, analyze, generate
 
 ANALYSIS = AnalysisConfig(bootstrap_reps=200, ci_level=0.95, min_lois=10)
-REF_COLUMNS = [c for c in EXTRA if c.startswith("reference_") or c == "ssp_vs_reference_pct"]
+REF_VALUES = (
+    "reference_power_w",
+    "ssp_vs_reference_pct",
+    "reference_counter_power_w",
+    "reference_counter_vs_samples_pct",
+)
+REF_COLUMNS = [c for v in REF_VALUES for c in (v, *(ci_columns(v) if BY_COLUMN[v].kind == "estimate" else ()))]
 
 
 def run(spec: SynthSpec, truth: bool = True) -> tuple[dict, dict]:
@@ -90,9 +96,9 @@ def test_reference_power_exact_on_ideal_sensor():
     assert row["reference_power_ci_low_w"] == pytest.approx(400.0)
     assert row["reference_power_ci_high_w"] == pytest.approx(400.0)
     assert row["ssp_vs_reference_pct"] == pytest.approx(0.0, abs=1e-9)
-    assert row["reference_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert row["reference_vs_truth_pct"] == pytest.approx(0.0, abs=1e-9)
     # the counter spans the whole run, transient included: (30 ms at 600 W + 170 ms at 400 W) / 200 ms
-    assert row["reference_energy_power_w"] == pytest.approx((30 * 600 + 170 * 400) / 200, rel=1e-3)
+    assert row["reference_counter_power_w"] == pytest.approx((30 * 600 + 170 * 400) / 200, rel=1e-3)
     assert abs(row["reference_counter_vs_samples_pct"]) < 0.05
     assert "reference_unsettled" not in s["flags"]
 
@@ -121,15 +127,15 @@ def test_reference_with_launch_gaps_and_noise_is_the_cycle_power():
     cycle_w = (400 * 200 + 150 * 20) / 220
     row = s["row"]
     assert row["reference_power_ci_low_w"] <= cycle_w <= row["reference_power_ci_high_w"]
-    assert abs(row["reference_error_pct"]) < 0.5
+    assert abs(row["reference_vs_truth_pct"]) < 0.5
     assert row["reference_power_ci_high_w"] - row["reference_power_ci_low_w"] > 0
 
 
 def test_no_reference_run_gives_nulls():
     s, _ = run(SynthSpec(runs=5, sse_runs=3))
     assert s["reference"] is None
-    assert all(s["row"][c] is None for c in REF_COLUMNS) and len(REF_COLUMNS) == 6
-    assert s["row"]["reference_error_pct"] is None
+    assert all(s["row"][c] is None for c in REF_COLUMNS) and len(REF_COLUMNS) == 12
+    assert s["row"]["reference_vs_truth_pct"] is None
     assert "reference_unsettled" not in s["flags"]
 
 
@@ -137,12 +143,12 @@ def test_missing_energy_counter_keeps_the_settled_power():
     s, _ = run(SynthSpec(runs=5, sse_runs=0, reference_executions=300, energy_counter=False), truth=False)
     row = s["row"]
     assert row["reference_power_w"] == pytest.approx(400.0)
-    assert row["reference_energy_power_w"] is None and row["reference_counter_vs_samples_pct"] is None
+    assert row["reference_counter_power_w"] is None and row["reference_counter_vs_samples_pct"] is None
     # NaN counters (the collector writes NaN for None) read as missing too
     d = generate(SynthSpec(runs=3, sse_runs=0, reference_executions=300))
     runs = d["runs"].with_columns(energy_start_mj=pl.lit(float("nan")))
     ref = reference_stats(d["executions"], runs, d["samples"], d["plan"], d["clock_fit"])
-    assert ref is not None and ref["energy_power_mw"] is None and ref["power_mw"] == pytest.approx(400_000.0)
+    assert ref is not None and ref.energy_power_mw is None and ref.power_mw == pytest.approx(400_000.0)
 
 
 def test_reference_unsettled_when_settling_outlasts_the_run():
@@ -162,9 +168,14 @@ def test_reference_unsettled_when_settling_outlasts_the_run():
         max_clock_residual_us=20.0,
     )
     assert "reference_unsettled" in s.flags and s.valid is True
-    assert s.reference is not None and s.reference["settled_samples"] == 0 and s.row["reference_power_w"] is None
-    assert s.row["reference_power_ci_low_w"] is None
-    assert s.row["reference_energy_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
+    row = s.result.flat()
+    assert (
+        s.reference is not None
+        and s.reference.settled_samples == 0
+        and not s.result.sustained.reference_power.has_value
+    )
+    assert row["reference_power_ci_low_w"] is None
+    assert row["reference_counter_power_w"] == pytest.approx(400.0, rel=1e-3)  # the counter still works
 
 
 def test_settle_time_falls_back_to_the_sensor():

@@ -33,9 +33,9 @@ def test_one_bad_sample_on_an_ssp_point_changes_nothing(bad: float) -> None:
     assert s["valid"] and "nonphysical_samples" in s["flags"]
     assert s["samples"]["rejected"] == 1
     r, c = s["row"], clean["row"]
-    assert r["ssp_power_ci_low_w"] <= c["ssp_power_w"] <= r["ssp_power_ci_high_w"]
-    assert r["ssp_power_w"] == pytest.approx(c["ssp_power_w"], rel=1e-3)
-    assert r["lois"] == c["lois"] - 1
+    assert r["power_ci_low_w"] <= c["power_w"] <= r["power_ci_high_w"]
+    assert r["power_w"] == pytest.approx(c["power_w"], rel=1e-3)
+    assert r["ssp_lois"] == c["ssp_lois"] - 1
 
 
 def test_conflicting_duplicates_are_all_set_aside_identical_ones_kept_once() -> None:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from fingrav.analysis.sustained import headline, limit_cycle
+from fingrav.contracts.profile import ReferenceStats
+from fingrav.contracts.result import Estimate
 
 MS = 1_000_000
 
@@ -31,19 +33,30 @@ def test_limit_cycle_is_characterized_with_cis_that_cover(seed: int) -> None:
     assert abs(lc.mean_mw.value - true_mean) / true_mean < 0.01
 
 
+BURST = Estimate(value=470e3, ci_low=468e3, ci_high=472e3, unit="mW")
+BURST_ENERGY = Estimate(value=5.17, ci_low=5.15, ci_high=5.19, unit="mJ")
+
+
+def _ref(**kw: object) -> ReferenceStats:
+    """A reference run's statistics with the fields the headline reads (the rest: a plausible run)."""
+    base = {"run": 0, "executions": 1000, "busy_start_ns": 0, "busy_end_ns": 10**9, "busy_ns": 10**9,
+            "t_stable_ns": 0, "settled_samples": 100}  # fmt: skip
+    return ReferenceStats.model_validate({**base, **kw})
+
+
 def test_steady_power_has_no_cycle_and_the_headline_is_the_settled_mean() -> None:
     rng = np.random.default_rng(0)
     t = (np.arange(300) * 20 * MS).astype(np.int64)
     p = 450e3 + rng.normal(0, 3e3, t.size)
     assert limit_cycle(t, p, 0.95, 20 * MS) is None
-    ref = {"power_mw": 450e3, "ci_low_mw": 449e3, "ci_high_mw": 451e3, "unsettled": False, "cycle_ns": 10_000.0,
-           "unstamped": True, "limit_cycle": None}  # fmt: skip
-    hl = headline(ref, (470e3, 468e3, 472e3), 11_000.0, (5.17, 5.15, 5.19))
-    assert hl.source == "sustained" and hl.power_mw == 450e3 and hl.cycle_ns == 10_000.0
-    assert hl.energy_mj == pytest.approx(450e3 * 10_000 * 1e-9)
-    # no reference run: the burst SSP of the short runs is the headline, and says so
-    b = headline(None, (470e3, 468e3, 472e3), 11_000.0, (5.17, 5.15, 5.19))
-    assert b.source == "burst" and b.power_mw == 470e3 and b.energy_mj == 5.17
+    ref = _ref(power_mw=450e3, ci_low_mw=449e3, ci_high_mw=451e3, cycle_ns=10_000.0, unstamped=True)
+    hl = headline(ref, BURST, 11_000.0, BURST_ENERGY)
+    assert hl.source == "sustained" and hl.power.value == 450e3 and hl.cycle_ns == 10_000.0
+    assert hl.energy.value == pytest.approx(450e3 * 10_000 * 1e-9)
+    assert hl.energy.ci_low == pytest.approx(449e3 * 10_000 * 1e-9) and hl.energy.unit == "mJ"
+    # no reference run: the method SSP of the short runs is the headline, and says so
+    b = headline(None, BURST, 11_000.0, BURST_ENERGY)
+    assert b.source == "burst" and b.power.value == 470e3 and b.energy.value == 5.17
 
 
 def _decide(t: np.ndarray, p: np.ndarray, elapsed_ms: float, min_ms: float = 2000, max_ms: float = 30_000, ci=0.7):
@@ -103,10 +116,12 @@ def test_drift_sees_a_warming_run_and_not_noise() -> None:
     assert d is not None and d.drifting(0.35) and d.change_pct == pytest.approx(expected, rel=0.3)
     assert d.mean_mw == pytest.approx(warming[t >= t[-1] // 2].mean(), rel=1e-3)  # the last half's mean
     # the headline of a run that does not cycle: its last half, the CI widened by half the change across it
-    ref = {"power_mw": float(warming[20:].mean()), "ci_low_mw": 0.0, "ci_high_mw": 1e9, "unsettled": False,
-           "cycle_ns": 1e4, "unstamped": True, "limit_cycle": None, "drift": d.to_summary()}  # fmt: skip
-    hl = headline(ref, (1.0, 0.9, 1.1), 1e4, (1.0, 0.9, 1.1))
-    assert hl.power_mw == d.mean_mw and hl.ci_high_mw - hl.ci_low_mw > abs(d.change_pct) / 100 * d.mean_mw
+    ref = _ref(
+        power_mw=float(warming[20:].mean()), ci_low_mw=0.0, ci_high_mw=1e9, cycle_ns=1e4, unstamped=True, drift=d
+    )
+    one = Estimate(value=1.0, ci_low=0.9, ci_high=1.1)
+    hl = headline(ref, one, 1e4, one)
+    assert hl.power.value == d.mean_mw and hl.power.ci_high - hl.power.ci_low > abs(d.change_pct) / 100 * d.mean_mw
     # an adaptive run goes on while the power still drifts
     assert _decide(t, warming, 4000, min_ms=2000).reason == "drifting"
     assert _decide(t, 500e3 + noise, 4000, min_ms=2000).reason == "steady"

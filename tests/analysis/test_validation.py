@@ -18,7 +18,7 @@ def differentiate(*args: object, **kw: object) -> tuple[pl.DataFrame, dict]:
     """`fingrav.analysis.differentiate.differentiate` with the clock-residual limit of the default config."""
     kw.setdefault("max_clock_residual_us", 20.0)
     lois, summary = _differentiate(*args, **kw)  # type: ignore[arg-type]
-    return lois, summary.model_dump()
+    return lois, {**summary.model_dump(), "row": summary.result.flat(), "flags": summary.flags, "valid": summary.valid}
 
 
 def with_cycle_energy(truth: pl.DataFrame) -> pl.DataFrame:
@@ -74,20 +74,20 @@ def test_validate_signed_errors():
         truth,
         binned,
         d["plan"],
-        ssp_power_mw=400_000.0,
+        power_mw=400_000.0,
         sse_reading_mw=350_000.0,
         energy_per_exec_mj=80.0,
         sse_kernel_mw=350_000.0,
     )
-    assert v["truth_ssp_power_w"] == pytest.approx(320.0)
-    assert v["ssp_error_pct"] == pytest.approx(25.0)  # (400 - 320) / 320
-    assert v["truth_sse_kernel_power_w"] == pytest.approx(280.0)
-    assert v["sse_kernel_power_error_pct"] == pytest.approx(25.0)
-    assert v["sse_reading_error_pct"] is None  # no reading truth given
-    assert v["truth_sse_reading_w"] is None
-    e_true = v["truth_energy_per_exec_mj"]
-    assert v["energy_error_pct"] == pytest.approx((80.0 - e_true) / e_true * 100)
-    assert v["truth_interleaved_kernel_power_w"] is None and v["interleaved_kernel_power_error_pct"] is None
+    assert v.truth_power_w == pytest.approx(320.0)
+    assert v.power_vs_truth_pct == pytest.approx(25.0)  # (400 - 320) / 320
+    assert v.truth_sse_kernel_power_w == pytest.approx(280.0)
+    assert v.sse_kernel_power_vs_truth_pct == pytest.approx(25.0)
+    assert v.sse_reading_vs_truth_pct is None  # no reading truth given
+    assert v.truth_sse_reading_w is None
+    e_true = v.truth_energy_per_exec_mj
+    assert v.energy_per_exec_vs_truth_pct == pytest.approx((80.0 - e_true) / e_true * 100)
+    assert v.truth_interleaved_kernel_power_w is None and v.interleaved_kernel_power_vs_truth_pct is None
 
 
 def test_differentiate_row_has_truth_columns():
@@ -98,22 +98,23 @@ def test_differentiate_row_has_truth_columns():
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, truth
     )
     row = s["row"]
-    assert row["truth_ssp_power_w"] == pytest.approx(440.0)
-    assert row["ssp_error_pct"] == pytest.approx((400 - 440) / 440 * 100)
+    assert row["truth_power_w"] == pytest.approx(440.0)
+    assert row["power_vs_truth_pct"] == pytest.approx((400 - 440) / 440 * 100)
     assert row["truth_interleaved_kernel_power_w"] == pytest.approx(495.0)
     # energy truth = true cycle power x cycle time: 10 % high like the power
-    assert row["energy_error_pct"] == pytest.approx((400 / 440 - 1) * 100)
-    assert s["validation"]["energy_truth"] == "cycle"
+    assert row["energy_per_exec_vs_truth_pct"] == pytest.approx((400 / 440 - 1) * 100)
+    assert s["result"]["truth"]["energy_truth"] == "cycle"
     assert s["channels"]["memory"]["ssp"]["truth_mw"] == pytest.approx(110_000.0)
     # the synthetic sensor resolves the SSE (350 W): its kernel power is measured and validated against 385 W
     assert s["kernel_power"]["sse"]["measurable"] is True
-    assert s["kernel_power"]["sse"]["value_mw"] == pytest.approx(350_000.0, rel=2e-3)
-    assert s["validation"]["sse_kernel_power_error_pct"] == pytest.approx((350 - 385) / 385 * 100, abs=0.2)
+    assert s["kernel_power"]["sse"]["power"]["value"] == pytest.approx(350_000.0, rel=2e-3)
+    assert s["row"]["sse_kernel_power_vs_truth_pct"] == pytest.approx((350 - 385) / 385 * 100, abs=0.2)
+    assert set(s["validation"]) == {"groups", "reading_groups", "truth_exec_energy_mj"}  # the rest is the result's
     # without truth: no truth columns
     _, s2 = differentiate(
         d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None
     )
-    assert "truth_ssp_power_w" not in s2["row"] and s2["validation"] is None
+    assert s2["row"]["truth_power_w"] is None and s2["result"]["truth"] is None and s2["validation"] is None
 
 
 def test_cycle_power_with_launch_gaps_and_trailing_execution():
@@ -126,11 +127,11 @@ def test_cycle_power_with_launch_gaps_and_trailing_execution():
     )
     row = s["row"]
     cycle_w = (400 * 200 + 150 * 20) / 220
-    assert row["truth_ssp_power_w"] == pytest.approx(cycle_w)
-    assert row["ssp_power_ci_low_w"] <= cycle_w <= row["ssp_power_ci_high_w"]
-    assert abs(row["ssp_error_pct"]) < 2.0
-    assert row["exec_time_us"] == pytest.approx(200.0) and row["cycle_time_us"] == pytest.approx(220.0)
-    assert row["energy_per_exec_mj"] == pytest.approx(row["ssp_power_w"] * 220e-6 * 1e3)
+    assert row["truth_power_w"] == pytest.approx(cycle_w)
+    assert row["power_ci_low_w"] <= cycle_w <= row["power_ci_high_w"]
+    assert abs(row["power_vs_truth_pct"]) < 2.0
+    assert row["exec_time_us"] == pytest.approx(200.0) and row["ssp_cycle_time_us"] == pytest.approx(220.0)
+    assert row["energy_per_exec_mj"] == pytest.approx(row["power_w"] * 220e-6 * 1e3)
     assert row["truth_energy_per_exec_mj"] == pytest.approx(cycle_w * 220e-6 * 1e3)
     assert "trail" in lois["role"].unique().to_list() and "trail" not in s["channels"]["total"]
     assert lois.filter(pl.col("toi_frac") >= 1.0)["power_mw"].unique().sort().to_list() == [37_500.0, 150_000.0]
@@ -161,5 +162,5 @@ def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
     assert tot["sse"] == pytest.approx((29 * 300_000.0 + 9 * 360_000.0) / 38, rel=1e-4)  # pooled, ~equal cycles
     assert tot["ssp"] == pytest.approx(400_000.0) and tot["first"] == pytest.approx(450_000.0)
     v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
-    assert v["reference_error_pct"] == pytest.approx(1.0)
-    assert validate(truth, binned, plan, 400_000.0, None, None)["reference_error_pct"] is None
+    assert v.reference_vs_truth_pct == pytest.approx(1.0)
+    assert validate(truth, binned, plan, 400_000.0, None, None).reference_vs_truth_pct is None

@@ -394,11 +394,11 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     s1, l1 = _rank_data(rng, 310_000.0, runs, g1, common)
     out = combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=400, ci_level=0.95))
     c = out["combined"]
-    expect = s0.row["ssp_power_w"] + s1.row["ssp_power_w"]
-    assert c["ssp_power_w"] == pytest.approx(expect)
-    assert c["ssp_power_ci_low_w"] < expect < c["ssp_power_ci_high_w"]
+    expect = s0.row["power_w"] + s1.row["power_w"]
+    assert c["power_w"] == pytest.approx(expect)
+    assert c["power_ci_low_w"] < expect < c["power_ci_high_w"]
     # the joint bootstrap keeps the correlation: the CI is wider than treating the GPUs as independent
-    half = (c["ssp_power_ci_high_w"] - c["ssp_power_ci_low_w"]) / 2
+    half = (c["power_ci_high_w"] - c["power_ci_low_w"]) / 2
     sd_run = 20.0 / np.sqrt(60)  # W, per GPU
     assert half > 1.96 * np.sqrt(2) * sd_run * 1.15
     assert c["channels"]["memory"]["mean_w"] == pytest.approx(
@@ -406,14 +406,14 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     )
     assert c["channels"]["total"]["fit_coeffs_mw"][-1] == pytest.approx(expect * 1e3)
     assert c["energy_per_exec_mj"] == 4.0 and c["energy_per_exec_ci_low_mj"] == pytest.approx(3.8)
-    assert c["truth_ssp_power_w"] == pytest.approx(expect * 1.01) and c["valid"] is True
+    assert c["truth_power_w"] == pytest.approx(expect * 1.01) and c["valid"] is True
     row = out["row"]
     assert list(row) == out["row_columns"]
-    assert row["world_size"] == 2 and row["combined_ssp_power_w"] == c["ssp_power_w"]
+    assert row["world_size"] == 2 and row["combined_power_w"] == c["power_w"]
     assert "combined_ssp_memory_power_w" in row and "rank1_ssp_memory_power_w" in row
-    assert row["rank1_ssp_power_w"] == s1.row["ssp_power_w"] and "rank0_ssp_power_w" not in row
+    assert row["rank1_power_w"] == s1.row["power_w"] and "rank0_power_w" not in row
     assert out["ranks"][1]["channels_w"]["memory"] == pytest.approx(s1.role("memory", "ssp").mean_mw / 1e3)
-    s1 = s1.model_copy(update={"valid": False})
+    s1 = s1.model_copy(update={"result": s1.result.model_copy(update={"valid": False})})
     assert combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=100))["row"]["combined_valid"] is False
 
 
@@ -438,18 +438,18 @@ def _combined(world: int, total_w: float, memory_w: float) -> dict:
     }
     row = {
         "world_size": world,
-        "combined_ssp_power_w": total_w * world,
+        "combined_power_w": total_w * world,
         "combined_valid": True,
-        "rank1_ssp_power_w": total_w,
+        "rank1_power_w": total_w,
         "rank1_valid": True,
         "rank1_flags": "x;y",
     }
     return {
         "world_size": world,
-        "combined": {"ssp_power_w": total_w * world, "channels": ch, "valid": True},
+        "combined": {"power_w": total_w * world, "channels": ch, "valid": True},
         "ranks": [
-            {"rank": 0, "ssp_power_w": total_w, "valid": True},
-            {"rank": 1, "ssp_power_w": total_w, "valid": True},
+            {"rank": 0, "power_w": total_w, "valid": True},
+            {"rank": 1, "power_w": total_w, "valid": True},
         ],
         "row": row,
         "row_columns": list(row),
@@ -458,6 +458,7 @@ def _combined(world: int, total_w: float, memory_w: float) -> dict:
 
 def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
     from fingrav.report import collectives as G
+    from fingrav.report.table import metrics_frame
 
     scns = [
         _scn(tmp_path, "ar-64k", {"kind": "allreduce", "size_bytes": 65536}, {"total": 180e3, "memory": 42e3}),
@@ -490,20 +491,12 @@ def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
     assert G.fig10_chart(scns, combined) is not None and G.gpus_chart(scns, combined) is not None
     assert G.fig10_chart(scns[2:4], {}) is None  # no collective: no figure
 
-    table = pl.DataFrame({"scenario": [s.name for s in scns], "ssp_power_w": [1.0] * 5})
-    out = G.add_rank_columns(table, combined)
-    assert out.columns[:2] == ["scenario", "ssp_power_w"]
-    assert out.columns[2:] == [
-        "world_size",
-        "combined_ssp_power_w",
-        "combined_valid",
-        "rank1_ssp_power_w",
-        "rank1_valid",
-        "rank1_flags",
-    ]
-    assert out.schema["world_size"] == pl.Int64 and out.schema["rank1_valid"] == pl.Boolean
-    assert out.schema["rank1_flags"] == pl.String and out["combined_ssp_power_w"][2] is None
-    assert G.add_rank_columns(table, {}) is table
+    # the multi-GPU columns go to the long metrics table (summary.csv stays narrow), numbers only
+    m = metrics_frame([s.result for s in scns], {n: c["row"] for n, c in combined.items()})
+    extra = m.filter(pl.col("metric").str.starts_with("combined_") | pl.col("metric").str.starts_with("rank"))
+    got = {(r["scenario"], r["metric"]): r["value"] for r in extra.iter_rows(named=True)}
+    assert got[("cb-8k", "combined_power_w")] == pytest.approx(1380.0) and got[("cb-8k", "rank1_power_w")] == 690.0
+    assert ("cb-8k", "rank1_valid") not in got and ("cb-4k", "combined_power_w") not in got
 
 
 def test_kernel_label_of_collectives() -> None:
@@ -512,7 +505,7 @@ def test_kernel_label_of_collectives() -> None:
 
     prov = {"scenario": {"name": "ar", "kernel": {"kind": "allreduce", "size_bytes": 1 << 29, "dtype": "bf16"}}}
     plan = generate(SynthSpec(runs=2, sse_runs=2))["plan"].model_copy(update={"provenance": prov})
-    assert describe_plan(plan)["kernel"] == "allreduce 512MiB bf16"
+    assert describe_plan(plan).kernel == "allreduce 512MiB bf16"
 
 
 # --------------------------------------------------------------------------- torch device on a fake torch

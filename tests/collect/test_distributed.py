@@ -8,7 +8,6 @@ model, not real data transfers (fingrav.collect.distributed)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
@@ -17,6 +16,9 @@ import polars as pl
 import pytest
 import yaml
 from conftest import snakemake, tiny_config
+
+from fingrav.contracts.result import value_ci
+from fingrav.replay_check import replayed_columns
 
 pytest.importorskip("torch.distributed")
 
@@ -74,16 +76,15 @@ def test_every_rank_has_its_files_and_the_same_runs(x2_run: Path) -> None:
 
 def test_ssp_matches_truth_on_every_rank_and_combined(x2_run: Path) -> None:
     res = x2_run / "results" / "tiny-x2"
-    with open(res / "summary.csv") as fh:
-        (row,) = list(csv.DictReader(fh))
-    assert row["kernel"] == "allreduce 1MiB bf16" and row["world_size"] == "2"
-    for col in ("ssp_error_pct", "rank1_ssp_error_pct", "combined_ssp_error_pct"):
+    row = replayed_columns(res)[SCENARIO]  # every number (metrics.csv: the multi-GPU columns too) and the text
+    assert row["kernel"] == "allreduce 1MiB bf16" and row["world_size"] == 2
+    for col in ("power_vs_truth_pct", "rank1_power_vs_truth_pct", "combined_power_vs_truth_pct"):
         assert abs(float(row[col])) <= 3.0, (col, row[col])
-    assert row["valid"] == "true" and row["rank1_valid"] == "true" and row["combined_valid"] == "true"
-    total = float(row["combined_ssp_power_w"])
-    assert total == pytest.approx(float(row["ssp_power_w"]) + float(row["rank1_ssp_power_w"]))
-    assert float(row["combined_ssp_power_ci_low_w"]) < total < float(row["combined_ssp_power_ci_high_w"])
     combined = json.loads((res / "profiles" / "combined" / f"{SCENARIO}.json").read_text())
+    assert row["valid"] == "true" and combined["row"]["rank1_valid"] and combined["row"]["combined_valid"]
+    total, lo, hi = value_ci(row, "combined_power_w")
+    assert total == pytest.approx(row["power_w"] + row["rank1_power_w"])
+    assert lo < total < hi
     assert [r["rank"] for r in combined["ranks"]] == [0, 1]
     html = (res / "report" / "index.html").read_text()
     assert "Several GPUs" in html and "Fig. 10" in html

@@ -54,24 +54,11 @@ def test_analysis_flags_are_the_registry() -> None:
         F.flag("no_such_flag")
 
 
-def test_summary_columns_order() -> None:
-    rows = [
-        {"scenario": "a", "ssp_xcd_power_w": 1.0, "ssp_xcd_power_ci_low_w": 0.9, "truth_ssp_power_w": 1.0},
-        {"scenario": "b", "ssp_hbm_power_w": 2.0, "ssp_hbm_power_ci_high_w": 2.1},
-    ]
-    cols = S.columns(rows)
-    n = len(S.HEAD)
-    assert cols[:n] == list(S.HEAD)
-    assert cols[n : n + 2] == ["ssp_hbm_power_w", "ssp_xcd_power_w"]
-    rest = cols[n + 2 :]
-    assert rest[: len(S.COUNTS)] == list(S.COUNTS)
-    assert rest[len(S.COUNTS) : len(S.COUNTS) + len(S.TRUTH)] == list(S.TRUTH)
-    assert cols[-2:] == ["ssp_hbm_power_ci_high_w", "ssp_xcd_power_ci_low_w"]
-    assert "reference_error_pct" in cols  # simulator rows: the truth extras too
-    no_truth = S.columns([{"scenario": "a"}])
-    assert not set(S.TRUTH) & set(no_truth) and "reference_error_pct" not in no_truth
+def test_summary_helpers() -> None:
     assert S.channel_of_column("ssp_hbm_power_w") == "hbm" and S.channel_of_column("ssp_power_w") is None
     assert S.split_flags(S.join_flags(["a", "b"])) == ["a", "b"] and S.split_flags("") == []
+    assert S.column_type("valid") == "bool" and S.column_type("ssp_lois") == "int" and S.column_type("notes") == "str"
+    assert S.column_type("power_ci_low_w") == "float" and S.column_type("rank1_valid") == "bool"
 
 
 @pytest.mark.parametrize("seed", range(20))

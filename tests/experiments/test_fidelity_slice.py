@@ -32,5 +32,5 @@ def test_fidelity_slice() -> None:
     assert s["silently_wrong"] == 0
     for r in rows:
         if r["valid"]:
-            assert abs(r["ssp_error_pct"]) <= 2.0, r
-            assert abs(r["energy_error_pct"]) <= 2.0, r
+            assert abs(r["power_vs_truth_pct"]) <= 2.0, r
+            assert abs(r["energy_per_exec_vs_truth_pct"]) <= 2.0, r

@@ -169,8 +169,9 @@ def test_snakemake_rerun_and_failed_job_never_delete_raw_data(tmp_path: Path, mo
     fault = tmp_path / "fault"
     fault.mkdir()
     (fault / "sitecustomize.py").write_text(FAULT)
-    # the hook first, the checkout under test after it (a worktree run puts its own code on PYTHONPATH)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(fault), os.environ.get("PYTHONPATH")) if p))
+    # the fault first; the checkout under test (PYTHONPATH of a worktree) stays importable after it
+    orig = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(fault), orig) if p))
     monkeypatch.setenv("FINGRAV_NO_WORKER", "1")
     proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target, check=False)
     out = proc.stdout + proc.stderr
@@ -178,7 +179,10 @@ def test_snakemake_rerun_and_failed_job_never_delete_raw_data(tmp_path: Path, mo
     (old,) = _archived(layout)
     assert json.loads((old / "plan.json").read_text()) == before and rawio.verify_manifest(old)
     assert not layout.collected(NAME, 0).exists()
-    monkeypatch.delenv("PYTHONPATH")
+    if orig:
+        monkeypatch.setenv("PYTHONPATH", orig)
+    else:
+        monkeypatch.delenv("PYTHONPATH")
     snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target)
     assert len(_archived(layout)) == 2  # + the failed run's partial folder; the first one untouched
     assert json.loads((old / "plan.json").read_text()) == before and rawio.verify_manifest(old)

@@ -4,7 +4,6 @@ runs every scenario on every GPU and reports the card-to-card spread. Simulated 
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from pathlib import Path
@@ -13,9 +12,16 @@ import pytest
 import yaml
 from conftest import snakemake, tiny_config
 
+from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.summary import fleet_columns
+from fingrav.replay_check import replayed_columns
 
 pytestmark = pytest.mark.slow
+
+
+def _summary(path: Path) -> ScenarioSummary:
+    return ScenarioSummary.model_validate(json.loads(path.read_text()))
+
 
 CARDS = (0, 1)
 
@@ -86,20 +92,21 @@ def test_jobs_on_different_gpus_run_at_once_never_two_on_one(fleet_run: tuple[Pa
 
 def test_fleet_report_shows_the_card_to_card_spread(fleet_run: tuple[Path, str]) -> None:
     res, _ = fleet_run
-    with open(res / "summary.csv") as fh:
-        rows = {r["scenario"]: r for r in csv.DictReader(fh)}
+    rows = replayed_columns(res)  # every number (metrics.csv: `gpu` and the fleet columns too) and the text
+    fleets = {}
     for name, row in rows.items():
-        fleet = json.loads((res / "profiles" / "fleet" / f"{name}.json").read_text())
-        first = json.loads((res / "cards" / "0" / "profiles" / "gpu0" / name / "summary.json").read_text())["row"]
-        assert float(row["ssp_power_w"]) == pytest.approx(first["ssp_power_w"])  # the row: the first listed GPU
-        assert row["gpu"] == "0" and row["fleet_gpus"] == "2"
-        assert list(row)[-len(fleet_columns()) :] == list(fleet_columns())
-        assert float(row["fleet_ssp_power_spread_pct"]) == pytest.approx(fleet["metrics"]["ssp_power"]["spread_pct"])
-        cards = fleet["metrics"]["ssp_power"]["cards"]
+        fleet = fleets[name] = json.loads((res / "profiles" / "fleet" / f"{name}.json").read_text())
+        first = _summary(res / "cards" / "0" / "profiles" / "gpu0" / name / "summary.json").row
+        assert row["power_w"] == pytest.approx(first["power_w"])  # the row: the first listed GPU
+        assert row["gpu"] == 0 and row["fleet_gpus"] == 2
+        numeric = [c for c in fleet_columns() if not c.endswith("_distinct")]
+        assert all(c in row for c in numeric if fleet["row"][c] is not None)
+        assert row["fleet_power_spread_pct"] == pytest.approx(fleet["metrics"]["power"]["spread_pct"])
+        cards = fleet["metrics"]["power"]["cards"]
         for c in cards:  # each card's number is its own analysis', not recomputed
-            own = json.loads((res / "cards" / str(c["gpu"]) / "profiles" / "gpu0" / name / "summary.json").read_text())
-            assert c["value"] == own["row"]["ssp_power_w"]
-    assert any(r["fleet_ssp_power_distinct"] == "true" for r in rows.values())  # 3 % cards: told apart
+            own = _summary(res / "cards" / str(c["gpu"]) / "profiles" / "gpu0" / name / "summary.json")
+            assert c["value"] == own.row["power_w"]
+    assert any(f["row"]["fleet_power_distinct"] is True for f in fleets.values())  # 3 % cards: told apart
     html = (res / "report" / "index.html").read_text()
     assert "Card-to-card spread" in html and '<table class="fleet">' in html
     assert (res / "report" / "fleet_spread.png").stat().st_size > 0

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, snakemake
 
 from fingrav.cli import main
+from fingrav.replay_check import replayed_columns
 
 pytestmark = pytest.mark.slow
 
@@ -23,16 +25,16 @@ def sweep(tmp_path_factory) -> Path:
     return work / "results" / "sim-attention"
 
 
-def _rows(res: Path) -> dict[str, dict[str, str]]:
-    with open(res / "summary.csv") as fh:
-        return {r["scenario"]: r for r in csv.DictReader(fh)}
+def _rows(res: Path) -> dict[str, dict[str, Any]]:
+    """Every number of the sweep (metrics.csv) and its text cells, by scenario."""
+    return replayed_columns(res)
 
 
 def test_every_kind_runs_and_matches_truth(sweep: Path) -> None:
     rows = _rows(sweep)
     assert set(rows) == {"attn-prefill-4k", "attn-decode-4k", "attn-decode-after-prefill", "triton-vector-add"}
     for name, r in rows.items():
-        assert abs(float(r["ssp_error_pct"])) < 2.0, (name, r["ssp_error_pct"])
+        assert abs(float(r["power_vs_truth_pct"])) < 2.0, (name, r["power_vs_truth_pct"])
         assert r["kernel"]
     assert rows["triton-vector-add"]["kernel"] == "callable make_vector_add"
     assert rows["attn-prefill-4k"]["kernel"] == "attention b1 h32 q4096 kv4096 d128 causal bf16"
@@ -43,14 +45,14 @@ def test_throughput_columns_follow_from_work_cycle_and_power(sweep: Path) -> Non
     for name, r in rows.items():
         s = json.loads((sweep / "profiles" / "gpu0" / name / "summary.json").read_text())
         # the cycle users see: the uninstrumented sustained one where there is a reference run, else the SSP's
-        sustained = r["ssp_source"] == "sustained"
+        sustained = r["power_source"] == "sustained"
         cycle_s = float(r["sustained_cycle_time_us"]) * 1e-6 if sustained else s["cycle_time_mean_ns"] * 1e-9
         gb_s = float(r["work_bytes"]) / cycle_s / 1e9
         assert float(r["bandwidth_gb_s"]) == pytest.approx(gb_s, rel=1e-9), name
         assert float(r["bandwidth_ci_low_gb_s"]) <= float(r["bandwidth_gb_s"]) <= float(r["bandwidth_ci_high_gb_s"])
         tflop_s = float(r["throughput_tflop_s"])
         assert tflop_s == pytest.approx(float(r["work_flop"]) / cycle_s / 1e12, rel=1e-9), name
-        assert float(r["energy_efficiency_tflop_s_per_w"]) == pytest.approx(tflop_s / float(r["ssp_power_w"]), rel=1e-9)
+        assert float(r["energy_efficiency_tflop_s_per_w"]) == pytest.approx(tflop_s / float(r["power_w"]), rel=1e-9)
         assert float(r["energy_per_byte_pj"]) == pytest.approx(
             float(r["energy_per_exec_mj"]) * 1e9 / float(r["work_bytes"]), rel=1e-9
         )

@@ -14,19 +14,22 @@ from fingrav.analysis.binning import BINNED_SCHEMA
 from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.calibration import Calibration
-from fingrav.contracts.sensor import PlanSensor, SensorModel
-from fingrav.contracts.summary import (
-    COUNTS,
-    EXTRA,
-    HEAD,
-    SUSTAINED,
-    THROUGHPUT,
-    TRUTH,
-    TRUTH_EXTRA,
-    TRUTH_SUSTAINED,
+from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.result import (
+    METRICS_COLUMNS,
+    Counts,
+    Estimate,
+    Flags,
+    Headline,
+    Labels,
+    MethodSSP,
+    ScenarioResult,
+    Truth,
+    summary_columns,
 )
+from fingrav.contracts.sensor import PlanSensor, SensorModel
 from fingrav.layout import SweepLayout
-from fingrav.report.table import summary_frame
+from fingrav.report.table import metrics_frame, summary_frame
 from fingrav.stages import bin as bin_stage
 from fingrav.stages import differentiate
 from fingrav.stages.differentiate import scenario_sensors
@@ -103,17 +106,18 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert rawio.read_metadata(out / "lois.parquet")["clock_source"] == "scenario"
     on_disk = json.loads((out / "summary.json").read_text())
     summary = on_disk
-    assert on_disk["scenario"] == "cb-2k" and on_disk["row"]["scenario"] == "cb-2k"
-    assert set(on_disk) >= {"scenario", "row", "channels", "clock", "flags", "plan", "provenance"}
+    typed = ScenarioSummary.model_validate(on_disk)
+    assert on_disk["scenario"] == "cb-2k" and typed.row["scenario"] == "cb-2k" and on_disk["format_version"] == 3
+    assert set(on_disk) >= {"scenario", "result", "channels", "clock", "plan", "provenance"}
     assert set(on_disk["clock"]) == {"offset_ns", "gpu_ref_ns", "drift_ppm", "residual_ns"}
     assert on_disk["clock"]["drift_ppm"] == pytest.approx(20.0, abs=0.01)
-    row = summary["row"]
+    row = typed.row
     assert row["kernel"] == "gemm 2048x2048x2048 bf16" and row["backend"] == "sim" and row["predecessor"] is None
-    assert row["ssp_power_w"] == pytest.approx(400.0) and row["sse_reading_w"] == pytest.approx(350.0)
-    assert row["ssp_error_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
+    assert row["power_w"] == pytest.approx(400.0) and row["sse_reading_w"] == pytest.approx(350.0)
+    assert row["power_vs_truth_pct"] == pytest.approx(0.0, abs=1e-9) and row["valid"] is True
     assert (row["sse_runs_total"], row["sse_runs_golden"]) == (20, 19)
     assert row["reference_power_w"] == pytest.approx(400.0) and row["ssp_vs_reference_pct"] == pytest.approx(0.0)
-    assert row["reference_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert row["reference_vs_truth_pct"] == pytest.approx(0.0, abs=1e-9)
     assert on_disk["reference"]["executions"] == 1000 and on_disk["reference"]["t_stable_source"] == "probe"
     assert set(lois["phase"].unique()) == {"sse", "ssp"}
     assert summary["sensor"]["delay_correction_ns"] == 40_000
@@ -137,8 +141,9 @@ def test_differentiate_falls_back_to_calibration_clock(tmp_path: Path):
     s = json.loads(layout.summary_json("s", 0).read_text())
     assert s["provenance"]["clock_source"] == "calibration"
     assert s["clock"]["offset_ns"] == pytest.approx(163_000 + 50_000)  # the calibration's (50 us off)
-    assert s["row"]["ssp_power_w"] is not None and "truth_ssp_power_w" not in s["row"]
-    assert s["row"]["reference_power_w"] is None and s["reference"] is None
+    row = ScenarioSummary.model_validate(s).row
+    assert row["power_w"] is not None and row["truth_power_w"] is None and s["result"]["truth"] is None
+    assert row["reference_power_w"] is None and s["reference"] is None
 
 
 def test_scenario_sensor_merges_calibration_over_plan():
@@ -162,71 +167,24 @@ def test_scenario_sensor_merges_calibration_over_plan():
 
 
 def test_summary_table_column_order_and_types():
-    rows = [
-        {"scenario": "a", "ssp_power_w": 1.0, "ssp_memory_power_w": 0.5, "runs_total": 3, "valid": True, "flags": ""},
-        {  # a summary.json's "row"
-            "scenario": "b",
-            "ssp_xcd_power_w": 2.0,
-            "truth_ssp_power_w": 2.1,
-            "valid": False,
-            "flags": "too_few_lois",
-        },
-    ]
-    t = summary_frame(rows)
-    assert t.columns == [
-        *HEAD,
-        "ssp_memory_power_w",
-        "ssp_xcd_power_w",
-        *COUNTS,
-        *TRUTH,
-        *EXTRA,
-        *THROUGHPUT,
-        *SUSTAINED,
-        *TRUTH_EXTRA,
-        *TRUTH_SUSTAINED,
-    ]
-    assert THROUGHPUT == (  # the work-based columns (fingrav.analysis.throughput), after EXTRA
-        "work_flop",
-        "work_bytes",
-        "throughput_tflop_s",
-        "throughput_ci_low_tflop_s",
-        "throughput_ci_high_tflop_s",
-        "bandwidth_gb_s",
-        "bandwidth_ci_low_gb_s",
-        "bandwidth_ci_high_gb_s",
-        "energy_efficiency_tflop_s_per_w",
-        "energy_efficiency_ci_low_tflop_s_per_w",
-        "energy_efficiency_ci_high_tflop_s_per_w",
-        "energy_per_flop_pj",
-        "energy_per_flop_ci_low_pj",
-        "energy_per_flop_ci_high_pj",
-        "energy_per_byte_pj",
-        "energy_per_byte_ci_low_pj",
-        "energy_per_byte_ci_high_pj",
-    )
-    assert EXTRA[3:] == (
-        "sse_runs_total",
-        "sse_runs_golden",
-        "reference_power_w",
-        "reference_power_ci_low_w",
-        "reference_power_ci_high_w",
-        "ssp_vs_reference_pct",
-        "reference_energy_power_w",
-        "reference_counter_vs_samples_pct",
-        "sse_reading_vs_ssp_ci_low_pct",
-        "sse_reading_vs_ssp_ci_high_pct",
-        "interleaved_reading_vs_ssp_ci_low_pct",
-        "interleaved_reading_vs_ssp_ci_high_pct",
-        "sse_kernel_vs_ssp_ci_low_pct",
-        "sse_kernel_vs_ssp_ci_high_pct",
-        "interleaved_kernel_vs_ssp_ci_low_pct",
-        "interleaved_kernel_vs_ssp_ci_high_pct",
-        "collect_gpu_s",
-    )
-    assert t.schema["sse_runs_total"] == pl.Int64
-    assert t.schema["runs_total"] == pl.Int64 and t.schema["valid"] == pl.Boolean
+    """summary.csv: the narrow columns of the result model, typed; metrics: every number in long form."""
+    w = Estimate(value=1.0, ci_low=0.9, ci_high=1.1, unit="W")
+    a = ScenarioResult(labels=Labels(scenario="a"), valid=True, headline=Headline(power=w),
+                       ssp=MethodSSP(power=w, channels={"memory": w}), counts=Counts(ssp_runs_total=3))  # fmt: skip
+    b = ScenarioResult(labels=Labels(scenario="b"), valid=False, truth=Truth(power=Estimate(value=2.1, unit="W")),
+                       flags=Flags(invalidating=["too_few_lois"]))  # fmt: skip
+    t = summary_frame([a, b])
+    assert tuple(t.columns) == summary_columns(truth=True) and len(t.columns) <= 30
+    assert tuple(summary_frame([a]).columns) == summary_columns(truth=False) and len(summary_frame([a]).columns) <= 25
+    assert t.schema["valid"] == pl.Boolean and t.schema["ssp_valid"] == pl.Boolean
     assert t.schema["kernel"] == pl.String and t.schema["exec_time_us"] == pl.Float64
-    assert t["scenario"].to_list() == ["a", "b"] and t["ssp_xcd_power_w"].to_list() == [None, 2.0]
-    assert summary_frame(rows[:1]).columns == [*HEAD, "ssp_memory_power_w", *COUNTS, *EXTRA, *THROUGHPUT, *SUSTAINED]
-    assert t.schema["ssp_source"] == pl.String and t.schema["limit_cycles"] == pl.Int64
-    assert t.schema["sustained_stop"] == pl.String and t.schema["instrumentation_power_pct"] == pl.Float64
+    assert t.schema["power_source"] == pl.String and t.schema["notes"] == pl.String
+    assert t["scenario"].to_list() == ["a", "b"] and t["power_w"].to_list() == [1.0, None]
+    assert t["truth_power_w"].to_list() == [None, 2.1] and t["flags"].to_list() == ["", "too_few_lois"]
+    m = metrics_frame([a, b], {"a": {"combined_power_w": 2.0, "rank1_valid": True}})
+    assert m.columns == list(METRICS_COLUMNS)
+    got = {(r["scenario"], r["metric"]): r for r in m.iter_rows(named=True)}
+    assert got[("a", "power_w")]["ci_low"] == 0.9 and got[("a", "power_w")]["unit"] == "W"
+    assert got[("a", "ssp_memory_power_w")]["value"] == 1.0 and got[("a", "ssp_runs_total")]["value"] == 3.0
+    assert got[("b", "truth_power_w")]["value"] == 2.1 and got[("a", "combined_power_w")]["value"] == 2.0
+    assert ("a", "rank1_valid") not in got  # not a number

@@ -1,0 +1,126 @@
+"""Results written before format 3 (summary.csv / summary.json `row` of formats 1 and 2): their column names and
+how each maps to the result model's (`fingrav.contracts.result`). One table, `OLD_TO_NEW` (value columns; a CI
+column maps through its value column), rendered in docs/ARCHITECTURE.md ("old -> new column"); readers of old
+results and `fingrav replay --check` use it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from fingrav.contracts import result as R
+from fingrav.contracts.flags import BY_NAME
+
+#: old value column -> new value column (columns not listed keep their name)
+OLD_TO_NEW: Final[dict[str, str]] = {
+    "ssp_power_w": "power_w",  # the headline (sustained where there is a reference run)
+    "ssp_source": "power_source",
+    "burst_power_w": "ssp_power_w",  # the method's SSP of the short stamped runs after idle
+    "burst_vs_sustained_pct": "ssp_vs_power_pct",
+    "sse_kernel_vs_ssp_pct": "sse_kernel_power_vs_ssp_pct",
+    "interleaved_kernel_vs_ssp_pct": "interleaved_kernel_power_vs_ssp_pct",
+    "cycle_time_us": "ssp_cycle_time_us",
+    "runs_total": "ssp_runs_total",
+    "runs_golden": "ssp_runs_golden",
+    "lois": "ssp_lois",
+    "lois_sse": "sse_lois",
+    "reference_energy_power_w": "reference_counter_power_w",
+    "instrumentation_cycle_pct": "ssp_cycle_vs_sustained_cycle_pct",
+    "instrumentation_power_pct": "ssp_vs_unstamped_burst_pct",
+    "truth_ssp_power_w": "truth_power_w",
+    "truth_burst_power_w": "truth_ssp_power_w",
+    "ssp_error_pct": "power_vs_truth_pct",
+    "burst_error_pct": "ssp_vs_truth_pct",
+    "energy_error_pct": "energy_per_exec_vs_truth_pct",
+    "reference_error_pct": "reference_vs_truth_pct",
+    "sse_reading_error_pct": "sse_reading_vs_truth_pct",
+    "sse_kernel_power_error_pct": "sse_kernel_power_vs_truth_pct",
+    "interleaved_reading_error_pct": "interleaved_reading_vs_truth_pct",
+    "interleaved_kernel_power_error_pct": "interleaved_kernel_power_vs_truth_pct",
+    "fleet_ssp_power_w": "fleet_power_w",
+    "fleet_ssp_power_spread_pct": "fleet_power_spread_pct",
+    "fleet_ssp_power_noise_spread_pct": "fleet_power_noise_spread_pct",
+    "fleet_ssp_power_distinct": "fleet_power_distinct",
+}
+#: old columns whose content moved to two new ones: every flag -> invalidating `flags` + informational `notes`
+FLAG_COLUMNS: Final = ("flags", "notes")
+
+
+#: numbers whose old CI was a point printed as an interval (zero width): now the inputs' uncertainty is carried over
+ZERO_WIDTH_BEFORE: Final = frozenset(
+    c for m in ("throughput_tflop_s", "bandwidth_gb_s") for c in (m, *R.ci_columns(m)) if c != m
+)
+#: flags that no longer fire where they contradicted the row: the method SSP vs the reference run is reported as
+#: ssp_vs_power_pct where the headline is the reference run (power_source sustained / sustained_stamped)
+RETIRED_UNDER_SUSTAINED: Final = frozenset({"ssp_reference_mismatch"})
+
+
+def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+    """Why a number differs on purpose ("" when it should not): a CI that was zero width."""
+    if column in ZERO_WIDTH_BEFORE:
+        base = R.value_column_of_ci(column) or column
+        lo, hi = R.ci_columns(base)
+        if committed.get(lo) not in (None, "") and committed.get(lo) == committed.get(hi):
+            return "was a zero-width CI: the cycle's uncertainty is now carried over"
+    return ""
+
+
+def intended_flag_change(gone: set[str], added: set[str], replayed: Mapping[str, Any]) -> str:
+    """Why the flags differ on purpose ("" when they should not)."""
+    sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")
+    if not added and gone and gone <= RETIRED_UNDER_SUSTAINED and sustained:
+        return "ssp_reference_mismatch no longer fires where the headline is the reference run"
+    return ""
+
+
+def new_column(old: str) -> str:
+    """The new name of an old summary column (CI columns through their value column)."""
+    m = re.match(r"^(combined_|rank\d+_)(.+)$", old)
+    if m:
+        return m.group(1) + new_column(m.group(2))
+    base = R.value_column_of_ci(old)
+    if base is None:
+        return OLD_TO_NEW.get(old, old)
+    new = OLD_TO_NEW.get(base, base)
+    lo, hi = R.ci_columns(new)
+    return lo if "_ci_low_" in old else hi
+
+
+def new_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An old row under the new names; its `flags` (every flag) split into `flags` and `notes` by the registry."""
+    out = {new_column(k): v for k, v in row.items()}
+    if "burst_power_w" not in row and row.get("ssp_source") in (None, "", "burst") and "ssp_power_w" in row:
+        # format 1 (no reference run, no burst column) or a burst headline: the SSP is the method's SSP
+        for col in ("ssp_power_w", *R.ci_columns("ssp_power_w")):  # the same names then and now
+            out[col] = row.get(col)
+        out.setdefault("power_source", "burst")
+    if "flags" in row and "notes" not in row:
+        every = R.split_flags(row.get("flags"))
+        out["flags"] = R.FLAG_SEPARATOR.join(f for f in every if f in BY_NAME and BY_NAME[f].invalidates)
+        out["notes"] = R.FLAG_SEPARATOR.join(f for f in every if not (f in BY_NAME and BY_NAME[f].invalidates))
+    return out
+
+
+def is_old_row(row: Mapping[str, Any]) -> bool:
+    """Whether a summary row (or a summary.csv header) is in the names before format 3."""
+    if "power_w" in row or "power_source" in row:  # every format-3 row has them
+        return False
+    return any(c in row for c in ("ssp_power_w", "ssp_source", "runs_total", "lois"))
+
+
+def result_from_old_row(row: Mapping[str, Any]) -> R.ScenarioResult:
+    """The result model of an old summary.json `row` (summary.csv row): renamed, then `result.unflatten`; the
+    method SSP's validity and the old derived numbers without a column stay unknown (defaults)."""
+    return R.unflatten(new_columns(row), units_method="format 2 summary")
+
+
+def markdown_table() -> str:
+    """The old -> new column table as docs/ARCHITECTURE.md shows it (a test keeps them equal)."""
+    lines = ["| old column (format 1-2) | new column (format 3) |", "|---|---|"]
+    lines += [f"| `{old}` | `{new}` |" for old, new in OLD_TO_NEW.items()]
+    lines.append("| `flags` (every flag) | `flags` (invalidating) + `notes` (informational) |")
+    lines.append("| `<col>_ci_low_<unit>` / `<col>_ci_high_<unit>` | those of the new value column |")
+    lines.append("| `rank<k>_<col>`, `combined_<col>` | `rank<k>_<new col>`, `combined_<new col>` (metrics table) |")
+    return "\n".join(lines)

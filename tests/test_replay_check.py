@@ -1,0 +1,85 @@
+"""`fingrav replay --check` (fingrav/replay_check.py): a committed summary.csv of any format against a replayed
+sweep folder's numbers under their new names."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import polars as pl
+
+from fingrav.cli import main
+from fingrav.contracts.result import Counts, Estimate, Flags, Headline, Labels, MethodSSP, ScenarioResult, Throughput
+from fingrav.replay_check import check, committed_columns, replayed_columns
+from fingrav.report.table import metrics_frame, summary_frame, write_metrics, write_summary_csv
+
+OLD_HEADER = (
+    "scenario,kernel,ssp_power_w,ssp_power_ci_low_w,ssp_power_ci_high_w,ssp_source,burst_power_w,lois,valid,flags,"
+    "throughput_tflop_s,throughput_ci_low_tflop_s,throughput_ci_high_tflop_s"
+)
+
+
+def _replay(root: Path, power: float = 688.8, flags: Flags | None = None) -> Path:
+    """A replayed sweep folder (summary.csv + metrics) of one scenario."""
+    e = Estimate(value=power, ci_low=686.1, ci_high=691.4, unit="W")
+    r = ScenarioResult(
+        labels=Labels(scenario="cb-8k", kernel="gemm 8192x8192x8192 bf16"),
+        valid=True,
+        headline=Headline(power=e, power_source="sustained"),
+        ssp=MethodSSP(power=Estimate(value=725.0, ci_low=724.0, ci_high=726.0, unit="W"), valid=True),
+        throughput=Throughput(tflop_s=Estimate(value=700.0, ci_low=699.0, ci_high=701.0, unit="TFLOP/s")),
+        counts=Counts(ssp_lois=120),
+        flags=flags or Flags(notes=["power_limit_cycling"]),
+    )
+    write_summary_csv(summary_frame([r]), root / "summary.csv")
+    write_metrics(metrics_frame([r]), root / "metrics.parquet", root / "metrics.csv")
+    return root
+
+
+def _committed(path: Path, power: str = "688.8", extra_flag: str = "") -> Path:
+    path.write_text(
+        OLD_HEADER + "\n"
+        f"cb-8k,gemm 8192x8192x8192 bf16,{power},686.1,691.4,sustained,725.0,120,true,"
+        f"power_limit_cycling{extra_flag},700.0,700.0,700.0\n"
+    )
+    return path
+
+
+def test_an_old_summary_is_read_under_the_new_names(tmp_path: Path) -> None:
+    cols = committed_columns(_committed(tmp_path / "old.csv"))["cb-8k"]
+    assert cols["power_w"] == "688.8" and cols["ssp_power_w"] == "725.0" and cols["power_source"] == "sustained"
+    assert cols["ssp_lois"] == "120" and cols["notes"] == "power_limit_cycling" and cols["flags"] == ""
+
+
+def test_a_faithful_replay_passes_and_lists_the_intended_changes(tmp_path: Path) -> None:
+    root = _replay(tmp_path / "new")
+    rep = check(_committed(tmp_path / "old.csv", extra_flag=";ssp_reference_mismatch"), root)
+    assert rep.ok and rep.numbers >= 8 and rep.worst_rel == 0.0
+    why = {(c, w) for _, c, _, _, w in rep.intended}
+    assert ("throughput_ci_low_tflop_s", "was a zero-width CI: the cycle's uncertainty is now carried over") in why
+    assert any(c == "notes" for c, _ in why)  # ssp_reference_mismatch under a sustained headline
+    assert replayed_columns(root)["cb-8k"]["power_ci_low_w"] == 686.1
+    assert main(["replay", "--check", "cb-8k", "--committed", str(tmp_path / "old.csv"), "--replayed", str(root)]) == 0
+
+
+def test_a_number_off_by_more_than_the_tolerance_fails(tmp_path: Path) -> None:
+    root = _replay(tmp_path / "new", power=690.0)  # +0.17 %
+    rep = check(_committed(tmp_path / "old.csv"), root)
+    assert not rep.ok and [c for _, c, _, _ in rep.differences] == ["power_w"]
+    assert check(_committed(tmp_path / "old.csv"), root, rel_tol=1e-2).ok
+    assert main(["replay", "--check", "x", "--committed", str(tmp_path / "old.csv"), "--replayed", str(root)]) == 1
+
+
+def test_a_new_flag_is_a_difference(tmp_path: Path) -> None:
+    root = _replay(tmp_path / "new", flags=Flags(invalidating=["imprecise"], notes=["power_limit_cycling"]))
+    rep = check(_committed(tmp_path / "old.csv"), root)
+    assert not rep.ok and ("cb-8k", "flags", "", "imprecise") in rep.differences
+
+
+def test_new_summaries_compare_as_they_are(tmp_path: Path) -> None:
+    a, b = _replay(tmp_path / "a"), _replay(tmp_path / "b")
+    rep = check(a / "summary.csv", b)
+    assert rep.ok and not rep.intended
+    with open(a / "summary.csv") as fh:
+        assert len(next(csv.reader(fh))) <= 25
+    assert pl.read_csv(a / "metrics.csv").columns[:3] == ["scenario", "metric", "value"]

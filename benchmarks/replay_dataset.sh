@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Replay one committed real-GPU dataset and check it: regenerate results/<name>/{summary.csv,report/,calibration/}
-# from results/<name>/gpu/ through config/<name>-replay.yaml (no GPU needed) and check that every number matches the
-# committed summary.csv within 0.1 %. Each dataset's results/<name>/replay.sh calls this. Usage: replay_dataset.sh NAME
+# Replay one committed real-GPU dataset and check it: regenerate results/<name>-replay/{summary.csv,report/,
+# calibration/} from results/<name>/gpu/ through config/<name>-replay.yaml (no GPU needed) and check that every number
+# matches the committed results/<name>/summary.csv within 0.1 %. The dataset's folder (results/<name>/, sealed by its
+# DATASET.json) is only read: `git status` stays clean. Each dataset's results/<name>/replay.sh calls this.
+# Usage: replay_dataset.sh NAME
 set -euo pipefail
 name="$1"
 cd "$(dirname "$0")/.."
-committed=$(mktemp)
-cp "results/$name/summary.csv" "$committed"
 snakemake --cores "${CORES:-2}" --forceall --configfile "config/$name-replay.yaml"
-python3 benchmarks/compare_summary.py "$committed" "results/$name/summary.csv"
+python3 benchmarks/compare_summary.py "results/$name/summary.csv" "results/$name-replay/summary.csv"

@@ -1,4 +1,4 @@
-"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export`.
+"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export|dataset`.
 
 The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
 (calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fingrav.config import SweepConfig, collection_hash, config_hash, json_schema, load_config
 from fingrav.errors import FingravError
+from fingrav.guard import check_write
 from fingrav.layout import SweepLayout
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     formats = args.format or list(FORMATS)
     if args.out and len(formats) != 1:
         raise FingravError("--out names one file: give one --format with it")
+    check_write(Path(args.out) if args.out else layout.export_dir, "--out" if args.out else "export/")
     for fmt in formats:
         export(layout, fmt, Path(args.out) if args.out else None, args.scenario, args.rank)
     return 0
@@ -92,12 +94,26 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _layout(cfg: SweepConfig, out: str | None) -> SweepLayout:
+    """The results folder of a CLI measurement, checked as the Snakefile checks a sweep's (`fingrav.preflight`):
+    never a committed dataset, a symbolic link or another sweep's folder, with what the backend needs."""
+    from fingrav.preflight import check_sweep
+
     if cfg.device.cards:
         raise FingravError(
             f"device.gpus = {cfg.device.gpus}: the command line measures one GPU (or one lockstep group); run a sweep "
             "over listed GPUs with Snakemake (snakemake --cores <GPUs> --configfile ...), which runs them at once"
         )
-    return SweepLayout(Path(out)) if out else SweepLayout.of(cfg.sweep)
+    if out:
+        layout = SweepLayout(Path(out))
+        check_write(layout.root, "--out")
+        if layout.root.is_symlink():
+            raise FingravError(f"--out {out}: a symbolic link; give the folder itself")
+        from fingrav.preflight import check_owner
+
+        check_owner(layout, cfg.device, cfg.sweep)
+        return layout
+    check_sweep(cfg)
+    return SweepLayout.of(cfg.sweep)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -175,6 +191,21 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dataset(args: argparse.Namespace) -> int:
+    """`fingrav dataset seal|verify FOLDER`: write or check a committed dataset's DATASET.json (`fingrav.guard`)."""
+    from fingrav.guard import seal_dataset, verify_dataset
+
+    if args.action == "seal":
+        seal_dataset(args.folder, args.description)
+        return 0
+    problems = verify_dataset(args.folder)
+    for line in problems:
+        logger.error("%s", line)
+    if not problems:
+        logger.info("%s: intact", args.folder)
+    return 1 if problems else 0
+
+
 def _version() -> str:
     """The installed package's version (importlib.metadata), else the source tree's."""
     from importlib.metadata import PackageNotFoundError, version
@@ -205,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
     e.add_argument("--rank", type=int, default=0, help="which GPU of a multi-GPU sweep (default 0)")
     e.set_defaults(func=_cmd_export)
+    d = sub.add_parser("dataset", help="seal (write DATASET.json) or verify a committed dataset folder")
+    d.add_argument("action", choices=("seal", "verify"))
+    d.add_argument("folder", help="the dataset's folder, e.g. results/h200")
+    d.add_argument("--description", help="seal: one line saying what was measured")
+    d.set_defaults(func=_cmd_dataset)
     v = sub.add_parser("validate", help="validate a sweep config")
     v.add_argument("--config", help="the sweep config (as in every other subcommand)")
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
@@ -230,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except FingravError as err:
         logger.error("%s", err)
+        return 2
+    except OSError as err:  # a full disk, a read-only or special file (--out /proc/...): the file and the reason
+        where = f"{err.filename}: " if err.filename else ""
+        logger.error("%s%s", where, err.strerror or err)
         return 2
 
 

@@ -78,9 +78,16 @@ GPU_RESOURCES = {
 }
 
 
-def stage(name):
-    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params.json."""
-    return f"{shlex.quote(sys.executable)} -m fingrav.stages {name} --log {{log:q}} --params {{params.json:q}}"
+def run_stage(name, params_json, log):
+    """A rule's job: write its parameters to `<log>.params.json` and run stage `name` (fingrav.stages.__main__) with
+    that file. Parameters never go on the command line: Linux limits one argument to 131,072 bytes, which the report's
+    (the whole sweep config) pass beyond ~1,000 scenarios. The rule's `digest` param is their hash: Snakemake reruns
+    the job when they change and prints one short line, not the whole JSON."""
+    path = Path(f"{log}.params.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(params_json)
+    python = shlex.quote(sys.executable)
+    shell(f"{python} -m fingrav.stages {name} --log {shlex.quote(str(log))} --params-file {shlex.quote(str(path))}")
 
 
 wildcard_constraints:
@@ -149,6 +156,45 @@ def report_outputs():
 def stage_params(**values):
     """A stage's parameters as one JSON string (sorted keys: Snakemake reruns a job when it changes)."""
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def digest(params_json):
+    """A rule's `digest` param: the sha256 of its parameters' JSON (what Snakemake compares between runs)."""
+    import hashlib
+
+    return hashlib.sha256(params_json.encode()).hexdigest()[:16]
+
+
+def calibrate_params(wc):
+    return stage_params(
+        root=wc.root,
+        device=device_params(UNITS[wc.root]),
+        calibration=CFG.calibration.model_dump(mode="json"),
+        seed=CFG.seed,
+    )
+
+
+def bin_params(wc):
+    return stage_params(root=wc.root, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS)
+
+
+def differentiate_params(wc):
+    return stage_params(
+        root=wc.root,
+        scenario=wc.scenario,
+        rank=int(wc.rank),
+        analysis=ANALYSIS,
+        max_clock_residual_us=CFG.calibration.max_clock_residual_us,
+        with_truth=IS_SIM,
+    )
+
+
+def combine_params(wc):
+    return stage_params(root=ROOT, scenario=wc.scenario, world_size=len(RANKS), analysis=ANALYSIS)
+
+
+def fleet_params(wc):
+    return stage_params(root=ROOT, scenario=wc.scenario, gpus=CFG.gpus_of(wc.scenario), analysis=ANALYSIS)
 
 
 def collect_params(wildcards):

@@ -727,12 +727,70 @@ def parse_config(data: dict[str, Any]) -> SweepConfig:
 
 MAX_CONFIG_BYTES = 1 << 20  # a sweep config is a small file; anything larger is a mistake (or an attack)
 MAX_YAML_ALIASES = 100
+# the document as the models see it, every alias expanded (an alias bomb is a few aliases that expand to millions of
+# nodes): 2,000 scenarios (MAX_SCENARIOS) of ~40 nodes each fit many times over
+MAX_CONFIG_NODES = 200_000
 YTE_KEY = "__use_yte__"  # Snakemake renders a YAML config with YTE (Python expressions) when it sets this key
+
+_INT_12 = r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$"
+_FLOAT_12 = r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"
+_BOOL_12 = r"^(true|True|TRUE|false|False|FALSE)$"
+_NULL_12 = r"^(~|null|Null|NULL|)$"
+
+
+def _yaml12_loader() -> type:
+    """A safe PyYAML loader with YAML 1.2 (core schema) scalars: `0512` is 512 (1.1: octal 330), `0o17` octal, `1.0e9`
+    and `1e9` floats (1.1: strings), only true/false booleans (1.1: also yes/no/on/off), no timestamps, no `<<`
+    merge keys."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {}
+    for tag, pattern, first in (
+        ("bool", _BOOL_12, "tTfF"),
+        ("int", _INT_12, "-+0123456789"),
+        ("float", _FLOAT_12, "-+0123456789."),
+        ("null", _NULL_12, ["~", "n", "N", ""]),
+    ):
+        Loader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern), list(first))
+
+    def construct_int(loader: Any, node: Any) -> int:
+        text = str(loader.construct_scalar(node))
+        sign = -1 if text.startswith("-") else 1
+        body = text.lstrip("+-")
+        if body.startswith("0o"):
+            return int(body[2:], 8)
+        if body.startswith("0x"):
+            return int(body[2:], 16)
+        return sign * int(body, 10)
+
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
+    return Loader
+
+
+def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
+    """The nodes of a composed YAML document with every alias expanded, counted without expanding (an aliased
+    node is one object, counted once and reused)."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = 0  # a recursive alias: refused by the constructor, counted as nothing here
+        value = node.value
+        if isinstance(value, list):
+            children = [n for pair in value for n in (pair if isinstance(pair, tuple) else (pair,))]
+            memo[key] = 1 + sum(_expanded_nodes(c, memo) for c in children)
+        else:
+            memo[key] = 1
+    return memo[key]
 
 
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file parsed safely: no Python objects, duplicate keys rejected, aliases limited (no alias bombs),
-    size limited. ConfigError names the file and the problem."""
+    """A YAML file parsed safely, with YAML 1.2 numbers (`_yaml12_loader`): no Python objects, duplicate keys
+    rejected, size, aliases and the expanded document limited (no alias bombs: `MAX_CONFIG_NODES` counted before
+    anything is built), no YTE. ConfigError names the file and the problem."""
     import yaml
 
     path = Path(path)
@@ -747,7 +805,7 @@ def read_yaml(path: str | Path) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text (UTF-8) file") from None
 
-    class Loader(yaml.SafeLoader):
+    class Loader(_yaml12_loader()):  # type: ignore[misc]
         aliases = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:  # count alias uses
@@ -766,16 +824,36 @@ def read_yaml(path: str | Path) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    loader = Loader(text)
     try:
-        data = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is not None and (n := _expanded_nodes(node, {})) > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"{path}: expands to {n} YAML nodes (aliases expanded); a sweep config has at most {MAX_CONFIG_NODES}"
+            )
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    finally:
+        loader.dispose()
     if isinstance(data, dict) and YTE_KEY in data:
         raise ConfigError(
             f"{path}: {YTE_KEY} = {_show(data[YTE_KEY])}: YTE templates are not allowed in a sweep config (Snakemake "
             "would evaluate the Python in them while loading the file): write plain values"
         )
     return data
+
+
+def merge_config(base: dict[str, Any], more: Any, source: str) -> dict[str, Any]:
+    """`more` (a config file's mapping, or --config values) over `base`, mappings merged key by key as Snakemake
+    merges config files; ConfigError naming `source` when it is not a mapping."""
+    if not isinstance(more, dict):
+        raise ConfigError(f"{source}: a sweep config must be a mapping")
+    out = dict(base)
+    for key, value in more.items():
+        old = out.get(key)
+        out[key] = merge_config(old, value, source) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
 
 
 def load_config(path: str | Path) -> SweepConfig:

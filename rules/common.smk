@@ -11,22 +11,27 @@ import shlex
 import sys
 from pathlib import Path
 
-from fingrav.config import config_hash, parse_config, read_yaml
+from fingrav.config import config_hash, merge_config, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
 from fingrav.preflight import check_sweep
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
-# Snakemake merges --configfile over the default `configfile:`; a sweep config given on the command line
-# must replace the default sweep entirely (not inherit its keys), so use only the command-line files
-# (and --config values) when there are any.
+# The sweep config is read by fingrav itself (`fingrav.config.read_yaml`: YAML 1.2 numbers, no YTE, duplicate keys,
+# aliases and the expanded size refused before any model is built), never taken from Snakemake's own parse (YAML
+# 1.1: `0512` octal, `1.0e9` a string). A sweep config given on the command line replaces the default sweep entirely
+# (config/config.yaml, read only when no --configfile is given); --config values go on top.
+DEFAULT_CONFIG = "config/config.yaml"
+
+
 def _load_sweep_config():
     settings = workflow.config_settings
-    data = dict(settings.overwrite_config) if settings.configfiles else dict(config)
     try:
-        for path in settings.configfiles or ["config/config.yaml"]:
-            read_yaml(path)  # fingrav's own safe parse: duplicate keys, aliases and size are refused
+        data = {}
+        for path in settings.configfiles or [DEFAULT_CONFIG]:
+            data = merge_config(data, read_yaml(path), str(path))
+        data = merge_config(data, dict(settings.config or {}), "--config")
         cfg = parse_config(data)
         check_sweep(cfg)  # what the sweep needs beyond a valid config: files, libraries, the results folder
         return cfg

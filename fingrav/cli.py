@@ -86,7 +86,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     args.config = args.config or args.config_path
     if not args.config:
         raise SystemExit("fingrav validate: give the sweep config: --config FILE")
+    from fingrav.preflight import check_sweep
+
     cfg = load_config(args.config)
+    check_sweep(cfg)  # what the pipeline refuses when it plans the sweep, refused here too
     logger.info(
         "%s: sweep %r, %d scenarios, backend %s", args.config, cfg.sweep, len(cfg.scenarios), cfg.device.backend
     )
@@ -241,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("folder", help="the dataset's folder, e.g. results/h200")
     d.add_argument("--description", help="seal: one line saying what was measured")
     d.set_defaults(func=_cmd_dataset)
-    v = sub.add_parser("validate", help="validate a sweep config")
+    v = sub.add_parser("validate", help="validate a sweep config as the pipeline does (the config and what it needs)")
     v.add_argument("--config", help="the sweep config (as in every other subcommand)")
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
     v.set_defaults(func=_cmd_validate)

@@ -38,6 +38,32 @@ logger = logging.getLogger(__name__)
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 RESERVED_SCENARIO_NAMES = frozenset({"calibration"})  # fingrav.layout: raw/gpu<k>/calibration/
+RESERVED_NAME_SUFFIXES = (".readings",)  # fingrav.layout: truth/gpu<k>/<scenario>.readings.parquet
+PERIODIC_REPEATS = 20  # Snakemake refuses a wildcard value ending in a part repeated this often (a "cycle")
+# keys that moved: an unknown key here gets "moved to ..." (config paths without the scenario)
+MOVED_KEYS: dict[tuple[str, ...], str] = {("run_policy", "margin"): "analysis.margin"}
+
+
+def periodic_suffix(name: str) -> str | None:
+    """The part that `name` ends in PERIODIC_REPEATS or more times (Snakemake's periodic-wildcard test, which stops
+    the workflow with a "cyclic dependency" error), else None."""
+    import re
+
+    m = re.search(rf"((?P<part>.+?)(?P=part){{{PERIODIC_REPEATS - 1},}})$", name)
+    return m.group("part") if m else None
+
+
+def check_name(name: str) -> str:
+    """A scenario's or sweep's name that Snakemake takes as it is (not a periodic wildcard value)."""
+    part = periodic_suffix(name)
+    if part is not None:
+        raise ValueError(
+            f"{name!r} ends in {part!r} repeated {PERIODIC_REPEATS} or more times, which Snakemake takes for a cyclic "
+            "dependency: choose another name"
+        )
+    return name
+
+
 Dtype = Literal["bf16", "fp16", "fp32"]
 
 
@@ -282,7 +308,13 @@ class Scenario(_Model):
     def _not_reserved(cls, name: str) -> str:
         if name.lower() in RESERVED_SCENARIO_NAMES:
             raise ValueError(f"{name!r} is reserved (raw/gpu<k>/{name}/ holds other files): choose another name")
-        return name
+        suffix = next((x for x in RESERVED_NAME_SUFFIXES if name.lower().endswith(x)), None)
+        if suffix is not None:
+            raise ValueError(
+                f"{name!r} ends in {suffix!r}, which names another scenario's files (truth/gpu<k>/<scenario>{suffix}"
+                ".parquet): choose another name"
+            )
+        return check_name(name)
 
     @property
     def has_collective(self) -> bool:
@@ -534,6 +566,11 @@ class SweepConfig(_Model):
     analysis: AnalysisConfig = AnalysisConfig()
     scenarios: Annotated[list[Scenario], Field(min_length=1, max_length=MAX_SCENARIOS)]
 
+    @field_validator("sweep")
+    @classmethod
+    def _sweep_name(cls, name: str) -> str:
+        return check_name(name)
+
     @model_validator(mode="after")
     def _unique_names(self) -> SweepConfig:
         counts = Counter(s.name for s in self.scenarios)
@@ -702,7 +739,9 @@ def format_validation_error(err: ValidationError, data: Any) -> str:
         value = e.get("input") if e["type"] != "missing" else None
         where = _loc(loc, data)
         if e["type"] == "extra_forbidden":
-            hint = did_you_mean(full[-1], _fields_at(full[:-1]))
+            plain = tuple(p for p in loc if not isinstance(p, int) and p != "scenarios")
+            moved = next((new for old, new in MOVED_KEYS.items() if plain[-len(old) :] == old), None)
+            hint = f"; moved to {moved}" if moved else did_you_mean(full[-1], _fields_at(full[:-1]))
             lines.append(f"{where}: unknown key (value {_show(value)}){hint}")
         elif not loc:  # a model-level check: its message names the fields itself
             lines.append(e["msg"].removeprefix("Value error, "))

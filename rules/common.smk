@@ -96,7 +96,7 @@ def run_stage(name, params_json, log):
 
 
 wildcard_constraints:
-    scenario="|".join(SCENARIOS),
+    scenario="|".join(re.escape(s) for s in SCENARIOS),
     rank=r"\d+",
     root="|".join(re.escape(r) for r in UNITS),
 

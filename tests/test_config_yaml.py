@@ -3,6 +3,7 @@ document checked before anything is built (an alias bomb is refused in milliseco
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,45 @@ def test_config_files_merge_as_snakemake_merges_them() -> None:
     }
     with pytest.raises(ConfigError, match="x.yaml: a sweep config must be a mapping"):
         merge_config(base, [1, 2], "x.yaml")
+
+
+def test_a_moved_key_says_where_it_went() -> None:
+    from fingrav.config import parse_config
+
+    kernel = {"kind": "gemm", "m": 64, "n": 64, "k": 64}
+    for data in (
+        {"sweep": "s", "run_policy": {"margin": 0.02}, "scenarios": [{"name": "x", "kernel": kernel}]},
+        {"sweep": "s", "scenarios": [{"name": "x", "kernel": kernel, "run_policy": {"margin": 0.02}}]},
+    ):
+        with pytest.raises(
+            ConfigError, match=r"run_policy.margin: unknown key \(value 0.02\); moved to analysis.margin"
+        ):
+            parse_config(data)
+
+
+@pytest.mark.parametrize(
+    ("names", "needle"),
+    [
+        (["x", "x.readings"], "ends in '.readings', which names another scenario's files"),
+        (["x" + "ab" * 20], "ends in 'ab' repeated 20 or more times"),
+        (["a" * 30], "ends in 'a' repeated 20 or more times"),
+    ],
+)
+def test_names_snakemake_or_the_layout_cannot_take_are_refused(names: list[str], needle: str) -> None:
+    from fingrav.config import parse_config
+
+    kernel = {"kind": "gemm", "m": 64, "n": 64, "k": 64}
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        parse_config({"sweep": "s", "scenarios": [{"name": n, "kernel": kernel} for n in names]})
+    parse_config({"sweep": "s", "scenarios": [{"name": "cb-2k-after-cb-4k", "kernel": kernel}]})
+
+
+def test_validate_refuses_what_the_pipeline_refuses(tmp_path: Path, monkeypatch, caplog) -> None:
+    from fingrav.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = write(
+        tmp_path, "sweep: s\nscenarios:\n  - {name: a, kernel: {kind: callable, target: 'nope.py:f', flops: 1.0}}\n"
+    )
+    assert main(["validate", "--config", str(path)]) == 2
+    assert "scenarios['a'].kernel: callable target 'nope.py:f': no such file" in caplog.text

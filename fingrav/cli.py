@@ -270,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     except FingravError as err:
         logger.error("%s", err)
         return 2
+    except MemoryError:
+        logger.error("%s: out of memory on this machine: lower the sweep's runs or executions (run_policy)", args.cmd)
+        return 2
     except OSError as err:  # a full disk, a read-only or special file (--out /proc/...): the file and the reason
         where = f"{err.filename}: " if err.filename else ""
         logger.error("%s%s", where, err.strerror or err)

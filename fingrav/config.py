@@ -466,7 +466,7 @@ class RunPolicy(_Model):
     executions_per_run: Count | None = Field(None, description="executions of the measured kernel per run")
     warmups: Annotated[int, Field(ge=0, le=50)] = 3
     timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
-    min_lois: PositiveInt = Field(30, description="LOIs wanted per profile (SSE and SSP)")
+    min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(30, description="LOIs wanted per profile (SSE and SSP)")
     max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
     probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
@@ -539,7 +539,9 @@ class AnalysisConfig(_Model):
         description="highest degree of the TOI-power fits; the degree used is the one the data support "
         "(5-fold cross-validation, one-standard-error rule)",
     )
-    min_lois: PositiveInt = Field(10, description="fewer LOIs than this flags a profile as too_few_lois")
+    min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        10, description="fewer LOIs than this flags a profile as too_few_lois"
+    )
     delay_correction: bool = Field(True, description="shift samples back by the calibrated sensor delay")
     max_drift_ppm: PositiveFloat = Field(200.0, description="flag clock_drift beyond this")
     max_ci_pct: PositiveFloat = Field(
@@ -565,6 +567,12 @@ class SweepConfig(_Model):
     run_policy: RunPolicy = RunPolicy()
     analysis: AnalysisConfig = AnalysisConfig()
     scenarios: Annotated[list[Scenario], Field(min_length=1, max_length=MAX_SCENARIOS)]
+    max_gpu_hours: Annotated[float, Field(gt=0, le=1e6)] = Field(
+        24.0,
+        description="refuse a sweep whose GPU time, bounded from below before it runs (fingrav.cost: calibration, "
+        "each scenario's probe, reference run, runs and executions), exceeds this many hours; replays are never "
+        "refused",
+    )
 
     @field_validator("sweep")
     @classmethod
@@ -614,6 +622,28 @@ class SweepConfig(_Model):
         if self.device.dist_backend == "nccl" and self.device.backend == "sim":
             raise ValueError("device.dist_backend 'nccl' needs GPUs: the simulator runs its ranks over 'gloo'")
         return self
+
+    @model_validator(mode="after")
+    def _bounded_gpu_time(self) -> SweepConfig:
+        if self.device.backend == "replay":
+            return self
+        from fingrav.cost import calibration_cost, scenario_cost
+
+        cal = calibration_cost(self.calibration)
+        costs = [(s.name, scenario_cost(s, self.policy_for(s.name))) for s in self.scenarios]
+        hours = (cal.seconds + sum(c.seconds for _, c in costs)) / 3600.0
+        if hours <= self.max_gpu_hours:
+            return self
+        name, top = max(costs, key=lambda nc: nc[1].seconds)
+        if cal.seconds >= top.seconds:
+            part = f"calibration: {self.calibration.steps} steps of {self.calibration.step_on_ms:g} + "
+            part += f"{self.calibration.step_off_ms:g} ms = {cal.hours:.3g} h"
+        else:
+            part = f"scenario {name!r}: {top.executions:.3g} executions in {top.runs:.3g} runs >= {top.hours:.3g} h"
+        raise ValueError(
+            f"max_gpu_hours = {self.max_gpu_hours:g}: this sweep needs at least {hours:.3g} h of GPU time (the most: "
+            f"{part}); lower its runs, executions or calibration steps, or raise max_gpu_hours"
+        )
 
     def policy_for(self, name: str) -> RunPolicy:
         """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top."""

@@ -64,6 +64,11 @@ def run_stage(argv: list[str]) -> int:
         except FingravError as err:  # a known problem: one message, no traceback
             logging.getLogger("fingrav.stages").error("%s: %s", args.stage, err)
             return 1
+        except MemoryError:  # a sweep too large for this machine (max_gpu_hours raised past it): no traceback
+            logging.getLogger("fingrav.stages").error(
+                "%s: out of memory on this machine: lower the scenario's runs or executions (run_policy)", args.stage
+            )
+            return 1
         except OSError as err:  # a full disk, a read-only folder: the file and the reason, no traceback
             where = f"{err.filename}: " if err.filename else ""
             logging.getLogger("fingrav.stages").error("%s: %s%s", args.stage, where, err.strerror or err)

@@ -14,7 +14,6 @@ rule report:
         combined=combined_outputs(),
         fleet=fleet_outputs(),
     output:
-        csv=p(L.summary_csv),
         html=p(L.report_html),
     params:
         digest=digest(REPORT_PARAMS),

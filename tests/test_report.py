@@ -345,6 +345,7 @@ def make_scenario(sweep: SweepLayout, spec: Spec, *, truth: bool, backend: str, 
         probe=probe,
     )
     rawio.write_json(sweep.plan(spec.name), plan.to_json())
+    rawio.write_manifest(raw, [p.name for p in raw.iterdir() if p.is_file()])  # as collect writes it
 
     # binning, each kind on its own
     binned_rows, bins = [], {}

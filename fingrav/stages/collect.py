@@ -55,9 +55,9 @@ def run(
         for rank in ranks:
             dst = layout.scenario_dir(scenario.name, rank)
             dst.mkdir(parents=True, exist_ok=True)
-            rawio.verify_manifest(src.scenario_dir(scenario.name, rank))
+            rawio.require_manifest(src.scenario_dir(scenario.name, rank))
             for name in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE):
-                optional = name in (rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE)
+                optional = name in (SCENARIO_CALIBRATION, TELEMETRY_FILE)
                 if optional and not (src.scenario_dir(scenario.name, rank) / name).exists():
                     continue
                 shutil.copyfile(replay_source(device, src.scenario_dir(scenario.name, rank) / name), dst / name)

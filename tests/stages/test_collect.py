@@ -6,6 +6,7 @@ fails) only ever sees the receipts. Simulated GPU; calibrating takes a few secon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -168,7 +169,8 @@ def test_snakemake_rerun_and_failed_job_never_delete_raw_data(tmp_path: Path, mo
     fault = tmp_path / "fault"
     fault.mkdir()
     (fault / "sitecustomize.py").write_text(FAULT)
-    monkeypatch.setenv("PYTHONPATH", str(fault))
+    kept = os.environ.get("PYTHONPATH")  # a checkout's own code first (as its developers run it), the fault on top
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fault), *([kept] if kept else [])]))
     monkeypatch.setenv("FINGRAV_NO_WORKER", "1")
     proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target, check=False)
     out = proc.stdout + proc.stderr
@@ -176,7 +178,10 @@ def test_snakemake_rerun_and_failed_job_never_delete_raw_data(tmp_path: Path, mo
     (old,) = _archived(layout)
     assert json.loads((old / "plan.json").read_text()) == before and rawio.verify_manifest(old)
     assert not layout.collected(NAME, 0).exists()
-    monkeypatch.delenv("PYTHONPATH")
+    if kept:
+        monkeypatch.setenv("PYTHONPATH", kept)
+    else:
+        monkeypatch.delenv("PYTHONPATH")
     snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target)
     assert len(_archived(layout)) == 2  # + the failed run's partial folder; the first one untouched
     assert json.loads((old / "plan.json").read_text()) == before and rawio.verify_manifest(old)

@@ -181,3 +181,23 @@ def test_lint_has_no_errors() -> None:
     lints = re.findall(r"^\s+\* (.+?):?$", out, re.M)
     assert lints, out  # the linter ran and printed its (conda) advice
     assert all(lint.startswith("Specify a conda environment or container") for lint in lints), out
+
+
+def test_a_damaged_summary_keeps_summary_csv_and_says_how_to_rerun(tiny_run: Path, tmp_path: Path) -> None:
+    """A truncated summary.json fails the report with one message naming it and `--forcerun differentiate` (a plain
+    rerun would fail again: Snakemake takes the file for done), and the last good summary.csv stays."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
+    res = work / "results" / "tiny"
+    before = (res / "summary.csv").read_text()
+    damaged = res / "profiles" / "gpu0" / "cb-8k" / "summary.json"
+    damaged.write_text(damaged.read_text()[:200])
+    cfg = write_config(work / "tiny.yaml", tiny_config())
+    proc = snakemake(work, "--configfile", str(cfg), "--cores", "1", "--forcerun", "report", check=False)
+    assert proc.returncode != 0
+    log = (res / "logs" / "report.log").read_text()
+    assert f"{damaged.relative_to(work)}: not valid JSON" in log and "snakemake --forcerun differentiate" in log
+    assert "Traceback" not in log
+    assert (res / "summary.csv").read_text() == before
+    snakemake(work, "--configfile", str(cfg), "--cores", "1", "--forcerun", "differentiate")
+    assert (res / "summary.csv").is_file() and (res / "report" / "index.html").is_file()

@@ -5,6 +5,7 @@ Every test here runs Snakemake: all are marked slow."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -201,3 +202,23 @@ def test_a_damaged_summary_keeps_summary_csv_and_says_how_to_rerun(tiny_run: Pat
     assert (res / "summary.csv").read_text() == before
     snakemake(work, "--configfile", str(cfg), "--cores", "1", "--forcerun", "differentiate")
     assert (res / "summary.csv").is_file() and (res / "report" / "index.html").is_file()
+
+
+def test_job_parameters_travel_in_files_not_on_the_command_line(tmp_path: Path) -> None:
+    """A callable's args of 200 KB (past Linux's 131,072-byte limit on one argument; the report's parameters pass
+    it beyond ~1,000 scenarios) reach the collect job through its params file; Snakemake tracks their digest."""
+    (tmp_path / "kern.py").write_text("def make(**kw):\n    return lambda: None\n")
+    data = tiny_config(sweep="big-args", max_runs=40)
+    data["scenarios"] = [
+        {
+            "name": "c",
+            "kernel": {"kind": "callable", "target": "kern.py:make", "flops": 1e9, "args": {"blob": "x" * 200_000}},
+        }
+    ]
+    cfg = write_config(tmp_path / "big.yaml", data)
+    layout_root = tmp_path / "results" / "big-args"
+    target = str((layout_root / "raw" / "gpu0" / "c" / "COLLECTED.json").relative_to(tmp_path))
+    proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target)
+    params = json.loads((layout_root / "logs" / "collect" / "c.log.params.json").read_text())
+    assert params["scenario"]["kernel"]["args"]["blob"] == "x" * 200_000
+    assert "Argument list too long" not in proc.stdout + proc.stderr

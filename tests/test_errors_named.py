@@ -85,3 +85,20 @@ def test_a_full_disk_in_a_stage_job_names_the_file(tmp_path: Path, monkeypatch) 
     assert run_stage(["bin", "--log", str(tmp_path / "bin.log"), "--params-file", str(params)]) == 1
     log = (tmp_path / "bin.log").read_text()
     assert f"bin: {tmp_path / 'binned' / 'a.parquet'}: No space left on device" in log and "Traceback" not in log
+
+
+def test_a_stage_logs_each_line_once_under_the_cli(tmp_path: Path, capsys) -> None:
+    """`fingrav gpu-sweep` configures the root logger; a stage's lines still reach stderr once, not twice."""
+    import logging
+
+    from fingrav.logs import logging_to
+
+    handler = logging.StreamHandler()  # what the CLI's logging.basicConfig installs (stderr)
+    logging.getLogger().addHandler(handler)
+    try:
+        with logging_to(tmp_path / "s.log"):
+            logging.getLogger("fingrav.stages.x").info("one line")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert capsys.readouterr().err.count("one line") == 1
+    assert (tmp_path / "s.log").read_text().count("one line") == 1

@@ -11,7 +11,6 @@ from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.sensor import SensorModel
 
-
 # Every flag a calibration can carry (calibration/gpu<k>.json `flags`; a channel's own flag appears there as
 # "<channel>:<flag>" and in its SensorModel's `flags`), with what it means and what to do. None invalidates the
 # calibration by itself (`valid` follows the clock fit); the report lists them and docs/ARCHITECTURE.md has this

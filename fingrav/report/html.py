@@ -16,6 +16,7 @@ import polars as pl
 
 from fingrav.contracts import flags as FL
 from fingrav.contracts import roles as R
+from fingrav.contracts.calibration import CALIBRATION_FLAGS, calibration_flag_meaning
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
@@ -171,13 +172,18 @@ def data_uri(png: bytes) -> str:
 
 
 def flag_chips(flags: Iterable[str]) -> str:
-    """Flags as coloured chips; invalidating flags in red, with their meaning (`fingrav.contracts.flags`) on
-    hover. A flag the registry does not know (a calibration flag) gets no meaning."""
+    """Flags as coloured chips; invalidating flags in red, with their meaning on hover (`fingrav.contracts.flags`;
+    a calibration flag, "<channel>:<flag>": `fingrav.contracts.calibration.CALIBRATION_FLAGS`)."""
     chips = []
     for name in flags:
         f = FL.BY_NAME.get(name)
         cls = "flag inv" if f is not None and f.invalidates else "flag"
-        title = f"{f.meaning} (fires when {f.threshold})" if f is not None else "see docs/ARCHITECTURE.md"
+        if f is not None:
+            title = f"{f.meaning} (fires when {f.threshold})"
+        elif name.rsplit(":", 1)[-1] in CALIBRATION_FLAGS:
+            title = calibration_flag_meaning(name)
+        else:
+            title = "see docs/ARCHITECTURE.md"
         chips.append(f'<span class="{cls}" title="{esc(title)}">{esc(name)}</span>')
     return "".join(chips)
 
@@ -186,6 +192,32 @@ def _kv_table(pairs: Sequence[tuple[str, str]]) -> str:
     """A two-column key/value table (values are already HTML)."""
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
     return f'<table class="kv">{rows}</table>'
+
+
+LONG_CELL = 160  # characters: a longer provenance value is a folded list of its fields, not one wide cell
+
+
+def _fields(obj: Any) -> str:
+    """A provenance value as HTML: short ones as `key=value` text, a long mapping as a folded list of its fields."""
+    text = _compact(obj)
+    if len(text) <= LONG_CELL or not isinstance(obj, Mapping):
+        return esc(text)
+    items = "".join(
+        f"<li><code>{esc(k)}</code>: {esc(_compact(v) if isinstance(v, Mapping | list) else v)}</li>"
+        for k, v in obj.items()
+    )
+    return f"<details><summary>{len(obj)} fields</summary><ul>{items}</ul></details>"
+
+
+SENSOR_LABELS = {"mw": "mW", "ms": "ms", "ns": "ns", "pct": "%", "w": "W"}
+
+
+def sensor_label(key: str) -> str:
+    """A calibration table's column label from its key: "settle_ms" -> "settle (ms)", "noise_mw" -> "noise (mW)"."""
+    stem, _, unit = key.rpartition("_")
+    if stem and unit in SENSOR_LABELS:
+        return f"{stem.replace('_', ' ')} ({SENSOR_LABELS[unit]})"
+    return key.replace("_", " ")
 
 
 def _compact(obj: Any) -> str:
@@ -230,14 +262,14 @@ def meta_section(
         ("created (UTC)", esc(prov.get("created_utc"))),
     ]
     if device:
-        pairs.append(("device", esc(_compact(device))))
+        pairs.append(("device", _fields(device)))
     pkgs = prov.get("packages")
     if isinstance(pkgs, Mapping) and pkgs:
         pairs.append(("packages", esc(", ".join(f"{k} {v}" for k, v in pkgs.items()))))
     known = {"fingrav_version", "git_commit", "python", "packages", "host", "created_utc", "device", "config_hash"}
     for k, v in prov.items():
         if k not in known:
-            pairs.append((k, esc(_compact(v))))
+            pairs.append((k, _fields(v)))
     return '<h2 id="meta">Sweep and provenance</h2>' + _kv_table([(k, v) for k, v in pairs if v])
 
 
@@ -280,7 +312,7 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
                     if k not in main_cols and k not in extra_cols and (_finite(v) or isinstance(v, str | bool)):
                         extra_cols.append(k)
         cols = main_cols + extra_cols
-        head = "".join(f"<th>{esc(c)}</th>" for c in ["channel", *cols])
+        head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
         body = ""
         for ch, params in sorted(sensor.items(), key=lambda kv: kv[0] != "total"):
             if not isinstance(params, Mapping):

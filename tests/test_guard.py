@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -116,3 +117,17 @@ def test_a_stage_job_never_writes_a_dataset(tree: Path) -> None:
     log = tree / "bin.log"
     assert run_stage(["bin", "--log", str(log), "--params-file", str(params)]) == 1
     assert "committed dataset 'ds'" in log.read_text()
+
+
+def test_the_tracked_tree_stays_shippable() -> None:
+    """Generated reports are not tracked, and the tracked tree (datasets included) stays under 64 MiB, what can be
+    shipped to a GPU machine."""
+    import subprocess
+
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if out.returncode != 0:
+        pytest.skip("not a git checkout (a tarball holds only what was committed)")
+    files = [f for f in out.stdout.decode().split("\0") if f]
+    assert not [f for f in files if re.match(r"results/[^/]+/report/", f)]
+    size = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).is_file())
+    assert size < 64 << 20, f"{size / 2**20:.1f} MiB tracked"

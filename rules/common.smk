@@ -141,9 +141,14 @@ def profile_files(scenario, layout=L):
 
 
 def unit_files(scenario):
-    """Every per-GPU file the report reads of `scenario`: profiles and binned runs, in each of its units."""
+    """The report's inputs of `scenario`: its summary.json on every GPU, in each of its units. The report reads
+    lois.parquet and the binned runs too, but those come with summary.json (the differentiate job writes lois.parquet
+    beside it and reads the binned runs), so listing one file per job keeps Snakemake's job lines short; a lockstep
+    group's or a fleet survey's scenario is in the report's input through its combined or fleet file (made from these)."""
+    if len(RANKS) > 1 or CFG.device.fleet:
+        return []
     units = [SweepLayout(Path(r)) for r in unit_roots(scenario)]
-    return [f for u in units for f in profile_files(scenario, u) + [p(u.binned(scenario, k)) for k in RANKS]]
+    return [p(u.summary_json(scenario, k)) for u in units for k in RANKS]
 
 
 def combined_outputs():

@@ -159,6 +159,9 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
         assert proc.returncode != 0 and "device.replay_dir" in proc.stdout + proc.stderr
         return
     proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
+    out = proc.stdout + proc.stderr
+    assert "extended by additional config" not in out  # nothing is merged into a sweep config given on the line
+    assert max(len(line) for line in out.splitlines()) < 1500, max(out.splitlines(), key=len)[:200]
     n = len(data["scenarios"])
     w = int((data.get("device") or {}).get("world_size") or 1)
     rules = r"^(calibrate|collect|bin|differentiate|combine|fleet|report)\s+(\d+)$"

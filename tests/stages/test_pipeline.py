@@ -179,11 +179,11 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
 
 
 def test_lint_has_no_errors() -> None:
-    """`snakemake --lint` finds nothing but the conda-environment/container advice (no conda here)."""
+    """`snakemake --lint` finds nothing (at most the conda-environment/container advice: no conda here)."""
     proc = snakemake(ROOT, "--lint", check=False)
     out = proc.stdout + proc.stderr
     lints = re.findall(r"^\s+\* (.+?):?$", out, re.M)
-    assert lints, out  # the linter ran and printed its (conda) advice
+    assert lints or "your workflow is in a good condition" in out, out  # the linter ran
     assert all(lint.startswith("Specify a conda environment or container") for lint in lints), out
 
 

@@ -131,3 +131,14 @@ def test_the_tracked_tree_stays_shippable() -> None:
     assert not [f for f in files if re.match(r"results/[^/]+/report/", f)]
     size = sum((ROOT / f).stat().st_size for f in files if (ROOT / f).is_file())
     assert size < 64 << 20, f"{size / 2**20:.1f} MiB tracked"
+
+
+def test_dataset_seal_and_verify_from_the_command_line(tree: Path, caplog) -> None:
+    ds = tree / "results" / "ds"
+    assert main(["dataset", "verify", str(ds)]) == 0
+    (ds / "notes.md").write_text("added later\n")
+    assert main(["dataset", "verify", str(ds)]) == 0  # an unlisted file is not the dataset's
+    assert main(["dataset", "seal", str(ds), "--description", "a test"]) == 0
+    assert "notes.md" in json.loads((ds / DATASET_JSON).read_text())["files"]
+    (ds / "notes.md").write_text("changed\n")
+    assert main(["dataset", "verify", str(ds)]) == 1 and "notes.md: changed" in caplog.text

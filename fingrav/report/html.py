@@ -45,10 +45,11 @@ th{background:#f3f4f6;font-weight:600;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ci{color:#777;font-size:11.5px;display:block}
 .cii{color:#777;font-size:11.5px;margin-left:5px;white-space:nowrap}
+.kern{color:#777;font-size:11px;font-weight:normal}
 .paper{color:#8a8a8a;font-size:11.5px;display:block;white-space:nowrap}
 td.name,table.all td:nth-child(2){white-space:nowrap}
 table.headline td,table.core td{vertical-align:baseline}
-table.core th{white-space:normal;vertical-align:bottom;max-width:150px}
+table.core th,table.reference th,table.sensor th{white-space:normal;vertical-align:bottom;max-width:150px}
 table.kv th{background:none;color:#555;font-weight:500;text-align:right}
 .wide{overflow-x:auto;max-width:100%}
 tr.invalid td{background:#fdecea}
@@ -309,23 +310,35 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
         for params in sensor.values():
             if isinstance(params, Mapping):
                 for k, v in params.items():
-                    if k not in main_cols and k not in extra_cols and (_finite(v) or isinstance(v, str | bool)):
+                    if (
+                        k not in (*main_cols, "channel")
+                        and k not in extra_cols
+                        and (_finite(v) or isinstance(v, str | bool))
+                    ):
                         extra_cols.append(k)
-        cols = main_cols + extra_cols
-        head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
-        body = ""
-        for ch, params in sorted(sensor.items(), key=lambda kv: kv[0] != "total"):
-            if not isinstance(params, Mapping):
-                continue
-            cells = "".join(f'<td class="num">{fmt(params.get(c))}</td>' for c in cols)
-            body += f"<tr><td>{esc(ch)}</td>{cells}</tr>"
+        channels = [
+            (ch, ps) for ch, ps in sorted(sensor.items(), key=lambda kv: kv[0] != "total") if isinstance(ps, Mapping)
+        ]
+
+        def table(cols: list[str]) -> str:
+            head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
+            body = "".join(
+                f"<tr><td>{esc(ch)}</td>" + "".join(f'<td class="num">{fmt(ps.get(c))}</td>' for c in cols) + "</tr>"
+                for ch, ps in channels
+            )
+            return f'<div class="wide"><table class="sensor"><tr>{head}</tr>{body}</table></div>'
+
         out.append(
             "<h3>Power sensor (per channel)</h3>"
-            f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
-            '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
+            + table(main_cols)
+            + '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
             "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
             "within tolerance.</p>"
         )
+        if extra_cols:  # the fit's other fields (standard errors, levels, counts): folded, never one wide table
+            out.append(
+                f"<details><summary>Every fitted field ({len(extra_cols)} more)</summary>{table(extra_cols)}</details>"
+            )
     flags = split_flags(calibration.get("flags"))
     if flags:
         out.append(f"<p>Calibration flags: {flag_chips(flags)}</p>")
@@ -395,6 +408,17 @@ def takeaway(scn: ScenarioData) -> str:
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
 
+def kernel_line(row: Mapping[str, Any]) -> str:
+    """The kernel a scenario measured (summary `kernel`: kind, shape, dtype; with its predecessor's for an
+    interleaved one) as a small second line under its name; "" when the summary has none."""
+    text = row.get("kernel")
+    if not text:
+        return ""
+    pred = row.get("predecessor")
+    after = f" after {pred}" if pred else ""
+    return f'<br><span class="kern">{esc(text)}{esc(after)}</span>'
+
+
 def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
     scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
@@ -415,7 +439,7 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         )
         cls = "" if s.valid else ' class="invalid"'
         rows.append(
-            f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b></td>'
+            f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b>{kernel_line(r)}</td>'
             f'<td class="num">{ssp}</td><td class="num">{energy}</td><td>{esc(takeaway(s))}</td></tr>'
         )
     return (

@@ -24,3 +24,12 @@ def test_a_long_provenance_value_is_folded() -> None:
     assert "<details><summary>60 fields</summary>" in html and html.count("<li>") == 60
     short = meta_section({"sweep": "s", "provenance": {"scheduler_job": {"id": 7}}}, None)
     assert "id=7" in short and "<details>" not in short
+
+
+def test_the_headline_names_each_kernel_and_its_shape() -> None:
+    from fingrav.report.html import kernel_line
+
+    assert "gemm 2048x2048x2048 bf16" in kernel_line({"kernel": "gemm 2048x2048x2048 bf16", "predecessor": None})
+    line = kernel_line({"kernel": "gemm 2048x2048x2048 bf16", "predecessor": "gemv 4096x4096 bf16 x40"})
+    assert "gemm 2048x2048x2048 bf16 after gemv 4096x4096 bf16 x40" in line
+    assert kernel_line({"kernel": None}) == ""

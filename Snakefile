@@ -2,9 +2,7 @@
 # calibrate -> collect (per scenario) -> bin -> differentiate (per scenario and GPU) -> [combine | fleet] -> report
 # Run the default sweep on the simulated GPU:  snakemake --cores 1
 # Another sweep:                               snakemake --cores 1 --configfile config/sim-h200.yaml
-
-
-configfile: "config/config.yaml"
+# (the sweep config is read by rules/common.smk with fingrav's own YAML reader: no `configfile:` directive)
 
 
 include: "rules/common.smk"

@@ -299,7 +299,10 @@ def profile(
     )  # fmt: skip
     scenario = cfg.scenarios[0].name
     if results is not None:
+        from fingrav.guard import check_write
+
         layout = SweepLayout(Path(results))
+        check_write(layout.root, "results")  # never into a committed dataset (fingrav.guard)
         run_stages(cfg, layout)
         out = read_result(layout, scenario, keep=True)
     else:

@@ -1,4 +1,4 @@
-"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export|replay`.
+"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export|replay|dataset`.
 
 The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
 (calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fingrav.config import SweepConfig, collection_hash, config_hash, json_schema, load_config
 from fingrav.errors import FingravError
+from fingrav.guard import check_write
 from fingrav.layout import SweepLayout
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     formats = args.format or list(FORMATS)
     if args.out and len(formats) != 1:
         raise FingravError("--out names one file: give one --format with it")
+    check_write(Path(args.out) if args.out else layout.export_dir, "--out" if args.out else "export/")
     for fmt in formats:
         export(layout, fmt, Path(args.out) if args.out else None, args.scenario, args.rank)
     return 0
@@ -84,7 +86,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     args.config = args.config or args.config_path
     if not args.config:
         raise SystemExit("fingrav validate: give the sweep config: --config FILE")
+    from fingrav.preflight import check_sweep
+
     cfg = load_config(args.config)
+    check_sweep(cfg)  # what the pipeline refuses when it plans the sweep, refused here too
     logger.info(
         "%s: sweep %r, %d scenarios (%d from grids), backend %s",
         args.config,
@@ -109,12 +114,26 @@ def expanded_table(cfg: SweepConfig) -> str:
 
 
 def _layout(cfg: SweepConfig, out: str | None) -> SweepLayout:
+    """The results folder of a CLI measurement, checked as the Snakefile checks a sweep's (`fingrav.preflight`):
+    never a committed dataset, a symbolic link or another sweep's folder, with what the backend needs."""
+    from fingrav.preflight import check_sweep
+
     if cfg.device.cards:
         raise FingravError(
             f"device.gpus = {cfg.device.gpus}: the command line measures one GPU (or one lockstep group); run a sweep "
             "over listed GPUs with Snakemake (snakemake --cores <GPUs> --configfile ...), which runs them at once"
         )
-    return SweepLayout(Path(out)) if out else SweepLayout.of(cfg.sweep)
+    if out:
+        layout = SweepLayout(Path(out))
+        check_write(layout.root, "--out")
+        if layout.root.is_symlink():
+            raise FingravError(f"--out {out}: a symbolic link; give the folder itself")
+        from fingrav.preflight import check_owner
+
+        check_owner(layout, cfg.device, cfg.sweep)
+        return layout
+    check_sweep(cfg)
+    return SweepLayout.of(cfg.sweep)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -201,10 +220,23 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         return 2
     name = args.check
     committed = Path(args.committed or f"results/{name}/summary.csv")
-    replayed = Path(args.replayed or f"results/{name}")
+    replayed = Path(args.replayed or f"results/{name}-replay")
     rel = args.rel if args.rel is not None else DEFAULT_REL_TOL
     rep = check_summaries(committed, replayed, rel) if args.summaries else check(committed, replayed, rel)
     return 0 if rep.ok else 1
+def _cmd_dataset(args: argparse.Namespace) -> int:
+    """`fingrav dataset seal|verify FOLDER`: write or check a committed dataset's DATASET.json (`fingrav.guard`)."""
+    from fingrav.guard import seal_dataset, verify_dataset
+
+    if args.action == "seal":
+        seal_dataset(args.folder, args.description)
+        return 0
+    problems = verify_dataset(args.folder)
+    for line in problems:
+        logger.error("%s", line)
+    if not problems:
+        logger.info("%s: intact", args.folder)
+    return 1 if problems else 0
 
 
 def _version() -> str:
@@ -240,13 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="check a replay of a committed dataset against its committed summary.csv")
     rp.add_argument("--check", metavar="NAME", help="the dataset (results/NAME/summary.csv is the committed one)")
     rp.add_argument("--committed", help="the committed summary.csv (default results/NAME/summary.csv)")
-    rp.add_argument("--replayed", help="the replayed sweep folder with its metrics.csv (default results/NAME)")
+    rp.add_argument("--replayed", help="the replayed sweep folder with its metrics.csv (default results/NAME-replay)")
     rp.add_argument("--rel", type=float, help="relative tolerance (default 1e-3: 0.1 %%)")
     rp.add_argument(
         "--summaries", action="store_true", help="compare the two folders' profiles/gpu0/*/summary.json instead"
     )
     rp.set_defaults(func=_cmd_replay)
-    v = sub.add_parser("validate", help="validate a sweep config")
+    d = sub.add_parser("dataset", help="seal (write DATASET.json) or verify a committed dataset folder")
+    d.add_argument("action", choices=("seal", "verify"))
+    d.add_argument("folder", help="the dataset's folder, e.g. results/h200")
+    d.add_argument("--description", help="seal: one line saying what was measured")
+    d.set_defaults(func=_cmd_dataset)
+    v = sub.add_parser("validate", help="validate a sweep config as the pipeline does (the config and what it needs)")
     v.add_argument("--config", help="the sweep config (as in every other subcommand)")
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
     v.add_argument("--expand", action="store_true", help="list every scenario, grids expanded")
@@ -272,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except FingravError as err:
         logger.error("%s", err)
+        return 2
+    except MemoryError:
+        logger.error("%s: out of memory on this machine: lower the sweep's runs or executions (run_policy)", args.cmd)
+        return 2
+    except OSError as err:  # a full disk, a read-only or special file (--out /proc/...): the file and the reason
+        where = f"{err.filename}: " if err.filename else ""
+        logger.error("%s%s", where, err.strerror or err)
         return 2
 
 

@@ -50,6 +50,32 @@ logger = logging.getLogger(__name__)
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 RESERVED_SCENARIO_NAMES = frozenset({"calibration"})  # fingrav.layout: raw/gpu<k>/calibration/
+RESERVED_NAME_SUFFIXES = (".readings",)  # fingrav.layout: truth/gpu<k>/<scenario>.readings.parquet
+PERIODIC_REPEATS = 20  # Snakemake refuses a wildcard value ending in a part repeated this often (a "cycle")
+# keys that moved: an unknown key here gets "moved to ..." (config paths without the scenario)
+MOVED_KEYS: dict[tuple[str, ...], str] = {("run_policy", "margin"): "analysis.margin"}
+
+
+def periodic_suffix(name: str) -> str | None:
+    """The part that `name` ends in PERIODIC_REPEATS or more times (Snakemake's periodic-wildcard test, which stops
+    the workflow with a "cyclic dependency" error), else None."""
+    import re
+
+    m = re.search(rf"((?P<part>.+?)(?P=part){{{PERIODIC_REPEATS - 1},}})$", name)
+    return m.group("part") if m else None
+
+
+def check_name(name: str) -> str:
+    """A scenario's or sweep's name that Snakemake takes as it is (not a periodic wildcard value)."""
+    part = periodic_suffix(name)
+    if part is not None:
+        raise ValueError(
+            f"{name!r} ends in {part!r} repeated {PERIODIC_REPEATS} or more times, which Snakemake takes for a cyclic "
+            "dependency: choose another name"
+        )
+    return name
+
+
 Dtype = Literal["bf16", "fp16", "fp32"]
 
 
@@ -282,7 +308,13 @@ class Scenario(_Model):
     def _not_reserved(cls, name: str) -> str:
         if name.lower() in RESERVED_SCENARIO_NAMES:
             raise ValueError(f"{name!r} is reserved (raw/gpu<k>/{name}/ holds other files): choose another name")
-        return name
+        suffix = next((x for x in RESERVED_NAME_SUFFIXES if name.lower().endswith(x)), None)
+        if suffix is not None:
+            raise ValueError(
+                f"{name!r} ends in {suffix!r}, which names another scenario's files (truth/gpu<k>/<scenario>{suffix}"
+                ".parquet): choose another name"
+            )
+        return check_name(name)
 
     @property
     def has_collective(self) -> bool:
@@ -440,7 +472,7 @@ class RunPolicy(_Model):
     executions_per_run: Count | None = Field(None, description="executions of the measured kernel per run")
     warmups: Annotated[int, Field(ge=0, le=50)] = 3
     timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
-    min_lois: PositiveInt = Field(30, description="LOIs wanted per profile (SSE and SSP)")
+    min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(30, description="LOIs wanted per profile (SSE and SSP)")
     max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
     probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
@@ -513,7 +545,9 @@ class AnalysisConfig(_Model):
         description="highest degree of the TOI-power fits; the degree used is the one the data support "
         "(5-fold cross-validation, one-standard-error rule)",
     )
-    min_lois: PositiveInt = Field(10, description="fewer LOIs than this flags a profile as too_few_lois")
+    min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        10, description="fewer LOIs than this flags a profile as too_few_lois"
+    )
     delay_correction: bool = Field(True, description="shift samples back by the calibrated sensor delay")
     max_drift_ppm: PositiveFloat = Field(200.0, description="flag clock_drift beyond this")
     max_ci_pct: PositiveFloat = Field(
@@ -563,6 +597,17 @@ class SweepConfig(_Model):
         if not self.scenarios:
             raise ValueError("scenarios: no scenario: give at least one in `scenarios` or a `grid`")
         return self
+    max_gpu_hours: Annotated[float, Field(gt=0, le=1e6)] = Field(
+        24.0,
+        description="refuse a sweep whose GPU time, bounded from below before it runs (fingrav.cost: calibration, "
+        "each scenario's probe, reference run, runs and executions), exceeds this many hours; replays are never "
+        "refused",
+    )
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep_name(cls, name: str) -> str:
+        return check_name(name)
 
     @model_validator(mode="after")
     def _unique_names(self) -> SweepConfig:
@@ -614,6 +659,28 @@ class SweepConfig(_Model):
                 f"{reg.dist_backend!r}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _bounded_gpu_time(self) -> SweepConfig:
+        if self.device.backend == "replay":
+            return self
+        from fingrav.cost import calibration_cost, scenario_cost
+
+        cal = calibration_cost(self.calibration)
+        costs = [(s.name, scenario_cost(s, self.policy_for(s.name))) for s in self.scenarios]
+        hours = (cal.seconds + sum(c.seconds for _, c in costs)) / 3600.0
+        if hours <= self.max_gpu_hours:
+            return self
+        name, top = max(costs, key=lambda nc: nc[1].seconds)
+        if cal.seconds >= top.seconds:
+            part = f"calibration: {self.calibration.steps} steps of {self.calibration.step_on_ms:g} + "
+            part += f"{self.calibration.step_off_ms:g} ms = {cal.hours:.3g} h"
+        else:
+            part = f"scenario {name!r}: {top.executions:.3g} executions in {top.runs:.3g} runs >= {top.hours:.3g} h"
+        raise ValueError(
+            f"max_gpu_hours = {self.max_gpu_hours:g}: this sweep needs at least {hours:.3g} h of GPU time (the most: "
+            f"{part}); lower its runs, executions or calibration steps, or raise max_gpu_hours"
+        )
 
     def policy_for(self, name: str) -> RunPolicy:
         """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top."""
@@ -739,7 +806,9 @@ def format_validation_error(err: ValidationError, data: Any) -> str:
         value = e.get("input") if e["type"] != "missing" else None
         where = _loc(loc, data)
         if e["type"] == "extra_forbidden":
-            hint = did_you_mean(full[-1], _fields_at(full[:-1]))
+            plain = tuple(p for p in loc if not isinstance(p, int) and p != "scenarios")
+            moved = next((new for old, new in MOVED_KEYS.items() if plain[-len(old) :] == old), None)
+            hint = f"; moved to {moved}" if moved else did_you_mean(full[-1], _fields_at(full[:-1]))
             lines.append(f"{where}: unknown key (value {_show(value)}){hint}")
         elif not loc:  # a model-level check: its message names the fields itself
             lines.append(e["msg"].removeprefix("Value error, "))
@@ -775,12 +844,70 @@ def _expanded(data: Any) -> Any:
 
 MAX_CONFIG_BYTES = 1 << 20  # a sweep config is a small file; anything larger is a mistake (or an attack)
 MAX_YAML_ALIASES = 100
+# the document as the models see it, every alias expanded (an alias bomb is a few aliases that expand to millions of
+# nodes): 2,000 scenarios (MAX_SCENARIOS) of ~40 nodes each fit many times over
+MAX_CONFIG_NODES = 200_000
 YTE_KEY = "__use_yte__"  # Snakemake renders a YAML config with YTE (Python expressions) when it sets this key
+
+_INT_12 = r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$"
+_FLOAT_12 = r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"
+_BOOL_12 = r"^(true|True|TRUE|false|False|FALSE)$"
+_NULL_12 = r"^(~|null|Null|NULL|)$"
+
+
+def _yaml12_loader() -> type:
+    """A safe PyYAML loader with YAML 1.2 (core schema) scalars: `0512` is 512 (1.1: octal 330), `0o17` octal, `1.0e9`
+    and `1e9` floats (1.1: strings), only true/false booleans (1.1: also yes/no/on/off), no timestamps, no `<<`
+    merge keys."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {}
+    for tag, pattern, first in (
+        ("bool", _BOOL_12, "tTfF"),
+        ("int", _INT_12, "-+0123456789"),
+        ("float", _FLOAT_12, "-+0123456789."),
+        ("null", _NULL_12, ["~", "n", "N", ""]),
+    ):
+        Loader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern), list(first))
+
+    def construct_int(loader: Any, node: Any) -> int:
+        text = str(loader.construct_scalar(node))
+        sign = -1 if text.startswith("-") else 1
+        body = text.lstrip("+-")
+        if body.startswith("0o"):
+            return int(body[2:], 8)
+        if body.startswith("0x"):
+            return int(body[2:], 16)
+        return sign * int(body, 10)
+
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
+    return Loader
+
+
+def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
+    """The nodes of a composed YAML document with every alias expanded, counted without expanding (an aliased
+    node is one object, counted once and reused)."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = 0  # a recursive alias: refused by the constructor, counted as nothing here
+        value = node.value
+        if isinstance(value, list):
+            children = [n for pair in value for n in (pair if isinstance(pair, tuple) else (pair,))]
+            memo[key] = 1 + sum(_expanded_nodes(c, memo) for c in children)
+        else:
+            memo[key] = 1
+    return memo[key]
 
 
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file parsed safely: no Python objects, duplicate keys rejected, aliases limited (no alias bombs),
-    size limited. ConfigError names the file and the problem."""
+    """A YAML file parsed safely, with YAML 1.2 numbers (`_yaml12_loader`): no Python objects, duplicate keys
+    rejected, size, aliases and the expanded document limited (no alias bombs: `MAX_CONFIG_NODES` counted before
+    anything is built), no YTE. ConfigError names the file and the problem."""
     import yaml
 
     path = Path(path)
@@ -795,7 +922,7 @@ def read_yaml(path: str | Path) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text (UTF-8) file") from None
 
-    class Loader(yaml.SafeLoader):
+    class Loader(_yaml12_loader()):  # type: ignore[misc]
         aliases = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:  # count alias uses
@@ -814,16 +941,36 @@ def read_yaml(path: str | Path) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    loader = Loader(text)
     try:
-        data = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()
+        if node is not None and (n := _expanded_nodes(node, {})) > MAX_CONFIG_NODES:
+            raise ConfigError(
+                f"{path}: expands to {n} YAML nodes (aliases expanded); a sweep config has at most {MAX_CONFIG_NODES}"
+            )
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    finally:
+        loader.dispose()
     if isinstance(data, dict) and YTE_KEY in data:
         raise ConfigError(
             f"{path}: {YTE_KEY} = {_show(data[YTE_KEY])}: YTE templates are not allowed in a sweep config (Snakemake "
             "would evaluate the Python in them while loading the file): write plain values"
         )
     return data
+
+
+def merge_config(base: dict[str, Any], more: Any, source: str) -> dict[str, Any]:
+    """`more` (a config file's mapping, or --config values) over `base`, mappings merged key by key as Snakemake
+    merges config files; ConfigError naming `source` when it is not a mapping."""
+    if not isinstance(more, dict):
+        raise ConfigError(f"{source}: a sweep config must be a mapping")
+    out = dict(base)
+    for key, value in more.items():
+        old = out.get(key)
+        out[key] = merge_config(old, value, source) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
 
 
 def load_config(path: str | Path) -> SweepConfig:

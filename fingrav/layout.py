@@ -64,6 +64,32 @@ CARDS_DIR: Final = "cards"  # cards/<i>/: listed GPU i of a node (device.gpus), 
 FLEET_DIR: Final = "fleet"  # profiles/fleet/<scenario>.json: the card-to-card spread (device.fleet)
 
 
+def producer(path: Path | str) -> str | None:
+    """The rule that writes `path` (a file under a sweep's folder), from where it lies; None when unknown."""
+    parts = Path(path).parts
+    if "profiles" in parts:
+        return "combine" if COMBINED_DIR in parts else "fleet" if FLEET_DIR in parts else "differentiate"
+    if "binned" in parts:
+        return "bin"
+    if "raw" in parts:
+        return "calibrate" if CALIBRATION_DIR in parts else "collect"
+    if "truth" in parts:
+        return "collect"
+    if "calibration" in parts:
+        return "calibrate"
+    return None
+
+
+def rerun_hint(path: Path | str) -> str:
+    """What to do about a damaged file of a sweep: "; rerun the job that writes it: snakemake --forcerun <rule> ..."
+    (Snakemake takes a file it finds newer than its inputs for done, so a plain rerun fails again); "" if unknown."""
+    rule = producer(path)
+    if rule is None:
+        return ""
+    again = " (measures again; the earlier raw data goes to archive/)" if rule in ("collect", "calibrate") else ""
+    return f"; rerun the job that writes it: snakemake --forcerun {rule} --configfile <your sweep config>{again}"
+
+
 def card_root(root: Path | str, index: int | str) -> Path:
     """The folder of listed GPU `index` under a sweep's (or a dataset's) folder: <root>/cards/<index>."""
     return Path(root) / CARDS_DIR / str(index)

@@ -19,6 +19,7 @@ from typing import Any
 from fingrav.backends import get_backend
 from fingrav.config import DeviceConfig, SweepConfig, read_yaml
 from fingrav.errors import ConfigError
+from fingrav.guard import check_write, dataset_of, verify_dataset
 from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ def _tracked_files(folder: Path) -> list[str]:
 def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
     """Refuse, with one message, a sweep that cannot run or would destroy data (module docstring):
 
+    * results/<sweep> must not be, or lie in, a committed dataset (`fingrav.guard`: DATASET.json, no git needed),
+      replays included: a replay writes a folder of its own (results/<name>-replay/);
     * results/<sweep> must not be a symbolic link (outputs would land outside results/);
     * a replay needs device.replay_dir to exist with raw/gpu<k>/calibration/ for every GPU (listed GPU i: in
       cards/<i>/), and it must not lie
@@ -50,13 +53,14 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
       `fingrav.device.callables.find_problem`); whether it imports and what its factory does shows in collect."""
     root = Path(root)
     layout = SweepLayout.of(cfg.sweep, root / RESULTS_ROOT)
+    check_write(layout.root, f"sweep = {cfg.sweep!r}")  # a committed dataset: never written, in a tarball too
     if layout.root.is_symlink():
         raise ConfigError(f"sweep = {cfg.sweep!r}: {layout.root} is a symbolic link; results must stay in results/")
-    tracked = _tracked_files(layout.root) if cfg.device.backend != "replay" and layout.root.exists() else []
+    tracked = _tracked_files(layout.root) if layout.root.exists() else []  # in a git checkout: unsealed files too
     if tracked:
         raise ConfigError(
-            f"sweep = {cfg.sweep!r}: {layout.root} holds committed files ({tracked[0]}, ...); a measuring sweep "
-            "would overwrite them: give it a sweep name of its own"
+            f"sweep = {cfg.sweep!r}: {layout.root} holds committed files ({tracked[0]}, ...); a sweep would "
+            "overwrite them: give it a sweep name of its own"
         )
     check_owner(layout, cfg.device, cfg.sweep)  # never write into (or archive) another sweep's measurements
     for i in cfg.device.cards:  # a sweep over listed GPUs: each GPU's folder is a one-GPU sweep's
@@ -74,6 +78,10 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
                 f"device.replay_dir = {dev.replay_dir!r} lies where this sweep writes ({layout.root}): a replay "
                 "would delete the data it replays; keep a dataset in a folder no rule writes (e.g. results/<name>/gpu)"
             )
+        sealed = dataset_of(src)
+        changed = verify_dataset(sealed, under=src) if sealed is not None else []
+        if changed:
+            raise ConfigError(f"device.replay_dir = {dev.replay_dir!r}: the dataset changed: {changed[0]}")
         sources = [(f"GPU {i}", dataset(card_root(src, i)), 0) for i in dev.cards]  # listed GPUs: cards/<i>/
         for what, data, k in sources or [(f"GPU {k}", dataset(src), k) for k in range(dev.world_size)]:
             cal = data.calibration_dir(k)
@@ -126,7 +134,9 @@ def check_owner(layout: SweepLayout, device: DeviceConfig, sweep: str | None = N
 
 def claim_results(layout: SweepLayout, device: DeviceConfig) -> None:
     """Record who measures into this results folder (raw/OWNER.json), or refuse (ConfigError) when it is another
-    sweep's; called by the stages that measure (calibrate, collect) before they write raw data."""
+    sweep's, or a committed dataset (`fingrav.guard`); called by the stages that measure (calibrate, collect)
+    before they write raw data."""
+    check_write(layout.root, "results folder")
     check_owner(layout, device)
     if not layout.owner_json.exists():
         from fingrav import rawio

@@ -118,13 +118,31 @@ def write_arrow(
     return path
 
 
+def _unreadable(path: str | Path, err: Exception) -> Exception:
+    """A DataError naming a file that cannot be read, what went wrong and what to do (`fingrav.layout.rerun_hint`)."""
+    from fingrav.errors import DataError
+    from fingrav.layout import rerun_hint
+
+    if isinstance(err, FileNotFoundError):
+        return DataError(f"{path}: missing{rerun_hint(path)}")
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return DataError(f"{path}: cannot be read as parquet ({first}): damaged or truncated{rerun_hint(path)}")
+
+
 def read_table(path: str | Path) -> pa.Table:
-    return pq.read_table(path)
+    """A parquet table; DataError naming the file when it is missing, damaged or truncated."""
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
+        raise _unreadable(path, err) from None
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The provenance/metadata record stored with a parquet table."""
-    md = pq.read_schema(path).metadata or {}
+    """The provenance/metadata record stored with a parquet table (DataError naming a damaged file)."""
+    try:
+        md = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException) as err:
+        raise _unreadable(path, err) from None
     raw = md.get(META_KEY)
     return json.loads(raw) if raw else {}
 
@@ -142,14 +160,15 @@ def write_json(path: str | Path, obj: Any) -> Path:
 def read_json(path: str | Path) -> Any:
     """A JSON file; DataError naming the file when it is missing or not JSON."""
     from fingrav.errors import DataError
+    from fingrav.layout import rerun_hint
 
     path = Path(path)
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise DataError(f"{path}: missing") from None
+        raise DataError(f"{path}: missing{rerun_hint(path)}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
+        raise DataError(f"{path}: not valid JSON ({err}): damaged or truncated{rerun_hint(path)}") from None
 
 
 M = TypeVar("M", bound="BaseModel")
@@ -166,7 +185,9 @@ def read_model(path: str | Path, model: type[M]) -> M:
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in err.errors()[:5])
         more = f" (and {err.error_count() - 5} more)" if err.error_count() > 5 else ""
-        raise DataError(f"{path}: not a valid {model.__name__}: {problems}{more}") from None
+        from fingrav.layout import rerun_hint
+
+        raise DataError(f"{path}: not a valid {model.__name__}: {problems}{more}{rerun_hint(path)}") from None
 
 
 MANIFEST = "MANIFEST.json"
@@ -207,6 +228,18 @@ def verify_manifest(folder: str | Path) -> bool:
         if path.stat().st_size != rec.get("bytes") or _sha256(path) != rec.get("sha256"):
             raise DataError(f"{path}: its content differs from what was written (sha256 mismatch): damaged or altered")
     return True
+
+
+def require_manifest(folder: str | Path) -> None:
+    """`verify_manifest`, and a DataError naming the folder when it has no MANIFEST.json: raw data whose files
+    cannot be checked is never analyzed in silence."""
+    from fingrav.errors import DataError
+
+    if not verify_manifest(folder):
+        raise DataError(
+            f"{Path(folder)}: no {MANIFEST}, so its files cannot be checked (a collection that stopped before it "
+            "finished, or a copy without it): collect it again, or restore its MANIFEST.json"
+        )
 
 
 # --------------------------------------------------------------------------- earlier measurements: moved, never deleted

@@ -4,8 +4,8 @@ rule bin:
     output:
         p(U.binned("{scenario}", "{rank}")),
     params:
-        json=lambda wc: stage_params(root=wc.root, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS),
+        digest=lambda wc: digest(bin_params(wc)),
     log:
         p(U.log("bin", "{scenario}", "{rank}")),
-    shell:
-        stage("bin")
+    run:
+        run_stage("bin", bin_params(wildcards), log[0])

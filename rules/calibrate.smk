@@ -2,15 +2,10 @@ rule calibrate:
     output:
         json=calibration_jsons(),
     params:
-        json=lambda wc: stage_params(
-            root=wc.root,
-            device=device_params(UNITS[wc.root]),
-            calibration=CFG.calibration.model_dump(mode="json"),
-            seed=CFG.seed,
-        ),
+        digest=lambda wc: digest(calibrate_params(wc)),
     log:
         p(U.log("calibrate")),
     resources:
         **GPU_RESOURCES,
-    shell:
-        stage("calibrate")
+    run:
+        run_stage("calibrate", calibrate_params(wildcards), log[0])

@@ -5,8 +5,8 @@ rule combine:
     output:
         p(L.combined("{scenario}")),
     params:
-        json=lambda wc: stage_params(root=ROOT, scenario=wc.scenario, world_size=len(RANKS), analysis=ANALYSIS),
+        digest=lambda wc: digest(combine_params(wc)),
     log:
         p(L.log("combine", "{scenario}")),
-    shell:
-        stage("combine")
+    run:
+        run_stage("combine", combine_params(wildcards), log[0])

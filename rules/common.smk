@@ -12,22 +12,27 @@ import sys
 from pathlib import Path
 
 from fingrav.backends import get_backend
-from fingrav.config import config_hash, parse_config, read_yaml
+from fingrav.config import config_hash, merge_config, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
 from fingrav.preflight import check_sweep
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
-# Snakemake merges --configfile over the default `configfile:`; a sweep config given on the command line
-# must replace the default sweep entirely (not inherit its keys), so use only the command-line files
-# (and --config values) when there are any.
+# The sweep config is read by fingrav itself (`fingrav.config.read_yaml`: YAML 1.2 numbers, no YTE, duplicate keys,
+# aliases and the expanded size refused before any model is built), never taken from Snakemake's own parse (YAML
+# 1.1: `0512` octal, `1.0e9` a string). A sweep config given on the command line replaces the default sweep entirely
+# (config/config.yaml, read only when no --configfile is given); --config values go on top.
+DEFAULT_CONFIG = "config/config.yaml"
+
+
 def _load_sweep_config():
     settings = workflow.config_settings
-    data = dict(settings.overwrite_config) if settings.configfiles else dict(config)
     try:
-        for path in settings.configfiles or ["config/config.yaml"]:
-            read_yaml(path)  # fingrav's own safe parse: duplicate keys, aliases and size are refused
+        data = {}
+        for path in settings.configfiles or [DEFAULT_CONFIG]:
+            data = merge_config(data, read_yaml(path), str(path))
+        data = merge_config(data, dict(settings.config or {}), "--config")
         cfg = parse_config(data)
         check_sweep(cfg)  # what the sweep needs beyond a valid config: files, libraries, the results folder
         return cfg
@@ -79,13 +84,20 @@ GPU_RESOURCES = {
 }
 
 
-def stage(name):
-    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params.json."""
-    return f"{shlex.quote(sys.executable)} -m fingrav.stages {name} --log {{log:q}} --params {{params.json:q}}"
+def run_stage(name, params_json, log):
+    """A rule's job: write its parameters to `<log>.params.json` and run stage `name` (fingrav.stages.__main__) with
+    that file. Parameters never go on the command line: Linux limits one argument to 131,072 bytes, which the report's
+    (the whole sweep config) pass beyond ~1,000 scenarios. The rule's `digest` param is their hash: Snakemake reruns
+    the job when they change and prints one short line, not the whole JSON."""
+    path = Path(f"{log}.params.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(params_json)
+    python = shlex.quote(sys.executable)
+    shell(f"{python} -m fingrav.stages {name} --log {shlex.quote(str(log))} --params-file {shlex.quote(str(path))}")
 
 
 wildcard_constraints:
-    scenario="|".join(SCENARIOS),
+    scenario="|".join(re.escape(s) for s in SCENARIOS),
     rank=r"\d+",
     root="|".join(re.escape(r) for r in UNITS),
 
@@ -130,9 +142,14 @@ def profile_files(scenario, layout=L):
 
 
 def unit_files(scenario):
-    """Every per-GPU file the report reads of `scenario`: profiles and binned runs, in each of its units."""
+    """The report's inputs of `scenario`: its summary.json on every GPU, in each of its units. The report reads
+    lois.parquet and the binned runs too, but those come with summary.json (the differentiate job writes lois.parquet
+    beside it and reads the binned runs), so listing one file per job keeps Snakemake's job lines short; a lockstep
+    group's or a fleet survey's scenario is in the report's input through its combined or fleet file (made from these)."""
+    if len(RANKS) > 1 or CFG.device.fleet:
+        return []
     units = [SweepLayout(Path(r)) for r in unit_roots(scenario)]
-    return [f for u in units for f in profile_files(scenario, u) + [p(u.binned(scenario, k)) for k in RANKS]]
+    return [p(u.summary_json(scenario, k)) for u in units for k in RANKS]
 
 
 def combined_outputs():
@@ -143,13 +160,55 @@ def fleet_outputs():
     return [p(L.fleet(s)) for s in SCENARIOS] if CFG.device.fleet else []
 
 
+# summary.csv and metrics.{parquet,csv} are written by the report job (atomically, once every summary.json has been
+# read) but are not its declared outputs: Snakemake deletes a job's outputs before it runs and when it fails, and a damaged summary.json must not cost
+# the last good summary.csv.
 def report_outputs():
-    return [p(L.summary_csv), p(L.metrics_parquet), p(L.report_html)]
+    return [p(L.report_html)]
 
 
 def stage_params(**values):
     """A stage's parameters as one JSON string (sorted keys: Snakemake reruns a job when it changes)."""
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def digest(params_json):
+    """A rule's `digest` param: the sha256 of its parameters' JSON (what Snakemake compares between runs)."""
+    import hashlib
+
+    return hashlib.sha256(params_json.encode()).hexdigest()[:16]
+
+
+def calibrate_params(wc):
+    return stage_params(
+        root=wc.root,
+        device=device_params(UNITS[wc.root]),
+        calibration=CFG.calibration.model_dump(mode="json"),
+        seed=CFG.seed,
+    )
+
+
+def bin_params(wc):
+    return stage_params(root=wc.root, scenario=wc.scenario, rank=int(wc.rank), analysis=ANALYSIS)
+
+
+def differentiate_params(wc):
+    return stage_params(
+        root=wc.root,
+        scenario=wc.scenario,
+        rank=int(wc.rank),
+        analysis=ANALYSIS,
+        max_clock_residual_us=CFG.calibration.max_clock_residual_us,
+        with_truth=IS_SIM,
+    )
+
+
+def combine_params(wc):
+    return stage_params(root=ROOT, scenario=wc.scenario, world_size=len(RANKS), analysis=ANALYSIS)
+
+
+def fleet_params(wc):
+    return stage_params(root=ROOT, scenario=wc.scenario, gpus=CFG.gpus_of(wc.scenario), analysis=ANALYSIS)
 
 
 def collect_params(wildcards):

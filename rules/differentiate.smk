@@ -8,15 +8,8 @@ rule differentiate:
         lois=p(U.lois("{scenario}", "{rank}")),
         summary=p(U.summary_json("{scenario}", "{rank}")),
     params:
-        json=lambda wc: stage_params(
-            root=wc.root,
-            scenario=wc.scenario,
-            rank=int(wc.rank),
-            analysis=ANALYSIS,
-            max_clock_residual_us=CFG.calibration.max_clock_residual_us,
-            with_truth=IS_SIM,
-        ),
+        digest=lambda wc: digest(differentiate_params(wc)),
     log:
         p(U.log("differentiate", "{scenario}", "{rank}")),
-    shell:
-        stage("differentiate")
+    run:
+        run_stage("differentiate", differentiate_params(wildcards), log[0])

@@ -5,8 +5,8 @@ rule fleet:
     output:
         p(L.fleet("{scenario}")),
     params:
-        json=lambda wc: stage_params(root=ROOT, scenario=wc.scenario, gpus=CFG.gpus_of(wc.scenario), analysis=ANALYSIS),
+        digest=lambda wc: digest(fleet_params(wc)),
     log:
         p(L.log("fleet", "{scenario}")),
-    shell:
-        stage("fleet")
+    run:
+        run_stage("fleet", fleet_params(wildcards), log[0])

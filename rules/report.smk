@@ -1,3 +1,12 @@
+REPORT_PARAMS = stage_params(
+    root=ROOT,
+    scenarios=SCENARIOS,
+    meta=sweep_meta(),
+    world_size=len(RANKS),
+    cards={s: CFG.gpus_of(s) for s in SCENARIOS} if CARDS else None,
+)
+
+
 rule report:
     input:
         per_gpu=[f for s in SCENARIOS for f in unit_files(s)],
@@ -5,19 +14,10 @@ rule report:
         combined=combined_outputs(),
         fleet=fleet_outputs(),
     output:
-        csv=p(L.summary_csv),
-        metrics=p(L.metrics_parquet),
-        metrics_csv=p(L.metrics_csv),
         html=p(L.report_html),
     params:
-        json=stage_params(
-            root=ROOT,
-            scenarios=SCENARIOS,
-            meta=sweep_meta(),
-            world_size=len(RANKS),
-            cards={s: CFG.gpus_of(s) for s in SCENARIOS} if CARDS else None,
-        ),
+        digest=digest(REPORT_PARAMS),
     log:
         p(L.log("report")),
-    shell:
-        stage("report")
+    run:
+        run_stage("report", REPORT_PARAMS, log[0])

@@ -112,3 +112,11 @@ def test_export_errors_are_one_message(tmp_path: Path, caplog) -> None:
     assert "no profiles/gpu0/<scenario>/summary.json" in caplog.text
     assert main(["export", "--results", str(tmp_path), "--out", str(tmp_path / "x.csv")]) == 2
     assert "--out names one file" in caplog.text
+
+
+def test_an_unwritable_export_path_is_one_message_naming_it(sweep: SweepLayout, caplog) -> None:
+    for out in ("/proc/fingrav-export.json", str(ROOT / "README.md" / "x.json")):
+        caplog.clear()
+        assert main(["export", "--results", str(sweep.root), "--format", "json", "--out", out]) == 2
+        assert out in caplog.text or str(Path(out).parent) in caplog.text, caplog.text
+        assert "Traceback" not in caplog.text

@@ -78,3 +78,49 @@ def test_lock_names_the_gpu_as_the_node_knows_it(tmp_path: Path, monkeypatch: py
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
         with pytest.raises(DeviceError, match="is being measured"), gpu_lock("nvml", 0):
             pass
+
+
+def test_one_gpu_named_by_index_or_by_uuid_is_one_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that sees the GPU as CUDA_VISIBLE_DEVICES=GPU-aaa and one that sees it as node index 0 take one lock."""
+    from fingrav import gpulock
+
+    monkeypatch.setenv("FINGRAV_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpulock, "vendor_uuid", lambda backend, i: {0: "GPU-aaa", 1: "GPU-bbb"}.get(i))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpulock.lock_path("nvml", 0).name == "fingrav-nvml-GPU-aaa.lock"
+    with gpu_lock("nvml", 0):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa")
+        with pytest.raises(DeviceError, match="is being measured"), gpu_lock("nvml", 0):
+            pass
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        with gpu_lock("nvml", 0):  # GPU-bbb: free
+            pass
+
+
+def test_the_lock_folder_is_fixed_whatever_tmpdir_says(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fingrav import gpulock
+
+    monkeypatch.delenv("FINGRAV_LOCK_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "a"))
+    first = gpulock.lock_dir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "b"))
+    assert gpulock.lock_dir() == first and first in gpulock.LOCK_DIRS
+
+
+def test_a_planted_link_is_refused_and_its_target_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fingrav import gpulock
+
+    monkeypatch.setenv("FINGRAV_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpulock, "vendor_uuid", lambda backend, i: "GPU-aaa")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    gpulock.lock_path("nvml", 0).symlink_to(victim)
+    with pytest.raises(DeviceError, match="GPU lock file is a symbolic link"), gpu_lock("nvml", 0):
+        pass
+    assert victim.read_text() == "precious\n"
+    gpulock.lock_path("nvml", 0).unlink()
+    import os
+
+    os.mkfifo(gpulock.lock_path("nvml", 0))
+    with pytest.raises(DeviceError, match="not a regular file"), gpu_lock("nvml", 0):
+        pass

@@ -44,13 +44,16 @@ def test_replay_of_a_missing_dataset_is_refused_at_planning(tmp_path: Path) -> N
         check_sweep(cfg(backend="replay", replay_dir="datasets/x"), tmp_path)
 
 
-def test_the_committed_h200_dataset_replays() -> None:
-    check_sweep(cfg(sweep="h200", backend="replay", replay_dir="results/h200/gpu"), ROOT)  # no rule writes gpu/
+def test_the_committed_h200_dataset_replays_into_a_folder_of_its_own() -> None:
+    check_sweep(cfg(sweep="h200-replay", backend="replay", replay_dir="results/h200/gpu"), ROOT)
 
 
-def test_a_measuring_sweep_never_writes_over_committed_results() -> None:
-    with pytest.raises(ConfigError, match="holds committed files"):
-        check_sweep(cfg(sweep="h200"), ROOT)
+@pytest.mark.parametrize("backend", ["sim", "replay"])
+def test_no_sweep_writes_over_a_committed_dataset(backend: str) -> None:
+    """A measuring sweep or a replay (of another dataset, too) named like a committed dataset is refused."""
+    device = {"replay_dir": "results/h200-check/gpu"} if backend == "replay" else {}
+    with pytest.raises(ConfigError, match="committed dataset 'h200'"):
+        check_sweep(cfg(sweep="h200", backend=backend, **device), ROOT)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pynvml") is not None, reason="pynvml is installed here")

@@ -9,8 +9,8 @@ MinJobAge (300 s here, >= the 3 x first-poll delay the plugin needs). `SlurmdPar
 fake node have the CPUs and memory the profile asks for on a 2-core machine. The fixture starts munged, slurmctld
 and slurmd in the foreground as its children and stops each of them (by its pid) at the end.
 
-Needs root (the daemons run as root). It runs in CI (.ci/run installs the packages); elsewhere it is skipped only
-when not root and not in CI.
+Needs root (the daemons run as root). It runs in CI (.ci/run installs the packages); elsewhere it is skipped when
+not root or when SLURM is not installed.
 """
 
 from __future__ import annotations
@@ -133,8 +133,9 @@ PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """munged + slurmctld + slurmd, in the foreground as this process's children; each stopped at the end."""
     missing = [c for c in (*DAEMONS, *CLIENTS) if shutil.which(c) is None]
-    if missing:
-        pytest.fail(f"SLURM is not installed ({', '.join(missing)} missing): apt-get install slurm-wlm munge")
+    if missing:  # CI installs it (.ci/run) and must run this test; elsewhere (the README's test command) it skips
+        say = pytest.fail if os.environ.get("CI") else pytest.skip
+        say(f"SLURM is not installed ({', '.join(missing)} missing): apt-get install slurm-wlm munge")
     base = tmp_path_factory.mktemp("slurm")
     host = socket.gethostname()
     _write_config(base, host)
@@ -243,9 +244,7 @@ def test_sweep_through_slurm_equals_local_run(cluster: Cluster, tmp_path: Path) 
         (d / "sweep.yaml").write_text(yaml.safe_dump(cfg_data))
     snakemake(local, "--configfile", "sweep.yaml", "--cores", "2")
     profile = site_profile(tmp_path / "site-profile")
-    t0 = time.monotonic()
     proc = snakemake(remote, "--profile", str(profile), "--configfile", "sweep.yaml", env=cluster.env)
-    wall_s = time.monotonic() - t0
 
     # every GPU job went through sbatch, asking for one GPU of the site's type; the analysis did not
     ours = [j for j in jobs(cluster) if j.get("WorkDir") == str(remote)]
@@ -292,4 +291,3 @@ def test_sweep_through_slurm_equals_local_run(cluster: Cluster, tmp_path: Path) 
             except ValueError:
                 assert vb == va, (name, col)
     assert a["cb-2k"]["gpu"] == "0" and a["cb-8k"]["gpu"] == "1"
-    assert wall_s < 300, f"the SLURM run took {wall_s:.0f} s"

@@ -35,7 +35,7 @@ from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
 from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
-from fingrav.errors import DeviceError
+from fingrav.errors import ConfigError, DeviceError
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE
 from fingrav.provenance import provenance
 
@@ -672,6 +672,10 @@ def _probe(
     busy = int(probe_rec.gpu_end_ns[-1] - probe_rec.gpu_start_ns[0])
     smp = PowerSamples.concat(rec.samples)
     tot = (smp.channel == "total") & (smp.t_ns >= host_start - idle_before_ns // 2)
-    return analyze_probe(
-        smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw, cycle_ns
-    )
+    try:
+        return analyze_probe(
+            smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw,
+            cycle_ns,
+        )  # fmt: skip
+    except ValueError as err:  # too short a probe for this sensor: the field to change, no traceback
+        raise ConfigError(f"run_policy.probe_ms = {policy.probe_ms:g}: {err}") from None

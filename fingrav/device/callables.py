@@ -53,10 +53,27 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _find_module(module: str) -> Any:
+    """The spec of a dotted module name, found without importing any of it: the top-level name through the import
+    system's finders (which never execute a module), each submodule by the path finder in its parent's search
+    locations (importlib.util.find_spec would import the parent packages: their __init__ would run). None when a
+    part is missing or a parent is no package."""
+    from importlib.machinery import PathFinder
+
+    parts = module.split(".")
+    spec = importlib.util.find_spec(parts[0])
+    for i in range(1, len(parts)):
+        locations = spec.submodule_search_locations if spec is not None else None
+        if not locations:
+            return None
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), list(locations))
+    return spec
+
+
 def find_problem(target: str, cwd: Path | str | None = None) -> str | None:
     """Why `target` cannot be imported, found without running any of its code (the module or the file is looked
-    up, not executed: a top-level module's spec, a file's existence); None when it looks importable. A submodule's
-    parent packages are imported by the lookup (their __init__ runs)."""
+    up, not executed: each package's and the module's spec, `_find_module`; a file's existence); None when it looks
+    importable."""
     try:
         module, _attr = split_target(target)
     except ConfigError as err:
@@ -69,8 +86,8 @@ def find_problem(target: str, cwd: Path | str | None = None) -> str | None:
     if added:
         sys.path.insert(0, str(base))
     try:
-        spec = importlib.util.find_spec(module)
-    except Exception as exc:  # a parent package that fails to import, a malformed name
+        spec = _find_module(module)
+    except Exception as exc:  # a malformed name, an unreadable folder
         return f"callable target {target!r}: cannot look up module {module!r} ({_one_line(exc)})"
     finally:
         if added:

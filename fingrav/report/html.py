@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from fingrav.contracts import flags as FL
+from fingrav.contracts.calibration import CALIBRATION_FLAGS, calibration_flag_meaning
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
 from fingrav.contracts.result import is_finite, value_ci
@@ -43,10 +44,11 @@ th{background:#f3f4f6;font-weight:600;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ci{color:#777;font-size:11.5px;display:block}
 .cii{color:#777;font-size:11.5px;margin-left:5px;white-space:nowrap}
+.kern{color:#777;font-size:11px;font-weight:normal}
 .paper{color:#8a8a8a;font-size:11.5px;display:block;white-space:nowrap}
 td.name,table.all td:nth-child(2){white-space:nowrap}
 table.headline td,table.core td{vertical-align:baseline}
-table.core th{white-space:normal;vertical-align:bottom;max-width:150px}
+table.core th,table.reference th,table.sensor th{white-space:normal;vertical-align:bottom;max-width:150px}
 table.kv th{background:none;color:#555;font-weight:500;text-align:right}
 .wide{overflow-x:auto;max-width:100%}
 tr.invalid td{background:#fdecea}
@@ -192,13 +194,18 @@ def flags_cell(scn: ScenarioData) -> str:
 
 
 def flag_chips(flags: Iterable[str]) -> str:
-    """Flags as coloured chips; invalidating flags in red, with their meaning (`fingrav.contracts.flags`) on
-    hover. A flag the registry does not know (a calibration flag) gets no meaning."""
+    """Flags as coloured chips; invalidating flags in red, with their meaning on hover (`fingrav.contracts.flags`;
+    a calibration flag, "<channel>:<flag>": `fingrav.contracts.calibration.CALIBRATION_FLAGS`)."""
     chips = []
     for name in flags:
         f = FL.BY_NAME.get(name)
         cls = "flag inv" if f is not None and f.invalidates else "flag"
-        title = f"{f.meaning} (fires when {f.threshold})" if f is not None else "see docs/ARCHITECTURE.md"
+        if f is not None:
+            title = f"{f.meaning} (fires when {f.threshold})"
+        elif name.rsplit(":", 1)[-1] in CALIBRATION_FLAGS:
+            title = calibration_flag_meaning(name)
+        else:
+            title = "see docs/ARCHITECTURE.md"
         chips.append(f'<span class="{cls}" title="{esc(title)}">{esc(name)}</span>')
     return "".join(chips)
 
@@ -207,6 +214,32 @@ def _kv_table(pairs: Sequence[tuple[str, str]]) -> str:
     """A two-column key/value table (values are already HTML)."""
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
     return f'<table class="kv">{rows}</table>'
+
+
+LONG_CELL = 160  # characters: a longer provenance value is a folded list of its fields, not one wide cell
+
+
+def _fields(obj: Any) -> str:
+    """A provenance value as HTML: short ones as `key=value` text, a long mapping as a folded list of its fields."""
+    text = _compact(obj)
+    if len(text) <= LONG_CELL or not isinstance(obj, Mapping):
+        return esc(text)
+    items = "".join(
+        f"<li><code>{esc(k)}</code>: {esc(_compact(v) if isinstance(v, Mapping | list) else v)}</li>"
+        for k, v in obj.items()
+    )
+    return f"<details><summary>{len(obj)} fields</summary><ul>{items}</ul></details>"
+
+
+SENSOR_LABELS = {"mw": "mW", "ms": "ms", "ns": "ns", "pct": "%", "w": "W"}
+
+
+def sensor_label(key: str) -> str:
+    """A calibration table's column label from its key: "settle_ms" -> "settle (ms)", "noise_mw" -> "noise (mW)"."""
+    stem, _, unit = key.rpartition("_")
+    if stem and unit in SENSOR_LABELS:
+        return f"{stem.replace('_', ' ')} ({SENSOR_LABELS[unit]})"
+    return key.replace("_", " ")
 
 
 def _compact(obj: Any) -> str:
@@ -251,14 +284,14 @@ def meta_section(
         ("created (UTC)", esc(prov.get("created_utc"))),
     ]
     if device:
-        pairs.append(("device", esc(_compact(device))))
+        pairs.append(("device", _fields(device)))
     pkgs = prov.get("packages")
     if isinstance(pkgs, Mapping) and pkgs:
         pairs.append(("packages", esc(", ".join(f"{k} {v}" for k, v in pkgs.items()))))
     known = {"fingrav_version", "git_commit", "python", "packages", "host", "created_utc", "device", "config_hash"}
     for k, v in prov.items():
         if k not in known:
-            pairs.append((k, esc(_compact(v))))
+            pairs.append((k, _fields(v)))
     return '<h2 id="meta">Sweep and provenance</h2>' + _kv_table([(k, v) for k, v in pairs if v])
 
 
@@ -298,23 +331,35 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
         for params in sensor.values():
             if isinstance(params, Mapping):
                 for k, v in params.items():
-                    if k not in main_cols and k not in extra_cols and (is_finite(v) or isinstance(v, str | bool)):
+                    if (
+                        k not in (*main_cols, "channel")
+                        and k not in extra_cols
+                        and (is_finite(v) or isinstance(v, str | bool))
+                    ):
                         extra_cols.append(k)
-        cols = main_cols + extra_cols
-        head = "".join(f"<th>{esc(c)}</th>" for c in ["channel", *cols])
-        body = ""
-        for ch, params in sorted(sensor.items(), key=lambda kv: kv[0] != "total"):
-            if not isinstance(params, Mapping):
-                continue
-            cells = "".join(f'<td class="num">{fmt(params.get(c))}</td>' for c in cols)
-            body += f"<tr><td>{esc(ch)}</td>{cells}</tr>"
+        channels = [
+            (ch, ps) for ch, ps in sorted(sensor.items(), key=lambda kv: kv[0] != "total") if isinstance(ps, Mapping)
+        ]
+
+        def table(cols: list[str]) -> str:
+            head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
+            body = "".join(
+                f"<tr><td>{esc(ch)}</td>" + "".join(f'<td class="num">{fmt(ps.get(c))}</td>' for c in cols) + "</tr>"
+                for ch, ps in channels
+            )
+            return f'<div class="wide"><table class="sensor"><tr>{head}</tr>{body}</table></div>'
+
         out.append(
             "<h3>Power sensor (per channel)</h3>"
-            f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
-            '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
+            + table(main_cols)
+            + '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
             "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
             "within tolerance.</p>"
         )
+        if extra_cols:  # the fit's other fields (standard errors, levels, counts): folded, never one wide table
+            out.append(
+                f"<details><summary>Every fitted field ({len(extra_cols)} more)</summary>{table(extra_cols)}</details>"
+            )
     flags = split_flags(calibration.get("flags"))
     if flags:
         out.append(f"<p>Calibration flags: {flag_chips(flags)}</p>")
@@ -385,6 +430,17 @@ def takeaway(scn: ScenarioData) -> str:
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
 
+def kernel_line(row: Mapping[str, Any]) -> str:
+    """The kernel a scenario measured (summary `kernel`: kind, shape, dtype; with its predecessor's for an
+    interleaved one) as a small second line under its name; "" when the summary has none."""
+    text = row.get("kernel")
+    if not text:
+        return ""
+    pred = row.get("predecessor")
+    after = f" after {pred}" if pred else ""
+    return f'<br><span class="kern">{esc(text)}{esc(after)}</span>'
+
+
 def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
     scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
@@ -403,7 +459,7 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         )
         cls = "" if s.valid else ' class="invalid"'
         rows.append(
-            f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b></td>'
+            f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b>{kernel_line(r)}</td>'
             f'<td class="num">{ssp}</td><td class="num">{energy}</td><td>{esc(takeaway(s))}</td></tr>'
         )
     return (

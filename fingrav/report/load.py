@@ -167,8 +167,13 @@ def load_lois(
     if not path.exists():
         logger.info("%s: not found", path)
         return None
-    lf = pl.scan_parquet(path)
-    names = lf.collect_schema().names()
+    try:
+        lf = pl.scan_parquet(path)
+        names = lf.collect_schema().names()
+    except Exception as err:  # a damaged or truncated file: named, with what to do
+        from fingrav.layout import rerun_hint
+
+        raise DataError(f"{path}: cannot be read as parquet ({err}): damaged or truncated{rerun_hint(path)}") from None
     missing = [c for c in ("run", "golden", "role", "channel", "toi_ns", "toi_frac", "power_mw") if c not in names]
     if missing:
         raise DataError(f"{path}: missing columns {missing}")
@@ -205,13 +210,20 @@ def subsample(df: pl.DataFrame, max_points: int, by: Sequence[str], seed: int = 
     return pl.concat(parts)
 
 
+def read_parquet(path: Path) -> pl.DataFrame:
+    """A parquet file as a frame; DataError naming the file (and the job that rewrites it) when it is damaged."""
+    from fingrav.stages.bin import read_frame
+
+    return read_frame(path)
+
+
 def load_binned(path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     """binned/<scenario>.parquet and its metadata (margin, bin_low_ns, bin_high_ns, ...); None if missing."""
     if not path.exists():
         return None
     from fingrav.rawio import read_metadata
 
-    return pl.read_parquet(path), read_metadata(path)
+    return read_parquet(path), read_metadata(path)
 
 
 def load_raw(raw_dir: Path) -> dict[str, pl.DataFrame] | None:
@@ -222,7 +234,7 @@ def load_raw(raw_dir: Path) -> dict[str, pl.DataFrame] | None:
         if not path.exists():
             logger.info("%s: not found; no timeline figure", path)
             return None
-        out[kind] = pl.read_parquet(path)
+        out[kind] = read_parquet(path)
     return out
 
 

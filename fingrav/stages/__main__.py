@@ -1,4 +1,4 @@
-"""`python -m fingrav.stages <stage> --log <file> --params <json>`: run one stage from its rule.
+"""`python -m fingrav.stages <stage> --log <file> --params-file <json file>`: run one stage from its rule.
 
 Rules are shell commands rather than Snakemake `script:`s: a script job imports Snakemake itself
 (~0.3 s per job) before any work. The params are the JSON of the once-validated sweep config's sections
@@ -10,12 +10,11 @@ This module imports only the standard library until it runs a stage.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from fingrav.backends import get_backend
-from fingrav.stages.job import parser, run_stage
+from fingrav.stages.job import params_of, parser, run_stage
 
 
 def _needs_gpu(args: argparse.Namespace) -> bool:
@@ -23,7 +22,10 @@ def _needs_gpu(args: argparse.Namespace) -> bool:
         return False
     if os.environ.get("SLURM_JOB_ID"):  # a scheduler's GPU job runs in its own allocation, never in a worker
         return True
-    device = json.loads(args.params).get("device") or {}
+    try:
+        device = params_of(args).get("device") or {}
+    except Exception:  # unreadable params: run in this process, which reports it with the file's name
+        return True
     return get_backend(device.get("backend", "sim")).real_gpu or int(device.get("world_size") or 1) > 1
 
 

@@ -27,12 +27,14 @@ logger = logging.getLogger(__name__)
 
 def read_frame(path: Path) -> pl.DataFrame:
     """A parquet table as a polars frame; DataError naming the file when it is missing or unreadable."""
+    from fingrav.layout import rerun_hint
+
     if not path.exists():
-        raise DataError(f"missing input file {path}")
+        raise DataError(f"missing input file {path}{rerun_hint(path)}")
     try:
         return pl.read_parquet(path)
     except Exception as err:  # polars raises several error types for a damaged file; name the file once
-        raise DataError(f"{path}: cannot be read as parquet ({err})") from None
+        raise DataError(f"{path}: cannot be read as parquet ({err}): damaged or truncated{rerun_hint(path)}") from None
 
 
 def read_plan(path: Path) -> Plan:
@@ -43,7 +45,7 @@ def read_plan(path: Path) -> Plan:
 def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig) -> Path:
     """Bin one scenario's runs on GPU `rank`; returns the binned parquet path."""
     raw = layout.scenario_dir(scenario, rank)
-    rawio.verify_manifest(raw)  # a damaged or altered raw file stops here, named
+    rawio.require_manifest(raw)  # a damaged, altered or unlisted raw file stops here, named
     plan = read_plan(raw / "plan.json")
     margin = plan.margin_for_binning(analysis.margin)
     binned, meta = bin_runs(read_frame(raw / "executions.parquet"), read_frame(raw / "runs.parquet"), plan, margin)

@@ -50,10 +50,8 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
         for rank in range(device.world_size):
             dst = layout.calibration_dir(rank)
             dst.mkdir(parents=True, exist_ok=True)
-            rawio.verify_manifest(src.calibration_dir(rank))
+            rawio.require_manifest(src.calibration_dir(rank))
             for name in (*CALIBRATION_RAW_FILES, rawio.MANIFEST):
-                if name == rawio.MANIFEST and not (src.calibration_dir(rank) / name).exists():
-                    continue
                 shutil.copyfile(replay_source(device, src.calibration_dir(rank) / name), dst / name)
             out.append(rawio.write_json(layout.calibration_json(rank), analyze_calibration(dst, calibration)))
         return out

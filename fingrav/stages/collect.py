@@ -71,9 +71,9 @@ def _copy_dataset(layout: SweepLayout, device: DeviceConfig, name: str) -> None:
     for rank in range(device.world_size):
         dst = layout.scenario_dir(name, rank)
         dst.mkdir(parents=True, exist_ok=True)
-        rawio.verify_manifest(src.scenario_dir(name, rank))
+        rawio.require_manifest(src.scenario_dir(name, rank))
         for file in (*SCENARIO_RAW_FILES, rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE):
-            optional = file in (rawio.MANIFEST, SCENARIO_CALIBRATION, TELEMETRY_FILE)
+            optional = file in (SCENARIO_CALIBRATION, TELEMETRY_FILE)
             if optional and not (src.scenario_dir(name, rank) / file).exists():
                 continue
             shutil.copyfile(replay_source(device, src.scenario_dir(name, rank) / file), dst / file)

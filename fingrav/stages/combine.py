@@ -21,6 +21,7 @@ from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
 from fingrav.stages import typed
+from fingrav.stages.bin import read_frame
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
             if not path.exists():
                 raise DataError(f"{path}: missing; run differentiate for GPU {k} of {scenario!r} first")
         summaries.append(rawio.read_model(layout.summary_json(scenario, k), ScenarioSummary))
-        lois.append(pl.read_parquet(layout.lois(scenario, k), columns=["run", "golden", "role", "channel", "power_mw"]))
+        lois.append(read_frame(layout.lois(scenario, k)).select(["run", "golden", "role", "channel", "power_mw"]))
     out = combine_ranks(summaries, lois, analysis)
     out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))
     path = rawio.write_json(layout.combined(scenario), out)

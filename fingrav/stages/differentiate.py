@@ -80,7 +80,7 @@ def run(
 ) -> list[Path]:
     """Differentiate one scenario on GPU `rank`; returns [lois.parquet, summary.json]."""
     raw = layout.scenario_dir(scenario, rank)
-    rawio.verify_manifest(raw)  # a damaged or altered raw file stops here, named
+    rawio.require_manifest(raw)  # a damaged, altered or unlisted raw file stops here, named
     plan = read_plan(raw / "plan.json")
     own = layout.scenario_calibration(scenario, rank)  # the measuring GPU's own, when it was not the calibrated one
     calibration = rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)

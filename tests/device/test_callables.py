@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,24 @@ def test_find_problem_looks_up_without_running(user_module: Path) -> None:
     assert find_problem("fingrav_test_user.py:make", user_module) is None
     assert "no module named 'no_such_module_xyz'" in find_problem("no_such_module_xyz:make", user_module)
     assert "no such file" in find_problem("missing/file.py:make", user_module)
+
+
+def test_a_package_is_looked_up_without_running_its_init(tmp_path: Path) -> None:
+    """A dry run looks a target up, never imports it: a package's __init__.py does not run (here it would write a
+    file), for the package's own module and for a submodule alike."""
+    pkg = tmp_path / "fingrav_trap_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    ran = tmp_path / "init-ran"
+    (pkg / "__init__.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    (pkg / "sub" / "__init__.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    (pkg / "sub" / "kernels.py").write_text("def make():\n    return lambda: None\n")
+    (pkg / "plain.py").write_text("def make():\n    return lambda: None\n")
+    assert find_problem("fingrav_trap_pkg.sub.kernels:make", tmp_path) is None
+    assert find_problem("fingrav_trap_pkg.plain:make", tmp_path) is None
+    assert find_problem("fingrav_trap_pkg:make", tmp_path) is None
+    assert "no module named 'fingrav_trap_pkg.nope'" in find_problem("fingrav_trap_pkg.nope:make", tmp_path)
+    assert "no module named 'fingrav_trap_pkg.plain.x'" in find_problem("fingrav_trap_pkg.plain.x:make", tmp_path)
+    assert not ran.exists() and "fingrav_trap_pkg" not in sys.modules
 
 
 def test_factory_is_called_with_its_args_and_its_launcher_runs(user_module: Path) -> None:

@@ -4,7 +4,6 @@ determinism, the SSE/SSP effect, channel split, throttling and speed."""
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -520,7 +519,6 @@ def test_light_kernel_ramps_to_steady() -> None:
 def test_speed_2000_runs_with_sampling() -> None:
     dev = SimulatedGPU(SimConfig(preset="mi300x"), seed=0)
     k = dev.prepare(gemm(2048))
-    t = time.perf_counter()
     dev.start_sampling()
     n = 0
     for _ in range(2000):
@@ -530,9 +528,7 @@ def test_speed_2000_runs_with_sampling() -> None:
         dev.ground_truth_of_last_execute()
         n += len(dev.drain_samples())
     n += len(dev.stop_sampling())
-    elapsed = time.perf_counter() - t
-    assert n > 4 * 20_000
-    assert elapsed < 6.0
+    assert n > 4 * 20_000  # its speed is benchmarks/' business: no unit test asserts wall-clock time
     assert dev._timeline.size < 1000  # history is pruned
 
 

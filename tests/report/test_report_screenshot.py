@@ -127,6 +127,13 @@ def test_report_at_1400px_has_headline_and_core_table_without_sideways_scrolling
             page.goto(sim_report.resolve().as_uri(), wait_until="load")
             geo: dict[str, Any] = page.evaluate(GEOMETRY_JS)
             page.screenshot(path=str(shot))
+            # every table but the full one (every column, scrolling by design) fits its container, folds opened
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+            cut = page.evaluate(
+                "() => Array.from(document.querySelectorAll('table:not(.all)')).filter(t => "
+                "t.parentElement.scrollWidth > t.parentElement.clientWidth + 1).map(t => t.className || t.outerHTML"
+                ".slice(0, 80))"
+            )
         finally:
             ctx.close()
     logger.info("chromium: %.1f s; geometry %s", time.perf_counter() - t, geo)
@@ -150,6 +157,7 @@ def test_report_at_1400px_has_headline_and_core_table_without_sideways_scrolling
     # the headline whole, and the core table's header and first scenario, in the first screenful
     assert geo["headlineTable"]["bottom"] <= VIEWPORT["height"], geo["headlineTable"]
     assert geo["core"]["firstRowBottom"] <= VIEWPORT["height"], geo["core"]
+    assert cut == [], f"tables cut at {width} px: {cut}"
     # the screenshot
     data = shot.read_bytes()
     assert _png_size(data) == (VIEWPORT["width"], VIEWPORT["height"])

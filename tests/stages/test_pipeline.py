@@ -5,6 +5,7 @@ Every test here runs Snakemake: all are marked slow."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -164,6 +165,9 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
         assert proc.returncode != 0 and "device.replay_dir" in proc.stdout + proc.stderr
         return
     proc = snakemake(tmp_path, "--configfile", str(ROOT / config), "-n", "--cores", "1")
+    out = proc.stdout + proc.stderr
+    assert "extended by additional config" not in out  # nothing is merged into a sweep config given on the line
+    assert max(len(line) for line in out.splitlines()) < 1500, max(out.splitlines(), key=len)[:200]
     n = len(data["scenarios"])
     w = int((data.get("device") or {}).get("world_size") or 1)
     rules = r"^(calibrate|collect|bin|differentiate|combine|fleet|report)\s+(\d+)$"
@@ -181,9 +185,49 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
 
 
 def test_lint_has_no_errors() -> None:
-    """`snakemake --lint` finds nothing but the conda-environment/container advice (no conda here)."""
+    """`snakemake --lint` finds nothing (at most the conda-environment/container advice: no conda here)."""
     proc = snakemake(ROOT, "--lint", check=False)
     out = proc.stdout + proc.stderr
     lints = re.findall(r"^\s+\* (.+?):?$", out, re.M)
-    assert lints, out  # the linter ran and printed its (conda) advice
+    assert lints or "your workflow is in a good condition" in out, out  # the linter ran
     assert all(lint.startswith("Specify a conda environment or container") for lint in lints), out
+
+
+def test_a_damaged_summary_keeps_summary_csv_and_says_how_to_rerun(tiny_run: Path, tmp_path: Path) -> None:
+    """A truncated summary.json fails the report with one message naming it and `--forcerun differentiate` (a plain
+    rerun would fail again: Snakemake takes the file for done), and the last good summary.csv stays."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
+    res = work / "results" / "tiny"
+    before = (res / "summary.csv").read_text()
+    damaged = res / "profiles" / "gpu0" / "cb-8k" / "summary.json"
+    damaged.write_text(damaged.read_text()[:200])
+    cfg = write_config(work / "tiny.yaml", tiny_config())
+    proc = snakemake(work, "--configfile", str(cfg), "--cores", "1", "--forcerun", "report", check=False)
+    assert proc.returncode != 0
+    log = (res / "logs" / "report.log").read_text()
+    assert f"{damaged.relative_to(work)}: not valid JSON" in log and "snakemake --forcerun differentiate" in log
+    assert "Traceback" not in log
+    assert (res / "summary.csv").read_text() == before
+    snakemake(work, "--configfile", str(cfg), "--cores", "1", "--forcerun", "differentiate")
+    assert (res / "summary.csv").is_file() and (res / "report" / "index.html").is_file()
+
+
+def test_job_parameters_travel_in_files_not_on_the_command_line(tmp_path: Path) -> None:
+    """A callable's args of 200 KB (past Linux's 131,072-byte limit on one argument; the report's parameters pass
+    it beyond ~1,000 scenarios) reach the collect job through its params file; Snakemake tracks their digest."""
+    (tmp_path / "kern.py").write_text("def make(**kw):\n    return lambda: None\n")
+    data = tiny_config(sweep="big-args", max_runs=40)
+    data["scenarios"] = [
+        {
+            "name": "c",
+            "kernel": {"kind": "callable", "target": "kern.py:make", "flops": 1e9, "args": {"blob": "x" * 200_000}},
+        }
+    ]
+    cfg = write_config(tmp_path / "big.yaml", data)
+    layout_root = tmp_path / "results" / "big-args"
+    target = str((layout_root / "raw" / "gpu0" / "c" / "COLLECTED.json").relative_to(tmp_path))
+    proc = snakemake(tmp_path, "--configfile", str(cfg), "--cores", "1", target)
+    params = json.loads((layout_root / "logs" / "collect" / "c.log.params.json").read_text())
+    assert params["scenario"]["kernel"]["args"]["blob"] == "x" * 200_000
+    assert "Argument list too long" not in proc.stdout + proc.stderr

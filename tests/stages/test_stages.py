@@ -61,6 +61,7 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
         meta = {**prov, "gaps": []} if kind == "samples" else prov
         rawio.write_table(raw / f"{kind}.parquet", kind, {c: frame[c].to_numpy() for c in frame.columns}, meta)
     rawio.write_json(layout.plan(name, 0), d["plan"].model_copy(update={"provenance": prov}).to_json())
+    rawio.write_manifest(raw, ["executions.parquet", "runs.parquet", "samples.parquet", "clock.parquet", "plan.json"])
     rawio.write_table(layout.truth(name, 0), "truth", {c: d["truth"][c].to_numpy() for c in d["truth"].columns}, prov)
     clock = d["clock_fit"]
     cal = Calibration(

@@ -224,6 +224,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     rel = args.rel if args.rel is not None else DEFAULT_REL_TOL
     rep = check_summaries(committed, replayed, rel) if args.summaries else check(committed, replayed, rel)
     return 0 if rep.ok else 1
+
+
 def _cmd_dataset(args: argparse.Namespace) -> int:
     """`fingrav dataset seal|verify FOLDER`: write or check a committed dataset's DATASET.json (`fingrav.guard`)."""
     from fingrav.guard import seal_dataset, verify_dataset

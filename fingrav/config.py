@@ -597,6 +597,7 @@ class SweepConfig(_Model):
         if not self.scenarios:
             raise ValueError("scenarios: no scenario: give at least one in `scenarios` or a `grid`")
         return self
+
     max_gpu_hours: Annotated[float, Field(gt=0, le=1e6)] = Field(
         24.0,
         description="refuse a sweep whose GPU time, bounded from below before it runs (fingrav.cost: calibration, "

@@ -19,5 +19,9 @@ rule report:
         digest=digest(REPORT_PARAMS),
     log:
         p(L.log("report")),
+    # one line instead of Snakemake's job info, whose input line lists every scenario's files (thousands of
+    # characters on a kernel database)
+    message:
+        f"report of {len(SCENARIOS)} scenarios -> {{output.html}}"
     run:
         run_stage("report", REPORT_PARAMS, log[0])

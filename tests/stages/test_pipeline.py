@@ -14,6 +14,7 @@ import pytest
 import yaml
 from conftest import ROOT, snakemake, tiny_config
 
+from fingrav.config import load_config
 from fingrav.replay_check import replayed_columns
 
 SHIPPED_CONFIGS = sorted(f"config/{p.name}" for p in (ROOT / "config").glob("*.yaml"))
@@ -168,7 +169,7 @@ def test_dry_run_plans_every_sweep(tmp_path: Path, config: str) -> None:
     out = proc.stdout + proc.stderr
     assert "extended by additional config" not in out  # nothing is merged into a sweep config given on the line
     assert max(len(line) for line in out.splitlines()) < 1500, max(out.splitlines(), key=len)[:200]
-    n = len(data["scenarios"])
+    n = len(load_config(ROOT / config).scenarios)  # grids expanded
     w = int((data.get("device") or {}).get("world_size") or 1)
     rules = r"^(calibrate|collect|bin|differentiate|combine|fleet|report)\s+(\d+)$"
     counts = dict(re.findall(rules, proc.stdout, re.M))

@@ -443,7 +443,8 @@ class SimulatedGPU(GPUDevice):
         and its random streams as for `execute`, drawn per batch). The simulator has no telemetry."""
         r = len(batch)
         calls = Calls.build([list(k) for k in batch.kinds], batch.kind, self.preset.name)
-        if calls.n == 0 or (calls.last < calls.first).any() or type(self).read_telemetry is not GPUDevice.read_telemetry:
+        telemetry = type(self).read_telemetry is not GPUDevice.read_telemetry
+        if calls.n == 0 or (calls.last < calls.first).any() or telemetry:
             return super().measure_runs(batch)  # empty runs, or a subclass that reads telemetry: run by run
         rt, overhead, read_at = self._draw_reads(r)
         idle = int(batch.idle_ns)

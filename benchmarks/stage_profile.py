@@ -4,7 +4,8 @@
 
 Takes the jobs' command lines from `snakemake -n -p --forceall` (the sweep's results folder is removed first, so
 every job runs from scratch), runs each one's `fingrav.stages.<stage>.from_params` here (no stage worker, no
-Snakemake), and prints per stage: jobs, wall seconds, and the top functions by cumulative and by own time.
+Snakemake), and prints per stage: jobs, wall and CPU seconds (CPU time is the steadier number on a shared machine),
+and the top functions by cumulative and by own time.
 """
 
 from __future__ import annotations
@@ -64,20 +65,25 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(ROOT / "results" / sweep, ignore_errors=True)
     profiles: dict[str, cProfile.Profile] = defaultdict(cProfile.Profile)
     wall: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     t_all = time.perf_counter()
     for stage, log, params in todo:
         mod = importlib.import_module(f"fingrav.stages.{stage}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with logging_to(log):
             profiles[stage].runcall(mod.from_params, params)
         wall[stage] += time.perf_counter() - t0
+        cpu[stage] += time.process_time() - c0
         count[stage] += 1
     total = time.perf_counter() - t_all
-    print(f"{'stage':<14}{'jobs':>6}{'wall s':>10}")
+    print(f"{'stage':<14}{'jobs':>6}{'wall s':>10}{'cpu s':>10}")
     for stage in wall:
-        print(f"{stage:<14}{count[stage]:>6}{wall[stage]:>10.2f}")
-    print(f"{'all':<14}{len(todo):>6}{total:>10.2f}  (load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus)")
+        print(f"{stage:<14}{count[stage]:>6}{wall[stage]:>10.2f}{cpu[stage]:>10.2f}")
+    print(
+        f"{'all':<14}{len(todo):>6}{total:>10.2f}{sum(cpu.values()):>10.2f}"
+        f"  (load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus; cpu: this process, every thread, under cProfile)"
+    )
     for stage, prof in profiles.items():
         if args.stage and stage not in args.stage:
             continue

@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS"):
+        os.environ.setdefault(var, "1")  # before numpy / polars load: what a one-thread Snakemake job runs with
     import importlib
 
     from fingrav.logs import logging_to

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
             flush=True,
         )
+        for ln in lines:
+            if ln.startswith(("FAILED ", "ERROR ")):
+                print(ln)
         slow = [m.groups() for ln in lines if (m := _DURATION.match(ln))]
         if slow:
             print(f"{'seconds':>8}  {'phase':<8} test")

@@ -291,12 +291,7 @@ class _Recorder:
         names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(present))
         remap = np.array([names.index(n) for n in present], np.int32)
         codes = remap[present_codes] if len(present) else present_codes
-        # = np.lexsort((codes, t)): one stable sort of an int64 key, fast on the nearly sorted drains
-        t_rel = smp.t_ns - (smp.t_ns.min() if len(smp.t_ns) else 0)
-        if len(t_rel) and int(t_rel.max()) < (1 << 62) // max(len(names), 1):
-            order = np.argsort(t_rel * len(names) + codes, kind="stable")
-        else:
-            order = np.lexsort((codes, smp.t_ns))
+        order = _time_channel_order(smp.t_ns, codes, len(names))
         rawio.write_table(
             raw_dir / "samples.parquet",
             "samples",
@@ -344,10 +339,19 @@ class _Recorder:
         if reading_truth_path is not None and drain_truth is not None:
             rt = drain_truth()
             codes, names = rt.channel_codes()  # codes in name order: sorted by time, then channel name
-            order = np.lexsort((codes, rt.t_ns))
+            order = _time_channel_order(rt.t_ns, codes, len(names))
             chan = pa.DictionaryArray.from_arrays(codes[order], pa.array(list(names), pa.string()))
             cols = {"t_ns": rt.t_ns[order], "channel": chan, "power_mw": rt.power_mw[order]}
             rawio.write_table(reading_truth_path, "reading_truth", cols, meta)
+
+
+def _time_channel_order(t_ns: np.ndarray, codes: np.ndarray, n_names: int) -> np.ndarray:
+    """The order that sorts rows by time, then channel code (= np.lexsort((codes, t_ns))): one stable sort of an
+    int64 key, fast on the nearly sorted drains (lexsort where the key would overflow)."""
+    t_rel = t_ns - (t_ns.min() if len(t_ns) else 0)
+    if len(t_rel) and int(t_rel.max()) < (1 << 62) // max(n_names, 1):
+        return np.argsort(t_rel * n_names + codes, kind="stable")
+    return np.lexsort((codes, t_ns))
 
 
 def collect_scenario(

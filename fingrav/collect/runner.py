@@ -7,9 +7,8 @@ Several GPUs (device.world_size > 1, `fingrav.collect.distributed`): every rank 
 on its own device with the same scenario, policy and seed and a `Lockstep` that keeps the ranks in step:
 a barrier before every run (before every batch of runs on a device that generates a batch at once, the simulator:
 its ranks' clocks are virtual, `GPUDevice.batch_runs`); rank 0's timing decides the probe length and rank 0 makes
-the plan (from
-its timing and the most conservative probe of all ranks) and broadcasts it, so every rank issues exactly
-the same executions (unequal counts would hang NCCL); delays and run kinds come from the shared seed.
+the plan (from its timing and the most conservative probe of all ranks) and broadcasts it, so every rank issues
+exactly the same executions (unequal counts would hang NCCL); delays and run kinds come from the shared seed.
 With the default `Solo` (one GPU) all of this is a no-op and the collection is what it always was.
 """
 

@@ -71,10 +71,18 @@ def write_table(path: str | Path, kind: str, columns: Mapping[str, Any], meta: M
     schema = SCHEMAS[kind]
     n = None
     arrays = []
+    coded: list[str] = []  # string columns given as dictionary arrays: written as they are (`_write_coded`)
     for f in schema:
         if f.name in columns:
             col = columns[f.name]
-            if isinstance(col, pa.Array):
+            if (
+                isinstance(col, pa.DictionaryArray)
+                and pa.types.is_string(f.type)
+                and pa.types.is_string(col.type.value_type)
+            ):
+                arr = col
+                coded.append(f.name)
+            elif isinstance(col, pa.Array):
                 arr = col.cast(f.type) if col.type != f.type else col
             else:
                 arr = pa.array(np.asarray(col), type=f.type, from_pandas=True)
@@ -83,13 +91,49 @@ def write_table(path: str | Path, kind: str, columns: Mapping[str, Any], meta: M
                 n = len(next(iter(columns.values()))) if columns else 0
             arr = pa.nulls(n, type=f.type)
         arrays.append(arr)
-    table = pa.Table.from_arrays(arrays, schema=schema)
     # integer columns (sorted timestamps, run and execution indices) shrink 2-3x with delta encoding
     ints = [f.name for f in schema if pa.types.is_integer(f.type)]
     strings = [f.name for f in schema if pa.types.is_string(f.type)]
-    return write_arrow(
-        path, table, meta, dictionary_columns=strings, column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED")
-    )
+    encoding = dict.fromkeys(ints, "DELTA_BINARY_PACKED")
+    if coded:
+        return _write_coded(path, schema, arrays, meta, strings, encoding)
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return write_arrow(path, table, meta, dictionary_columns=strings, column_encoding=encoding)
+
+
+def _write_coded(
+    path: str | Path,
+    schema: pa.Schema,
+    arrays: list[pa.Array],
+    meta: Mapping[str, Any],
+    dictionary_columns: Sequence[str],
+    column_encoding: Mapping[str, str],
+) -> Path:
+    """`write_arrow` for a table whose string columns come as dictionary arrays (channel codes of millions of
+    samples): parquet's dictionary pages are written from the codes, never from millions of strings. The file is
+    the same to every reader (a dictionary-encoded UTF-8 column, read as a string; the `fingrav` record in the
+    key-value metadata): parquet's own types say it all for these tables, so the Arrow schema (which would say
+    "dictionary") is not stored."""
+    fields = [pa.field(f.name, a.type, f.nullable) for f, a in zip(schema, arrays, strict=True)]
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    record = {"format_version": FORMAT_VERSION, **dict(meta)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    use_dict = [c for c in dictionary_columns if c in table.column_names]
+    with pq.ParquetWriter(
+        tmp,
+        table.schema,
+        compression="zstd",
+        use_dictionary=use_dict,
+        column_encoding=dict(column_encoding) or None,
+        store_schema=False,
+    ) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({META_KEY.decode(): dumps(record)})
+    tmp.replace(path)
+    logger.debug("wrote %s (%d rows)", path, table.num_rows)
+    return path
 
 
 def write_arrow(

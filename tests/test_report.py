@@ -747,6 +747,16 @@ def test_invalid_rows_marked_and_truth_table(sim_report: dict[str, Any]) -> None
     assert "Validation against the simulator" in html
 
 
+def test_render_time_is_reported_truthfully(sim_report: dict[str, Any]) -> None:
+    """The page says how long it took to render, and that is no more than the call took (the report's speed is a
+    benchmark, benchmarks/stage_profile.py, not a test: wall-clock limits fail on a busy machine)."""
+    html = (sim_report["out"] / "index.html").read_text(encoding="utf-8")
+    m = re.search(r"Report rendered by fingrav in ([0-9.]+) s; (\d+) figures", html)
+    assert m is not None
+    assert 0.0 < float(m.group(1)) <= sim_report["elapsed"] + 0.05
+    assert int(m.group(2)) == len([p for p in sim_report["written"] if p.name != "index.html"]) - 1  # - summary.csv
+
+
 def test_hardware_report_without_truth(hw_report: dict[str, Any]) -> None:
     out: Path = hw_report["out"]
     html = (out / "index.html").read_text(encoding="utf-8")

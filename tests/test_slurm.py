@@ -291,3 +291,8 @@ def test_sweep_through_slurm_equals_local_run(cluster: Cluster, tmp_path: Path) 
             except ValueError:
                 assert vb == va, (name, col)
     assert a["cb-2k"]["gpu"] == "0" and a["cb-8k"]["gpu"] == "1"
+    # the scheduler kept the DAG's order: every job ended after it started, no collect job started before a
+    # calibration had ended (how long the run took is a benchmark, not a test: it fails on a busy machine)
+    assert all(j["StartTime"] <= j["EndTime"] for j in ours), [(j["StartTime"], j["EndTime"]) for j in ours]
+    first_calibrated = min(j["EndTime"] for j in ours if j.get("Comment", "").startswith("rule_calibrate"))
+    assert all(j["StartTime"] >= first_calibrated for j in ours if j.get("Comment", "").startswith("rule_collect"))

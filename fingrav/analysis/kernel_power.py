@@ -176,15 +176,21 @@ def target_samples(
         .with_columns(lo_ns=(pl.col("run_start_ns") - pl.col("pre_ns").fill_null(0.0)).cast(pl.Int64))
         .sort("lo_ns")
     )
+    post = int(round(_post_ns(sensor)))
     smp = (
         samples.lazy()
         .filter(pl.col("channel") == TOTAL)
         .select((pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"), "power_mw")
-        .sort("t_ns")
         .collect()
     )
+    if win.height and smp.height:  # only the samples inside some window enter the sort and the join (same result)
+        lo = win["lo_ns"].to_numpy().astype(np.int64)
+        hi = np.maximum.accumulate(win["t_end_ns"].to_numpy().astype(np.int64) + post)  # lo is sorted: the union
+        t = smp["t_ns"].to_numpy().astype(np.int64)
+        j = np.searchsorted(lo, t, side="right") - 1
+        smp = smp.filter(pl.Series((j >= 0) & (hi[np.maximum(j, 0)] >= t)))
+    smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
-    post = int(round(_post_ns(sensor)))
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
         "run", "t_ns", "power_mw", "run_start_ns", "t_start_ns", "t_end_ns", "sse_run"
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import PHASE_DTYPE, SEGMENT_DTYPE, measure_runs, role_expr
@@ -108,6 +109,9 @@ def assign_lois(
         .filter((pl.col("dur_ns") > 0) & (pl.col("cycle_end_ns") > pl.col("exec_start_ns")))
         .sort("exec_start_ns")
     )
+    shifts = [int(v) for v in delay_ns.values()] + [int(default_delay_ns or 0)] if isinstance(delay_ns, Mapping) else []
+    n_samples = samples.height
+    samples = _near_executions(samples, right, shifts or [int(delay_ns)])  # type: ignore[arg-type]
     if isinstance(delay_ns, Mapping):
         shift: pl.Expr = (
             pl.col("channel")
@@ -150,11 +154,32 @@ def assign_lois(
     logger.info(
         "LOIs: %d of %d samples fall inside %d measure executions (delay correction %s ns)",
         lois.height,
-        samples.height,
+        n_samples,
         host_execs.height,
         delay_ns,
     )
     return lois.cast(LOIS_SCHEMA)  # type: ignore[arg-type]
+
+
+def _near_executions(samples: pl.DataFrame, cycles: pl.LazyFrame, shifts: list[int]) -> pl.DataFrame:
+    """The samples that can fall inside an execution cycle of `cycles` (exec_start_ns, cycle_end_ns, run) once
+    shifted back by any of `shifts` (ns): those in a run's span [first start, last cycle end) widened by the
+    smallest and largest shift. Most samples are idle between runs; the as-of join of `assign_lois` then sorts and
+    joins only these (its result is the same: it drops every sample outside the cycles)."""
+    spans = (
+        cycles.group_by("run")
+        .agg(lo=pl.col("exec_start_ns").min(), hi=pl.col("cycle_end_ns").max())
+        .sort("lo")
+        .collect()
+    )
+    if spans.height == 0 or samples.height == 0:
+        return samples.clear()
+    lo = spans["lo"].to_numpy().astype(np.int64) + min(shifts)
+    hi = np.maximum.accumulate(spans["hi"].to_numpy().astype(np.int64) + max(shifts))  # the union, as lo is sorted
+    t = samples["t_ns"].to_numpy().astype(np.int64)
+    j = np.searchsorted(lo, t, side="right") - 1
+    keep = (j >= 0) & (hi[np.maximum(j, 0)] > t)
+    return samples.filter(pl.Series(keep))
 
 
 def lois_frame(

@@ -5,9 +5,10 @@ between the executions of a run.
 
 Several GPUs (device.world_size > 1, `fingrav.collect.distributed`): every rank calls `collect_scenario`
 on its own device with the same scenario, policy and seed and a `Lockstep` that keeps the ranks in step:
-a barrier before every run; rank 0's timing decides the probe length and rank 0 makes the plan (from
-its timing and the most conservative probe of all ranks) and broadcasts it, so every rank issues exactly
-the same executions (unequal counts would hang NCCL); delays and run kinds come from the shared seed.
+a barrier before every run (before every batch of runs on a device that generates a batch at once, the simulator:
+its ranks' clocks are virtual, `GPUDevice.batch_runs`); rank 0's timing decides the probe length and rank 0 makes
+the plan (from its timing and the most conservative probe of all ranks) and broadcasts it, so every rank issues
+exactly the same executions (unequal counts would hang NCCL); delays and run kinds come from the shared seed.
 With the default `Solo` (one GPU) all of this is a no-op and the collection is what it always was.
 """
 
@@ -34,7 +35,15 @@ from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
-from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.device.base import (
+    ClockReads,
+    ClockTelemetry,
+    ExecRecords,
+    GPUDevice,
+    KernelHandle,
+    MeasureRuns,
+    PowerSamples,
+)
 from fingrav.errors import ConfigError, DeviceError
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE
 from fingrav.provenance import provenance
@@ -44,6 +53,7 @@ logger = logging.getLogger(__name__)
 CLOCK_BURST = 50
 READ_GUARD_NS = 5_000_000  # idle between the pre-run reads and the random delay + executions
 PROGRESS_EVERY_S = 10.0
+DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
 REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
 
 
@@ -115,9 +125,10 @@ class _Recorder:
         self.device = device
         self.sync: Lockstep = sync if sync is not None else Solo()
         self.runs: list[tuple[int, str, int, int, int, float | None, float | None]] = []
-        self.execs: list[tuple[int, ExecRecords, np.ndarray]] = []
-        self.clock: list[tuple[ClockReads, str, int]] = []
-        self.truth: list[tuple[int, ExecRecords, np.ndarray, dict[str, dict[str, np.ndarray]]]] = []
+        # run ids (an array: one per record, per clock read, per truth row), records, segment names
+        self.execs: list[tuple[np.ndarray, ExecRecords, np.ndarray]] = []
+        self.clock: list[tuple[ClockReads, str, np.ndarray]] = []
+        self.truth: list[tuple[np.ndarray, ExecRecords, np.ndarray, dict[str, dict[str, np.ndarray]]]] = []
         self.telemetry: list[tuple[int, str, str, ClockTelemetry]] = []
         self.samples: list[PowerSamples] = []
         self.issued = 0  # executions launched (stored or not)
@@ -142,7 +153,11 @@ class _Recorder:
         Every rank waits for the others first (a no-op on one GPU). unstamped: one segment run as a user runs it
         (`GPUDevice.run_unstamped`): one record, stored with exec_index = count - 1 and the first execution's start
         (`fingrav.contracts.tables`), and on the simulator a truth row with the sustained truth; more / part: an
-        adaptive unstamped run (`GPUDevice.run_unstamped`; `self.host_start` is the run's start for `more`)."""
+        adaptive unstamped run (`GPUDevice.run_unstamped`; `self.host_start` is the run's start for `more`).
+        A stamped run is a batch of one (`measure`)."""
+        if not unstamped:
+            batch = MeasureRuns([segments], np.zeros(1, np.int64), int(idle_ns), np.array([delay_ns]), READ_GUARD_NS)
+            return self.measure(np.array([run_id]), np.array([phase]), batch, names, truth_rows)
         dev = self.device
         self.sync.barrier()
         if idle_ns > 0:
@@ -156,37 +171,24 @@ class _Recorder:
         dev.sleep_ns(READ_GUARD_NS + delay_ns)
         host_start = int(dev.host_time_ns())
         self.host_start = host_start
-        if unstamped:
-            ((handle, count),) = segments
-            rec = dev.run_unstamped(handle, int(count), more=more, part=part)
-            self.issued += int(rec.exec_index[-1]) + 1
-        else:
-            rec = dev.execute(segments)
-            self.issued += len(rec)
+        ((handle, count),) = segments
+        rec = dev.run_unstamped(handle, int(count), more=more, part=part)
+        self.issued += int(rec.exec_index[-1]) + 1
         e1 = dev.energy_mj()
         tel1 = dev.read_telemetry()
         self.runs.append((run_id, phase, host_start, int(delay_ns), int(idle_ns), e0, e1))
         for when, tel in (("before", tel0), ("after", tel1)):
             if tel is not None:
                 self.telemetry.append((run_id, phase, when, tel))
-        seg_names = np.asarray(names, dtype=object)[rec.segment].astype(str)
-        self.execs.append((run_id, rec, seg_names))
-        self.clock.append((reads, "run", run_id))
-        self._keep_truth(run_id, rec, seg_names, unstamped, truth_rows)
+        seg_names = np.asarray(names, dtype=str)[rec.segment]
+        self.execs.append((np.full(len(rec), run_id, np.int32), rec, seg_names))
+        self.clock.append((reads, "run", np.array([run_id], np.int32)))
+        self._keep_sustained_truth(run_id, rec, seg_names)
         return rec
 
-    def _keep_truth(
-        self,
-        run_id: int,
-        rec: ExecRecords,
-        seg_names: np.ndarray,
-        unstamped: bool,
-        truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None,
-    ) -> None:
-        """The simulator's ground truth of the run just made: the sustained truth of an unstamped run, else the
-        true power of the executions `truth_rows` selects (none without `truth_rows`, or on a real GPU)."""
-        dev = self.device
-        sustained = getattr(dev, "sustained_truth_of_last_run", None) if unstamped else None
+    def _keep_sustained_truth(self, run_id: int, rec: ExecRecords, seg_names: np.ndarray) -> None:
+        """The simulator's ground truth of the unstamped run just made: its sustained truth (none on a real GPU)."""
+        sustained = getattr(self.device, "sustained_truth_of_last_run", None)
         if sustained is not None and (st := sustained()) is not None:
             truth = {
                 ch: {
@@ -197,16 +199,55 @@ class _Recorder:
                 }
                 for ch, d in st.items()
             }
-            self.truth.append((run_id, rec, seg_names, truth))
-            return
-        truth = dev.ground_truth_of_last_execute()
-        if truth is not None and truth_rows is not None:
+            self.truth.append((np.full(len(rec), run_id, np.int32), rec, seg_names, truth))
+
+    def measure(
+        self,
+        run_ids: np.ndarray,
+        phases: np.ndarray,
+        batch: MeasureRuns,
+        names: list[str],
+        truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
+    ) -> ExecRecords:
+        """Stamped runs `run_ids` (phases: each one's phase), one batch of the device (`GPUDevice.measure_runs`:
+        idle, a GPU-clock read, the guard and the delay, the segments back to back). Every rank waits for the
+        others first (a no-op on one GPU). `truth_rows` selects (boolean mask over the records, given the records
+        and their segment names) the executions whose ground truth is kept. Returns every run's records, in order."""
+        self.sync.barrier()
+        res = self.device.measure_runs(batch)
+        rec = res.records
+        self.issued += len(rec)
+        self.host_start = int(res.host_start_ns[-1])
+        idle = int(batch.idle_ns)
+        for i, run_id in enumerate(run_ids.tolist()):
+            e0, e1 = float(res.energy_start_mj[i]), float(res.energy_end_mj[i])
+            self.runs.append(
+                (
+                    int(run_id),
+                    str(phases[i]),
+                    int(res.host_start_ns[i]),
+                    int(batch.delay_ns[i]),
+                    idle,
+                    None if np.isnan(e0) else e0,
+                    None if np.isnan(e1) else e1,
+                )
+            )
+            for when, tel in zip(("before", "after"), res.telemetry[i] if res.telemetry else (), strict=False):
+                if tel is not None:
+                    self.telemetry.append((int(run_id), str(phases[i]), when, tel))
+        run_col = np.asarray(run_ids, np.int32)[res.run]
+        seg_names = np.asarray(names, dtype=str)[rec.segment]
+        self.execs.append((run_col, rec, seg_names))
+        self.clock.append((res.reads, "run", np.asarray(run_ids, np.int32)))
+        if res.truth is not None and truth_rows is not None:
             m = truth_rows(rec, seg_names)
-            truth = {ch: {k: np.asarray(v)[m] for k, v in d.items()} for ch, d in truth.items()}
-            self.truth.append((run_id, _subset(rec, m), seg_names[m], truth))
+            truth = {ch: {k: np.asarray(v)[m] for k, v in d.items()} for ch, d in res.truth.items()}
+            self.truth.append((run_col[m], _subset(rec, m), seg_names[m], truth))
+        return rec
 
     def burst(self, n: int = CLOCK_BURST) -> None:
-        self.clock.append((self.device.read_gpu_clock(n), "burst", -1))
+        reads = self.device.read_gpu_clock(n)
+        self.clock.append((reads, "burst", np.full(len(reads), -1, np.int32)))
 
     def write(
         self, raw_dir: Path, meta: dict[str, Any], truth_path: Path | None, reading_truth_path: Path | None = None
@@ -224,9 +265,10 @@ class _Recorder:
         drain_truth = getattr(self.device, "drain_reading_truth", None)  # simulator only
         if reading_truth_path is not None and drain_truth is not None:
             rt = drain_truth()
-            chan = np.asarray(rt.channel, dtype=str)
-            order = np.lexsort((chan, rt.t_ns))
-            cols = {"t_ns": rt.t_ns[order], "channel": chan[order], "power_mw": rt.power_mw[order]}
+            codes, names = rt.channel_codes()  # codes in name order: sorted by time, then channel name
+            order = _time_channel_order(rt.t_ns, codes, len(names))
+            chan = pa.DictionaryArray.from_arrays(codes[order], pa.array(list(names), pa.string()))
+            cols = {"t_ns": rt.t_ns[order], "channel": chan, "power_mw": rt.power_mw[order]}
             rawio.write_table(reading_truth_path, "reading_truth", cols, meta)
 
     def _write_runs(self, path: Path, meta: dict[str, Any]) -> None:
@@ -247,7 +289,7 @@ class _Recorder:
         )
 
     def _write_executions(self, path: Path, meta: dict[str, Any]) -> None:
-        run_col = np.concatenate([np.full(len(r), i, np.int32) for i, r, _ in self.execs])
+        run_col = np.concatenate([i for i, _, _ in self.execs]).astype(np.int32)
         rawio.write_table(
             path,
             "executions",
@@ -271,20 +313,19 @@ class _Recorder:
                 "gpu_ns": clk.gpu_ns,
                 "host_after_ns": clk.host_after_ns,
                 "source": np.concatenate([np.full(len(c), s) for c, s, _ in self.clock]),
-                "run": np.concatenate([np.full(len(c), r, np.int32) for c, _, r in self.clock]),
+                "run": np.concatenate([r for _, _, r in self.clock]).astype(np.int32),
             },
             meta,
         )
 
     def _write_samples(self, path: Path, meta: dict[str, Any]) -> None:
         smp = PowerSamples.concat(self.samples)
-        names, codes = self._channel_codes(np.asarray(smp.channel, dtype=str))
-        # = np.lexsort((codes, t)): one stable sort of an int64 key, fast on the nearly sorted drains
-        t_rel = smp.t_ns - (smp.t_ns.min() if len(smp.t_ns) else 0)
-        if len(t_rel) and int(t_rel.max()) < (1 << 62) // max(len(names), 1):
-            order = np.argsort(t_rel * len(names) + codes, kind="stable")
-        else:
-            order = np.lexsort((codes, smp.t_ns))
+        # sorted by time, then channel name: sort integer channel codes (in name order), not the strings
+        present_codes, present = smp.channel_codes()
+        names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(present))
+        remap = np.array([names.index(n) for n in present], np.int32)
+        codes = remap[present_codes] if len(present) else present_codes
+        order = _time_channel_order(smp.t_ns, codes, len(names))
         rawio.write_table(
             path,
             "samples",
@@ -296,24 +337,12 @@ class _Recorder:
             {**meta, "gaps": [list(map(int, g)) for g in smp.gaps]},
         )
 
-    def _channel_codes(self, channel: np.ndarray) -> tuple[list[str], np.ndarray]:
-        """(channel names in name order, each sample's integer code): samples are sorted by time, then channel
-        name, sorting the integer codes rather than the strings."""
-        names = sorted({str(c) for c in self.device.describe().get("channels") or ()} | set(np.unique(channel[:1000])))
-        codes = np.full(len(channel), -1, np.int32)
-        for i, name in enumerate(names):
-            codes[channel == name] = i
-        if (codes < 0).any():  # a channel the device did not announce: the slow, general way
-            names, codes = (list(x) for x in np.unique(channel, return_inverse=True))
-            codes = np.asarray(codes, np.int32)
-        return names, codes
-
     def _write_truth(self, path: Path, meta: dict[str, Any]) -> None:
         cols: dict[str, list[np.ndarray]] = {k: [] for k in rawio.SCHEMAS["truth"].names}
-        for run_id, rec, seg_names, truth in self.truth:
+        for run_ids, rec, seg_names, truth in self.truth:
             for ch, d in truth.items():
                 n = len(rec)
-                cols["run"].append(np.full(n, run_id, np.int32))
+                cols["run"].append(run_ids)
                 cols["segment"].append(seg_names)
                 cols["exec_index"].append(rec.exec_index.astype(np.int32))
                 cols["channel"].append(np.full(n, str(ch)))
@@ -342,6 +371,15 @@ class _Recorder:
             },
             meta,
         )
+
+
+def _time_channel_order(t_ns: np.ndarray, codes: np.ndarray, n_names: int) -> np.ndarray:
+    """The order that sorts rows by time, then channel code (= np.lexsort((codes, t_ns))): one stable sort of an
+    int64 key, fast on the nearly sorted drains (lexsort where the key would overflow)."""
+    t_rel = t_ns - (t_ns.min() if len(t_ns) else 0)
+    if len(t_rel) and int(t_rel.max()) < (1 << 62) // max(n_names, 1):
+        return np.argsort(t_rel * n_names + codes, kind="stable")
+    return np.lexsort((codes, t_ns))
 
 
 @dataclass(frozen=True)
@@ -487,18 +525,24 @@ def _measure_runs(
         i = r.exec_index
         return (seg == "main") & ((i == plan.sse_index) | (i == first) | ((i >= plan.ssp_index) & (i < tail_end)))
 
+    # in batches of DRAIN_EVERY runs (samples drained after each); several GPUs whose runs are not generated at once
+    # (real GPUs) run one run per batch: a barrier before every run
+    delays = rng.uniform(0, plan.delay_max_ns, len(kinds)).astype(np.int64)
+    run_kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
+    kind_index = (kinds == "ssp").astype(np.int64)
+    block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
     last_log = time.perf_counter()
-    for i, kind in enumerate(kinds):
-        delay = int(rng.uniform(0, plan.delay_max_ns))
-        n_main = plan.sse_executions_per_run if kind == "sse" else plan.executions_per_run
-        rec.run(first_run_id + i, str(kind), k.segments(n_main), k.names, plan.idle_ns, delay, truth_rows=truth_rows)
-        if (i + 1) % 256 == 0:
+    for b0 in range(0, len(kinds), block):
+        b1 = min(b0 + block, len(kinds))
+        batch = MeasureRuns(run_kinds, kind_index[b0:b1], plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
+        rec.measure(np.arange(first_run_id + b0, first_run_id + b1), kinds[b0:b1], batch, k.names, truth_rows)
+        if b1 % DRAIN_EVERY == 0:
             rec.samples.append(device.drain_samples())
         now = time.perf_counter()
-        if now - last_log >= PROGRESS_EVERY_S or i + 1 == len(kinds):
+        if now - last_log >= PROGRESS_EVERY_S or b1 == len(kinds):
             el = now - wall0
-            eta = el / (i + 1) * (len(kinds) - i - 1)
-            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, i + 1, len(kinds), el, eta)
+            eta = el / b1 * (len(kinds) - b1)
+            logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, b1, len(kinds), el, eta)
             last_log = now
     return len(kinds)
 
@@ -637,7 +681,7 @@ def _reference_more(
         smp = PowerSamples.concat(rec.samples)
         rec.samples[:] = [smp]
         start = rec.host_start
-        tot = (smp.channel == "total") & (smp.t_ns >= start)
+        tot = smp.is_channel("total") & (smp.t_ns >= start)
         d = reference_decision(
             smp.t_ns[tot],
             smp.power_mw[tot],
@@ -671,7 +715,7 @@ def _probe(
     host_start = rec.runs[-1][2]
     busy = int(probe_rec.gpu_end_ns[-1] - probe_rec.gpu_start_ns[0])
     smp = PowerSamples.concat(rec.samples)
-    tot = (smp.channel == "total") & (smp.t_ns >= host_start - idle_before_ns // 2)
+    tot = smp.is_channel("total") & (smp.t_ns >= host_start - idle_before_ns // 2)
     try:
         return analyze_probe(
             smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw,

@@ -68,18 +68,93 @@ class ExecRecords:
     def duration_ns(self) -> np.ndarray:
         return self.gpu_end_ns - self.gpu_start_ns
 
+    @staticmethod
+    def concat(parts: Sequence[ExecRecords]) -> ExecRecords:
+        if not parts:
+            z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
+            return ExecRecords(z32, z32.copy(), z64, z64.copy())
+        return ExecRecords(
+            np.concatenate([p.segment for p in parts]).astype(np.int32),
+            np.concatenate([p.exec_index for p in parts]).astype(np.int32),
+            np.concatenate([p.gpu_start_ns for p in parts]).astype(np.int64),
+            np.concatenate([p.gpu_end_ns for p in parts]).astype(np.int64),
+        )
 
-@dataclass
+
 class PowerSamples:
     """Power samples in long format (one row per channel and sample), host clock.
 
-    gaps: list of (t_from_ns, t_to_ns) where the backend knows it lost samples
-    (e.g. the NVML buffer overflowed between two drains)."""
+    t_ns: int64 ns; channel: each row's channel name (str: fixed-width unicode; object arrays are accepted);
+    power_mw: float64. gaps: list of (t_from_ns, t_to_ns) where the backend knows it lost samples
+    (e.g. the NVML buffer overflowed between two drains).
 
-    t_ns: np.ndarray
-    channel: np.ndarray  # str (fixed-width unicode; object arrays are accepted)
-    power_mw: np.ndarray  # float64
-    gaps: list[tuple[int, int]] = field(default_factory=list)
+    A backend with many samples may give the channels as codes instead (`PowerSamples.coded`: int codes into a
+    tuple of names): `channel` then builds the names on first use, and `channel_codes` / `is_channel` /
+    `concat` work on the codes (no string arrays of millions of rows)."""
+
+    __slots__ = ("t_ns", "power_mw", "gaps", "_channel", "_codes", "_names")
+
+    def __init__(
+        self,
+        t_ns: np.ndarray,
+        channel: np.ndarray | None,
+        power_mw: np.ndarray,
+        gaps: list[tuple[int, int]] | None = None,
+    ) -> None:
+        self.t_ns = t_ns
+        self.power_mw = power_mw
+        self.gaps = list(gaps) if gaps is not None else []
+        self._channel = channel
+        self._codes: np.ndarray | None = None
+        self._names: tuple[str, ...] | None = None
+
+    @staticmethod
+    def coded(
+        t_ns: np.ndarray,
+        codes: np.ndarray,
+        names: Sequence[str],
+        power_mw: np.ndarray,
+        gaps: list[tuple[int, int]] | None = None,
+    ) -> PowerSamples:
+        """Samples whose channels are `codes` (ints) into `names`."""
+        out = PowerSamples(t_ns, None, power_mw, gaps)
+        out._codes = np.asarray(codes)
+        out._names = tuple(str(n) for n in names)
+        return out
+
+    @property
+    def channel(self) -> np.ndarray:
+        """Each row's channel name (str array)."""
+        if self._channel is None:
+            assert self._codes is not None and self._names is not None
+            self._channel = np.asarray(self._names, dtype=str)[self._codes]
+        return self._channel
+
+    def channel_codes(self) -> tuple[np.ndarray, tuple[str, ...]]:
+        """(int32 codes, names): the channels as codes into their sorted names."""
+        if self._codes is not None and self._names is not None:
+            order = np.argsort(np.asarray(self._names, dtype=str))
+            remap = np.empty(len(self._names), np.int32)
+            remap[order] = np.arange(len(self._names), dtype=np.int32)
+            return remap[self._codes], tuple(sorted(self._names))
+        names, codes = np.unique(np.asarray(self.channel, dtype=str), return_inverse=True)
+        return codes.astype(np.int32), tuple(str(n) for n in names)
+
+    def is_channel(self, name: str) -> np.ndarray:
+        """Boolean mask of the rows of channel `name`."""
+        if self._codes is not None and self._names is not None:
+            if name not in self._names:
+                return np.zeros(len(self._codes), bool)
+            return self._codes == self._names.index(name)
+        return np.asarray(self.channel) == name
+
+    def take(self, index: np.ndarray) -> PowerSamples:
+        """The rows `index` (an index array or boolean mask), gaps kept."""
+        if self._channel is None and self._codes is not None and self._names is not None:
+            return PowerSamples.coded(
+                self.t_ns[index], self._codes[index], self._names, self.power_mw[index], self.gaps
+            )
+        return PowerSamples(self.t_ns[index], self.channel[index], self.power_mw[index], self.gaps)
 
     @staticmethod
     def empty() -> PowerSamples:
@@ -88,6 +163,9 @@ class PowerSamples:
     def __len__(self) -> int:
         return len(self.t_ns)
 
+    def __repr__(self) -> str:
+        return f"PowerSamples({len(self)} rows, gaps={self.gaps!r})"
+
     @staticmethod
     def concat(parts: Sequence[PowerSamples]) -> PowerSamples:
         parts = [p for p in parts if p is not None]
@@ -95,12 +173,15 @@ class PowerSamples:
             return PowerSamples.empty()
         if len(parts) == 1:  # nothing to join: no copy (these arrays hold millions of rows)
             return parts[0]
-        return PowerSamples(
-            np.concatenate([p.t_ns for p in parts]).astype(np.int64),
-            np.concatenate([np.asarray(p.channel, dtype=str) for p in parts]),
-            np.concatenate([p.power_mw for p in parts]).astype(np.float64),
-            [g for p in parts for g in p.gaps],
-        )
+        gaps = [g for p in parts for g in p.gaps]
+        t_ns = np.concatenate([p.t_ns for p in parts]).astype(np.int64)
+        power = np.concatenate([p.power_mw for p in parts]).astype(np.float64)
+        names = {p._names for p in parts if len(p)}
+        if len(names) == 1 and all(p._codes is not None or not len(p) for p in parts):
+            (n,) = names
+            codes = np.concatenate([p._codes if p._codes is not None else np.zeros(0, np.int8) for p in parts])
+            return PowerSamples.coded(t_ns, codes, n, power, gaps)
+        return PowerSamples(t_ns, np.concatenate([np.asarray(p.channel, dtype=str) for p in parts]), power, gaps)
 
 
 @dataclass(frozen=True)
@@ -147,6 +228,50 @@ class ClockTelemetry:
             "fields": dict(self.fields),
             "errors": dict(self.errors),
         }
+
+
+@dataclass(frozen=True)
+class MeasureRuns:
+    """A batch of measure runs for `GPUDevice.measure_runs`, each run after the same protocol: idle for `idle_ns`,
+    read the telemetry and the energy counter, one GPU-clock read, idle for `guard_ns` + its own delay, its
+    segments back to back (`execute`), then the energy counter and the telemetry again.
+
+    kinds: the segments of each kind of run (e.g. SSE and SSP runs: the same kernels, other counts);
+    kind: (R,) which kind each run is (index into `kinds`), in run order; delay_ns: (R,) each run's random delay."""
+
+    kinds: Sequence[Sequence[tuple[KernelHandle, int]]]
+    kind: np.ndarray
+    idle_ns: int
+    delay_ns: np.ndarray
+    guard_ns: int
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def segments(self, r: int) -> list[tuple[KernelHandle, int]]:
+        """The segments of run `r`."""
+        return list(self.kinds[int(self.kind[r])])
+
+
+@dataclass(frozen=True)
+class MeasuredRuns:
+    """What `GPUDevice.measure_runs` measured, per run (R,) and per execution (n, in launch order).
+
+    host_start_ns: the host clock right before each run's executions (after its delay); energy_start_mj /
+    energy_end_mj: the energy counter after the idle and after the executions (NaN where the device has none);
+    reads: the one GPU-clock read of each run; records: every run's executions (`ExecRecords`, `segment` indexing
+    the run's own segments); run: (n,) the run (index into the batch) of each record; telemetry: per run the
+    readings before and after (None where the device offers none); truth: simulator only, aligned with `records`
+    (`GPUDevice.ground_truth_of_last_execute`), else None."""
+
+    host_start_ns: np.ndarray
+    energy_start_mj: np.ndarray
+    energy_end_mj: np.ndarray
+    reads: ClockReads
+    records: ExecRecords
+    run: np.ndarray
+    telemetry: list[tuple[ClockTelemetry | None, ClockTelemetry | None]] | None = None
+    truth: dict[str, dict[str, np.ndarray]] | None = None
 
 
 class KernelHandle(abc.ABC):
@@ -202,6 +327,42 @@ class GPUDevice(abc.ABC):
     def execute(self, segments: Sequence[tuple[KernelHandle, int]]) -> ExecRecords:
         """Run the segments back to back, each `count` executions of its kernel, every execution
         stamped with the GPU clock at start and end. Blocks until done."""
+
+    def measure_runs(self, batch: MeasureRuns) -> MeasuredRuns:
+        """Run a batch of measure runs (`MeasureRuns`: its protocol) one after the other. This default runs them one
+        by one through `sleep_ns`, `read_telemetry`, `energy_mj`, `read_gpu_clock` and `execute`; the simulator
+        generates a whole batch with array operations (the same protocol, the same model)."""
+        starts, e0s, e1s, reads, recs, tels, truths = [], [], [], [], [], [], []
+        for r in range(len(batch)):
+            if batch.idle_ns > 0:
+                self.sleep_ns(int(batch.idle_ns))
+            tel0 = self.read_telemetry()
+            e0 = self.energy_mj()
+            reads.append(self.read_gpu_clock(1))
+            self.sleep_ns(int(batch.guard_ns) + int(batch.delay_ns[r]))
+            starts.append(int(self.host_time_ns()))
+            recs.append(self.execute(batch.segments(r)))
+            e1 = self.energy_mj()
+            tels.append((tel0, self.read_telemetry()))
+            e0s.append(np.nan if e0 is None else e0)
+            e1s.append(np.nan if e1 is None else e1)
+            truths.append(self.ground_truth_of_last_execute())
+        truth = None
+        if truths and all(t is not None for t in truths):
+            truth = {ch: {k: np.concatenate([t[ch][k] for t in truths]) for k in truths[0][ch]} for ch in truths[0]}
+        return MeasuredRuns(
+            np.asarray(starts, np.int64),
+            np.asarray(e0s, np.float64),
+            np.asarray(e1s, np.float64),
+            ClockReads.concat(reads) if reads else ClockReads(*(np.zeros(0, np.int64),) * 3),
+            ExecRecords.concat(recs),
+            np.repeat(np.arange(len(recs)), [len(r) for r in recs]),
+            tels,
+            truth,
+        )
+
+    #: whether `measure_runs` generates a batch at once (no host between its runs: one barrier per batch suffices)
+    batch_runs: bool = False
 
     #: whether `run_unstamped` really runs without stamps between executions
     unstamped_runs: bool = False

@@ -29,8 +29,20 @@ def _needs_gpu(args: argparse.Namespace) -> bool:
     return get_backend(device.get("backend", "sim")).real_gpu or int(device.get("world_size") or 1) > 1
 
 
+def _thread_budget() -> None:
+    """Polars keeps to the job's threads as the linear-algebra libraries do: Snakemake sets OMP_NUM_THREADS (and
+    OPENBLAS_NUM_THREADS, ...) to the rule's `threads` for every job, and runs other jobs on the other cores; a
+    polars pool as wide as the machine in every job only contends with them (and costs more than it saves on the
+    small frames of one scenario). Set before polars starts its pool, here and in the stage worker this job may
+    start (the worker's children take each job's environment)."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads and threads.isdigit() and int(threads) > 0:
+        os.environ.setdefault("POLARS_MAX_THREADS", threads)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _thread_budget()
     args = parser().parse_args(argv)
     if not _needs_gpu(args):
         from fingrav.stages.worker import run_via_worker

@@ -57,23 +57,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fingrav.config import SimConfig
-from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, PowerSamples
+from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, MeasuredRuns, MeasureRuns, PowerSamples
+from fingrav.device.sim.calls import CUT as _CUT
+from fingrav.device.sim.calls import Calls, Draws, exclusive_cumsum, execution_times, limiter, segments, truth
 from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
 from fingrav.device.sim.presets import MS, Preset, card_preset, preset_summary, resolve_preset
 from fingrav.device.sim.sensor import SensorStream
 from fingrav.device.sim.timeline import PowerTimeline
-from fingrav.errors import DeviceError
 
 logger = logging.getLogger(__name__)
 
 HOST_EPOCH_NS = 1_700_000_000_000_000_000
 _EPOCH_STEP_NS = 64_000  # host epoch is a multiple of every stamp / timer resolution used
-_CUT = 20.0  # exponentials past this many time constants are taken as exactly settled
 _HOUSEKEEP_SEGMENTS = 50_000  # compute samples, consolidate + prune once this many segments are pending
 _PRUNE_MARGIN_NS = 1.0 * MS
 _LIMIT_CYCLES = 20_000  # limit cycles drawn per card (hours of sustained load)
@@ -167,11 +168,14 @@ def _sustained_truth(
     }
 
 
-def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
-    out[0] = 0
-    np.cumsum(x[:-1], out=out[1:])
-    return out
+@dataclass(frozen=True)
+class _CallsRun:
+    """What `SimulatedGPU._run_calls` returns: the records, and the host clock (ns since the start) before each
+    call began and after it returned (R,)."""
+
+    records: ExecRecords
+    returned_before: np.ndarray
+    returned_after: np.ndarray
 
 
 class SimulatedGPU(GPUDevice):
@@ -186,6 +190,7 @@ class SimulatedGPU(GPUDevice):
     """
 
     unstamped_runs = True
+    batch_runs = True
 
     backend = "sim"
 
@@ -229,7 +234,8 @@ class SimulatedGPU(GPUDevice):
             )
             for i, s in enumerate(p.sensors)
         ]
-        self._stream_names = [np.array(s.channels, dtype=str) for s in p.sensors]
+        # each stream's channels as codes into self._channels (samples are coded: `PowerSamples.coded`)
+        self._stream_codes = [np.array([self._channels.index(ch) for ch in s.channels], np.int8) for s in p.sensors]
         cycling = p.limit_cycle_high_ns > 0 and p.limit_cycle_low_ns > 0
         self._limit_cycles = limit_cycle_schedule(p, np.random.default_rng(kids[-1])) if cycling else None
         # device transient state
@@ -296,16 +302,10 @@ class SimulatedGPU(GPUDevice):
         g -= g % p.gpu_clock_resolution_ns
         return self._host0 + g
 
-    def read_gpu_clock(self, n: int) -> ClockReads:
-        """`n` GPU-timestamp reads, each bracketed by host reads. Round trip = minimum + lognormal extra
-        (+ a slow 50-200 us extra with probability `read_slow_prob`); the GPU stamp is taken at
-        launch_share * minimum + U(0, 1) * extra into the round trip (+ the slow extra when it falls
-        before the read)."""
+    def _draw_reads(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(round trip, host overhead after it, when in the round trip the GPU stamp is taken) of `n` GPU-clock
+        reads (int64, int64, float64 ns), from the clock stream."""
         p = self.preset
-        n = int(n)
-        if n <= 0:
-            z = np.zeros(0, np.int64)
-            return ClockReads(z, z.copy(), z.copy())
         rng = self._rng_clock
         extra = p.read_rt_median_extra_ns * np.exp(p.read_rt_sigma * rng.standard_normal(n))
         slow = np.where(rng.random(n) < p.read_slow_prob, rng.uniform(p.read_slow_ns[0], p.read_slow_ns[1], n), 0.0)
@@ -313,7 +313,19 @@ class SimulatedGPU(GPUDevice):
         read_at = p.read_launch_share * p.read_rt_min_ns + rng.random(n) * extra + np.where(slow_before, slow, 0.0)
         rt = np.round(p.read_rt_min_ns + extra + slow).astype(np.int64)
         overhead = np.round(p.read_host_overhead_ns * (0.5 + rng.random(n))).astype(np.int64)
-        before = self._now + _exclusive_cumsum(rt + overhead)
+        return rt, overhead, read_at
+
+    def read_gpu_clock(self, n: int) -> ClockReads:
+        """`n` GPU-timestamp reads, each bracketed by host reads. Round trip = minimum + lognormal extra
+        (+ a slow 50-200 us extra with probability `read_slow_prob`); the GPU stamp is taken at
+        launch_share * minimum + U(0, 1) * extra into the round trip (+ the slow extra when it falls
+        before the read)."""
+        n = int(n)
+        if n <= 0:
+            z = np.zeros(0, np.int64)
+            return ClockReads(z, z.copy(), z.copy())
+        rt, overhead, read_at = self._draw_reads(n)
+        before = self._now + exclusive_cumsum(rt + overhead)
         gpu = self._gpu_of(before + read_at)
         after = before + rt
         self._now = int(after[-1] + overhead[-1])
@@ -413,138 +425,118 @@ class SimulatedGPU(GPUDevice):
         """The executions of one call; continue_from > 0: a later part of an unstamped run that already had that
         many executions (`run_unstamped`): it starts one launch gap after the previous part's end, with no warm-up
         penalty and the previous part's outlier factor."""
-        p = self.preset
-        handles: list[SimKernel] = []
-        counts: list[int] = []
-        for h, c in segments:
-            if not isinstance(h, SimKernel) or h.preset != p.name:
-                raise DeviceError(f"execute: {h!r} was not prepared by this simulated {p.name}")
-            if int(c) < 0:
-                raise ValueError(f"execute: negative count {c}")
-            handles.append(h)
-            counts.append(int(c))
-        n = sum(counts)
-        nch = len(self._channels)
-        if n == 0:
+        calls = Calls.build([list(segments)], np.zeros(1, np.int64), self.preset.name)
+        if calls.n == 0:
             z32, z64, zf = np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0)
             self._last_truth = {
                 ch: {k: zf.copy() for k in ("power_mw", "energy_mj", "cycle_ns", "cycle_energy_mj")}
                 for ch in self._channels
             }
             return ExecRecords(z32, z32.copy(), z64, z64.copy())
-        rng = self._rng_exec
-        cnt = np.asarray(counts)
-        seg_of = np.repeat(np.arange(len(handles), dtype=np.int32), cnt)
-        offsets = _exclusive_cumsum(cnt)
-        exec_idx = (np.arange(n) - np.repeat(offsets, cnt)).astype(np.int32)
-        base = np.array([h.base_ns for h in handles])[seg_of]
+        run = self._run_calls(calls, np.zeros(1, np.int64), stamped, continue_from)
+        self._housekeep()
+        return run.records
 
+    def measure_runs(self, batch: MeasureRuns) -> MeasuredRuns:
+        """A batch of measure runs (`GPUDevice.measure_runs`: the protocol), generated at once: the clock reads,
+        the executions of every run, their power and truth with array operations over the whole batch (the model
+        and its random streams as for `execute`, drawn per batch). The simulator has no telemetry."""
+        r = len(batch)
+        calls = Calls.build([list(k) for k in batch.kinds], batch.kind, self.preset.name)
+        telemetry = type(self).read_telemetry is not GPUDevice.read_telemetry
+        if calls.n == 0 or (calls.last < calls.first).any() or telemetry:
+            return super().measure_runs(batch)  # empty runs, or a subclass that reads telemetry: run by run
+        rt, overhead, read_at = self._draw_reads(r)
+        idle = int(batch.idle_ns)
+        delay = np.asarray(batch.delay_ns, dtype=np.int64)
+        pre = idle + rt + overhead + int(batch.guard_ns) + delay
+        run = self._run_calls(calls, pre, True, 0)
+        before = run.returned_before + idle  # the host clock at each run's clock read
+        host_start = before + rt + overhead + int(batch.guard_ns) + delay
+        reads = ClockReads(self._host0 + before, self._gpu_of(before + read_at), self._host0 + before + rt)
+        e0, e1 = self._energy_at(before), self._energy_at(run.returned_after)  # before pruning the history
+        self._housekeep()
+        return MeasuredRuns(
+            host_start_ns=self._host0 + host_start,
+            energy_start_mj=e0,
+            energy_end_mj=e1,
+            reads=reads,
+            records=run.records,
+            run=calls.call,
+            telemetry=None,
+            truth=self._last_truth,
+        )
+
+    def _run_calls(self, calls: Calls, pre_ns: np.ndarray, stamped: bool, continue_from: int) -> _CallsRun:
+        """Simulate `calls` one after the other, call r launched `pre_ns[r]` + its launch latency after the previous
+        call returned (the first: after now). The steps: draw, execution times, limiter, schedule, clock ramp and
+        warming (carried from call to call), power, timeline, truth, device state."""
+        p = self.preset
+        r, n = calls.r, calls.n
+        d = Draws.draw(self._rng_exec, p, r, n, continue_from > 0)
+        sync = np.round(p.sync_latency_ns * (0.8 + 0.4 * d.sync)).astype(np.int64)
+        # the launches, relative to the end of the previous call (its last execution), before the durations
         if continue_from:
-            gap0 = p.launch_gap_ns * float(np.exp(p.launch_gap_sigma * rng.standard_normal()))
+            gap0 = p.launch_gap_ns * float(np.exp(p.launch_gap_sigma * d.launch[0]))
             # never before the host's now: samples up to now may have been computed (a `more` that drained them)
-            t_launch = max(self._now, int(round(self._t_busy_end + gap0)))
+            launch0 = max(self._now, int(round(self._t_busy_end + gap0)))
+            lead = np.zeros(1, np.int64)
         else:
-            t_launch = self._now + int(round(p.launch_latency_ns * (0.8 + 0.4 * rng.random())))
-        c_start, age0, idle = self._decayed_state(float(t_launch))
-
-        # execution times before the limiter
-        factor = 1.0 + p.exec_jitter * rng.standard_normal(n)
-        nw = len(p.warmup_penalty)
-        if nw and not continue_from:
-            warm = np.flatnonzero(exec_idx < nw)
-            if warm.size:
-                scale = (1.0 - np.exp(-idle / p.warmup_idle_tau_ns)) * np.where(
-                    seg_of[warm] == 0, 1.0, p.switch_warmup_scale
-                )
-                factor[warm] *= 1.0 + scale * np.asarray(p.warmup_penalty)[exec_idx[warm]]
-        is_outlier = rng.random() < p.outlier_run_fraction
-        slow_x = float(rng.uniform(*p.outlier_slowdown))
-        slow_x = slow_x if is_outlier else 0.0
+            latency = np.round(p.launch_latency_ns * (0.8 + 0.4 * d.launch)).astype(np.int64)
+            lead = np.asarray(pre_ns, np.int64) + latency  # from the previous return (r = 0: now) to the launch
+            launch0 = self._now + int(lead[0])
+        lead_after_end = lead.copy()  # from the previous call's last end to the launch
+        lead_after_end[1:] += sync[:-1]
+        idle = lead_after_end.astype(np.float64)
+        idle[0] = max(0.0, float(launch0) - self._t_busy_end)
+        # outliers: a call is 10-30 % slower (a continued part keeps its run's factor)
+        slow_x = np.where(d.outlier < p.outlier_run_fraction, d.slowdown, 0.0)
         if continue_from:
-            slow_x = self._slow_x  # one run, one outlier factor
-        self._slow_x = slow_x
-        d_pre = base * factor * (1.0 + slow_x)
-        gaps = p.launch_gap_ns * np.exp(p.launch_gap_sigma * rng.standard_normal(n))
-        if stamped:
-            gaps += p.stamp_overhead_ns
-        gaps[-1] = 0.0
+            slow_x = np.array([self._slow_x])
+        self._slow_x = float(slow_x[-1])
+        d_pre, gaps = execution_times(calls, d, p, idle, slow_x, not continue_from, stamped)
         busy_nominal = d_pre + gaps
-        # limiter (per execution, at its start)
-        heavy = np.array([h.heavy for h in handles])
-        level = np.ones(n)
-        if heavy.any():
-            age = age0 + _exclusive_cumsum(busy_nominal)
-            lss = np.array([h.limiter_level for h in handles])[seg_of]
-            cycling = p.limit_cycle_high_ns > 0 and p.limit_cycle_low_ns > 0
-            target = np.array([h.burst_level for h in handles])[seg_of] if cycling else lss
-            z = (age - p.limiter_start_ns) / p.limiter_tau_ns
-            fast = np.where(
-                z <= 0, 1.0, np.where(z > _CUT, target, target + (1.0 - target) * np.exp(-np.clip(z, 0, _CUT)))
-            )
-            if cycling:
-                lim, cycle_no = limit_cycle_level(age, fast, lss, target, p, self._limit_cycles)
-            else:
-                lim, cycle_no = fast, np.full(n, -1)
-            level = np.where(heavy[seg_of], lim, 1.0)
-            cycle_no = np.where(heavy[seg_of], cycle_no, -1)
-            dur = d_pre * (1.0 + p.limiter_slowdown * (1.0 - level))
-        else:
-            dur = d_pre
-            cycle_no = np.full(n, -1)
+        # limiter age: decays over each idle, grows with nominal busy time (carried from call to call)
+        busy_sum = calls.per_call_sum(busy_nominal)
+        age0 = np.empty(r)
+        age = self._limiter_age
+        for i in range(r):
+            age0[i] = age * np.exp(-min(idle[i] / p.limiter_idle_tau_ns, 50.0))
+            age = float(age0[i] + busy_sum[i])
+        cum = exclusive_cumsum(busy_nominal)
+        ages = age0[calls.call] + (cum if r == 1 else calls.within_call(cum))
+        level, cycle_no, dur = limiter(calls, ages, d_pre, p, self._limit_cycles, limit_cycle_level)
+        # schedule: integer ns, each call launched `lead` after the previous one's end (+ sync for its return)
         dur_i = np.maximum(np.round(dur).astype(np.int64), 1)
         gap_i = np.round(gaps).astype(np.int64)
-        starts = t_launch + _exclusive_cumsum(dur_i + gap_i)
+        step = dur_i + gap_i
+        span = calls.per_call_sum(step) if r > 1 else np.array([step.sum()])
+        launch = launch0 + exclusive_cumsum(span + np.append(lead_after_end[1:], 0))
+        in_call = calls.within_call(exclusive_cumsum(step)) if r > 1 else exclusive_cumsum(step)
+        starts = launch[calls.call] + in_call
         ends = starts + dur_i
-        # clock ramp
-        zc = (starts - t_launch) / p.clock_up_ns
-        clk = np.where(zc > _CUT, 1.0, 1.0 - (1.0 - c_start) * np.exp(-np.minimum(zc, _CUT)))
-        mult = clk * level
-        comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
-        plateau = np.stack([h.plateau_mw for h in handles], axis=1)[:, seg_of]
-        x_plat = self._chan_mat @ (plateau * comp_mult) / np.sqrt(1.0 + slow_x)  # (C, n)
-        theta0 = self._theta_at(float(t_launch))
-        if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
-            warm = 1.0 + p.thermal_rise * self._warm(theta0, (starts - t_launch).astype(np.float64))
-            x_plat = x_plat * np.where(heavy[seg_of], 1.0, warm)[None, :]
-
-        # segments: ramp, plateau, tail, gap (the last gap is the closing zero segment)
-        ramp_frac = np.array([h.shape.ramp_frac for h in handles])[seg_of]
-        tail_frac = np.array([h.shape.tail_frac for h in handles])[seg_of]
-        tail_level = np.array([h.shape.tail_level for h in handles])[seg_of]
         fs = starts.astype(np.float64)
         fe = ends.astype(np.float64)
-        fd = fe - fs
-        ramp = ramp_frac * fd
-        tail = tail_frac * fd
-        t0 = np.empty(4 * n)
-        t0[0::4] = fs
-        t0[1::4] = fs + ramp
-        t0[2::4] = fe - tail
-        t0[3::4] = fe
-        g = self._gap_ch[:, None]
-        start_level = np.repeat(g, n, axis=1)
-        start_level[:, 0] = 0.0
-        p0 = np.empty((nch, 4 * n))
-        slope = np.zeros((nch, 4 * n))
-        p0[:, 0::4] = start_level
-        slope[:, 0::4] = (x_plat - start_level) / ramp
-        p0[:, 1::4] = x_plat
-        p0[:, 2::4] = x_plat
-        slope[:, 2::4] = (tail_level - 1.0) * x_plat / tail
-        p0[:, 3::4] = g
-        p0[:, -1] = 0.0
-        x0 = self._timeline.append(t0, p0, slope)
-
+        # clock ramp and warming, carried from call to call
+        c_start, theta0 = self._ramp_and_warming(launch, fe[calls.last], idle)
+        since = (starts - launch[calls.call]).astype(np.float64)
+        zc = since / p.clock_up_ns
+        cs = c_start[calls.call]
+        clk = np.where(zc > _CUT, 1.0, 1.0 - (1.0 - cs) * np.exp(-np.minimum(zc, _CUT)))
+        # power: the plateau through the clock, the limiter, the outlier and (below the cap) the warming
+        mult = clk * level
+        comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
+        x_plat = self._chan_mat @ (calls.plateau() * comp_mult) / np.sqrt(1.0 + slow_x[calls.call])  # (C, n)
+        if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
+            heavy = np.array([h.heavy for h in calls.handles])[calls.handle]
+            warm = 1.0 + p.thermal_rise * self._warm(theta0[calls.call], since)
+            x_plat = x_plat * np.where(heavy, 1.0, warm)[None, :]
+        t0, p0, slope = segments(calls, fs, fe, x_plat, self._gap_ch)
+        breaks = 4 * calls.first if r > 1 else None
+        x0 = self._timeline.append(t0, p0, slope, breaks)
         # ground truth, exact from the cumulative excess energy at the segment starts
-        idle_ch = self._idle_ch[:, None]
-        exec_e = x0[:, 3::4] - x0[:, 0::4] + idle_ch * fd
-        cyc_len = np.empty(n)
-        cyc_len[:-1] = fs[1:] - fs[:-1]
-        cyc_len[-1] = fd[-1]
-        cyc_e = np.empty((nch, n))
-        cyc_e[:, :-1] = x0[:, 4::4] - x0[:, 0:-4:4]
-        cyc_e[:, -1] = x0[:, -1] - x0[:, -4]
-        cyc_e += idle_ch * cyc_len
+        fd = fe - fs
+        exec_e, cyc_len, cyc_e = truth(calls, fs, fd, x0, self._idle_ch)
         self._last_truth = {
             ch: {
                 "power_mw": cyc_e[i] / cyc_len,
@@ -555,7 +547,6 @@ class SimulatedGPU(GPUDevice):
             }
             for i, ch in enumerate(self._channels)
         }
-
         if not stamped:  # `run_unstamped` joins its parts into the sustained truth
             self._last_part = {
                 "fs": fs,
@@ -566,16 +557,33 @@ class SimulatedGPU(GPUDevice):
                 "gpu_start": self._gpu_of(starts[:1]),
                 "gpu_end": self._gpu_of(ends[-1:]),
             }
-        # device state after the call
+        # the host: each call returns a sync latency after its last end
+        returned_after = ends[calls.last] + sync
+        returned_before = np.empty(r, np.int64)
+        returned_before[0] = self._now
+        returned_before[1:] = returned_after[:-1]
         self._t_busy_end = float(fe[-1])
-        z_end = (fe[-1] - t_launch) / p.clock_up_ns
-        self._clock = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start) * np.exp(-z_end))
-        self._limiter_age = float(age0 + busy_nominal.sum())
-        self._theta = float(self._warm(theta0, float(fe[-1] - t_launch)))
-        self._now = int(ends[-1]) + int(round(p.sync_latency_ns * (0.8 + 0.4 * rng.random())))
-        records = ExecRecords(seg_of, exec_idx, self._gpu_of(starts), self._gpu_of(ends))
-        self._housekeep()
-        return records
+        self._limiter_age = age
+        self._now = int(returned_after[-1])
+        records = ExecRecords(calls.segment, calls.exec_index, self._gpu_of(starts), self._gpu_of(ends))
+        return _CallsRun(records, returned_before, returned_after)
+
+    def _ramp_and_warming(self, launch: np.ndarray, last_end: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(clock level c at each call's launch, warming theta at each launch) (R,), carried from call to call
+        through each idle (`idle` (R,) ns before each launch); the device's clock and warming after the last."""
+        p = self.preset
+        r = launch.size
+        c_start, theta0 = np.empty(r), np.empty(r)
+        c, theta = self._clock, self._theta
+        for i in range(r):
+            c_start[i] = p.clock_idle_level + (c - p.clock_idle_level) * np.exp(-min(idle[i] / p.clock_down_ns, 50.0))
+            theta0[i] = theta * np.exp(-min(idle[i] / p.thermal_tau_ns, 50.0))
+            busy = float(last_end[i] - launch[i])
+            z_end = busy / p.clock_up_ns
+            c = 1.0 if z_end > _CUT else float(1.0 - (1.0 - c_start[i]) * np.exp(-z_end))
+            theta = float(self._warm(float(theta0[i]), busy))
+        self._clock, self._theta = c, theta
+        return c_start, theta0
 
     def spin(self, duration_ns: int) -> ExecRecords:
         """A flat load (preset `spin_mw` per component) lasting exactly `duration_ns` of GPU time."""
@@ -614,21 +622,21 @@ class SimulatedGPU(GPUDevice):
     def _collect(self) -> None:
         """Compute every sample stamped <= now into the undrained buffer."""
         parts, clean_parts = [], []
-        for stream, names in zip(self._streams, self._stream_names, strict=True):
+        names = self._channels
+        for stream, codes in zip(self._streams, self._stream_codes, strict=True):
             stamps, vals, clean = stream.collect(float(self._now), self._timeline)
             if stamps.size == 0:
                 continue
-            nc = len(names)
+            nc = len(codes)
             t = self._host0 + np.repeat(stamps, nc)
-            ch = np.tile(names, stamps.size)
-            parts.append(PowerSamples(t, ch, vals.T.ravel()))
-            clean_parts.append(PowerSamples(t, ch, clean.T.ravel()))
+            ch = np.tile(codes, stamps.size)
+            parts.append(PowerSamples.coded(t, ch, names, vals.T.ravel()))
+            clean_parts.append(PowerSamples.coded(t, ch, names, clean.T.ravel()))
         if parts:
             ps, cs = PowerSamples.concat(parts), PowerSamples.concat(clean_parts)
             if len(parts) > 1:
                 order = np.argsort(ps.t_ns, kind="stable")
-                ps = PowerSamples(ps.t_ns[order], ps.channel[order], ps.power_mw[order])
-                cs = PowerSamples(cs.t_ns[order], cs.channel[order], cs.power_mw[order])
+                ps, cs = ps.take(order), cs.take(order)
             self._undrained.append(ps)
             self._readings_truth.append(cs)
 
@@ -664,15 +672,20 @@ class SimulatedGPU(GPUDevice):
 
     def energy_mj(self) -> float:
         """Cumulative energy counter (mJ) of the "total" channel, coarse like the real counter."""
+        return float(self._energy_at(np.array([self._now]))[0])
+
+    def _energy_at(self, now: np.ndarray) -> np.ndarray:
+        """The energy counter (mJ) as read at host times `now` (ns since the start, <= now, within the history)."""
         p = self.preset
-        tick = np.floor((self._now - self._energy_phase) / p.energy_period_ns) * p.energy_period_ns
+        tick = np.floor((np.asarray(now, np.float64) - self._energy_phase) / p.energy_period_ns) * p.energy_period_ns
         tick += self._energy_phase
-        e = 0.0
-        if tick > 0:
-            e = self._idle_ch[0] * tick + float(self._timeline.excess_energy(np.array([tick]), [0])[0, 0])
+        e = np.zeros(tick.shape)
+        pos = tick > 0
+        if pos.any():
+            e[pos] = self._idle_ch[0] * tick[pos] + self._timeline.excess_energy(tick[pos], [0])[0]
         mj = self._energy_offset_mj + e * _MJ_PER_MWNS
         res = p.energy_resolution_mj
-        return float(np.floor(mj / res) * res) if res > 0 else float(mj)
+        return np.floor(mj / res) * res if res > 0 else mj
 
     def drain_reading_truth(self) -> PowerSamples:
         """Simulator only: the noise-free, unquantized reading of every sample computed since the last call

@@ -39,10 +39,12 @@ class PowerTimeline:
         self._act_dirty = False
 
     # ------------------------------------------------------------------ building
-    def append(self, t0: np.ndarray, p0: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    def append(self, t0: np.ndarray, p0: np.ndarray, slope: np.ndarray, breaks: np.ndarray | None = None) -> np.ndarray:
         """Append a chunk of segments starting at `t0` (n,) with excess `p0` (C, n) mW and `slope`
-        (C, n) mW/ns. The last segment must be flat zero (it extends to the next chunk). Returns the
-        cumulative excess energy X at each segment start (C, n), mW*ns."""
+        (C, n) mW/ns. The last segment must be flat zero (it extends to the next chunk). breaks: the indices of
+        the segments that start a busy stretch after a flat zero one (a chunk of several calls, the first at 0):
+        the idle between them is known to be idle (`active`). Returns the cumulative excess energy X at each
+        segment start (C, n), mW*ns."""
         t0 = np.asarray(t0, dtype=np.float64)
         if t0[0] < self._t_end:
             raise ValueError(f"chunk starts at {t0[0]} ns, before the end of the timeline {self._t_end} ns")
@@ -59,8 +61,12 @@ class PowerTimeline:
         self._t_end = float(t0[-1])
         self._pending.append((t0, p0, slope, x0))
         self._pending_segments += t0.size
-        self._act_start.append(float(t0[0]))
-        self._act_end.append(float(t0[-1]))
+        if breaks is None:
+            self._act_start.append(float(t0[0]))
+            self._act_end.append(float(t0[-1]))
+        else:
+            self._act_start.extend(t0[breaks].tolist())
+            self._act_end.extend(t0[np.append(breaks[1:] - 1, t0.size - 1)].tolist())
         self._act_dirty = True
         return x0
 

@@ -149,20 +149,25 @@ if _spec:
     from fingrav import rawio
     from fingrav.collect import runner
 
-    def _count():
-        _calls[0] += 1
-        if _calls[0] == _n:
+    def _count(n=1):
+        _calls[0] += n
+        if _calls[0] >= _n:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    if _where == "runs":
-        _run = runner._Recorder.run
+    if _where == "runs":  # a run made alone (timing, probe, reference) or in a batch of measure runs
+        _run, _measure = runner._Recorder.run, runner._Recorder.measure
 
         def _dying_run(self, *a, **k):
             if self.sync.rank == _rank:
                 _count()
             return _run(self, *a, **k)
 
-        runner._Recorder.run = _dying_run
+        def _dying_measure(self, run_ids, *a, **k):
+            if self.sync.rank == _rank:
+                _count(len(run_ids))
+            return _measure(self, run_ids, *a, **k)
+
+        runner._Recorder.run, runner._Recorder.measure = _dying_run, _dying_measure
     else:
         _write = rawio.write_table
 

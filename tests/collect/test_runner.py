@@ -4,6 +4,7 @@ GPUs (a fake `Lockstep`), and the recorder's truth selection. Short policies: ea
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +135,23 @@ class _Ranks:
         return {"rank": 0, "world_size": 2, "backend": "fake"}
 
 
-def test_lockstep_records_rank_fields_and_waits_before_every_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch_runs", [False, True])
+def test_lockstep_records_rank_fields_and_waits_before_every_run(tmp_path: Path, batch_runs: bool) -> None:
+    """A barrier before every run; on a device that generates its measure runs in batches (the simulator, whose
+    ranks' clocks are virtual) before every batch instead."""
     sync = _Ranks()
+    dev = _device()
+    dev.batch_runs = batch_runs
     plan = collect_scenario(
-        _device(), Scenario(name="g", kernel=GEMM), RunPolicy(**FAST), sim_calibration(), 1, tmp_path, sync=sync
+        dev, Scenario(name="g", kernel=GEMM), RunPolicy(**FAST), sim_calibration(), 1, tmp_path, sync=sync
     )
-    n_runs = pl.read_parquet(tmp_path / "runs.parquet").height
-    assert sync.barriers == n_runs
+    runs = pl.read_parquet(tmp_path / "runs.parquet")
+    measure = runs.filter(pl.col("phase").is_in(["sse", "ssp"])).height
+    assert measure > 1
+    if batch_runs:
+        assert sync.barriers == runs.height - measure + math.ceil(measure / runner.DRAIN_EVERY)
+    else:
+        assert sync.barriers == runs.height
     assert plan.rank == 0 and plan.world_size == 2 and plan.distributed == sync.describe()
     assert set(plan.rank_local) == {"exec_time_ns", "cycle_ns", "probe"} and len(plan.probes_by_rank) == 2
 

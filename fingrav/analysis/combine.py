@@ -1,7 +1,8 @@
 """Several GPUs (device.world_size > 1): per-GPU numbers and the combined power of all GPUs of a scenario.
 
 Every rank is analyzed on its own by the bin and differentiate stages (`fingrav.layout`: profiles/gpu<k>/<scenario>/).
-`combine_ranks` turns those summaries and LOIs into the content of profiles/combined/<scenario>.json:
+`combine_ranks` turns those summaries and LOIs into a `fingrav.contracts.multigpu.CombinedResult`
+(profiles/combined/<scenario>.json):
 
 * ``ranks``: one entry per GPU (SSP power with CI, per channel, execution time, energy, validity, flags,
   truth on the simulator);
@@ -11,8 +12,8 @@ Every rank is analyzed on its own by the bin and differentiate stages (`fingrav.
   a rank contributes nothing to that rank), which keeps the correlation between GPUs. The combined profile
   is the sum of the ranks' polynomial fits (same TOI fraction axis). Energy per execution = sum of the
   ranks' energies, with the conservative CI [sum of the lower bounds, sum of the upper bounds];
-* ``row``: the columns the report adds to summary.csv (`combined_*`, `rank<k>_*`, `world_size`; the
-  contract columns describe rank 0).
+* ``row`` (order ``row_columns``): the columns the report adds to summary.csv (`combined_*`, `rank<k>_*`,
+  `world_size`; the contract columns describe rank 0).
 
 Units: W (`_w`), mJ (`_mj`), µs (`_us`); internal arrays mW.
 """
@@ -20,7 +21,7 @@ Units: W (`_w`), mJ (`_mj`), µs (`_us`); internal arrays mW.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,9 @@ import polars as pl
 
 from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.config import AnalysisConfig
+from fingrav.contracts.multigpu import Combined, CombinedChannel, CombinedResult, RankResult, RowValue, TruthComparison
 from fingrav.contracts.profile import ScenarioSummary
-from fingrav.contracts.result import ci_columns, is_finite, value_ci
+from fingrav.contracts.result import Estimate, ci_columns, is_finite, value_ci
 from fingrav.contracts.roles import SSP, TOTAL
 from fingrav.contracts.summary import join_flags
 from fingrav.contracts.units import MW_PER_W
@@ -38,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 CI_METHOD = "joint cluster bootstrap over the runs all GPUs ran in lockstep (golden SSP runs of any GPU)"
 ENERGY_CI_METHOD = "sum of the per-GPU CI bounds (conservative)"
+_EST = ("value", "ci_low", "ci_high")
 
 
 def _w(mw: Any) -> float | None:
@@ -83,8 +86,9 @@ def combine_ranks(
     lois: Sequence[pl.DataFrame],
     analysis: AnalysisConfig,
     seed: int = 0,
-) -> dict[str, Any]:
-    """combined.json content from the ranks' summaries and lois frames (rank order, rank 0 first).
+) -> CombinedResult:
+    """profiles/combined/<scenario>.json (`CombinedResult`) from the ranks' summaries and lois frames (rank order,
+    rank 0 first).
 
     analysis: the sweep's analysis settings (bootstrap_reps, ci_level)."""
     if len(summaries) != len(lois) or not summaries:
@@ -99,30 +103,33 @@ def combine_ranks(
     chan_sets = [set(s.channels) for s in summaries]
     channels = sorted(set.intersection(*chan_sets), key=lambda c: (c != TOTAL, c)) if chan_sets else []
 
-    ranks_out = []
+    ranks_out: list[RankResult] = []
     for k, (s, res) in enumerate(zip(summaries, results, strict=True)):
         flat = res.flat()
-        entry: dict[str, Any] = {"rank": k}
-        for col in ("power_w", "energy_per_exec_mj"):
-            entry.update(zip((col, *ci_columns(col)), value_ci(flat, col), strict=True))
-        entry.update(
-            sse_reading_w=res.sse.reading.value,
-            interleaved_reading_w=res.interleaved.reading.value,
-            exec_time_us=res.headline.exec_time.value,
-            ssp_lois=res.counts.ssp_lois,
-            ssp_runs_golden=res.counts.ssp_runs_golden,
-            valid=s.valid,
-            flags=join_flags(s.flags),
-            channels_w={ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
+        ranks_out.append(
+            RankResult(
+                rank=k,
+                power=Estimate(**dict(zip(_EST, value_ci(flat, "power_w"), strict=True)), unit="W"),
+                energy_per_exec=Estimate(
+                    **dict(zip(_EST, value_ci(flat, "energy_per_exec_mj"), strict=True)), unit="mJ"
+                ),
+                sse_reading_w=res.sse.reading.value,
+                interleaved_reading_w=res.interleaved.reading.value,
+                exec_time_us=res.headline.exec_time.value,
+                ssp_lois=res.counts.ssp_lois,
+                ssp_runs_golden=res.counts.ssp_runs_golden,
+                valid=s.valid,
+                flags=join_flags(s.flags),
+                channels_w={ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
+                truth=None
+                if res.truth is None
+                else TruthComparison(power_w=res.truth.power.value, power_vs_truth_pct=res.truth.power_vs_truth.value),
+            )
         )
-        if res.truth is not None:
-            entry["truth_power_w"] = res.truth.power.value
-            entry["power_vs_truth_pct"] = res.truth.power_vs_truth.value
-        ranks_out.append(entry)
 
     # joint cluster bootstrap over the union of golden SSP runs
     per_rank = {ch: [_ssp_run_sums(lf, ch) for lf in lois] for ch in channels}
-    comb_channels: dict[str, dict[str, Any]] = {}
+    comb_channels: dict[str, CombinedChannel] = {}
     n_union = 0
     for ch in channels:
         run_sets = [r for r, _, _ in per_rank[ch]]
@@ -145,97 +152,92 @@ def combine_ranks(
             lo = hi = None
         mean = _sum_or_none(means) if len(means) == n else None
         fits = [_ssp(s, ch, "fit_coeffs") for s in summaries]
-        comb_channels[ch] = {
-            "mean_w": _w(mean),
-            "ci_low_w": _w(lo) if mean is not None else None,
-            "ci_high_w": _w(hi) if mean is not None else None,
-            "fit_coeffs_mw": _sum_fits(fits),
-            "lois": int(sum(c.sum() for _, _, c in per_rank[ch])),
-        }
+        point, ci_lo, ci_hi = _w(mean), _w(lo) if mean is not None else None, _w(hi) if mean is not None else None
         # the point is the sum of what each GPU's analysis reported (its SSP is read centroid-aligned, and the
         # total's headline may be its sustained power): the joint bootstrap's interval moves with it, keeping its width
         summary_means = [_ssp(s, ch, "mean_mw") for s in summaries]
         if ch == TOTAL:
-            heads = [r.get("power_w") for r in ranks_out]
+            heads = [r.power.value for r in ranks_out]
             summary_means = [h * MW_PER_W if is_finite(h) else None for h in heads]
         if mean is not None and all(is_finite(m) for m in summary_means):
             shift = sum(summary_means) - mean
             if abs(shift) > 1e-6 * max(1.0, abs(mean)):
                 logger.info("%s %s: LOI means sum to %.3f mW, the GPUs' numbers to %.3f mW: the latter is the combined "
                             "value", scenario, ch, mean, sum(summary_means))  # fmt: skip
-            comb_channels[ch]["mean_w"] = _w(mean + shift)
+            point = _w(mean + shift)
             if lo is not None and hi is not None:
-                comb_channels[ch]["ci_low_w"] = _w(lo + shift)
-                comb_channels[ch]["ci_high_w"] = _w(hi + shift)
+                ci_lo, ci_hi = _w(lo + shift), _w(hi + shift)
+        comb_channels[ch] = CombinedChannel(
+            mean=Estimate(value=point, ci_low=ci_lo, ci_high=ci_hi, unit="W", method=CI_METHOD),
+            fit_coeffs_mw=_sum_fits(fits),
+            lois=int(sum(c.sum() for _, _, c in per_rank[ch])),
+        )
 
-    tot = comb_channels.get(TOTAL, {})
-    energies = [r.get("energy_per_exec_mj") for r in ranks_out]
-    p_lo, p_hi = ci_columns("power_w")
-    e_lo, e_hi = ci_columns("energy_per_exec_mj")
-    combined: dict[str, Any] = {
-        "power_w": tot.get("mean_w"),
-        p_lo: tot.get("ci_low_w"),
-        p_hi: tot.get("ci_high_w"),
-        "ci_method": CI_METHOD,
-        "runs_resampled": n_union,
-        "channels": comb_channels,
-        "energy_per_exec_mj": _sum_or_none(energies),
-        e_lo: _sum_or_none([r.get(e_lo) for r in ranks_out]),
-        e_hi: _sum_or_none([r.get(e_hi) for r in ranks_out]),
-        "energy_ci_method": ENERGY_CI_METHOD,
-        "valid": all(r["valid"] for r in ranks_out),
-    }
-    truths = [r.get("truth_power_w") for r in ranks_out]
-    if any("truth_power_w" in r for r in ranks_out):
-        t = _sum_or_none(truths)
-        combined["truth_power_w"] = t
-        p = combined["power_w"]
-        combined["power_vs_truth_pct"] = (p - t) / t * 100.0 if t and p is not None else None
-
+    tot = comb_channels[TOTAL].mean if TOTAL in comb_channels else Estimate()
+    truth = None
+    if any(r.truth is not None for r in ranks_out):
+        t = _sum_or_none([r.truth.power_w if r.truth is not None else None for r in ranks_out])
+        p = tot.value
+        truth = TruthComparison(power_w=t, power_vs_truth_pct=(p - t) / t * 100.0 if t and p is not None else None)
+    combined = Combined(
+        power=Estimate(value=tot.value, ci_low=tot.ci_low, ci_high=tot.ci_high, unit="W", method=CI_METHOD),
+        runs_resampled=n_union,
+        channels=comb_channels,
+        energy_per_exec=Estimate(
+            value=_sum_or_none([r.energy_per_exec.value for r in ranks_out]),
+            ci_low=_sum_or_none([r.energy_per_exec.ci_low for r in ranks_out]),
+            ci_high=_sum_or_none([r.energy_per_exec.ci_high for r in ranks_out]),
+            unit="mJ",
+            method=ENERGY_CI_METHOD,
+        ),
+        valid=all(r.valid for r in ranks_out),
+        truth=truth,
+    )
     row = combined_row(n, ranks_out, combined, channels)
-    return {
-        "scenario": scenario,
-        "world_size": n,
-        "ranks": ranks_out,
-        "combined": combined,
-        "row": row,
-        "row_columns": list(row),  # the column order (JSON objects are written with sorted keys)
-    }
+    return CombinedResult(
+        scenario=scenario,
+        world_size=n,
+        ranks=ranks_out,
+        combined=combined,
+        row=row,
+        row_columns=list(row),  # the column order (JSON objects are written with sorted keys)
+    )
+
+
+def _trio(prefix: str, col: str, est: Estimate) -> dict[str, RowValue]:
+    """`<prefix><col>` and its CI columns (`fingrav.contracts.result.ci_columns`) from an Estimate."""
+    names = (prefix + col, *(prefix + c for c in ci_columns(col)))
+    return dict(zip(names, (est.value, est.ci_low, est.ci_high), strict=True))
 
 
 def combined_row(
-    world_size: int, ranks: Sequence[Mapping[str, Any]], combined: Mapping[str, Any], channels: Sequence[str]
-) -> dict[str, Any]:
+    world_size: int, ranks: Sequence[RankResult], combined: Combined, channels: Sequence[str]
+) -> dict[str, RowValue]:
     """The multi-GPU columns of a scenario (metrics table), in order: world_size, combined_power_w (+ CI),
     combined_ssp_<channel>_power_w, combined_energy_per_exec_mj (+ CI), combined_valid, [combined truth], then per
     rank k >= 1: rank<k>_power_w (+ CI), rank<k>_ssp_<channel>_power_w, rank<k>_exec_time_us, rank<k>_valid,
     rank<k>_flags, [rank<k>_power_vs_truth_pct]. CI columns by `fingrav.contracts.result.ci_columns`."""
-
-    def trio(prefix: str, col: str, src: Mapping[str, Any]) -> dict[str, Any]:
-        names = (col, *ci_columns(col))
-        return {prefix + n: v for n, v in zip(names, value_ci(src, col), strict=True)}
-
-    row: dict[str, Any] = {"world_size": int(world_size), **trio("combined_", "power_w", combined)}
+    row: dict[str, RowValue] = {"world_size": int(world_size), **_trio("combined_", "power_w", combined.power)}
     for ch in channels:
         if ch != TOTAL:
-            row[f"combined_ssp_{ch}_power_w"] = (combined.get("channels") or {}).get(ch, {}).get("mean_w")
-    row.update(trio("combined_", "energy_per_exec_mj", combined))
-    row["combined_valid"] = bool(combined.get("valid"))
-    if "truth_power_w" in combined:
-        row["combined_truth_power_w"] = combined.get("truth_power_w")
-        row["combined_power_vs_truth_pct"] = combined.get("power_vs_truth_pct")
+            cc = combined.channels.get(ch)
+            row[f"combined_ssp_{ch}_power_w"] = cc.mean.value if cc is not None else None
+    row.update(_trio("combined_", "energy_per_exec_mj", combined.energy_per_exec))
+    row["combined_valid"] = combined.valid
+    if combined.truth is not None:
+        row["combined_truth_power_w"] = combined.truth.power_w
+        row["combined_power_vs_truth_pct"] = combined.truth.power_vs_truth_pct
     for r in ranks:
-        k = int(r["rank"])
-        if k == 0:
+        if r.rank == 0:
             continue
-        p = f"rank{k}_"
-        row.update(trio(p, "power_w", r))
+        p = f"rank{r.rank}_"
+        row.update(_trio(p, "power_w", r.power))
         for ch in channels:
             if ch != TOTAL:
-                row[f"{p}ssp_{ch}_power_w"] = (r.get("channels_w") or {}).get(ch)
-        row[p + "exec_time_us"] = r.get("exec_time_us")
-        row[p + "valid"] = bool(r.get("valid"))
-        row[p + "flags"] = r.get("flags") or ""
-        if "power_vs_truth_pct" in r:
-            row[p + "power_vs_truth_pct"] = r.get("power_vs_truth_pct")
+                row[f"{p}ssp_{ch}_power_w"] = r.channels_w.get(ch)
+        row[p + "exec_time_us"] = r.exec_time_us
+        row[p + "valid"] = r.valid
+        row[p + "flags"] = r.flags
+        if r.truth is not None:
+            row[p + "power_vs_truth_pct"] = r.truth.power_vs_truth_pct
     return row

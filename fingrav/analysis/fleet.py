@@ -1,11 +1,12 @@
 """A fleet survey (device.gpus with device.fleet): the card-to-card spread of one scenario over the listed GPUs.
 
 Every listed GPU measured the scenario on its own and was analyzed on its own (bin, differentiate under
-`cards/<i>/`, `fingrav.layout`); `fleet_spread` turns those summaries into profiles/fleet/<scenario>.json. Per metric
-of `fingrav.contracts.summary.FLEET_METRICS` (SSP power, energy per execution, execution time):
+`cards/<i>/`, `fingrav.layout`); `fleet_spread` turns those summaries into a `fingrav.contracts.multigpu.FleetResult`
+(profiles/fleet/<scenario>.json). Per metric of `fingrav.contracts.summary.FLEET_METRICS` (SSP power, energy per
+execution, execution time):
 
-* ``cards``: each GPU's value and CI as its own analysis gave them (nothing recomputed), and its deviation from the
-  fleet mean in % with a CI;
+* ``cards``: each GPU's value and CI (an `Estimate`) as its own analysis gave them (nothing recomputed), and its
+  deviation from the fleet mean in % with a CI;
 * ``mean``: the mean over the cards, ``spread_pct``: (max - min) / mean x 100 over the cards, each with a CI from
   the cards' measurement uncertainty: a parametric bootstrap draws every card's value from a normal with the
   standard error its CI implies (half-width / z) and recomputes mean, spread and deviations (`DRAWS` draws, seeded
@@ -35,8 +36,9 @@ from typing import Any, Final
 import numpy as np
 
 from fingrav.config import AnalysisConfig
+from fingrav.contracts.multigpu import FleetCard, FleetMetric, FleetResult, RowValue
 from fingrav.contracts.profile import ScenarioSummary
-from fingrav.contracts.result import ci_columns, is_finite, value_ci
+from fingrav.contracts.result import UNIT_SUFFIX, Estimate, is_finite, value_ci
 from fingrav.contracts.summary import FLEET_METRICS, GPU, fleet_metric_columns
 
 logger = logging.getLogger(__name__)
@@ -46,10 +48,7 @@ CI_METHOD: Final = (
     "parametric bootstrap over the cards' measurement uncertainty (each card ~ normal with the standard error its CI "
     "implies); about these cards measured again, not about a fleet at large"
 )
-
-
-SPREAD_CI: Final = ci_columns("spread_pct")
-DEVIATION_CI: Final = ci_columns("deviation_pct")
+_UNIT_OF_SUFFIX: Final = {suffix: unit for unit, suffix in UNIT_SUFFIX.items()}  # "w" -> "W" (FLEET_METRICS' units)
 
 
 def _quantiles(x: np.ndarray, level: float) -> tuple[float, float]:
@@ -66,22 +65,33 @@ def _cochran_q(x: np.ndarray, se: np.ndarray) -> np.ndarray:
 
 
 def metric_spread(
-    values: Mapping[int, tuple[Any, Any, Any]], level: float, rng: np.random.Generator, draws: int = DRAWS
-) -> dict[str, Any]:
-    """The spread of one metric over the cards. `values`: GPU index -> (value, CI low, CI high) at `level`."""
+    values: Mapping[int, tuple[Any, Any, Any]],
+    level: float,
+    rng: np.random.Generator,
+    draws: int = DRAWS,
+    unit: str = "",
+) -> FleetMetric:
+    """The spread of one metric over the cards. `values`: GPU index -> (value, CI low, CI high) at `level`, in
+    `unit` (the unit of the values and the mean; spread and deviations are %)."""
     z = statistics.NormalDist().inv_cdf((1 + level) / 2)
-    cards = [{"gpu": int(g), "value": v, "ci_low": lo, "ci_high": hi} for g, (v, lo, hi) in values.items()]
-    used = [c for c in cards if all(is_finite(c[k]) for k in ("value", "ci_low", "ci_high"))]
-    out: dict[str, Any] = {"cards": cards, "n": len(used), "ci_method": CI_METHOD}
-    none = dict.fromkeys(("mean", "mean_ci_low", "mean_ci_high", "spread_pct", *SPREAD_CI), None)
-    out.update(none, noise_spread_pct=None, q=None, q_noise_quantile=None, distinct=None, between_card_sd_pct=None)
+    cards = [(int(g), Estimate(value=v, ci_low=lo, ci_high=hi, unit=unit)) for g, (v, lo, hi) in values.items()]
+    used = [j for j, (_, e) in enumerate(cards) if all(is_finite(x) for x in (e.value, e.ci_low, e.ci_high))]
+    no_spread = FleetMetric(
+        cards=[FleetCard(gpu=g, value=e) for g, e in cards],
+        n=len(used),
+        ci_method=CI_METHOD,
+        mean=Estimate(unit=unit, method=CI_METHOD),
+        spread_pct=Estimate(unit="%", method=CI_METHOD),
+    )
     if len(used) < 2:
-        return out
-    x = np.array([float(c["value"]) for c in used])
-    se = np.array([max(float(c["ci_high"]) - float(c["ci_low"]), 0.0) / (2 * z) for c in used])
+        return no_spread
+    x = np.array([float(cards[j][1].value) for j in used])  # type: ignore[arg-type]
+    se = np.array(
+        [max(float(cards[j][1].ci_high) - float(cards[j][1].ci_low), 0.0) / (2 * z) for j in used]  # type: ignore[arg-type]
+    )
     mean = float(x.mean())
     if mean == 0:
-        return out
+        return no_spread
     sim = x[None, :] + se[None, :] * rng.standard_normal((draws, len(used)))
     sim_mean = sim.mean(axis=1)
     sim_spread = (sim.max(axis=1) - sim.min(axis=1)) / sim_mean * 100
@@ -90,62 +100,67 @@ def metric_spread(
     q_obs, q_noise = _cochran_q(x[None, :], se)[0], _cochran_q(noise, se)
     spread = float((x.max() - x.min()) / mean * 100)
     dev = (sim / sim_mean[:, None] - 1) * 100
-    for j, c in enumerate(used):
-        c["deviation_pct"] = float((x[j] / mean - 1) * 100)
-        c[DEVIATION_CI[0]], c[DEVIATION_CI[1]] = _quantiles(dev[:, j], level)
+    deviations: dict[int, Estimate] = {}
+    for i, j in enumerate(used):
+        d_lo, d_hi = _quantiles(dev[:, i], level)
+        deviations[j] = Estimate(
+            value=float((x[i] / mean - 1) * 100), ci_low=d_lo, ci_high=d_hi, unit="%", method=CI_METHOD
+        )
     var_between = max(0.0, float(x.var(ddof=1)) - float(np.mean(se**2)))
-    out.update(
-        mean=mean,
-        spread_pct=spread,
+    m_lo, m_hi = _quantiles(sim_mean, level)
+    s_lo, s_hi = _quantiles(sim_spread, level)
+    return FleetMetric(
+        cards=[FleetCard(gpu=g, value=e, deviation_pct=deviations.get(j)) for j, (g, e) in enumerate(cards)],
+        n=len(used),
+        ci_method=CI_METHOD,
+        mean=Estimate(value=mean, ci_low=m_lo, ci_high=m_hi, unit=unit, method=CI_METHOD),
+        spread_pct=Estimate(value=spread, ci_low=s_lo, ci_high=s_hi, unit="%", method=CI_METHOD),
         noise_spread_pct=float(np.median(noise_spread)),
         q=float(q_obs),
         q_noise_quantile=float(np.quantile(q_noise, level)),
         distinct=bool(q_obs > float(np.quantile(q_noise, level))),
         between_card_sd_pct=float(np.sqrt(var_between) / mean * 100),
     )
-    out["mean_ci_low"], out["mean_ci_high"] = _quantiles(sim_mean, level)
-    out[SPREAD_CI[0]], out[SPREAD_CI[1]] = _quantiles(sim_spread, level)
-    return out
 
 
-def fleet_spread(summaries: Mapping[int, ScenarioSummary], analysis: AnalysisConfig, scenario: str) -> dict[str, Any]:
-    """profiles/fleet/<scenario>.json (module docstring) from every listed GPU's summary.json, by GPU index (in the
-    sweep's order: the first is the one summary.csv's contract columns describe)."""
+def fleet_spread(summaries: Mapping[int, ScenarioSummary], analysis: AnalysisConfig, scenario: str) -> FleetResult:
+    """profiles/fleet/<scenario>.json (`FleetResult`, module docstring) from every listed GPU's summary.json, by GPU
+    index (in the sweep's order: the first is the one summary.csv's contract columns describe)."""
     rng = np.random.default_rng([zlib.crc32(scenario.encode()), len(summaries)])
-    metrics: dict[str, Any] = {}
-    row: dict[str, Any] = {"fleet_gpus": len(summaries)}
-    for name, (_unit, col) in FLEET_METRICS.items():
+    metrics: dict[str, FleetMetric] = {}
+    row: dict[str, RowValue] = {"fleet_gpus": len(summaries)}
+    for name, (unit, col) in FLEET_METRICS.items():
         vals = {g: value_ci(s.result.flat(), col) for g, s in summaries.items()}
-        m = metric_spread(vals, analysis.ci_level, rng)
-        for c in m["cards"]:
-            c["valid"] = bool(summaries[c["gpu"]].valid)
+        m = metric_spread(vals, analysis.ci_level, rng, unit=_UNIT_OF_SUFFIX.get(unit, unit))
+        cards = [c.model_copy(update={"valid": bool(summaries[c.gpu].valid)}) for c in m.cards]
+        m = m.model_copy(update={"cards": cards})
         metrics[name] = m
         cols = fleet_metric_columns(name)
-        for role, key in (
-            ("mean", "mean"),
-            ("ci_low", "mean_ci_low"),
-            ("ci_high", "mean_ci_high"),
-            ("spread", "spread_pct"),
-            ("spread_ci_low", SPREAD_CI[0]),
-            ("spread_ci_high", SPREAD_CI[1]),
-            ("noise_spread", "noise_spread_pct"),
-            ("distinct", "distinct"),
+        for role, v in (
+            ("mean", m.mean.value),
+            ("ci_low", m.mean.ci_low),
+            ("ci_high", m.mean.ci_high),
+            ("spread", m.spread_pct.value),
+            ("spread_ci_low", m.spread_pct.ci_low),
+            ("spread_ci_high", m.spread_pct.ci_high),
+            ("noise_spread", m.noise_spread_pct),
+            ("distinct", m.distinct),
         ):
-            row[cols[role]] = m[key]
+            row[cols[role]] = v
     first = next(iter(summaries))
     ssp = metrics["power"]
     logger.info(
         "fleet %s: %d GPUs, power spread %s %% (noise alone %s %%), distinct=%s",
         scenario,
         len(summaries),
-        f"{ssp['spread_pct']:.3g}" if ssp["spread_pct"] is not None else "n/a",
-        f"{ssp['noise_spread_pct']:.3g}" if ssp["noise_spread_pct"] is not None else "n/a",
-        ssp["distinct"],
+        f"{ssp.spread_pct.value:.3g}" if ssp.spread_pct.value is not None else "n/a",
+        f"{ssp.noise_spread_pct:.3g}" if ssp.noise_spread_pct is not None else "n/a",
+        ssp.distinct,
     )
-    return {
-        "scenario": scenario,
-        "gpus": [int(g) for g in summaries],
-        "ci_level": analysis.ci_level,
-        "metrics": metrics,
-        "row": {GPU: int(first), **row},
-    }
+    return FleetResult(
+        scenario=scenario,
+        gpus=[int(g) for g in summaries],
+        ci_level=analysis.ci_level,
+        metrics=metrics,
+        row={GPU: int(first), **row},
+    )

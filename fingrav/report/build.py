@@ -21,6 +21,7 @@ import vl_convert as vlc
 
 from fingrav.contracts import flags as FL
 from fingrav.contracts import roles as R
+from fingrav.contracts.multigpu import CombinedResult
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 from fingrav.contracts.units import ms
 from fingrav.layout import SweepLayout
@@ -336,9 +337,10 @@ def build_report(
         combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
         fleet = FLT.load_fleet(layout, scenarios) if cards else {}
         extra: dict[str, dict[str, Any]] = {}
-        for rows in (combined, FLT.gpu_rows(cards, fleet) if cards else {}):
-            for name, c in rows.items():
-                extra.setdefault(name, {}).update(c.get("row") or {})
+        for name, c in combined.items():
+            extra.setdefault(name, {}).update(c.row)
+        for name, row in (FLT.gpu_rows(cards, fleet) if cards else {}).items():
+            extra.setdefault(name, {}).update(row)
         results = [s.result for s in scns]
         written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
         written += write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
@@ -385,7 +387,7 @@ def _add_figures(
     renderer: _Renderer,
     layout: SweepLayout,
     scns: Sequence[ScenarioData],
-    combined: Mapping[str, Mapping[str, Any]],
+    combined: Mapping[str, CombinedResult],
     calibration: Mapping[str, Any] | None,
     meta: Mapping[str, Any],
     world_size: int,

@@ -8,7 +8,6 @@ profiles/gpu<k>/<scenario>/{summary.json,lois.parquet}. Every builder returns No
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,8 +15,10 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from fingrav import rawio
 from fingrav.contracts import roles as R
-from fingrav.contracts.result import is_finite, value_ci
+from fingrav.contracts.multigpu import CombinedResult
+from fingrav.contracts.result import is_finite
 from fingrav.contracts.units import MW_PER_W, w
 from fingrav.errors import DataError
 from fingrav.kinds import kind_of
@@ -56,16 +57,16 @@ FIG10_CAPTION = (
 )
 
 
-def load_combined(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """profiles/combined/<scenario>.json of the scenarios that have one (none in one-GPU sweeps)."""
-    out: dict[str, dict[str, Any]] = {}
+def load_combined(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, CombinedResult]:
+    """profiles/combined/<scenario>.json of the scenarios that have one (none in one-GPU sweeps), validated."""
+    out: dict[str, CombinedResult] = {}
     for name in scenarios:
         path = layout.combined(name)
         if path.exists():
             try:
-                out[name] = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                logger.warning("%s: not valid JSON (%s); no multi-GPU numbers for %s", path, err, name)
+                out[name] = rawio.read_model(path, CombinedResult)
+            except DataError as err:
+                logger.warning("%s; no multi-GPU numbers for %s", err, name)
     return out
 
 
@@ -79,25 +80,27 @@ def rank_scenario(layout: SweepLayout, name: str, rank: int) -> ScenarioData | N
 
 
 # --------------------------------------------------------------------------- per GPU and combined
-def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult]) -> pl.DataFrame:
     """Per scenario: one row per GPU ("GPU k") and one "all GPUs" row; power and CI in W."""
     rows = []
     for s in scns:
         c = combined.get(s.name)
-        if not c:
+        if c is None:
             continue
-        comb = c.get("combined") or {}
-        for what, src in [*((f"GPU {r['rank']}", r) for r in c.get("ranks") or []), ("all GPUs", comb)]:
-            v, lo, hi = value_ci(src, "power_w")
-            if is_finite(v):
+        sources = [
+            *((f"GPU {r.rank}", r.power, r.valid) for r in c.ranks),
+            ("all GPUs", c.combined.power, c.combined.valid),
+        ]
+        for what, est, valid in sources:
+            if is_finite(est.value):
                 rows.append(
                     {
                         "scenario": s.name,
                         "what": what,
-                        "power_w": float(v),
-                        "lo_w": lo,
-                        "hi_w": hi,
-                        "valid": bool(src.get("valid")),
+                        "power_w": float(est.value),  # type: ignore[arg-type]
+                        "lo_w": est.ci_low,
+                        "hi_w": est.ci_high,
+                        "valid": valid,
                     }  # fmt: skip
                 )
     schema = {
@@ -111,7 +114,7 @@ def gpus_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, 
     return pl.DataFrame(rows, schema=schema)
 
 
-def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
+def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult]) -> alt.TopLevelMixin | None:
     """Per-GPU power (grouped bars) and the combined power of all GPUs, with CIs."""
     df = gpus_data(scns, combined)
     if df.height == 0:
@@ -145,7 +148,7 @@ def gpus_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
 
 
 def combined_profiles_data(
-    scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], layout: SweepLayout, points: int = 41
+    scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult], layout: SweepLayout, points: int = 41
 ) -> pl.DataFrame:
     """Per multi-GPU scenario, the SSP fit of the "total" channel of every GPU and their sum (the combined
     profile) over the execution (toi_frac 0..1), in W."""
@@ -155,19 +158,15 @@ def combined_profiles_data(
     rows: list[dict[str, Any]] = []
     for s in scns:
         c = combined.get(s.name)
-        if not c:
+        if c is None:
             continue
         fits: list[tuple[str, Any]] = []
-        for k in range(int(c.get("world_size") or 1)):
+        for k in range(c.world_size):
             scn = s if k == 0 else rank_scenario(layout, s.name, k)
             st = scn.summary.role(R.TOTAL, R.SSP) if scn is not None else None
             fits.append((f"GPU {k}", st.fit_coeffs if st is not None else None))
-        fits.append(
-            (
-                "all GPUs (sum)",
-                (((c.get("combined") or {}).get("channels") or {}).get(R.TOTAL) or {}).get("fit_coeffs_mw"),
-            )
-        )
+        total = c.combined.channels.get(R.TOTAL)
+        fits.append(("all GPUs (sum)", total.fit_coeffs_mw if total is not None else None))
         for label, coeffs in fits:
             if coeffs and all(is_finite(x) for x in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
@@ -181,7 +180,7 @@ def combined_profiles_data(
 
 
 def combined_profiles_chart(
-    scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], layout: SweepLayout
+    scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult], layout: SweepLayout
 ) -> alt.TopLevelMixin | None:
     """Small multiples: each scenario's per-GPU SSP profile fits and the combined (summed) profile."""
     df = combined_profiles_data(scns, combined, layout)
@@ -251,7 +250,7 @@ def memory_channel(channels: Sequence[str]) -> str | None:
     return None
 
 
-def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult]) -> pl.DataFrame:
     """Per isolated collective (and the 8K GEMM): power per GPU (W, combined / GPUs; one GPU's own power in a
     one-GPU sweep) with CI, for the total and the memory-side channel."""
     picked: list[tuple[ScenarioData, str]] = []
@@ -276,21 +275,21 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
     rows = []
     for s, cls in picked:
         c = combined.get(s.name)
-        if c:
-            n = int(c.get("world_size") or 1)
-            chans = (c.get("combined") or {}).get("channels") or {}
+        if c is not None:
+            n = c.world_size
+            chans = c.combined.channels
             mem = memory_channel(list(chans))
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
-                st = chans.get(ch) if ch else None
-                if st and is_finite(st.get("mean_w")):
+                est = chans[ch].mean if ch and ch in chans else None
+                if est is not None and is_finite(est.value):
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
-                            "power_w": st["mean_w"] / n,
-                            "lo_w": st["ci_low_w"] / n if is_finite(st.get("ci_low_w")) else None,
-                            "hi_w": st["ci_high_w"] / n if is_finite(st.get("ci_high_w")) else None,
+                            "power_w": est.value / n,  # type: ignore[operator]
+                            "lo_w": est.ci_low / n if is_finite(est.ci_low) else None,  # type: ignore[operator]
+                            "hi_w": est.ci_high / n if is_finite(est.ci_high) else None,  # type: ignore[operator]
                         }
                     )
         else:
@@ -319,7 +318,7 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str,
     return pl.DataFrame(rows, schema=schema)
 
 
-def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]]) -> alt.TopLevelMixin | None:
+def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult]) -> alt.TopLevelMixin | None:
     """Paper Fig. 10: total and memory-side power per GPU of latency- vs bandwidth-bound collectives next to the
     8K GEMM; one panel per channel. None without collectives."""
     df = fig10_data(scns, combined)
@@ -355,11 +354,11 @@ def fig10_chart(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str
     return configure(chart)
 
 
-def fig10_caption(scns: Sequence[ScenarioData], combined: Mapping[str, Mapping[str, Any]], ci: str) -> str:
+def fig10_caption(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResult], ci: str) -> str:
     """The Fig. 10 caption naming the memory-side channel."""
     chans: list[str] = []
     for c in combined.values():
-        chans += list(((c.get("combined") or {}).get("channels") or {}).keys())
+        chans += list(c.combined.channels)
     for s in scns:
         chans += s.channels
     mem = memory_channel(chans) or "none in this sweep"

@@ -8,17 +8,17 @@ files: `SweepLayout.card`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import altair as alt
 import polars as pl
 
-from fingrav.analysis.fleet import DEVIATION_CI, SPREAD_CI
-from fingrav.contracts.result import is_finite
+from fingrav import rawio
+from fingrav.contracts.multigpu import FleetResult, RowValue
+from fingrav.contracts.result import Estimate, is_finite
 from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
+from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.report.figures import _scenario_x, _title, configure
 from fingrav.report.html import esc, fmt
@@ -45,44 +45,47 @@ def load_card_scenarios(
     return [load_scenario(layout.card(cards[name][0]), name) for name in scenarios]
 
 
-def load_fleet(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """profiles/fleet/<scenario>.json of the scenarios that have one (a fleet survey's)."""
-    out: dict[str, dict[str, Any]] = {}
+def load_fleet(layout: SweepLayout, scenarios: Sequence[str]) -> dict[str, FleetResult]:
+    """profiles/fleet/<scenario>.json of the scenarios that have one (a fleet survey's), validated."""
+    out: dict[str, FleetResult] = {}
     for name in scenarios:
         path = layout.fleet(name)
         if path.exists():
             try:
-                out[name] = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                logger.warning("%s: not valid JSON (%s); no card-to-card spread for %s", path, err, name)
+                out[name] = rawio.read_model(path, FleetResult)
+            except DataError as err:
+                logger.warning("%s; no card-to-card spread for %s", err, name)
     return out
 
 
-def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The columns of a sweep over listed GPUs, per scenario ({"row": ...}, as the metrics table takes them:
+def gpu_rows(cards: Mapping[str, Sequence[int]], fleet: Mapping[str, FleetResult]) -> dict[str, dict[str, RowValue]]:
+    """The columns of a sweep over listed GPUs, per scenario (as the metrics table takes them:
     `fingrav.report.table.metrics_frame`): `gpu` (the GPU of the row) and the fleet columns."""
-    out = {}
+    out: dict[str, dict[str, RowValue]] = {}
     for name, gpus in cards.items():
-        row = (fleet.get(name) or {}).get("row") or {}
-        out[name] = {"row": {GPU: gpus[0], **{c: row[c] for c in fleet_columns() if c in row}}}
+        f = fleet.get(name)
+        row = f.row if f is not None else {}
+        out[name] = {GPU: gpus[0], **{c: row[c] for c in fleet_columns() if c in row}}
     return out
 
 
-def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") -> pl.DataFrame:
+def fleet_data(fleet: Mapping[str, FleetResult], metric: str = "power") -> pl.DataFrame:
     """One row per scenario and card: its value, its deviation from the fleet mean (%) with the CI, valid."""
     rows = []
     for name, f in fleet.items():
-        for c in ((f.get("metrics") or {}).get(metric) or {}).get("cards") or []:
-            if is_finite(c.get("deviation_pct")):
+        m = f.metrics.get(metric)
+        for c in m.cards if m is not None else []:
+            dev = c.deviation_pct
+            if dev is not None and is_finite(dev.value):
                 rows.append(
                     {
                         "scenario": name,
-                        "gpu": f"GPU {c['gpu']}",
-                        "value": c.get("value"),
-                        "dev_pct": c["deviation_pct"],
-                        "lo_pct": c.get(DEVIATION_CI[0]),
-                        "hi_pct": c.get(DEVIATION_CI[1]),
-                        "valid": bool(c.get("valid")),
+                        "gpu": f"GPU {c.gpu}",
+                        "value": c.value.value,
+                        "dev_pct": dev.value,
+                        "lo_pct": dev.ci_low,
+                        "hi_pct": dev.ci_high,
+                        "valid": bool(c.valid),
                     }
                 )
     schema = {
@@ -97,7 +100,7 @@ def fleet_data(fleet: Mapping[str, Mapping[str, Any]], metric: str = "power") ->
     return pl.DataFrame(rows, schema=schema)
 
 
-def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> alt.TopLevelMixin | None:
+def fleet_chart(fleet: Mapping[str, FleetResult], order: Sequence[str]) -> alt.TopLevelMixin | None:
     """Each card's power as a deviation from the fleet mean (%), CI bars, one group of cards per scenario."""
     df = fleet_data(fleet)
     if df.height == 0:
@@ -127,17 +130,17 @@ def fleet_chart(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) ->
     return configure(chart)
 
 
-def _ci(m: Mapping[str, Any], value: str, lo: str, hi: str, digits: int) -> str:
+def _ci(e: Estimate, digits: int) -> str:
     """A value with its CI as table HTML."""
-    if not is_finite(m.get(value)):
+    if not is_finite(e.value):
         return "–"
-    out = fmt(m[value], digits)
-    if is_finite(m.get(lo)) and is_finite(m.get(hi)):
-        out += f' <span class="ci">[{fmt(m[lo], digits)}, {fmt(m[hi], digits)}]</span>'
+    out = fmt(e.value, digits)
+    if is_finite(e.ci_low) and is_finite(e.ci_high):
+        out += f' <span class="ci">[{fmt(e.ci_low, digits)}, {fmt(e.ci_high, digits)}]</span>'
     return out
 
 
-def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
+def fleet_table_html(fleet: Mapping[str, FleetResult], order: Sequence[str]) -> str:
     """The spread of the power per scenario as an HTML table (the analysis' numbers)."""
     cols = fleet_metric_columns("power")
     head = (
@@ -147,17 +150,16 @@ def fleet_table_html(fleet: Mapping[str, Mapping[str, Any]], order: Sequence[str
     body = []
     for name in order:
         f = fleet.get(name)
-        if not f:
+        m = f.metrics.get("power") if f is not None else None
+        if f is None or m is None:
             continue
-        row = f.get("row") or {}
-        m = (f.get("metrics") or {}).get("power") or {}
-        distinct = row.get(cols["distinct"])
+        distinct = f.row.get(cols["distinct"])
         body.append(
-            f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.get('gpus') or []))}</td>"
-            f"<td>{_ci(m, 'mean', 'mean_ci_low', 'mean_ci_high', 1)}</td>"
-            f"<td>{_ci(m, 'spread_pct', *SPREAD_CI, 2)}</td>"
-            f"<td>{fmt(m.get('noise_spread_pct'), 2)}</td>"
+            f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.gpus))}</td>"
+            f"<td>{_ci(m.mean, 1)}</td>"
+            f"<td>{_ci(m.spread_pct, 2)}</td>"
+            f"<td>{fmt(m.noise_spread_pct, 2)}</td>"
             f"<td>{'–' if distinct is None else ('yes' if distinct else 'no')}</td>"
-            f"<td>{fmt(m.get('between_card_sd_pct'), 2)}</td></tr>"
+            f"<td>{fmt(m.between_card_sd_pct, 2)}</td></tr>"
         )
     return f'<table class="fleet">{head}{"".join(body)}</table>' if body else ""

@@ -16,7 +16,6 @@ from fingrav import rawio
 from fingrav.analysis.combine import combine_ranks
 from fingrav.config import AnalysisConfig, config_hash
 from fingrav.contracts.profile import ScenarioSummary
-from fingrav.contracts.result import value_ci
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
@@ -37,11 +36,11 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
         summaries.append(rawio.read_model(layout.summary_json(scenario, k), ScenarioSummary))
         lois.append(read_frame(layout.lois(scenario, k)).select(["run", "golden", "role", "channel", "power_mw"]))
     out = combine_ranks(summaries, lois, analysis)
-    out["provenance"] = provenance(stage="combine", config_hash=config_hash(analysis))
-    path = rawio.write_json(layout.combined(scenario), out)
-    c = out["combined"]
-    shown = [f"{v:.4g}" if v is not None else "n/a" for v in value_ci(c, "power_w")]
-    logger.info("combine %s: %d GPUs, power %s W [%s, %s], valid=%s", scenario, world_size, *shown, c["valid"])
+    out = out.model_copy(update={"provenance": provenance(stage="combine", config_hash=config_hash(analysis))})
+    path = rawio.write_json(layout.combined(scenario), out.model_dump(mode="json"))
+    c = out.combined
+    shown = [f"{v:.4g}" if v is not None else "n/a" for v in (c.power.value, c.power.ci_low, c.power.ci_high)]
+    logger.info("combine %s: %d GPUs, power %s W [%s, %s], valid=%s", scenario, world_size, *shown, c.valid)
     return path
 
 

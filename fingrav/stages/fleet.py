@@ -14,7 +14,6 @@ from typing import Any
 from fingrav import rawio
 from fingrav.analysis.fleet import fleet_spread
 from fingrav.config import AnalysisConfig, config_hash
-from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.profile import ScenarioSummary
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
@@ -32,9 +31,9 @@ def run(layout: SweepLayout, scenario: str, gpus: Sequence[int], analysis: Analy
         if not path.exists():
             raise DataError(f"{path}: missing; run differentiate for GPU {g} of {scenario!r} first")
         summaries[int(g)] = rawio.read_model(path, ScenarioSummary)
-    out = {"format_version": FORMAT_VERSION, **fleet_spread(summaries, analysis, scenario)}
-    out["provenance"] = provenance(stage="fleet", config_hash=config_hash(analysis))
-    return rawio.write_json(layout.fleet(scenario), out)
+    out = fleet_spread(summaries, analysis, scenario)
+    out = out.model_copy(update={"provenance": provenance(stage="fleet", config_hash=config_hash(analysis))})
+    return rawio.write_json(layout.fleet(scenario), out.model_dump(mode="json"))
 
 
 def from_params(p: dict[str, Any]) -> None:

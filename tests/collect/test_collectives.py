@@ -6,6 +6,7 @@ tests/collect/test_distributed.py (they need torch)."""
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ from conftest import ROOT, tiny_config
 
 from fingrav.config import AllGatherKernel, AllReduceKernel, DeviceConfig, GemmKernel, SimConfig, parse_config
 from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.multigpu import Combined, CombinedChannel, CombinedResult, RankResult
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.profile import Estimate, ScenarioSummary
 from fingrav.errors import ConfigError, DeviceError
@@ -393,28 +395,31 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     s0, l0 = _rank_data(rng, 300_000.0, runs, np.ones(60, bool), common)
     s1, l1 = _rank_data(rng, 310_000.0, runs, g1, common)
     out = combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=400, ci_level=0.95))
-    c = out["combined"]
+    c = out.combined
     expect = s0.row["power_w"] + s1.row["power_w"]
-    assert c["power_w"] == pytest.approx(expect)
-    assert c["power_ci_low_w"] < expect < c["power_ci_high_w"]
+    assert c.power.value == pytest.approx(expect) and c.power.unit == "W"
+    assert c.power.ci_low < expect < c.power.ci_high
     # the joint bootstrap keeps the correlation: the CI is wider than treating the GPUs as independent
-    half = (c["power_ci_high_w"] - c["power_ci_low_w"]) / 2
+    half = c.power.half_width
     sd_run = 20.0 / np.sqrt(60)  # W, per GPU
     assert half > 1.96 * np.sqrt(2) * sd_run * 1.15
-    assert c["channels"]["memory"]["mean_w"] == pytest.approx(
+    assert c.channels["memory"].mean.value == pytest.approx(
         (s0.role("memory", "ssp").mean_mw + s1.role("memory", "ssp").mean_mw) / 1e3
     )
-    assert c["channels"]["total"]["fit_coeffs_mw"][-1] == pytest.approx(expect * 1e3)
-    assert c["energy_per_exec_mj"] == 4.0 and c["energy_per_exec_ci_low_mj"] == pytest.approx(3.8)
-    assert c["truth_power_w"] == pytest.approx(expect * 1.01) and c["valid"] is True
-    row = out["row"]
-    assert list(row) == out["row_columns"]
-    assert row["world_size"] == 2 and row["combined_power_w"] == c["power_w"]
+    assert c.channels["total"].fit_coeffs_mw[-1] == pytest.approx(expect * 1e3)
+    assert c.energy_per_exec.value == 4.0 and c.energy_per_exec.ci_low == pytest.approx(3.8)
+    assert c.truth is not None and c.truth.power_w == pytest.approx(expect * 1.01) and c.valid is True
+    row = out.row
+    assert list(row) == out.row_columns
+    assert row["world_size"] == 2 and row["combined_power_w"] == c.power.value
+    assert row["combined_power_ci_low_w"] == c.power.ci_low and row["combined_energy_per_exec_mj"] == 4.0
     assert "combined_ssp_memory_power_w" in row and "rank1_ssp_memory_power_w" in row
-    assert row["rank1_power_w"] == s1.row["power_w"] and "rank0_power_w" not in row
-    assert out["ranks"][1]["channels_w"]["memory"] == pytest.approx(s1.role("memory", "ssp").mean_mw / 1e3)
+    assert row["rank1_power_w"] == s1.row["power_w"] == out.ranks[1].power.value and "rank0_power_w" not in row
+    assert out.ranks[1].channels_w["memory"] == pytest.approx(s1.role("memory", "ssp").mean_mw / 1e3)
+    # the JSON the stage writes reads back into the same model
+    assert CombinedResult.model_validate(json.loads(json.dumps(out.model_dump(mode="json")))) == out
     s1 = s1.model_copy(update={"result": s1.result.model_copy(update={"valid": False})})
-    assert combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=100))["row"]["combined_valid"] is False
+    assert combine_ranks([s0, s1], [l0, l1], AnalysisConfig(bootstrap_reps=100)).row["combined_valid"] is False
 
 
 # --------------------------------------------------------------------------- report
@@ -431,11 +436,9 @@ def _scn(tmp_path: Path, name: str, kernel: dict, channels: dict, predecessor: d
     return ScenarioData(name=name, summary=summary, layout=SweepLayout(tmp_path))
 
 
-def _combined(world: int, total_w: float, memory_w: float) -> dict:
-    ch = {
-        "total": {"mean_w": total_w * world, "ci_low_w": total_w * world * 0.99, "ci_high_w": total_w * world * 1.01},
-        "memory": {"mean_w": memory_w * world, "ci_low_w": None, "ci_high_w": None},
-    }
+def _combined(world: int, total_w: float, memory_w: float) -> CombinedResult:
+    tot = Estimate(value=total_w * world, ci_low=total_w * world * 0.99, ci_high=total_w * world * 1.01, unit="W")
+    ch = {"total": CombinedChannel(mean=tot), "memory": CombinedChannel(mean=Estimate(value=memory_w * world))}
     row = {
         "world_size": world,
         "combined_power_w": total_w * world,
@@ -444,16 +447,17 @@ def _combined(world: int, total_w: float, memory_w: float) -> dict:
         "rank1_valid": True,
         "rank1_flags": "x;y",
     }
-    return {
-        "world_size": world,
-        "combined": {"power_w": total_w * world, "channels": ch, "valid": True},
-        "ranks": [
-            {"rank": 0, "power_w": total_w, "valid": True},
-            {"rank": 1, "power_w": total_w, "valid": True},
+    return CombinedResult(
+        scenario="x",
+        world_size=world,
+        combined=Combined(power=tot, channels=ch, energy_per_exec=Estimate(), valid=True),
+        ranks=[
+            RankResult(rank=k, power=Estimate(value=total_w), energy_per_exec=Estimate(), valid=True, channels_w={})
+            for k in range(world)
         ],
-        "row": row,
-        "row_columns": list(row),
-    }
+        row=row,
+        row_columns=list(row),
+    )
 
 
 def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
@@ -492,7 +496,7 @@ def test_report_multi_gpu_columns_and_fig10(tmp_path: Path) -> None:
     assert G.fig10_chart(scns[2:4], {}) is None  # no collective: no figure
 
     # the multi-GPU columns go to the long metrics table (summary.csv stays narrow), numbers only
-    m = metrics_frame([s.result for s in scns], {n: c["row"] for n, c in combined.items()})
+    m = metrics_frame([s.result for s in scns], {n: c.row for n, c in combined.items()})
     extra = m.filter(pl.col("metric").str.starts_with("combined_") | pl.col("metric").str.starts_with("rank"))
     got = {(r["scenario"], r["metric"]): r["value"] for r in extra.iter_rows(named=True)}
     assert got[("cb-8k", "combined_power_w")] == pytest.approx(1380.0) and got[("cb-8k", "rank1_power_w")] == 690.0

@@ -17,7 +17,9 @@ import pytest
 import yaml
 from conftest import snakemake, tiny_config
 
+from fingrav.contracts.multigpu import CombinedResult
 from fingrav.contracts.result import value_ci
+from fingrav.rawio import read_model
 from fingrav.replay_check import replayed_columns
 
 pytest.importorskip("torch.distributed")
@@ -80,12 +82,15 @@ def test_ssp_matches_truth_on_every_rank_and_combined(x2_run: Path) -> None:
     assert row["kernel"] == "allreduce 1MiB bf16" and row["world_size"] == 2
     for col in ("power_vs_truth_pct", "rank1_power_vs_truth_pct", "combined_power_vs_truth_pct"):
         assert abs(float(row[col])) <= 3.0, (col, row[col])
-    combined = json.loads((res / "profiles" / "combined" / f"{SCENARIO}.json").read_text())
-    assert row["valid"] == "true" and combined["row"]["rank1_valid"] and combined["row"]["combined_valid"]
+    combined = read_model(res / "profiles" / "combined" / f"{SCENARIO}.json", CombinedResult)
+    assert row["valid"] == "true" and combined.row["rank1_valid"] and combined.row["combined_valid"]
+    assert (
+        combined.combined.valid and combined.ranks[1].valid and combined.combined.power.value == row["combined_power_w"]
+    )
     total, lo, hi = value_ci(row, "combined_power_w")
     assert total == pytest.approx(row["power_w"] + row["rank1_power_w"])
     assert lo < total < hi
-    assert [r["rank"] for r in combined["ranks"]] == [0, 1]
+    assert [r.rank for r in combined.ranks] == [0, 1]
     html = (res / "report" / "index.html").read_text()
     assert "Several GPUs" in html and "Fig. 10" in html
     assert (res / "report" / f"profile_{SCENARIO}.png").is_file()

@@ -12,8 +12,10 @@ import pytest
 import yaml
 from conftest import snakemake, tiny_config
 
+from fingrav.contracts.multigpu import FleetResult
 from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.summary import fleet_columns
+from fingrav.rawio import read_model
 from fingrav.replay_check import replayed_columns
 
 pytestmark = pytest.mark.slow
@@ -95,18 +97,18 @@ def test_fleet_report_shows_the_card_to_card_spread(fleet_run: tuple[Path, str])
     rows = replayed_columns(res)  # every number (metrics.csv: `gpu` and the fleet columns too) and the text
     fleets = {}
     for name, row in rows.items():
-        fleet = fleets[name] = json.loads((res / "profiles" / "fleet" / f"{name}.json").read_text())
+        fleet = fleets[name] = read_model(res / "profiles" / "fleet" / f"{name}.json", FleetResult)
         first = _summary(res / "cards" / "0" / "profiles" / "gpu0" / name / "summary.json").row
         assert row["power_w"] == pytest.approx(first["power_w"])  # the row: the first listed GPU
         assert row["gpu"] == 0 and row["fleet_gpus"] == 2
         numeric = [c for c in fleet_columns() if not c.endswith("_distinct")]
-        assert all(c in row for c in numeric if fleet["row"][c] is not None)
-        assert row["fleet_power_spread_pct"] == pytest.approx(fleet["metrics"]["power"]["spread_pct"])
-        cards = fleet["metrics"]["power"]["cards"]
+        assert all(c in row for c in numeric if fleet.row[c] is not None)
+        assert row["fleet_power_spread_pct"] == pytest.approx(fleet.metrics["power"].spread_pct.value)
+        cards = fleet.metrics["power"].cards
         for c in cards:  # each card's number is its own analysis', not recomputed
-            own = _summary(res / "cards" / str(c["gpu"]) / "profiles" / "gpu0" / name / "summary.json")
-            assert c["value"] == own.row["power_w"]
-    assert any(f["row"]["fleet_power_distinct"] is True for f in fleets.values())  # 3 % cards: told apart
+            own = _summary(res / "cards" / str(c.gpu) / "profiles" / "gpu0" / name / "summary.json")
+            assert c.value.value == own.row["power_w"] and c.value.ci_low == own.row["power_ci_low_w"]
+    assert any(f.row["fleet_power_distinct"] is True for f in fleets.values())  # 3 % cards: told apart
     html = (res / "report" / "index.html").read_text()
     assert "Card-to-card spread" in html and '<table class="fleet">' in html
     assert (res / "report" / "fleet_spread.png").stat().st_size > 0

@@ -12,6 +12,7 @@ that build polars expressions, and only when they are called).
 * `result`: the typed result of a scenario (`Estimate`, its groups), summary.csv's and metrics' columns.
 * `legacy`: results before format 3 and their column names (old -> new).
 * `summary`: the column types of the tables the report writes; multi-GPU and fleet columns.
+* `multigpu`: the typed results of the combine (`CombinedResult`) and fleet (`FleetResult`) stages.
 * `flags`: the flag registry (name, whether it invalidates a row, meaning, threshold).
 
 Every artifact a stage writes carries `FORMAT_VERSION` (parquet metadata record, JSON top level).

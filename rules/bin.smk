@@ -4,8 +4,8 @@ rule bin:
     output:
         p(U.binned("{scenario}", "{rank}")),
     params:
-        digest=lambda wc: digest(bin_params(wc)),
+        file=lambda wc: params_file(bin_params(wc)),
     log:
         p(U.log("bin", "{scenario}", "{rank}")),
-    run:
-        run_stage("bin", bin_params(wildcards), log[0])
+    shell:
+        stage("bin")

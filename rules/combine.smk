@@ -5,8 +5,8 @@ rule combine:
     output:
         p(L.combined("{scenario}")),
     params:
-        digest=lambda wc: digest(combine_params(wc)),
+        file=lambda wc: params_file(combine_params(wc)),
     log:
         p(L.log("combine", "{scenario}")),
-    run:
-        run_stage("combine", combine_params(wildcards), log[0])
+    shell:
+        stage("combine")

@@ -84,16 +84,31 @@ GPU_RESOURCES = {
 }
 
 
-def run_stage(name, params_json, log):
-    """A rule's job: write its parameters to `<log>.params.json` and run stage `name` (fingrav.stages.__main__) with
-    that file. Parameters never go on the command line: Linux limits one argument to 131,072 bytes, which the report's
-    (the whole sweep config) pass beyond ~1,000 scenarios. The rule's `digest` param is their hash: Snakemake reruns
-    the job when they change and prints one short line, not the whole JSON."""
-    path = Path(f"{log}.params.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(params_json)
-    python = shlex.quote(sys.executable)
-    shell(f"{python} -m fingrav.stages {name} --log {shlex.quote(str(log))} --params-file {shlex.quote(str(path))}")
+PARAMS_DIR = Path(".snakemake") / "fingrav-params"
+
+
+def params_file(params_json):
+    """A job's parameters as a file, named by their sha256 (written when Snakemake builds the job, under its own
+    `.snakemake/` folder, never results/): the same parameters, the same file. Parameters never go on the command
+    line: Linux limits one argument to 131,072 bytes, which the report's (the whole sweep config) pass beyond ~1,000
+    scenarios, and a callable's `args` can too. The path is the rule's param: Snakemake reruns the job when the
+    parameters change and prints one short line, not the whole JSON. The job itself is a shell command (a `run:`
+    job would start a whole Snakemake process per job: seconds each)."""
+    import hashlib
+    import os
+
+    path = PARAMS_DIR / f"{hashlib.sha256(params_json.encode()).hexdigest()[:32]}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(params_json)
+        tmp.replace(path)
+    return str(path)
+
+
+def stage(name):
+    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params file."""
+    return f"{shlex.quote(sys.executable)} -m fingrav.stages {name} --log {{log:q}} --params-file {{params.file:q}}"
 
 
 wildcard_constraints:
@@ -170,13 +185,6 @@ def report_outputs():
 def stage_params(**values):
     """A stage's parameters as one JSON string (sorted keys: Snakemake reruns a job when it changes)."""
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
-
-
-def digest(params_json):
-    """A rule's `digest` param: the sha256 of its parameters' JSON (what Snakemake compares between runs)."""
-    import hashlib
-
-    return hashlib.sha256(params_json.encode()).hexdigest()[:16]
 
 
 def calibrate_params(wc):

@@ -8,8 +8,8 @@ rule differentiate:
         lois=p(U.lois("{scenario}", "{rank}")),
         summary=p(U.summary_json("{scenario}", "{rank}")),
     params:
-        digest=lambda wc: digest(differentiate_params(wc)),
+        file=lambda wc: params_file(differentiate_params(wc)),
     log:
         p(U.log("differentiate", "{scenario}", "{rank}")),
-    run:
-        run_stage("differentiate", differentiate_params(wildcards), log[0])
+    shell:
+        stage("differentiate")

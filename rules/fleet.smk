@@ -5,8 +5,8 @@ rule fleet:
     output:
         p(L.fleet("{scenario}")),
     params:
-        digest=lambda wc: digest(fleet_params(wc)),
+        file=lambda wc: params_file(fleet_params(wc)),
     log:
         p(L.log("fleet", "{scenario}")),
-    run:
-        run_stage("fleet", fleet_params(wildcards), log[0])
+    shell:
+        stage("fleet")

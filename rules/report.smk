@@ -16,12 +16,12 @@ rule report:
     output:
         html=p(L.report_html),
     params:
-        digest=digest(REPORT_PARAMS),
+        file=params_file(REPORT_PARAMS),
     log:
         p(L.log("report")),
     # one line instead of Snakemake's job info, whose input line lists every scenario's files (thousands of
     # characters on a kernel database)
     message:
         f"report of {len(SCENARIOS)} scenarios -> {{output.html}}"
-    run:
-        run_stage("report", REPORT_PARAMS, log[0])
+    shell:
+        stage("report")

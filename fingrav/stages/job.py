@@ -1,8 +1,9 @@
 """One stage job from its command line: `<stage> --log <file> --params-file <json file>` (`fingrav.stages.__main__`).
 
-A rule passes its parameters through a file (rules/common.smk writes `<log>.params.json`), never on the command
-line: Linux limits one argument to 131,072 bytes, which the report's parameters (the whole sweep config) pass
-beyond ~1,000 scenarios, and a callable's `args` can too. `--params <json>` (inline) remains for small calls.
+A rule passes its parameters through a file (rules/common.smk `params_file`:
+`.snakemake/fingrav-params/<sha256>.json`), never on the command line: Linux limits one argument to 131,072 bytes,
+which the report's parameters (the whole sweep config) pass beyond ~1,000 scenarios, and a callable's `args` can
+too. `--params <json>` (inline) remains for small calls.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 End to end through Snakemake for one all-reduce scenario: per-rank raw files, equal run and execution counts on
 every rank, SSP within a few % of the truth on every rank and combined, caching (a second run has nothing to
 do). And the plan broadcast: a rank whose own timing would give another plan still follows rank 0's. Needs
-torch (the CPU build: pip install torch==2.13.0); the simulated collectives are each GPU's side from the
-model, not real data transfers (fingrav.collect.distributed)."""
+torch (the CPU build: pip install -e '.[test,torch]'; skipped without it, except in CI, which must run it); the
+simulated collectives are each GPU's side from the model, not real data transfers (fingrav.collect.distributed)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import polars as pl
 import pytest
 import yaml
 from conftest import snakemake, tiny_config
+from optional import import_or_skip
 
 from fingrav.contracts.multigpu import CombinedResult
 from fingrav.contracts.result import value_ci
 from fingrav.rawio import read_model
 from fingrav.replay_check import replayed_columns
 
-pytest.importorskip("torch.distributed")
+import_or_skip("torch.distributed", "pip install -e '.[test,torch]'")
 
 # whole multi-process collections (and Snakemake): seconds to a minute
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@ probed on the real (CPU) torch."""
 
 from __future__ import annotations
 
-import pytest
+from optional import import_or_skip
 
 from fingrav.config import AttentionKernel
 from fingrav.device.sdpa import SDPA_OPS, UNKNOWN, attention_sizes, backend_of_ops, probe_backend
@@ -25,7 +25,7 @@ def test_attention_sizes_and_backend_names() -> None:
 def test_probe_names_the_backend_torch_ran_on_cpu_torch() -> None:
     """On the real torch (CPU build): the default SDPA dispatch and a forced math backend are told apart by the
     profiler's op names; a profiler that fails leaves the backend unknown, with the reason, and raises nothing."""
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch", "pip install -e '.[test,torch]'")
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     sdpa = torch.nn.functional.scaled_dot_product_attention

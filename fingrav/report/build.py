@@ -29,6 +29,7 @@ from fingrav.report import collectives as G
 from fingrav.report import figures as F
 from fingrav.report import fleet as FLT
 from fingrav.report.html import FigureOut, render_html
+from fingrav.report.lazy import LAZY_ABOVE, LAZY_MAX_POINTS, pack_spec
 from fingrav.report.load import (
     ScenarioData,
     clock_map,
@@ -39,6 +40,7 @@ from fingrav.report.load import (
     load_scenarios,
     sensor_ns,
 )
+from fingrav.report.overview import overview_caption, overview_chart
 from fingrav.report.table import metrics_frame, summary_frame, write_metrics, write_summary_csv
 
 logger = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ PNG_PPI: Final = 72  # vl-convert's (and altair's) default
 # PNG names the report writes; stale ones from an earlier report are removed first.
 _OWN_PNG: Final = re.compile(
     r"^(profile_.+|timeline_sync_.+|timeline_binning_.+|components_ssp|interleaved_vs_ssp|sse_vs_ssp_error"
-    r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread)\.png$"
+    r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread"
+    r"|overview)\.png$"
 )
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
 
@@ -246,9 +249,11 @@ class _Renderer:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
         self.pool.submit(vlc.vegalite_to_png, _WARMUP_SPEC)  # starts the JS engine while inputs are read
         self.pending: list[_Pending] = []
+        self.lazy = False  # every figure drawn by the browser, none rendered to PNG (`fingrav.report.lazy`)
 
     def add(self, key: str, section: str, title: str, caption: str, build: Callable[[], Any]) -> None:
-        """Build one chart and queue its PNG; nothing when the figure does not apply (build returns None)."""
+        """Build one chart and queue its PNG (`lazy`: keep its packed spec for the browser to draw, no PNG);
+        nothing when the figure does not apply (build returns None)."""
         t = time.perf_counter()
         fig = FigureOut(key, section, title, caption)
         try:
@@ -262,6 +267,10 @@ class _Renderer:
                 raise
             logger.exception("figure %s failed", key)
             fig.error = f"{type(err).__name__}: {err}"
+            self.pending.append(_Pending(fig, None, time.perf_counter() - t))
+            return
+        if self.lazy:
+            fig.spec = pack_spec(spec)
             self.pending.append(_Pending(fig, None, time.perf_counter() - t))
             return
         fig.filename = f"{key}.png"
@@ -372,7 +381,7 @@ def build_report(
     tmp.replace(index)
     written += [out_dir / f.filename for f in figures if f.png is not None and f.filename]
     written.append(index)
-    failed = [f.key for f in figures if f.png is None]
+    failed = [f.key for f in figures if not f.drawn]
     logger.info(
         "report: %s (%d figures%s) in %.1f s",
         index,
@@ -394,8 +403,19 @@ def _add_figures(
     ci: str,
     max_points: int,
 ) -> None:
-    """Every figure of the page, in page order."""
+    """Every figure of the page, in page order. Above `LAZY_ABOVE` scenarios every figure is drawn by the browser
+    (`fingrav.report.lazy`), the profiles with at most `LAZY_MAX_POINTS` points each."""
     add = renderer.add
+    renderer.lazy = len(scns) > LAZY_ABOVE
+    profile_points = min(max_points, LAZY_MAX_POINTS) if renderer.lazy else max_points
+    results = [s.result for s in scns]
+    add(
+        "overview",
+        "overview",
+        "Power and energy per flop against arithmetic intensity",
+        overview_caption(results, ci),
+        lambda: overview_chart(results),
+    )
 
     # 1. per-scenario profiles (GPU 0, then GPUs 1.. of a multi-GPU sweep)
     for s in scns:
@@ -404,10 +424,12 @@ def _add_figures(
 
             def build_profile(rs: ScenarioData = rs) -> Any:
                 """Figure 1 for one scenario on one GPU."""
-                return F.profile_chart(rs, load_lois(rs.lois_path, golden_only=True, roles=F.PROFILE_ROLES), max_points)
+                lois = load_lois(rs.lois_path, golden_only=True, roles=F.PROFILE_ROLES)
+                return F.profile_chart(rs, lois, profile_points)
 
             key = f"profile_{s.name}" if rs.rank == 0 else f"profile_{s.name}_gpu{rs.rank}"
-            add(key, "profiles", f"{rs.name}: TOI-power profile", _profile_caption(rs, ci), build_profile)
+            title = f"{rs.name}: TOI-power profile"
+            add(key, "profiles", title, _profile_caption(rs, ci), build_profile)
 
     # 2. timeline of one scenario: clock sync and binning
     tl = _timeline_scenario(scns, meta)

@@ -20,6 +20,7 @@ from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
 from fingrav.contracts.result import is_finite, value_ci
 from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
 from fingrav.contracts.units import MW_PER_W, ms, us
+from fingrav.report.lazy import LAZY_CSS, filter_box, scripts
 from fingrav.report.load import ScenarioData, sensor_ns
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,12 @@ class FigureOut:
     png: bytes | None = None
     filename: str | None = None
     error: str | None = None
+    spec: str | None = None  # drawn by the browser when opened: the packed Vega-Lite spec (`fingrav.report.lazy`)
+
+    @property
+    def drawn(self) -> bool:
+        """Whether the page has the figure (a PNG, or a spec the browser draws)."""
+        return self.png is not None or self.spec is not None
 
 
 def ci3(row: Mapping[str, Any], column: str) -> tuple[Any, Any, Any]:
@@ -466,7 +473,7 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<h2 id="headline">Headline</h2>'
         f'<p class="sub">What each kernel draws, [{ci_pct} CI] beside each number, and the one thing to know about '
         "it.</p>"
-        '<div class="wide"><table class="headline"><tr><th></th><th>scenario</th><th>power (W)</th>'
+        '<div class="wide"><table class="headline" data-sortable><tr><th></th><th>scenario</th><th>power (W)</th>'
         f"<th>energy / execution (mJ)</th><th>takeaway</th></tr>{''.join(rows)}</table></div>"
     )
 
@@ -520,7 +527,11 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
             f"<td>{flags_cell(s)}</td></tr>"
         )
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
-    return f'<div class="wide"><table class="core"><tr>{head}</tr>{"".join(body)}</table></div>'
+    return (
+        filter_box("core-table", len(body))
+        + '<div class="wide"><table class="core" id="core-table" data-sortable>'
+        + f"<tr>{head}</tr>{''.join(body)}</table></div>"
+    )
 
 
 def summary_section(
@@ -665,7 +676,10 @@ def summary_section(
         f"{note}{core_table(scns, paper)}"
         f"<details><summary>All columns ({len(heads)}): SSE and interleaved readings and kernel powers, "
         f"sustained vs burst, limit cycle, per-component power, runs, LOIs</summary>"
-        f'<div class="wide"><table class="all"><tr>{head}</tr>{"".join(body)}</table></div></details>'
+        + filter_box("all-table", len(body))
+        + '<div class="wide"><table class="all" id="all-table" data-sortable>'
+        + f"<tr>{head}</tr>{''.join(body)}</table></div>"
+        "</details>"
     )
 
 
@@ -804,6 +818,13 @@ def how_to_read() -> str:
 def figure_html(fig: FigureOut) -> str:
     """One figure with its caption, or a note saying why it is missing."""
     anchor = f'id="fig-{esc(fig.key)}"'
+    if fig.spec is not None:  # folded; drawn by the browser when first opened (fingrav.report.lazy.LAZY_JS)
+        return (
+            f'<details class="lazy" {anchor}{" open" if fig.section == "overview" else ""}>'
+            f'<summary>{esc(fig.title)}</summary><div class="vega"></div>'
+            f'<script type="application/octet-stream" class="spec">{fig.spec}</script>'
+            f"<figcaption>{fig.caption}</figcaption></details>"
+        )
     if fig.png is None:
         return (
             f'<figure {anchor}><p class="warn">Figure <b>{esc(fig.title)}</b> could not be drawn: '
@@ -817,6 +838,11 @@ def figure_html(fig: FigureOut) -> str:
 
 
 SECTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "overview",
+        "Overview: power and energy against arithmetic intensity",
+        "One point per scenario, from the summary's numbers; the tables above sort by a click on a column head.",
+    ),
     ("profiles", "Power profiles per scenario", "The TOI-power profile of each scenario's golden runs."),
     ("timeline", "Why synchronize and bin: one run over time", "The method's steps made visible on one scenario."),
     ("across", "Across scenarios", ""),
@@ -854,16 +880,27 @@ def render_html(
         ("meta", "Provenance"),
         ("calibration", "Calibration"),
     ]
-    fig_parts = []
+    fig_parts: list[str] = []
+    lead: list[str] = []  # the overview: first in a database, after the summary otherwise
+    n_lazy = sum(f.spec is not None for f in figures)
     for key, title, intro in SECTIONS:
         figs = [f for f in figures if f.section == key]
         if not figs:
             continue
         nav.append((f"sec-{key}", title))
+        if key == "overview":
+            lead += [f'<h2 id="sec-{key}">{esc(title)}</h2>', f'<p class="sub">{esc(intro)}</p>']
+            lead += [figure_html(f) for f in figs]
+            continue
         fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
         if intro:
             fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
-        if key == "profiles":  # one grid per scenario: folded, the headline says what matters
+        if any(f.spec is not None for f in figs):  # many scenarios: each folded, drawn when opened
+            fig_parts.append(
+                f'<p class="sub">{len(figs)} figures, each drawn by your browser when you open it.</p>'
+                + "".join(figure_html(f) for f in figs)
+            )
+        elif key == "profiles":  # one grid per scenario: folded, the headline says what matters
             fig_parts.append(
                 f"<details><summary>{len(figs)} profile figures (open)</summary>"
                 + "".join(figure_html(f) for f in figs)
@@ -890,12 +927,14 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>fingrav report: {esc(sweep)}</title>",
-        f"<style>{CSS}</style></head><body><main>",
+        f"<style>{CSS}{LAZY_CSS}</style></head><body><main>",
         f"<h1>fingrav power report: {esc(sweep)}</h1>",
         f'<p class="sub">{subtitle}</p>',
         nav_html,
+        *(lead if n_lazy else []),  # a database: the overview first; its tables have hundreds of rows
         headline_section(scns, ci_pct),
         summary_section(scns, ci_pct, sweep_meta.get("paper_sse_vs_ssp_pct", SSE_VS_SSP_PCT)),
+        *([] if n_lazy else lead),  # a few scenarios: the headline and core table fit the first screen, then this
         how_to_read(),
         meta_section(sweep_meta, calibration, scns),
         calibration_section(calibration),
@@ -904,7 +943,9 @@ def render_html(
         val_html,
         f"<footer>FinGraV method: Singhania, Aga, Ibrahim, arXiv 2412.12426 (ISPASS 2025). "
         f"Report rendered by fingrav{timing}; {len([f for f in figures if f.png])} figures, also saved as PNG "
-        "next to this file.</footer>",
-        "</main></body></html>",
+        "next to this file" + (f", {n_lazy} drawn by the browser when opened" if n_lazy else "") + ".</footer>",
+        "</main>",
+        scripts(lazy=n_lazy > 0),
+        "</body></html>",
     ]
     return "\n".join(parts)

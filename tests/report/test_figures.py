@@ -40,7 +40,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> SweepLayout:
 
 def _cells(html: str, table: str, scenario: str) -> list[str]:
     """The cells (text, tags stripped) of a scenario's row in one of the page's tables."""
-    body = html[html.index(f'<table class="{table}">') :]
+    body = html[html.index(f'<table class="{table}"') :]
     body = body[: body.index("</table>")]
     row = next(r for r in body.split("<tr")[1:] if f"<b>{scenario}</b>" in r)
     return [re.sub(r"<[^>]+>", " ", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]

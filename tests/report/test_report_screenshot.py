@@ -21,23 +21,13 @@ from conftest import tiny_config
 from fingrav.config import config_hash, parse_config
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 from fingrav.layout import SweepLayout
+from fingrav.testing.browser import CHROMIUM, CHROMIUM_ARGS
 
 logger = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1400, "height": 900}  # px: the width, a laptop screen's height
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _need(what: str) -> None:
@@ -118,7 +108,7 @@ def test_report_at_1400px_has_headline_and_core_table_without_sideways_scrolling
             str(tmp_path / "chromium-profile"),
             executable_path=str(CHROMIUM),
             headless=True,
-            args=CHROMIUM_ARGS,
+            args=list(CHROMIUM_ARGS),
             viewport=VIEWPORT,
             device_scale_factor=1,
         )

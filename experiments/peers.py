@@ -581,10 +581,24 @@ class GPUContext:
         self.dev.close()
 
 
+CONFIG_KERNELS: dict[str, Any] = {}  # scenario name -> kernel model, from --config (`config_kernels`)
+
+
+def config_kernels(path: Path) -> dict[str, Any]:
+    """The kernels of a fingrav sweep config (grids expanded, validated as the pipeline validates them), by scenario
+    name; scenarios with a predecessor are left out (the peers measure one kernel back to back)."""
+    from fingrav.config import load_config
+
+    cfg = load_config(path)
+    return {s.name: s.kernel for s in cfg.scenarios if s.predecessor is None}
+
+
 def kernel_model(name: str) -> Any:
-    """The fingrav.config kernel model of a `KERNELS` entry."""
+    """The fingrav.config kernel model of a `KERNELS` entry or of a scenario of --config."""
     from fingrav.config import GemmKernel, GemvKernel
 
+    if name in CONFIG_KERNELS:
+        return CONFIG_KERNELS[name]
     spec = dict(KERNELS[name])
     kind = spec.pop("kind")
     return GemmKernel(**spec) if kind == "gemm" else GemvKernel(**spec)
@@ -968,7 +982,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--from-json", type=Path, default=None, help="re-render this peers.json with --fingrav-summary (no GPU)"
     )
-    ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS), help="kernels to measure")
+    ap.add_argument(
+        "--config", type=Path, default=None, help="a fingrav sweep config: --kernels may name its scenarios too"
+    )
+    ap.add_argument("--kernels", nargs="+", default=None, help=f"kernels to measure (default: {', '.join(KERNELS)})")
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS), help="tools to run")
     ap.add_argument("--index", type=int, default=0, help="CUDA device index")
     ap.add_argument("--interval-ms", type=float, default=10.0, help="fingrav's NVML sampler drain period (ms)")
@@ -985,6 +1002,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.reference_s, args.settle_s = min(args.reference_s, 2.5), min(args.settle_s, 0.5)
         args.zeus_measure_s, args.zeus_cooldown_s, args.zeus_trials, args.zeus_warmup_trials = 1.0, 0.5, 2, 0
+    if args.config is not None:
+        CONFIG_KERNELS.update(config_kernels(args.config))
+    known = [*KERNELS, *CONFIG_KERNELS]
+    args.kernels = args.kernels or list(KERNELS)
+    unknown = [k for k in args.kernels if k not in known]
+    if unknown:
+        ap.error(f"unknown kernels {unknown}: one of {known}")
     if args.reference_s <= args.settle_s + 0.4:
         ap.error("--reference-s must exceed --settle-s by at least two 200 ms blocks")
     return args

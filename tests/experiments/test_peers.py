@@ -344,6 +344,19 @@ def test_parse_args(peers, tmp_path):
     with pytest.raises(SystemExit):
         peers.parse_args(["--out", str(tmp_path), "--reference-s", "1.0"])
     with pytest.raises(SystemExit):
+        peers.parse_args(["--out", str(tmp_path), "--kernels", "no-such-kernel"])
+
+
+def test_kernels_from_a_sweep_config_by_scenario_name(peers, tmp_path, monkeypatch):
+    """--config adds the scenarios of a fingrav config (grids expanded) as kernels; the label is the config's."""
+    monkeypatch.setattr(peers, "CONFIG_KERNELS", {})
+    grid = Path(__file__).resolve().parents[2] / "config" / "llama3-grid.yaml"
+    a = peers.parse_args(["--out", str(tmp_path), "--config", str(grid), "--kernels", "l3-8b-qkv-m1", "gemm-4k-bf16"])
+    assert a.kernels == ["l3-8b-qkv-m1", "gemm-4k-bf16"]
+    assert peers.kernel_model("l3-8b-qkv-m1").label() == "gemm 1x6144x4096 bf16"
+    assert peers.kernel_model("l3-decode-70b-kv_len1024-batch1").label().startswith("attention b1 h64 q1 kv1024")
+    assert peers.kernel_model("gemm-4k-bf16").label() == "gemm 4096x4096x4096 bf16"
+    with pytest.raises(SystemExit):
         peers.parse_args(["--out", str(tmp_path), "--tools", "nvidia-smi"])
     est = peers.estimates(a)
     assert est["zeus"]("x") == pytest.approx(5.0 + 3 * 7.0 + 3.0) and est["reference"]("x") == 8.0

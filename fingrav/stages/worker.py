@@ -36,6 +36,9 @@ PRELOAD = (
     "fingrav.stages.bin",
     "fingrav.stages.differentiate",
 )
+# imported once the first job has been handed to a child, while it runs: the report's libraries (altair,
+# vl-convert: ~1 s) are needed only by the last job of a sweep, so they never delay the first one
+LATE_PRELOAD = ("fingrav.stages.report", "fingrav.report.build")
 _HDR = struct.Struct("!I")
 
 
@@ -174,6 +177,7 @@ def serve(path: Path) -> None:
     srv.listen(16)
     srv.settimeout(IDLE_S)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    late = list(LATE_PRELOAD)
     try:
         while True:
             try:
@@ -196,6 +200,9 @@ def serve(path: Path) -> None:
                     _child(conn, req, fds)
                 for fd in fds:
                     os.close(fd)
+            while late:  # between jobs, in the worker itself (a job's child already runs)
+                with contextlib.suppress(Exception):  # a library that fails to import fails in the job instead
+                    importlib.import_module(late.pop(0))
     finally:
         srv.close()
         with contextlib.suppress(FileNotFoundError):

@@ -55,17 +55,21 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return proc
 
 
-def run_snakemake(argv: list[str], cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """`python -m snakemake argv` in `cwd` (this process's by default) with this process's environment, its output
-    captured: forked from the session's Snakemake zygote (tests/snakemake_zygote.py: Snakemake imported once, not
-    once per command), or as a subprocess when the zygote cannot serve it (another PYTHONPATH) or is not there."""
+def run_snakemake(
+    argv: list[str], cwd: Path | None = None, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m snakemake argv` in `cwd` (this process's by default) with `env` (this process's environment by
+    default), its output captured: forked from the session's Snakemake zygote (tests/snakemake_zygote.py: Snakemake
+    imported once, not once per command), or as a subprocess when the zygote cannot serve it (another PYTHONPATH)
+    or is not there."""
+    env = dict(os.environ if env is None else env)
     zygote = _Zygote.get()
-    if zygote is not None and os.environ.get("PYTHONPATH", "") == zygote.pythonpath:
-        proc = zygote.run(argv, cwd or Path.cwd(), timeout)
+    if zygote is not None and env.get("PYTHONPATH", "") == zygote.pythonpath:
+        proc = zygote.run(argv, cwd or Path.cwd(), timeout, env)
         if proc is not None:
             return proc
     cmd = [sys.executable, "-m", "snakemake", *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 class _Zygote:
@@ -111,11 +115,13 @@ class _Zygote:
             line += chunk
         return json.loads(line)
 
-    def run(self, argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
+    def run(
+        self, argv: list[str], cwd: Path, timeout: float, env: dict[str, str]
+    ) -> subprocess.CompletedProcess | None:
         """One command through the zygote; None when the zygote has gone (the caller runs a subprocess)."""
         with tempfile.TemporaryDirectory(prefix="smk-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            req = {"argv": list(argv), "cwd": str(cwd), "env": dict(os.environ), "stdout": str(out), "stderr": str(err)}
+            req = {"argv": list(argv), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
             try:
                 self.proc.stdin.write(json.dumps(req).encode() + b"\n")
                 pid = self._reply(60.0)["pid"]

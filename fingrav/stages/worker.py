@@ -164,6 +164,9 @@ def serve(path: Path) -> None:
     import importlib
     import signal
 
+    lock = _only_worker(path)
+    if lock is None:
+        return
     for mod in PRELOAD:
         importlib.import_module(mod)
     stamp = source_stamp()
@@ -208,6 +211,27 @@ def serve(path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if path.exists():
                 path.unlink()
+
+
+def _only_worker(path: Path, wait_s: float = 10.0):  # noqa: ANN202 - an open file or None
+    """The lock that makes this the socket's one worker (held while the process lives), or None when another
+    worker answers there: jobs that start together (`--cores 2`) each spawn a worker, and only one preloads."""
+    import fcntl
+
+    lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held for the process's life
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            conn = _connect(path)
+            if conn is not None or time.monotonic() >= deadline:  # served by the other one (or it hangs)
+                if conn is not None:
+                    conn.close()
+                lock.close()
+                return None
+            time.sleep(0.05)
 
 
 def _child(conn: socket.socket, req: dict, fds: list[int]) -> None:

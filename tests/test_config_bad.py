@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import copy
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_snakemake
 
 from fingrav.config import ConfigError, load_config, parse_config
 
@@ -402,8 +401,8 @@ SNAKEMAKE_SAMPLE = [
 
 
 def _snakemake_dry_run(tmp_path: Path, config: Path) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "-n"]
-    proc = subprocess.run([*cmd, "--configfile", str(config)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    argv = ["-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "-n", "--configfile", str(config)]
+    proc = run_snakemake(argv, cwd=ROOT, timeout=120)
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -24,14 +24,13 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, SNAKEFILE, tiny_config
+from conftest import ROOT, SNAKEFILE, run_snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -216,8 +215,7 @@ def site_profile(path: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=workdir)
+    proc = run_snakemake(["-s", str(SNAKEFILE), "-d", str(workdir), *args], cwd=workdir, timeout=600, env=env)
     assert proc.returncode == 0, f"snakemake failed ({proc.returncode}):\n{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
     return proc
 

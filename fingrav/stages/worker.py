@@ -36,6 +36,9 @@ PRELOAD = (
     "fingrav.stages.bin",
     "fingrav.stages.differentiate",
 )
+# imported once the first job has been handed to a child, while it runs: the report's libraries (altair,
+# vl-convert: ~1 s) are needed only by the last job of a sweep, so they never delay the first one
+LATE_PRELOAD = ("fingrav.stages.report", "fingrav.report.build")
 _HDR = struct.Struct("!I")
 
 
@@ -161,6 +164,9 @@ def serve(path: Path) -> None:
     import importlib
     import signal
 
+    lock = _only_worker(path)
+    if lock is None:
+        return
     for mod in PRELOAD:
         importlib.import_module(mod)
     stamp = source_stamp()
@@ -174,6 +180,7 @@ def serve(path: Path) -> None:
     srv.listen(16)
     srv.settimeout(IDLE_S)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    late = list(LATE_PRELOAD)
     try:
         while True:
             try:
@@ -196,11 +203,35 @@ def serve(path: Path) -> None:
                     _child(conn, req, fds)
                 for fd in fds:
                     os.close(fd)
+            while late:  # between jobs, in the worker itself (a job's child already runs)
+                with contextlib.suppress(Exception):  # a library that fails to import fails in the job instead
+                    importlib.import_module(late.pop(0))
     finally:
         srv.close()
         with contextlib.suppress(FileNotFoundError):
             if path.exists():
                 path.unlink()
+
+
+def _only_worker(path: Path, wait_s: float = 10.0):  # noqa: ANN202 - an open file or None
+    """The lock that makes this the socket's one worker (held while the process lives), or None when another
+    worker answers there: jobs that start together (`--cores 2`) each spawn a worker, and only one preloads."""
+    import fcntl
+
+    lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held for the process's life
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            conn = _connect(path)
+            if conn is not None or time.monotonic() >= deadline:  # served by the other one (or it hangs)
+                if conn is not None:
+                    conn.close()
+                lock.close()
+                return None
+            time.sleep(0.05)
 
 
 def _child(conn: socket.socket, req: dict, fds: list[int]) -> None:

@@ -11,9 +11,8 @@ Units: W, mJ, µs as the field names and `Estimate.unit` say; fit coefficients m
 
 from __future__ import annotations
 
-from typing import Any
-
 from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import Estimate, _Model
 
 # one column of a metrics row: a number, a flag, a joined flag string or nothing
@@ -75,7 +74,7 @@ class CombinedResult(_Model):
     combined: Combined
     row: dict[str, RowValue]
     row_columns: list[str]
-    provenance: dict[str, Any] | None = None
+    provenance: Provenance | None = None
 
 
 class FleetCard(_Model):
@@ -114,4 +113,4 @@ class FleetResult(_Model):
     ci_level: float
     metrics: dict[str, FleetMetric]
     row: dict[str, RowValue]
-    provenance: dict[str, Any] | None = None
+    provenance: Provenance | None = None

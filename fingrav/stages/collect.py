@@ -25,6 +25,7 @@ from fingrav.backends import get_backend
 from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, collection_hash
 from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE, SweepLayout, dataset
@@ -124,14 +125,14 @@ def _write_receipt(layout: SweepLayout, name: str, rank: int) -> Path:
     d = layout.scenario_dir(name, rank)
     if not rawio.verify_manifest(d):
         raise DataError(f"{d}: no {rawio.MANIFEST} after collecting: the collection is incomplete")
-    plan = rawio.read_json(d / "plan.json")
+    plan = rawio.read_model(d / "plan.json", Plan)
     return rawio.write_json(
         layout.collected(name, rank),
         {
             "format_version": FORMAT_VERSION,
             "scenario": name,
             "rank": rank,
-            "config_hash": (plan.get("provenance") or {}).get("config_hash"),
+            "config_hash": plan.provenance.config_hash,
             "manifest_sha256": hashlib.sha256((d / rawio.MANIFEST).read_bytes()).hexdigest(),
         },
     )

@@ -9,7 +9,6 @@ Reads the raw files, the binned runs and the GPU's calibration; writes `profiles
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from fingrav import rawio
 from fingrav.analysis.differentiate import differentiate
 from fingrav.analysis.telemetry import telemetry_summary
 from fingrav.config import AnalysisConfig, config_hash
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
@@ -86,20 +86,18 @@ def run(
     calibration = rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)
     samples_path = raw / "samples.parquet"
     binned_path = layout.binned(scenario, rank)
-    binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    binning = BinningSummary.model_validate(
+        {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    )
     clock, clock_source = scenario_clock(read_frame(raw / "clock.parquet"), calibration)
     truth = read_frame(layout.truth(scenario, rank)) if with_truth else None
     readings_path = layout.reading_truth(scenario, rank)
     reading_truth = read_frame(readings_path) if with_truth and readings_path.exists() else None
-    raw_prov = rawio.read_metadata(raw / "executions.parquet")
-    raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
-    prov = {
-        **provenance(stage="differentiate", config_hash=config_hash(analysis), rank=rank),
-        "clock_source": clock_source,
-        "raw": raw_prov,
-    }
-    device = raw_prov.get("device") if isinstance(raw_prov.get("device"), Mapping) else {}
-    backend = device.get("backend")
+    raw_prov = rawio.read_provenance(raw / "executions.parquet")
+    prov = provenance(
+        stage="differentiate", config_hash=config_hash(analysis), rank=rank, clock_source=clock_source, raw=raw_prov
+    )
+    backend = raw_prov.device.backend if raw_prov.device is not None else None
     lois, summary = differentiate(
         read_frame(raw / "executions.parquet"),
         read_frame(raw / "runs.parquet"),
@@ -115,7 +113,7 @@ def run(
         scenario=scenario,
         backend=str(backend) if backend is not None else None,
         gaps=rawio.read_metadata(samples_path).get("gaps") or (),
-        binning=binning_meta,
+        binning=binning,
         provenance=prov,
     )
     if (raw / TELEMETRY_FILE).exists():
@@ -126,7 +124,7 @@ def run(
         "rank": rank,
         "clock": summary.clock,
         "clock_source": clock_source,
-        "delay_correction_ns": summary.sensor["delay_correction_ns"],
+        "delay_correction_ns": summary.sensor.delay_correction_ns,
         "provenance": prov,
     }
     rawio.write_arrow(lois_path, lois.to_arrow(), meta, dictionary_columns=LOIS_DICTIONARY_COLUMNS)

@@ -28,7 +28,7 @@ def run(
     (scenario -> the GPUs it ran on, `fingrav.config.SweepConfig.gpus_of`)."""
     from fingrav.report import build_report
 
-    meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash"))}
+    meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash")).to_json()}
     return build_report(layout, list(scenarios), meta, world_size, cards=cards)
 
 

@@ -20,7 +20,7 @@ from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
+from fingrav.stages.params import BinParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -59,5 +59,6 @@ def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig)
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule bin: {root, scenario, rank, analysis}."""
-    run(SweepLayout(Path(p["root"])), p["scenario"], int(p["rank"]), typed(AnalysisConfig, p["analysis"]))
+    """Rule bin (`fingrav.stages.params.BinParams`)."""
+    q = parse_params(BinParams, p, "bin")
+    run(q.layout, q.scenario, q.rank, q.analysis)

@@ -30,8 +30,8 @@ from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE, SweepLayout, dataset
 from fingrav.preflight import claim_results
-from fingrav.stages import typed
 from fingrav.stages.calibrate import replay_source
+from fingrav.stages.params import CollectParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -139,13 +139,6 @@ def _write_receipt(layout: SweepLayout, name: str, rank: int) -> Path:
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule collect: {root, device, scenario, policy, seed, calibration (optional)}."""
-    layout = SweepLayout(Path(p["root"]))
-    run(
-        layout,
-        typed(DeviceConfig, p["device"]),
-        typed(Scenario, p["scenario"]),
-        typed(RunPolicy, p["policy"]),
-        p["seed"],
-        typed(CalibrationConfig, p["calibration"]) if p.get("calibration") is not None else None,
-    )
+    """Rule collect (`fingrav.stages.params.CollectParams`)."""
+    q = parse_params(CollectParams, p, "collect")
+    run(q.layout, q.device, q.scenario, q.policy, q.seed, q.calibration)

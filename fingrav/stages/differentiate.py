@@ -29,8 +29,8 @@ from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
 from fingrav.errors import FingravError
 from fingrav.layout import TELEMETRY_FILE, SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
 from fingrav.stages.bin import read_frame, read_plan
+from fingrav.stages.params import DifferentiateParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,6 @@ def run(
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule differentiate: {root, scenario, rank, analysis, max_clock_residual_us, with_truth}."""
-    layout = SweepLayout(Path(p["root"]))
-    analysis = typed(AnalysisConfig, p["analysis"])
-    run(layout, p["scenario"], int(p["rank"]), analysis, float(p["max_clock_residual_us"]), bool(p["with_truth"]))
+    """Rule differentiate (`fingrav.stages.params.DifferentiateParams`)."""
+    q = parse_params(DifferentiateParams, p, "differentiate")
+    run(q.layout, q.scenario, q.rank, q.analysis, q.max_clock_residual_us, q.with_truth)

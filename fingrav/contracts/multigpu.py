@@ -17,6 +17,10 @@ from fingrav.contracts.result import Estimate, _Model
 
 # one column of a metrics row: a number, a flag, a joined flag string or nothing
 RowValue = bool | int | float | str | None
+# the flattened columns of a result for summary.csv / metrics (column name -> value): derived from the typed fields
+# by one function (`fingrav.analysis.combine.combined_row`, `fingrav.analysis.fleet.fleet_spread`) and read only by
+# the table writer (`fingrav.report.table`); every consumer reads the typed fields for a number
+MetricsRow = dict[str, RowValue]
 
 
 class TruthComparison(_Model):
@@ -72,7 +76,7 @@ class CombinedResult(_Model):
     world_size: int
     ranks: list[RankResult]
     combined: Combined
-    row: dict[str, RowValue]
+    row: MetricsRow
     row_columns: list[str]
     provenance: Provenance | None = None
 
@@ -112,5 +116,5 @@ class FleetResult(_Model):
     gpus: list[int]
     ci_level: float
     metrics: dict[str, FleetMetric]
-    row: dict[str, RowValue]
+    row: MetricsRow
     provenance: Provenance | None = None

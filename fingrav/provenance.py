@@ -86,11 +86,11 @@ def scheduler_job(env: Mapping[str, str] | None = None) -> SchedulerJob | None:
 
 
 def gpu_uuid(device: Mapping[str, Any] | None) -> str | None:
-    """The UUID in a GPUDevice.describe() record (NVML's "GPU-...", the simulator's "SIM-..."), else None."""
+    """The UUID in a GPUDevice.describe() record (NVML's "GPU-...", the simulator's "SIM-..."; `DeviceInfo.gpu_uuid`),
+    else None."""
     if not isinstance(device, Mapping):
         return None
-    uuid = device.get("uuid") or device.get("gpu_uuid_torch")
-    return str(uuid) if uuid else None
+    return DeviceInfo.model_validate(dict(device)).gpu_uuid
 
 
 def provenance(

@@ -43,6 +43,7 @@ from fingrav.config import CalibrationConfig, config_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.provenance import Provenance, parse_provenance
 from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.tables import SamplesRecord
 from fingrav.contracts.units import NS_PER_MS, ms
 from fingrav.device.base import ClockReads, GPUDevice, PowerSamples
 from fingrav.errors import DataError
@@ -286,7 +287,8 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
     smp = rawio.read_table(paths["samples.parquet"])
     meta = rawio.read_metadata(paths["samples.parquet"])
     ch = np.asarray(smp.column("channel").to_pylist(), dtype=object).astype(str)
-    channels = list(meta.get("channels") or dict.fromkeys(ch.tolist()))
+    record = SamplesRecord.model_validate(meta)
+    channels = list(record.channels or dict.fromkeys(ch.tolist()))
     raw_meta = parse_provenance({k: v for k, v in meta.items() if k not in ("gaps", "channels", "format_version")})
     return _analyze(
         reads,
@@ -296,7 +298,7 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
         ch,
         smp.column("power_mw").to_numpy().astype(np.float64),
         channels,
-        [list(g) for g in meta.get("gaps", [])],
+        [list(g) for g in record.gaps],
         cfg,
         raw_meta,
     )

@@ -25,7 +25,7 @@ from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.sensor import SensorModel
-from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
+from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS, SamplesRecord
 from fingrav.errors import FingravError
 from fingrav.layout import TELEMETRY_FILE, SweepLayout
 from fingrav.provenance import provenance
@@ -112,7 +112,7 @@ def run(
         max_clock_residual_us=max_clock_residual_us,
         scenario=scenario,
         backend=str(backend) if backend is not None else None,
-        gaps=rawio.read_metadata(samples_path).get("gaps") or (),
+        gaps=SamplesRecord.model_validate(rawio.read_metadata(samples_path)).gaps,
         binning=binning,
         provenance=prov,
     )

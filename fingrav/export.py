@@ -21,7 +21,8 @@ from fingrav.backends import BACKENDS, Backend
 from fingrav.config import Scenario
 from fingrav.contracts.export import AICONFIGURATOR_COLUMNS, ResultFile
 from fingrav.contracts.profile import ScenarioSummary
-from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US
+from fingrav.contracts.provenance import DeviceInfo, Provenance
+from fingrav.contracts.units import NS_PER_MS, NS_PER_US
 from fingrav.errors import DataError
 from fingrav.kinds import kind_of
 from fingrav.layout import SweepLayout, gpu_dir
@@ -60,25 +61,19 @@ def result_file(summaries: Sequence[ScenarioSummary], sweep: str | None = None, 
     return ResultFile(sweep=sweep, rank=rank, created_utc=now, scenarios=list(summaries))
 
 
-def _raw_provenance(s: ScenarioSummary) -> dict[str, Any]:
-    raw = s.provenance.get("raw")
-    return raw if isinstance(raw, Mapping) else {}
+def power_limit_w(device: DeviceInfo | Mapping[str, Any] | None) -> float | None:
+    """The device's power limit (W) from its recorded identity (`DeviceInfo.power_limit_w`): NVML's enforced limit
+    (else its management limit), the simulator's cap; None where the backend records none (amdsmi)."""
+    if device is None:
+        return None
+    dev = device if isinstance(device, DeviceInfo) else DeviceInfo.model_validate(dict(device))
+    return dev.power_limit_w
 
 
-def power_limit_w(device: Mapping[str, Any]) -> float | None:
-    """The device's power limit (W) from its recorded identity: NVML's enforced limit (else its management
-    limit), the simulator's cap; None where the backend records none (amdsmi)."""
-    for key in ("enforced_power_limit_mw", "power_limit_mw"):
-        if isinstance(device.get(key), int | float):
-            return float(device[key]) / MW_PER_W
-    cap = ((device.get("parameters") or {}).get("power") or {}).get("cap_w")
-    return float(cap) if isinstance(cap, int | float) else None
-
-
-def _recorded_backend(device: Mapping[str, Any]) -> Backend | None:
+def _recorded_backend(device: DeviceInfo) -> Backend | None:
     """The registry entry of the backend that measured (its describe() record); None when the record names
     none or one fingrav does not have (synthetic test data)."""
-    return BACKENDS.get(str(device.get("backend")))
+    return BACKENDS.get(str(device.backend))
 
 
 def _kernel_source(kernel: Mapping[str, Any], info: Mapping[str, Any], backend: Backend | None) -> str:
@@ -94,21 +89,19 @@ def _shape(kernel: Mapping[str, Any]) -> str:
 
 def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
     """One scenario as an aiconfigurator-style row (`AICONFIGURATOR_COLUMNS`; units in the contract's docstring)."""
-    raw = _raw_provenance(s)
-    device = raw.get("device") if isinstance(raw.get("device"), Mapping) else {}
-    scen = raw.get("scenario") if isinstance(raw.get("scenario"), Mapping) else s.plan.provenance.get("scenario")
-    kernel: dict[str, Any] = dict(scen.get("kernel") or {}) if isinstance(scen, Mapping) else {}
+    raw = s.provenance.raw or Provenance()
+    device = raw.device or DeviceInfo()
+    scen = raw.scenario if raw.scenario is not None else s.plan.provenance.scenario
+    kernel: dict[str, Any] = dict(scen.get("kernel") or {}) if scen is not None else {}
     kind = str(kernel.get("kind", ""))
-    kernels = raw.get("kernels") if isinstance(raw.get("kernels"), Mapping) else {}
-    info = kernels.get("main") if isinstance(kernels.get("main"), Mapping) else {}
+    info = (raw.kernels or {}).get("main") or {}
     backend = _recorded_backend(device)
-    packages = raw.get("packages") if isinstance(raw.get("packages"), Mapping) else {}
     if backend is not None and backend.truth:  # the simulator: fingrav itself runs the kernels
-        framework, version = str(backend.framework), str(raw.get("fingrav_version") or fingrav.__version__)
+        framework, version = str(backend.framework), str(raw.fingrav_version or fingrav.__version__)
     else:
-        framework, version = "torch", str(device.get("torch_version") or packages.get("torch") or "")
+        framework, version = "torch", str(device.torch_version or raw.packages.get("torch") or "")
     pred = None
-    if isinstance(scen, Mapping) and scen.get("predecessor"):
+    if scen is not None and scen.get("predecessor"):
         pred = Scenario.model_validate(scen).predecessor
     r = s.result
     latency = r.headline.exec_time.scaled(NS_PER_US / NS_PER_MS, "ms")
@@ -116,7 +109,7 @@ def aiconfigurator_row(s: ScenarioSummary) -> dict[str, Any]:
     return {
         "framework": framework,
         "version": version,
-        "device": str(device.get("name") or device.get("torch_name") or ""),
+        "device": str(device.name or device.torch_name or ""),
         "op_name": kind,
         "kernel_source": _kernel_source(kernel, info, backend),
         "scenario": s.scenario,

@@ -18,6 +18,7 @@ from typing import Any
 
 import fingrav
 from fingrav.backends import visible_devices_vars
+from fingrav.contracts.provenance import DeviceInfo, Provenance, SchedulerJob
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def scheduler_job(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def scheduler_job(env: Mapping[str, str] | None = None) -> SchedulerJob | None:
     """The scheduler's job this process runs in: {"scheduler": "slurm", "job_id", "node", "job_gpus", ...} (the
     variables SLURM set, `SLURM_ENV`) and the GPUs visible to the process; None outside a scheduler's job."""
     env = os.environ if env is None else env
@@ -81,20 +82,23 @@ def scheduler_job(env: Mapping[str, str] | None = None) -> dict[str, Any] | None
     rec: dict[str, Any] = {"scheduler": "slurm"}
     rec.update({key: env[var] for key, var in SLURM_ENV.items() if env.get(var)})
     rec.update({var.lower(): env[var] for var in visible_devices_vars() if env.get(var)})
-    return rec
+    return SchedulerJob.model_validate(rec)
 
 
 def gpu_uuid(device: Mapping[str, Any] | None) -> str | None:
-    """The UUID in a GPUDevice.describe() record (NVML's "GPU-...", the simulator's "SIM-..."), else None."""
+    """The UUID in a GPUDevice.describe() record (NVML's "GPU-...", the simulator's "SIM-..."; `DeviceInfo.gpu_uuid`),
+    else None."""
     if not isinstance(device, Mapping):
         return None
-    uuid = device.get("uuid") or device.get("gpu_uuid_torch")
-    return str(uuid) if uuid else None
+    return DeviceInfo.model_validate(dict(device)).gpu_uuid
 
 
-def provenance(device: dict[str, Any] | None = None, config_hash: str | None = None, **extra: Any) -> dict[str, Any]:
-    """A JSON-able provenance record. `device` is GPUDevice.describe(); its UUID is also recorded on its own
-    ("gpu_uuid"), with the host and the scheduler's job ("scheduler_job", None outside one)."""
+def provenance(
+    device: Mapping[str, Any] | DeviceInfo | None = None, config_hash: str | None = None, **extra: Any
+) -> Provenance:
+    """The provenance record (`fingrav.contracts.provenance.Provenance`). `device` is GPUDevice.describe(); its
+    UUID is also recorded on its own ("gpu_uuid"), with the host and the scheduler's job ("scheduler_job", None
+    outside one); `extra`: the stage's own fields (stage, rank, raw, scenario, ...)."""
     rec: dict[str, Any] = {
         "fingrav_version": fingrav.__version__,
         "git_commit": git_commit(),
@@ -105,9 +109,10 @@ def provenance(device: dict[str, Any] | None = None, config_hash: str | None = N
     }
     rec["scheduler_job"] = scheduler_job()
     if device is not None:
-        rec["device"] = device
-        rec["gpu_uuid"] = gpu_uuid(device)
+        dev = device if isinstance(device, DeviceInfo) else DeviceInfo.model_validate(dict(device))
+        rec["device"] = dev
+        rec["gpu_uuid"] = dev.gpu_uuid
     if config_hash is not None:
         rec["config_hash"] = config_hash
     rec.update(extra)
-    return rec
+    return Provenance.model_validate(rec)

@@ -23,6 +23,8 @@ from fingrav.contracts import FORMAT_VERSION, tables
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from fingrav.contracts.provenance import Provenance
+
 logger = logging.getLogger(__name__)
 
 META_KEY = b"fingrav"
@@ -191,6 +193,14 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
+def read_provenance(path: str | Path) -> Provenance:
+    """The provenance record stored with a parquet table (at the top of its metadata record, or under
+    "provenance") as `fingrav.contracts.provenance.Provenance`: the one way a stage reads it."""
+    from fingrav.contracts.provenance import parse_provenance
+
+    return parse_provenance(read_metadata(path))
+
+
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write JSON (pydantic models dumped) atomically: a temporary file renamed into place."""
     path = Path(path)
@@ -316,7 +326,9 @@ def collection_state(folder: str | Path, config_hash: str) -> str | None:
     try:
         if not verify_manifest(folder):
             return "an incomplete collection (no MANIFEST.json)"
-        got = (read_json(folder / "plan.json").get("provenance") or {}).get("config_hash")
+        from fingrav.contracts.provenance import parse_provenance
+
+        got = parse_provenance(read_json(folder / "plan.json").get("provenance")).config_hash
     except DataError as err:
         return f"an incomplete or damaged collection ({err})"
     if got != config_hash:

@@ -90,7 +90,7 @@ def test_visible_devices_come_from_the_registry() -> None:
     with pytest.raises(BackendUnavailableError):
         node_gpu("cuda", 0, {})  # no silent "the index itself" for a backend without an entry
     job = scheduler_job({"SLURM_JOB_ID": "7", "ROCR_VISIBLE_DEVICES": "2"})
-    assert job is not None and job["rocr_visible_devices"] == "2"
+    assert job is not None and job.to_json()["rocr_visible_devices"] == "2"
 
 
 def test_gpu_jobs_never_run_in_the_stage_worker() -> None:
@@ -168,6 +168,15 @@ def test_describe_records_the_provenance_fields(name: str, monkeypatch) -> None:
     missing = set(get_backend(name).provenance_fields) - set(d)
     assert not missing, f"{name}: describe() lacks {sorted(missing)}"
     json.dumps(d, default=str)
+    # the provenance model takes the record as the backend wrote it (typed where fingrav reads it) and keeps it
+    from fingrav.contracts.provenance import DeviceInfo
+    from fingrav.rawio import dumps
+
+    info = DeviceInfo.model_validate(d)
+    assert json.loads(dumps(info)) == json.loads(dumps(d)) and info.backend in (
+        name,
+        None,
+    )  # nvml: the torch device adds it
 
 
 # --------------------------------------------------------------------------- the drill in docs/ARCHITECTURE.md

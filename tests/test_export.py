@@ -16,6 +16,7 @@ from fingrav import rawio
 from fingrav.cli import RESULT_SCHEMA_PATH, main, result_schema_text
 from fingrav.contracts.export import AICONFIGURATOR_COLUMNS, RESULT_SCHEMA_ID
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.provenance import Provenance
 from fingrav.export import aiconfigurator_row, power_limit_w
 from fingrav.layout import SweepLayout
 
@@ -101,7 +102,8 @@ def test_attention_row_names_the_sdpa_backend(sweep: SweepLayout) -> None:
         "scenario": {"name": "decode", "kernel": {**kernel, "causal": False, "dtype": "bf16"}},
         "kernels": {"main": {"label": "attention ...", "sdpa_backend": "flash"}},
     }
-    row = aiconfigurator_row(s.model_copy(update={"provenance": {**s.provenance, "raw": raw}}))
+    prov = s.provenance.model_copy(update={"raw": Provenance.model_validate(raw)})
+    row = aiconfigurator_row(s.model_copy(update={"provenance": prov}))
     assert (row["framework"], row["version"], row["device"]) == ("torch", "2.13.0", "NVIDIA H200")
     assert row["op_name"] == "attention" and row["kernel_source"] == "torch.sdpa:flash"
     assert row["shape"] == "batch=1 heads=32 q_len=1 kv_len=4096 head_dim=128 causal=0" and row["power_limit"] == 700.0

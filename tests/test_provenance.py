@@ -17,7 +17,7 @@ def test_scheduler_job_records_slurm_and_the_gpus_it_gave() -> None:
         "CUDA_VISIBLE_DEVICES": "0",
         "HOME": "/root",
     }
-    assert scheduler_job(env) == {
+    assert scheduler_job(env).to_json() == {
         "scheduler": "slurm",
         "job_id": "4711",
         "node": "gpu-node-3",
@@ -32,8 +32,8 @@ def test_scheduler_job_records_slurm_and_the_gpus_it_gave() -> None:
 def test_provenance_has_host_gpu_uuid_and_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     rec = provenance({"uuid": "GPU-5e1f", "name": "H200"}, config_hash="abc", stage="collect")
-    assert rec["gpu_uuid"] == "GPU-5e1f" and rec["scheduler_job"]["job_id"] == "12" and rec["host"]
+    assert rec.gpu_uuid == "GPU-5e1f" and rec.scheduler_job.job_id == "12" and rec.host
     monkeypatch.delenv("SLURM_JOB_ID")
     rec = provenance(stage="report")
-    assert rec["scheduler_job"] is None and "gpu_uuid" not in rec
+    assert rec.scheduler_job is None and "gpu_uuid" not in rec.to_json()
     assert gpu_uuid({"gpu_uuid_torch": "GPU-77"}) == "GPU-77" and gpu_uuid({"name": "x"}) is None

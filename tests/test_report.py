@@ -588,7 +588,7 @@ def make_sweep(
                     "drift": DRIFT,
                     "drift_ppm": DRIFT * 1e6,
                     "residual_ns": 800.0,
-                    "pairs_kept": 120,
+                    "n_kept": 120,
                 },
                 "sensor": sensor,
                 "flags": [],

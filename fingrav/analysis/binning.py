@@ -11,12 +11,12 @@ executions per run (plan executions_per_run / sse_executions_per_run, plus prede
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from fingrav.analysis.roles import measure_runs
+from fingrav.contracts.binning import BinningSummary, KindBin
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import MAIN, MEASURE_PHASES, PRED, SSE, SSP
 from fingrav.contracts.tables import BAD_TIME, BINNED, INCOMPLETE, OUTSIDE_BIN, polars_schema
@@ -92,21 +92,21 @@ def bin_exec_times(executions: pl.DataFrame, runs: pl.DataFrame, plan: Plan) -> 
     )
 
 
-def _phase_meta(binned: pl.DataFrame, low: int, high: int, count: int) -> dict[str, Any]:
+def _phase_meta(binned: pl.DataFrame, low: int, high: int, count: int) -> KindBin:
     """Bin bounds and counts of one kind of run."""
     reasons = binned.filter(~pl.col("golden")).group_by("reason").len().sort("reason")
-    return {
-        "bin_low_ns": low if count else None,
-        "bin_high_ns": high if count else None,
-        "runs_total": binned.height,
-        "runs_golden": int(binned["golden"].sum()),
-        "reasons": dict(zip(reasons["reason"].to_list(), reasons["len"].to_list(), strict=True)),
-    }
+    return KindBin(
+        bin_low_ns=low if count else None,
+        bin_high_ns=high if count else None,
+        runs_total=binned.height,
+        runs_golden=int(binned["golden"].sum()),
+        reasons=dict(zip(reasons["reason"].to_list(), reasons["len"].to_list(), strict=True)),
+    )
 
 
 def bin_runs(
     executions: pl.DataFrame, runs: pl.DataFrame, plan: Plan, margin: float
-) -> tuple[pl.DataFrame, dict[str, Any]]:
+) -> tuple[pl.DataFrame, BinningSummary]:
     """Execution-time binning of the measure runs, each kind (SSE, SSP) on its own.
 
     executions / runs: raw frames (`fingrav.contracts.tables.RAW`); plan: plan.json; margin: fraction
@@ -115,15 +115,13 @@ def bin_runs(
     phase ("sse" | "ssp"), bin_exec_time_ns (ns, the binned duration; null when the run lacks that
     execution), ssp_exec_time_ns (= bin_exec_time_ns for SSP runs, null for SSE runs), golden,
     reason (null when golden, else "outside_bin" | "incomplete" | "bad_time");
-    meta = {margin, bins: {"ssp": {bin_low_ns, bin_high_ns (inclusive bounds, ns), runs_total,
-    runs_golden, reasons: {reason: count}}, "sse": {...}}, and the SSP kind's bin_low_ns, bin_high_ns,
-    runs_total, runs_golden, reasons at the top level (as before SSE runs existed)}.
+    meta: `fingrav.contracts.binning.BinningSummary` (margin, each kind's bin, the SSP kind's at the top level).
     """
     margin = float(margin)
 
     times = bin_exec_times(executions, runs, plan)
     parts: list[pl.DataFrame] = []
-    bins: dict[str, dict[str, Any]] = {}
+    bins: dict[str, KindBin] = {}
     for phase in (SSP, SSE):
         sub = times.filter(pl.col("phase") == phase)
         usable = sub.filter(pl.col("complete") & (pl.col("bin_exec_time_ns") > 0))
@@ -143,23 +141,23 @@ def bin_runs(
             .otherwise(pl.lit(None, dtype=pl.String)),
         ).with_columns(golden=pl.col("reason").is_null())
         bins[phase] = _phase_meta(b, low, high, count)
-        if bins[phase]["runs_golden"] != count:  # pragma: no cover - internal consistency
-            raise AssertionError(f"{phase}: golden count {bins[phase]['runs_golden']} != window count {count}")
+        if bins[phase].runs_golden != count:  # pragma: no cover - internal consistency
+            raise AssertionError(f"{phase}: golden count {bins[phase].runs_golden} != window count {count}")
         parts.append(b.select(list(BINNED_SCHEMA)).cast(BINNED_SCHEMA))
     binned = pl.concat(parts).sort("run")
 
-    meta: dict[str, Any] = {"margin": margin, **bins[SSP], "bins": bins}
+    meta = BinningSummary(margin=margin, **bins[SSP].model_dump(), bins=bins)
     for phase in MEASURE_PHASES:
         m = bins[phase]
-        if m["runs_total"]:
+        if m.runs_total:
             logger.info(
                 "binning %s runs: %d/%d golden in [%s, %s] ns (margin %.3g); dropped %s",
                 phase,
-                m["runs_golden"],
-                m["runs_total"],
-                m["bin_low_ns"],
-                m["bin_high_ns"],
+                m.runs_golden,
+                m.runs_total,
+                m.bin_low_ns,
+                m.bin_high_ns,
                 margin,
-                m["reasons"],
+                m.reasons,
             )
     return binned, meta

@@ -29,13 +29,23 @@ from fingrav.analysis.throughput import cycle_estimate, throughput
 from fingrav.analysis.validation import Validation, validate
 from fingrav.config import AnalysisConfig, Scenario
 from fingrav.contracts import result as R
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BY_NAME as FLAG_BY_NAME
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import KernelPower, ReferenceStats, RoleStats, RunCount, ScenarioSummary, TruthGroups
+from fingrav.contracts.profile import (
+    KernelPower,
+    ReferenceStats,
+    RoleStats,
+    RunCount,
+    SamplePhase,
+    ScenarioSummary,
+    TruthGroups,
+)
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import SSE, TOTAL
-from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.sensor import SensorModel, SensorSummary
 from fingrav.contracts.work import Work
 
 logger = logging.getLogger(__name__)
@@ -49,11 +59,10 @@ def describe_plan(plan: Plan) -> R.Labels:
     (its "scenario", a `fingrav.config.Scenario`, and "device" {"backend", ...}); None when absent (scenario:
     "")."""
     prov = plan.provenance
-    scen = prov.get("scenario")
-    device = prov.get("device") if isinstance(prov.get("device"), dict) else {}
-    backend = device.get("backend")
+    scen = prov.scenario
+    backend = prov.device.backend if prov.device is not None else None
     out: dict[str, str | None] = {"scenario": "", "kernel": None, "predecessor": None}
-    if isinstance(scen, dict):
+    if scen is not None:
         sc = Scenario.model_validate(scen)
         out["scenario"] = sc.name
         out["kernel"] = sc.kernel.label()
@@ -70,8 +79,8 @@ def describe_plan(plan: Plan) -> R.Labels:
 def plan_work(plan: Plan) -> Work | None:
     """The measured kernel's work per execution (`fingrav.contracts.work`), from the scenario in plan.json's
     provenance; None when unknown (no scenario recorded, a collective, a callable that declares none)."""
-    scen = plan.provenance.get("scenario")
-    if not isinstance(scen, dict):
+    scen = plan.provenance.scenario
+    if scen is None:
         return None
     return Scenario.model_validate(scen).kernel.work()
 
@@ -422,7 +431,7 @@ def sustained_group(
         n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns
     ).scaled(US_PER_NS, "µs")
     stop = plan.reference_stop
-    out["stop"] = stop.get("reason") if stop else "fixed_length"
+    out["stop"] = stop.reason if stop is not None else "fixed_length"
     if hl.source == "sustained" and n.cycle_time_ns.value and hl.cycle_ns:
         exact = Estimate.of(hl.cycle_ns, hl.cycle_ns, hl.cycle_ns, "ns", "two stamps over the whole run")
         out["ssp_cycle_vs_sustained_cycle"] = n.cycle_time_ns.vs(exact)
@@ -564,8 +573,8 @@ def differentiate(
     scenario: str | None = None,
     backend: str | None = None,
     gaps: Sequence[Sequence[int]] = (),
-    binning: Mapping[str, Any] | None = None,
-    provenance: Mapping[str, Any] | None = None,
+    binning: BinningSummary | None = None,
+    provenance: Provenance | None = None,
     seed: int = 0,
 ) -> tuple[pl.DataFrame, ScenarioSummary]:
     """LOIs and the summary of one scenario: the steps of the module docstring.
@@ -586,11 +595,11 @@ def differentiate(
     readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
     fl = flag_step(loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps)
     labels = describe_plan(plan)
-    prov = dict(provenance or {})
+    prov = provenance if provenance is not None else Provenance()
     labels = labels.model_copy(
         update={
             "scenario": scenario or labels.scenario,
-            "backend": backend or labels.backend or (prov.get("device") or {}).get("backend"),
+            "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
     result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples))
@@ -623,7 +632,7 @@ def differentiate(
         result.counts.sse_lois,
         result.sse.kernel_power if result.sse.kernel_power.has_value else "not measurable",
         result.sustained.reference_power,
-        "n/a" if not binning else f"{100 * float(binning.get('margin', 0.0)):g} %",
+        "n/a" if binning is None else f"{100 * binning.margin:g} %",
         result.valid,
         ";".join(result.flags.all) or "none",
     )
@@ -642,8 +651,8 @@ def summary_of(
     plan: Plan,
     sensors: Mapping[str, SensorModel],
     clock: ClockMap,
-    binning: Mapping[str, Any] | None,
-    provenance: Mapping[str, Any],
+    binning: BinningSummary | None,
+    provenance: Provenance,
 ) -> ScenarioSummary:
     """summary.json: the result and what it rests on (profiles, the reference run, counts, sensor, clock)."""
     tot = sensors[TOTAL]
@@ -653,23 +662,19 @@ def summary_of(
         channels={ch: dict(per) for ch, per in channels.items()},
         clock=clock.to_summary(),
         plan=plan,
-        provenance=dict(provenance),
-        sensor={
-            **tot.model_dump(mode="json", exclude={"response"}),
-            "delay_correction_ns": loi.delay_ns,
-            "delay_correction_by_channel_ns": loi.delays or {ch: 0 for ch in sensors},
-            "channels": {ch: s.model_dump(mode="json", exclude={"response"}) for ch, s in sensors.items()},
-        },
-        binning=dict(binning) if binning is not None else None,
+        provenance=provenance,
+        sensor=SensorSummary(
+            **tot.model_dump(exclude={"response"}),
+            delay_correction_ns=loi.delay_ns,
+            delay_correction_by_channel_ns=loi.delays or {ch: 0 for ch in sensors},
+            channels=dict(sensors),
+        ),
+        binning=binning,
         runs=fl.counts,
         reference=hs.reference,
         gaps=fl.gaps,
         samples={"total": loi.samples.height + loi.sample_counts["rejected"], **loi.sample_counts},
-        sample_phase={
-            "ks_d": fl.phase_ks[0],
-            "runs": fl.phase_ks[1],
-            "note": "first sample after each run start, as a fraction of the sensor period, vs uniform",
-        },
+        sample_phase=SamplePhase(ks_d=fl.phase_ks[0], runs=fl.phase_ks[1]),
         exec_time_mean_ns=prof.numbers.exec_time_mean_ns,
         cycle_time_mean_ns=prof.numbers.cycle_time_mean_ns,
         kernel_power=dict(kernel),

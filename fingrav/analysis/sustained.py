@@ -35,6 +35,7 @@ import numpy as np
 
 from fingrav.analysis.tdist import t_critical, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+from fingrav.contracts.plan import ReferenceStop
 from fingrav.contracts.profile import Drift, LimitCycleStats, ReferenceStats
 from fingrav.contracts.result import Estimate, PowerSource
 from fingrav.contracts.units import MJ_PER_MW_NS
@@ -315,8 +316,9 @@ class ReferenceDecision:
     cycles: int = 0
     ci_pct: float | None = None
 
-    def to_summary(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+    def to_summary(self) -> ReferenceStop:
+        """The decision as plan.json's `reference_stop`."""
+        return ReferenceStop(**dataclasses.asdict(self))
 
 
 def reference_decision(

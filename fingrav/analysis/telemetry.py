@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 import polars as pl
+
+from fingrav.contracts.profile import PhaseTelemetry
 
 logger = logging.getLogger(__name__)
 
 
-def telemetry_summary(telemetry: pl.DataFrame) -> dict[str, Any]:
+def telemetry_summary(telemetry: pl.DataFrame) -> dict[str, PhaseTelemetry]:
     """{phase: {runs, sm_mhz_before_median, sm_mhz_after_median, mem_mhz_after_median, runs_ending_with_reason:
     {name: count}, counters_during: {counter: total increase over the phase's runs}, counter_unit, read_ns_median}}."""
-    out: dict[str, Any] = {}
+    out: dict[str, PhaseTelemetry] = {}
     for phase in sorted(telemetry["phase"].unique().to_list()):
         sub = telemetry.filter(pl.col("phase") == phase)
         before = sub.filter(pl.col("when") == "before").sort("run")
@@ -32,14 +33,14 @@ def telemetry_summary(telemetry: pl.DataFrame) -> dict[str, Any]:
             for k, v in va.items():
                 if k in vb:
                     during[k] = during.get(k, 0) + int(v) - int(vb[k])
-        out[phase] = {
-            "runs": int(after.height),
-            "sm_mhz_before_median": before["sm_mhz"].median(),
-            "sm_mhz_after_median": after["sm_mhz"].median(),
-            "mem_mhz_after_median": after["mem_mhz"].median(),
-            "runs_ending_with_reason": reasons,
-            "counters_during": during,
-            "counter_unit": after["violation_unit"][0] if after.height else None,
-            "read_ns_median": sub["read_ns"].median(),
-        }
+        out[phase] = PhaseTelemetry(
+            runs=int(after.height),
+            sm_mhz_before_median=before["sm_mhz"].median(),
+            sm_mhz_after_median=after["sm_mhz"].median(),
+            mem_mhz_after_median=after["mem_mhz"].median(),
+            runs_ending_with_reason=reasons,
+            counters_during=during,
+            counter_unit=after["violation_unit"][0] if after.height else None,
+            read_ns_median=sub["read_ns"].median(),
+        )
     return out

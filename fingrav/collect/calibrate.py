@@ -41,7 +41,9 @@ from fingrav import rawio
 from fingrav.clocksync import ClockFit, fit_clock
 from fingrav.config import CalibrationConfig, config_hash
 from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.provenance import Provenance, parse_provenance
 from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.tables import SamplesRecord
 from fingrav.contracts.units import NS_PER_MS, ms
 from fingrav.device.base import ClockReads, GPUDevice, PowerSamples
 from fingrav.errors import DataError
@@ -237,12 +239,12 @@ def calibrate(device: GPUDevice, cfg: CalibrationConfig, seed: int, raw_dir: Pat
         seed=seed,
         calibration=cfg.model_dump(mode="json"),
     )
-    _write_raw(raw_dir, run, channels, meta)
+    _write_raw(raw_dir, run, channels, meta.to_json())
     result = _analyze(
         run.reads, run.starts, run.ends, run.t_ns, run.channel, run.power_mw, channels, run.gaps, cfg, meta
     )
     rawio.write_manifest(raw_dir, CALIBRATION_RAW_FILES)
-    _check_brackets(ClockFit.from_dict(result.clock), run.starts, run.ends, run.brackets)
+    _check_brackets(ClockFit.from_dict(result.clock.model_dump()), run.starts, run.ends, run.brackets)
     return result
 
 
@@ -285,8 +287,9 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
     smp = rawio.read_table(paths["samples.parquet"])
     meta = rawio.read_metadata(paths["samples.parquet"])
     ch = np.asarray(smp.column("channel").to_pylist(), dtype=object).astype(str)
-    channels = list(meta.get("channels") or dict.fromkeys(ch.tolist()))
-    raw_meta = {k: v for k, v in meta.items() if k not in ("gaps", "channels", "format_version")}
+    record = SamplesRecord.model_validate(meta)
+    channels = list(record.channels or dict.fromkeys(ch.tolist()))
+    raw_meta = parse_provenance({k: v for k, v in meta.items() if k not in ("gaps", "channels", "format_version")})
     return _analyze(
         reads,
         starts,
@@ -295,7 +298,7 @@ def analyze_calibration(raw_dir: Path | str, cfg: CalibrationConfig) -> Calibrat
         ch,
         smp.column("power_mw").to_numpy().astype(np.float64),
         channels,
-        [list(g) for g in meta.get("gaps", [])],
+        [list(g) for g in record.gaps],
         cfg,
         raw_meta,
     )
@@ -375,7 +378,7 @@ def _analyze(
     channels: list[str],
     gaps: list[list[int]],
     cfg: CalibrationConfig,
-    raw_meta: dict[str, Any],
+    raw_meta: Provenance,
 ) -> Calibration:
     """The calibration from in-memory raw data (shared by `calibrate` and `analyze_calibration`): the clock fit,
     then each channel's sensor model from the steps mapped to the host clock."""
@@ -403,10 +406,10 @@ def _analyze(
         flags=flags,
         valid=bool(clock_valid),
         provenance=provenance(
-            raw_meta.get("device"),
+            raw_meta.device,
             config_hash=config_hash(cfg),
             stage="calibrate",
-            raw={k: v for k, v in raw_meta.items() if k != "device"},
+            raw=Provenance.model_validate({k: v for k, v in raw_meta.to_json().items() if k != "device"}),
         ),
     )
     _log_calibration(result, clock)

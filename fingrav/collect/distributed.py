@@ -50,6 +50,7 @@ from fingrav.backends import get_backend
 from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, SimOverrides
 from fingrav.contracts.calibration import Calibration
+from fingrav.contracts.plan import Plan
 from fingrav.errors import BackendUnavailableError, DeviceError
 from fingrav.layout import SweepLayout
 from fingrav.ranks import rank_device_config, rank_seed
@@ -230,7 +231,7 @@ def collect_distributed(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     rank_sim_overrides: Mapping[int, Mapping[str, Any]] | None = None,
     calibration: CalibrationConfig | None = None,
-) -> dict[str, Any]:
+) -> Plan:
     """Collect `scenario` on device.world_size GPUs in lockstep (module docstring) and return rank 0's
     plan.json. Every rank's files follow `layout` (calibration/gpu<k>.json in, raw/gpu<k>/<scenario>/ and
     truth/gpu<k>/<scenario>.parquet out).
@@ -266,7 +267,7 @@ def collect_distributed(
     env = ", ".join(f"{k}={v}" for k, v in DIST_ENV.items())
     logger.info("%s: %d ranks over %s (%s)", scenario.name, n, backend, env)
     _spawn_ranks(spec, n, scenario.name)
-    return rawio.read_json(layout.plan(scenario.name, 0))
+    return rawio.read_model(layout.plan(scenario.name, 0), Plan)
 
 
 @contextlib.contextmanager

@@ -19,8 +19,7 @@ logger = logging.getLogger(__name__)
 
 def calibrated_gpu(calibration: Calibration) -> str | None:
     """The UUID of the GPU a calibration was measured on (None when its provenance does not say)."""
-    prov = calibration.provenance or {}
-    return prov.get("gpu_uuid") or gpu_uuid(prov.get("device"))
+    return calibration.provenance.measured_gpu_uuid
 
 
 def calibration_for_gpu(

@@ -32,7 +32,8 @@ from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, ref
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
-from fingrav.contracts.plan import Plan, Probe
+from fingrav.contracts.plan import Plan, Probe, RankLocal
+from fingrav.contracts.provenance import DistributedInfo
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
 from fingrav.device.base import (
@@ -555,10 +556,10 @@ def _lockstep_fields(
     if len(set(counts)) != 1:
         raise DeviceError(f"{name}: ranks issued unequal (runs, executions): {counts}")
     return {
-        "distributed": sync.describe(),
+        "distributed": DistributedInfo.model_validate(sync.describe()),
         "rank": sync.rank,
         "world_size": sync.world_size,
-        "rank_local": {**timing.as_dict(), "probe": probe.model_dump()},
+        "rank_local": RankLocal(**timing.as_dict(), probe=probe),
         "probes_by_rank": probes,
     }
 
@@ -588,7 +589,7 @@ def _write_collection(
     )
     rec.write(
         raw_dir,
-        meta,
+        meta.to_json(),
         Path(truth_path) if truth_path is not None else None,
         Path(reading_truth_path) if reading_truth_path is not None else None,
     )

@@ -6,7 +6,10 @@ that build polars expressions, and only when they are called).
 * `units`: unit conversions (ns, µs, ms, mW, W, mJ, %).
 * `roles`: run phases, execution segments and roles, the total channel.
 * `plan`: the collection plan (plan.json), the stability probe's result, METHOD.md's guidance table.
-* `sensor`: the calibrated `SensorModel` (ns throughout) of every channel.
+* `sensor`: the calibrated `SensorModel` (ns throughout) of every channel, its step response, summary.json's sensor.
+* `calibration`: calibration/gpu<k>.json (clock fit, sensors, load steps) and the calibration flags.
+* `provenance`: the one `Provenance` record of every artifact (JSON files and parquet metadata alike).
+* `binning`: the bin stage's record of the golden-run bins (binned.parquet metadata, summary.json's binning).
 * `clock`: the GPU-to-host clock mapping (`ClockMap`).
 * `tables`: column schemas of the raw and derived tables.
 * `result`: the typed result of a scenario (`Estimate`, its groups), summary.csv's and metrics' columns.

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.units import NS_PER_MS
 
 # Every flag a calibration can carry (calibration/gpu<k>.json `flags`; a channel's own flag appears there as
 # "<channel>:<flag>" and in its SensorModel's `flags`), with what it means and what to do. None invalidates the
@@ -38,20 +40,62 @@ def calibration_flag_meaning(flag: str) -> str:
     return CALIBRATION_FLAGS[flag.rsplit(":", 1)[-1]]
 
 
+class ClockRecord(BaseModel):
+    """The GPU-to-host clock fit of a calibration (`fingrav.clocksync.ClockFit.to_dict()`: offset and residuals
+    in ns, drift as a fraction and in ppm, clock-read pairs taken and kept, round trips in ns) with whether it is
+    valid and the residual limit it was held to (µs)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    offset_ns: float
+    gpu_ref_ns: int
+    drift: float | None = None
+    drift_ppm: float | None = None
+    residual_ns: float | None = None
+    n_pairs: int | None = None
+    n_kept: int | None = None
+    round_trip_min_ns: float | None = None
+    round_trip_median_ns: float | None = None
+    valid: bool = True
+    max_residual_us: float | None = None
+
+
+class LoadSteps(BaseModel):
+    """The calibration's square-wave load: `count` steps, their median on and off lengths (ns; None when not
+    measured: a calibration built from a simulator's known sensor has no steps)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int = 0
+    on_ns: float | None = None
+    off_ns: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_ms(cls, data: Any) -> Any:
+        """A format 1 record (`on_ms`, `off_ms`) in ns."""
+        if isinstance(data, dict) and "on_ms" in data:
+            d = dict(data)
+            for unit in ("on", "off"):
+                v = d.pop(f"{unit}_ms", None)
+                d.setdefault(f"{unit}_ns", None if v is None else v * NS_PER_MS)
+            return d
+        return data
+
+
 class Calibration(BaseModel):
-    """clock: the clock fit record (`fingrav.clocksync.ClockFit.to_dict()` + valid, max_residual_us);
-    sensor: one `SensorModel` per channel ("total" first); steps: {count, on_ns, off_ns} of the load steps."""
+    """clock: the clock fit; sensor: one `SensorModel` per channel ("total" first); steps: the load steps."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format_version: int = FORMAT_VERSION
-    clock: dict[str, Any]
+    clock: ClockRecord
     sensor: dict[str, SensorModel]
     channels: list[str]
-    steps: dict[str, Any]
+    steps: LoadSteps
     flags: list[str] = []
     valid: bool = True
-    provenance: dict[str, Any] = {}
+    provenance: Provenance = Provenance()
 
     @property
     def total(self) -> SensorModel:
@@ -64,5 +108,5 @@ class Calibration(BaseModel):
 
     @property
     def max_clock_residual_us(self) -> float | None:
-        v = self.clock.get("max_residual_us")
+        v = self.clock.max_residual_us
         return None if v is None else float(v)

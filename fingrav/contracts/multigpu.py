@@ -11,13 +11,16 @@ Units: W, mJ, µs as the field names and `Estimate.unit` say; fit coefficients m
 
 from __future__ import annotations
 
-from typing import Any
-
 from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import Estimate, _Model
 
 # one column of a metrics row: a number, a flag, a joined flag string or nothing
 RowValue = bool | int | float | str | None
+# the flattened columns of a result for summary.csv / metrics (column name -> value): derived from the typed fields
+# by one function (`fingrav.analysis.combine.combined_row`, `fingrav.analysis.fleet.fleet_spread`) and read only by
+# the table writer (`fingrav.report.table`); every consumer reads the typed fields for a number
+MetricsRow = dict[str, RowValue]
 
 
 class TruthComparison(_Model):
@@ -73,9 +76,9 @@ class CombinedResult(_Model):
     world_size: int
     ranks: list[RankResult]
     combined: Combined
-    row: dict[str, RowValue]
+    row: MetricsRow
     row_columns: list[str]
-    provenance: dict[str, Any] | None = None
+    provenance: Provenance | None = None
 
 
 class FleetCard(_Model):
@@ -113,5 +116,5 @@ class FleetResult(_Model):
     gpus: list[int]
     ci_level: float
     metrics: dict[str, FleetMetric]
-    row: dict[str, RowValue]
-    provenance: dict[str, Any] | None = None
+    row: MetricsRow
+    provenance: Provenance | None = None

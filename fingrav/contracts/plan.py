@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fingrav.contracts.provenance import DistributedInfo, Provenance
 from fingrav.contracts.roles import FIRST, PRED, SSE, SSP, TRAIL, WARMUP
 from fingrav.contracts.sensor import PlanSensor
 
@@ -61,6 +62,31 @@ class Probe(BaseModel):
     samples: int
 
 
+class ReferenceStop(BaseModel):
+    """Why an adaptive reference run stopped: the last decision of `fingrav.analysis.sustained.reference_decision`
+    (`extend`: whether it said go on; `reason`: a key of `fingrav.analysis.sustained.REFERENCE_REASONS`; ns since
+    the run started; whole limit cycles seen; the whole-cycle mean's CI half-width in %, None without one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    extend: bool = False
+    reason: str
+    elapsed_ns: int
+    cycles: int = 0
+    ci_pct: float | None = None
+
+
+class RankLocal(BaseModel):
+    """What one rank of a multi-GPU collection measured itself before the ranks agreed on one plan: its kernel's
+    median execution time and cycle (ns) and its own stability probe."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exec_time_ns: int
+    cycle_ns: int
+    probe: Probe | None = None
+
+
 class Plan(BaseModel):
     """plan.json: how the runs of one scenario (on one GPU) were built."""
 
@@ -87,10 +113,8 @@ class Plan(BaseModel):
     reference_executed: int | None = Field(
         None, description="executions the reference run really had (adaptive: reference_executions or more)"
     )
-    reference_stop: dict[str, Any] | None = Field(
-        None,
-        description="why the adaptive reference run stopped: fingrav.analysis.sustained.ReferenceDecision.to_summary "
-        "of its last decision (reason, elapsed_ns, cycles, ci_pct)",
+    reference_stop: ReferenceStop | None = Field(
+        None, description="why the adaptive reference run stopped: its last decision (reason, elapsed_ns, cycles, ...)"
     )
     reference_unstamped: bool = Field(
         False,
@@ -109,12 +133,12 @@ class Plan(BaseModel):
         None, description="format 1 only: the margin the GPU side chose; the bin stage decides it now"
     )
     # multi-GPU collection (one plan for every rank; each rank's plan.json also says which rank it is)
-    distributed: dict[str, Any] | None = None
+    distributed: DistributedInfo | None = None
     rank: int | None = None
     world_size: int | None = None
-    rank_local: dict[str, Any] | None = None
+    rank_local: RankLocal | None = None
     probes_by_rank: list[Probe] | None = None
-    provenance: dict[str, Any] = {}
+    provenance: Provenance = Provenance()
 
     def settle_time_ns(self) -> tuple[int, str]:
         """(ns, source) after which a back-to-back run's power is settled: the probe's t_stable_ns ("probe"),

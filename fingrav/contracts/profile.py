@@ -13,8 +13,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import Estimate, ScenarioResult
+from fingrav.contracts.sensor import SensorSummary
 from fingrav.contracts.work import Work
 
 
@@ -181,6 +184,31 @@ class TruthGroups(_Model):
     truth_exec_energy_mj: float | None = None
 
 
+class SamplePhase(_Model):
+    """Whether the sensor's samples fall at random phases of the runs (`fingrav.analysis.flags.sample_phase_ks`):
+    the Kolmogorov-Smirnov distance `ks_d` (None with fewer than 2 runs) over `runs` measure runs."""
+
+    ks_d: float | None = None
+    runs: int = 0
+    note: str = "first sample after each run start, as a fraction of the sensor period, vs uniform"
+
+
+class PhaseTelemetry(_Model):
+    """The GPU's clocks and clock-event (throttle) telemetry over the runs of one phase
+    (`fingrav.analysis.telemetry.telemetry_summary`): runs read, median SM clock before and after a run and
+    memory clock after it (MHz), how many runs ended with each clock-event reason, each violation counter's total
+    increase during the runs (in `counter_unit`) and the median time one telemetry read took (ns)."""
+
+    runs: int = 0
+    sm_mhz_before_median: float | None = None
+    sm_mhz_after_median: float | None = None
+    mem_mhz_after_median: float | None = None
+    runs_ending_with_reason: dict[str, int] = {}
+    counters_during: dict[str, int] = {}
+    counter_unit: str | None = None
+    read_ns_median: float | None = None
+
+
 class RunCount(_Model):
     total: int
     golden: int
@@ -195,18 +223,18 @@ class ScenarioSummary(_Model):
     channels: dict[str, dict[str, RoleStats]]
     clock: dict[str, float | int | None]
     plan: Plan
-    provenance: dict[str, Any]
-    sensor: dict[str, Any]
-    binning: dict[str, Any] | None = None
+    provenance: Provenance
+    sensor: SensorSummary
+    binning: BinningSummary | None = None
     runs: dict[str, RunCount]
     reference: ReferenceStats | None = None
     gaps: dict[str, int]
     samples: dict[str, int]  # {total, rejected, nonfinite, nonpositive, implausible, ...}: fingrav.analysis.samples
-    sample_phase: dict[str, Any]
+    sample_phase: SamplePhase
     exec_time_mean_ns: float | None = None
     cycle_time_mean_ns: float | None = None
     kernel_power: dict[str, KernelPower] = {}
-    telemetry: dict[str, Any] | None = None  # by run phase: `fingrav.analysis.telemetry.telemetry_summary`
+    telemetry: dict[str, PhaseTelemetry] | None = None  # by run phase
     validation: TruthGroups | None = None  # simulator
     work: Work | None = None  # the kernel's work per execution, where known (fingrav.contracts.work)
 

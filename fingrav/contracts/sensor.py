@@ -11,9 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from fingrav.contracts.units import NS_PER_MS
+
+
+class StepResponse(BaseModel):
+    """The measured step response of a channel (`fingrav.sensorfit`): the pooled, normalized response (0 -> 1) in
+    equal-count bins at `t_ns` after a load step (ns), its `mean` and sample count `n` per bin and the fitted
+    model's response there (`model`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    t_ns: list[float | None] = []
+    mean: list[float | None] = []
+    n: list[int] = []
+    model: list[float | None] = []
 
 
 class SensorModel(BaseModel):
@@ -46,7 +59,7 @@ class SensorModel(BaseModel):
     responds: bool = True
     flags: list[str] = []
     boxcar_only: dict[str, float | None] | None = None  # the best pure-boxcar fit (ns, mW)
-    response: dict[str, Any] | None = None  # binned step response {t_ns, mean, n, model}
+    response: StepResponse | None = None  # binned step response
     error: str | None = None  # why the channel could not be characterized
 
     @classmethod
@@ -58,6 +71,21 @@ class SensorModel(BaseModel):
     def response_ns(self) -> float:
         """delay + window + lag (0 for unknown parts): how long after a change the sensor still shows the past."""
         return float(self.delay_ns or 0.0) + float(self.window_ns or 0.0) + float(self.lag_ns or 0.0)
+
+
+class SensorSummary(SensorModel):
+    """summary.json's `sensor`: the total channel's calibrated sensor (its step response left out), the delay
+    correction the analysis applied (ns; per channel in `delay_correction_by_channel_ns`) and every channel's
+    sensor (`channels`, step responses left out)."""
+
+    response: StepResponse | None = Field(None, exclude=True)
+    delay_correction_ns: int | float = 0
+    delay_correction_by_channel_ns: dict[str, int | float] = {}
+    channels: dict[str, SensorModel] = {}
+
+    @field_serializer("channels")
+    def _without_responses(self, channels: dict[str, SensorModel]) -> dict[str, dict[str, Any]]:
+        return {ch: s.model_dump(mode="json", exclude={"response"}) for ch, s in channels.items()}
 
 
 def _ms_to_ns(obj: Any) -> Any:

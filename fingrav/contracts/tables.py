@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     import polars as pl
@@ -138,3 +139,13 @@ def polars_schema(schema: pa.Schema) -> pl.Schema:
     import polars as pl
 
     return pl.from_arrow(schema.empty_table()).schema  # type: ignore[union-attr]
+
+
+class SamplesRecord(BaseModel):
+    """samples.parquet's own metadata next to its provenance: the sample gaps the power backend reported
+    ([from_ns, to_ns] on the raw sample clock) and, written by calibrate, the channels in their order."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # the rest of the record is its provenance
+
+    gaps: list[tuple[int, int]] = []
+    channels: list[str] | None = None

@@ -212,9 +212,7 @@ def combined_profiles_chart(
 # --------------------------------------------------------------------------- paper Fig. 10
 def scenario_kernel(scn: ScenarioData) -> dict[str, Any]:
     """The scenario's kernel model as a dict (from the collect stage's provenance in plan.json)."""
-    scen = scn.summary.plan.provenance.get("scenario")
-    scen = scen if isinstance(scen, Mapping) else {}
-    k = scen.get("kernel")
+    k = (scn.summary.plan.provenance.scenario or {}).get("kernel")
     return dict(k) if isinstance(k, Mapping) else {}
 
 

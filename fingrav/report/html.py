@@ -269,8 +269,8 @@ def find_device(
     ]
     for s in scns:
         prov = s.summary.provenance
-        raw = prov.get("raw")
-        candidates += [raw.get("device") if isinstance(raw, Mapping) else None, prov.get("device")]
+        for dev in (prov.raw.device if prov.raw is not None else None, prov.device):
+            candidates.append(dev.to_json() if dev is not None else None)
     return next((c for c in candidates if c), None)
 
 

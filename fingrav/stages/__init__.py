@@ -1,6 +1,7 @@
 """The method's stages, one module each, each with one entry function `run(...)` (typed config and paths
 in, paths out) that the CLI and the Python API call, and `from_params(dict)` that its Snakemake rule calls
-in one line: `python -m fingrav.stages <stage> --log <log> --params <json>` (`fingrav.stages.__main__`):
+in one line: `python -m fingrav.stages <stage> --log <log> --params-file <json>` (`fingrav.stages.__main__`; the
+parameters are validated into the stage's model first, `fingrav.stages.params`):
 
 | module | METHOD.md | runs where |
 |---|---|---|
@@ -17,17 +18,4 @@ GPU-side stage modules import nothing of polars, altair or snakemake.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:  # the stage client (`python -m fingrav.stages`) imports only the standard library
-    from pydantic import BaseModel
-
-M = TypeVar("M", bound="BaseModel")
-
 STAGES = ("calibrate", "collect", "bin", "differentiate", "combine", "fleet", "report")
-
-
-def typed(model: type[M], value: Any) -> M:
-    """A config section as its model. Rules pass sections of the once-validated sweep config as JSON dicts
-    (Snakemake detects parameter changes only in builtins); this turns them back into the typed objects."""
-    return value if isinstance(value, model) else model.model_validate(value)

@@ -20,7 +20,7 @@ from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
+from fingrav.stages.params import BinParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +48,17 @@ def run(layout: SweepLayout, scenario: str, rank: int, analysis: AnalysisConfig)
     rawio.require_manifest(raw)  # a damaged, altered or unlisted raw file stops here, named
     plan = read_plan(raw / "plan.json")
     margin = plan.margin_for_binning(analysis.margin)
-    binned, meta = bin_runs(read_frame(raw / "executions.parquet"), read_frame(raw / "runs.parquet"), plan, margin)
-    meta["margin_source"] = "analysis.margin" if analysis.margin is not None else "guidance table"
-    meta["provenance"] = provenance(stage="bin", config_hash=config_hash({"margin": analysis.margin}), rank=rank)
+    binned, binning = bin_runs(read_frame(raw / "executions.parquet"), read_frame(raw / "runs.parquet"), plan, margin)
+    source = "analysis.margin" if analysis.margin is not None else "guidance table"
+    binning = binning.model_copy(update={"margin_source": source})
+    prov = provenance(stage="bin", config_hash=config_hash({"margin": analysis.margin}), rank=rank)
     out = layout.binned(scenario, rank)
+    meta = {**binning.model_dump(mode="json", exclude={"format_version"}), "provenance": prov}
     rawio.write_arrow(out, binned.to_arrow(), meta)
     return out
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule bin: {root, scenario, rank, analysis}."""
-    run(SweepLayout(Path(p["root"])), p["scenario"], int(p["rank"]), typed(AnalysisConfig, p["analysis"]))
+    """Rule bin (`fingrav.stages.params.BinParams`)."""
+    q = parse_params(BinParams, p, "bin")
+    run(q.layout, q.scenario, q.rank, q.analysis)

@@ -27,7 +27,7 @@ from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import CALIBRATION_RAW_FILES, SweepLayout, dataset
 from fingrav.preflight import claim_results
-from fingrav.stages import typed
+from fingrav.stages.params import CalibrateParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +76,6 @@ def run(layout: SweepLayout, device: DeviceConfig, calibration: CalibrationConfi
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule calibrate: {root, device, calibration, seed}."""
-    run(
-        SweepLayout(Path(p["root"])),
-        typed(DeviceConfig, p["device"]),
-        typed(CalibrationConfig, p["calibration"]),
-        p["seed"],
-    )
+    """Rule calibrate (`fingrav.stages.params.CalibrateParams`)."""
+    q = parse_params(CalibrateParams, p, "calibrate")
+    run(q.layout, q.device, q.calibration, q.seed)

@@ -25,12 +25,13 @@ from fingrav.backends import get_backend
 from fingrav.collect.gpu_calibration import calibration_for_gpu
 from fingrav.config import CalibrationConfig, DeviceConfig, RunPolicy, Scenario, collection_hash
 from fingrav.contracts import FORMAT_VERSION
+from fingrav.contracts.plan import Plan
 from fingrav.errors import DataError
 from fingrav.gpulock import die_with_parent, gpu_lock
 from fingrav.layout import SCENARIO_CALIBRATION, SCENARIO_RAW_FILES, TELEMETRY_FILE, SweepLayout, dataset
 from fingrav.preflight import claim_results
-from fingrav.stages import typed
 from fingrav.stages.calibrate import replay_source
+from fingrav.stages.params import CollectParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -124,27 +125,20 @@ def _write_receipt(layout: SweepLayout, name: str, rank: int) -> Path:
     d = layout.scenario_dir(name, rank)
     if not rawio.verify_manifest(d):
         raise DataError(f"{d}: no {rawio.MANIFEST} after collecting: the collection is incomplete")
-    plan = rawio.read_json(d / "plan.json")
+    plan = rawio.read_model(d / "plan.json", Plan)
     return rawio.write_json(
         layout.collected(name, rank),
         {
             "format_version": FORMAT_VERSION,
             "scenario": name,
             "rank": rank,
-            "config_hash": (plan.get("provenance") or {}).get("config_hash"),
+            "config_hash": plan.provenance.config_hash,
             "manifest_sha256": hashlib.sha256((d / rawio.MANIFEST).read_bytes()).hexdigest(),
         },
     )
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule collect: {root, device, scenario, policy, seed, calibration (optional)}."""
-    layout = SweepLayout(Path(p["root"]))
-    run(
-        layout,
-        typed(DeviceConfig, p["device"]),
-        typed(Scenario, p["scenario"]),
-        typed(RunPolicy, p["policy"]),
-        p["seed"],
-        typed(CalibrationConfig, p["calibration"]) if p.get("calibration") is not None else None,
-    )
+    """Rule collect (`fingrav.stages.params.CollectParams`)."""
+    q = parse_params(CollectParams, p, "collect")
+    run(q.layout, q.device, q.scenario, q.policy, q.seed, q.calibration)

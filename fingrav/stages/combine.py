@@ -19,8 +19,8 @@ from fingrav.contracts.profile import ScenarioSummary
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
 from fingrav.stages.bin import read_frame
+from fingrav.stages.params import CombineParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -45,5 +45,6 @@ def run(layout: SweepLayout, scenario: str, world_size: int, analysis: AnalysisC
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule combine: {root, scenario, world_size, analysis}."""
-    run(SweepLayout(Path(p["root"])), p["scenario"], int(p["world_size"]), typed(AnalysisConfig, p["analysis"]))
+    """Rule combine (`fingrav.stages.params.CombineParams`)."""
+    q = parse_params(CombineParams, p, "combine")
+    run(q.layout, q.scenario, q.world_size, q.analysis)

@@ -9,7 +9,6 @@ Reads the raw files, the binned runs and the GPU's calibration; writes `profiles
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,18 @@ from fingrav import rawio
 from fingrav.analysis.differentiate import differentiate
 from fingrav.analysis.telemetry import telemetry_summary
 from fingrav.config import AnalysisConfig, config_hash
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.sensor import SensorModel
-from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS
+from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS, SamplesRecord
 from fingrav.errors import FingravError
 from fingrav.layout import TELEMETRY_FILE, SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
 from fingrav.stages.bin import read_frame, read_plan
+from fingrav.stages.params import DifferentiateParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +86,18 @@ def run(
     calibration = rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)
     samples_path = raw / "samples.parquet"
     binned_path = layout.binned(scenario, rank)
-    binning_meta = {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    binning = BinningSummary.model_validate(
+        {k: v for k, v in rawio.read_metadata(binned_path).items() if k != "provenance"}
+    )
     clock, clock_source = scenario_clock(read_frame(raw / "clock.parquet"), calibration)
     truth = read_frame(layout.truth(scenario, rank)) if with_truth else None
     readings_path = layout.reading_truth(scenario, rank)
     reading_truth = read_frame(readings_path) if with_truth and readings_path.exists() else None
-    raw_prov = rawio.read_metadata(raw / "executions.parquet")
-    raw_prov = raw_prov.get("provenance", raw_prov) if isinstance(raw_prov, Mapping) else {}
-    prov = {
-        **provenance(stage="differentiate", config_hash=config_hash(analysis), rank=rank),
-        "clock_source": clock_source,
-        "raw": raw_prov,
-    }
-    device = raw_prov.get("device") if isinstance(raw_prov.get("device"), Mapping) else {}
-    backend = device.get("backend")
+    raw_prov = rawio.read_provenance(raw / "executions.parquet")
+    prov = provenance(
+        stage="differentiate", config_hash=config_hash(analysis), rank=rank, clock_source=clock_source, raw=raw_prov
+    )
+    backend = raw_prov.device.backend if raw_prov.device is not None else None
     lois, summary = differentiate(
         read_frame(raw / "executions.parquet"),
         read_frame(raw / "runs.parquet"),
@@ -114,8 +112,8 @@ def run(
         max_clock_residual_us=max_clock_residual_us,
         scenario=scenario,
         backend=str(backend) if backend is not None else None,
-        gaps=rawio.read_metadata(samples_path).get("gaps") or (),
-        binning=binning_meta,
+        gaps=SamplesRecord.model_validate(rawio.read_metadata(samples_path)).gaps,
+        binning=binning,
         provenance=prov,
     )
     if (raw / TELEMETRY_FILE).exists():
@@ -126,7 +124,7 @@ def run(
         "rank": rank,
         "clock": summary.clock,
         "clock_source": clock_source,
-        "delay_correction_ns": summary.sensor["delay_correction_ns"],
+        "delay_correction_ns": summary.sensor.delay_correction_ns,
         "provenance": prov,
     }
     rawio.write_arrow(lois_path, lois.to_arrow(), meta, dictionary_columns=LOIS_DICTIONARY_COLUMNS)
@@ -136,7 +134,6 @@ def run(
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule differentiate: {root, scenario, rank, analysis, max_clock_residual_us, with_truth}."""
-    layout = SweepLayout(Path(p["root"]))
-    analysis = typed(AnalysisConfig, p["analysis"])
-    run(layout, p["scenario"], int(p["rank"]), analysis, float(p["max_clock_residual_us"]), bool(p["with_truth"]))
+    """Rule differentiate (`fingrav.stages.params.DifferentiateParams`)."""
+    q = parse_params(DifferentiateParams, p, "differentiate")
+    run(q.layout, q.scenario, q.rank, q.analysis, q.max_clock_residual_us, q.with_truth)

@@ -18,7 +18,7 @@ from fingrav.contracts.profile import ScenarioSummary
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
-from fingrav.stages import typed
+from fingrav.stages.params import FleetParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -37,5 +37,6 @@ def run(layout: SweepLayout, scenario: str, gpus: Sequence[int], analysis: Analy
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule fleet: {root, scenario, gpus, analysis}."""
-    run(SweepLayout(Path(p["root"])), p["scenario"], [int(g) for g in p["gpus"]], typed(AnalysisConfig, p["analysis"]))
+    """Rule fleet (`fingrav.stages.params.FleetParams`)."""
+    q = parse_params(FleetParams, p, "fleet")
+    run(q.layout, q.scenario, q.gpus, q.analysis)

@@ -13,6 +13,7 @@ from typing import Any
 
 from fingrav.layout import SweepLayout
 from fingrav.provenance import provenance
+from fingrav.stages.params import ReportParams, parse_params
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +29,11 @@ def run(
     (scenario -> the GPUs it ran on, `fingrav.config.SweepConfig.gpus_of`)."""
     from fingrav.report import build_report
 
-    meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash"))}
+    meta = {**meta, "provenance": provenance(stage="report", config_hash=meta.get("config_hash")).to_json()}
     return build_report(layout, list(scenarios), meta, world_size, cards=cards)
 
 
 def from_params(p: dict[str, Any]) -> None:
-    """Rule report: {root, scenarios, meta, world_size, cards (optional)}."""
-    run(SweepLayout(Path(p["root"])), p["scenarios"], p["meta"], int(p["world_size"]), p.get("cards"))
+    """Rule report (`fingrav.stages.params.ReportParams`)."""
+    q = parse_params(ReportParams, p, "report")
+    run(q.layout, q.scenarios, q.meta.model_dump(exclude_unset=True), q.world_size, q.cards)

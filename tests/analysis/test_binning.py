@@ -98,10 +98,10 @@ def test_bin_runs_planted_outliers_exact_golden_set():
     assert binned.filter(~pl.col("golden"))["reason"].unique().to_list() == ["outside_bin"]
     assert binned.filter(pl.col("golden"))["reason"].null_count() == 36
     assert dict(zip(binned["run"], binned["ssp_exec_time_ns"], strict=True)) == times
-    assert meta["runs_golden"] == 36 and meta["runs_total"] == 40
-    assert meta["bin_low_ns"] == min(v for k, v in times.items() if k not in outliers)
-    assert meta["bin_high_ns"] == int(meta["bin_low_ns"] * 1.05)
-    assert meta["reasons"] == {"outside_bin": 4}
+    assert meta.runs_golden == 36 and meta.runs_total == 40
+    assert meta.bin_low_ns == min(v for k, v in times.items() if k not in outliers)
+    assert meta.bin_high_ns == int(meta.bin_low_ns * 1.05)
+    assert meta.reasons == {"outside_bin": 4}
 
 
 def test_bin_runs_incomplete_and_non_measure_runs():
@@ -113,7 +113,7 @@ def test_bin_runs_incomplete_and_non_measure_runs():
     assert reasons == {0: None, 1: None, 2: "incomplete", 3: None, 4: "incomplete", 5: None, 6: "incomplete"}
     assert binned.filter(pl.col("run") == 4)["ssp_exec_time_ns"].item() is None  # its SSP exec is missing
     assert binned.filter(pl.col("run") == 2)["ssp_exec_time_ns"].item() == 200_000
-    assert meta["margin"] == 0.05 and meta["reasons"] == {"incomplete": 3}
+    assert meta.margin == 0.05 and meta.reasons == {"incomplete": 3}
 
 
 def test_bin_runs_with_predecessor_needs_pred_executions():
@@ -161,12 +161,12 @@ def test_sse_and_ssp_runs_binned_separately():
     b_sse = binned.filter(pl.col("phase") == "sse")
     assert b_sse.height == 45 and b_sse["ssp_exec_time_ns"].null_count() == 45
     assert dict(zip(b_sse["run"], b_sse["bin_exec_time_ns"], strict=True)) == sse
-    assert meta["bins"]["sse"]["runs_golden"] == 42 and meta["bins"]["sse"]["runs_total"] == 45
-    assert meta["bins"]["sse"]["bin_low_ns"] == min(v for k, v in sse.items() if k not in (40, 41, 50))
-    assert meta["bins"]["ssp"]["runs_golden"] == 29 and meta["bins"]["ssp"]["reasons"] == {"outside_bin": 1}
+    assert meta.bins["sse"].runs_golden == 42 and meta.bins["sse"].runs_total == 45
+    assert meta.bins["sse"].bin_low_ns == min(v for k, v in sse.items() if k not in (40, 41, 50))
+    assert meta.bins["ssp"].runs_golden == 29 and meta.bins["ssp"].reasons == {"outside_bin": 1}
     # the SSP kind's numbers stay at the top level (as before SSE runs existed)
-    top = (meta["runs_total"], meta["runs_golden"], meta["bin_low_ns"])
-    assert top == (30, 29, meta["bins"]["ssp"]["bin_low_ns"])
+    top = (meta.runs_total, meta.runs_golden, meta.bin_low_ns)
+    assert top == (30, 29, meta.bins["ssp"].bin_low_ns)
     # one window over both kinds would have dropped every SSP run
     assert golden_window(np.array([*ssp.values(), *sse.values()]), 0.05)[1] < min(ssp.values())
 
@@ -179,7 +179,7 @@ def test_sse_run_completeness_uses_its_own_length():
     ).cast(dict(ex.schema))
     binned, meta = bin_runs(pl.concat([ex, extra]), runs, PLAN, 0.05)
     assert binned["reason"].to_list() == [None, None, "incomplete"]
-    assert meta["bins"]["sse"]["reasons"] == {"incomplete": 1}
+    assert meta.bins["sse"].reasons == {"incomplete": 1}
 
 
 def test_synthetic_planted_outliers_of_both_kinds():
@@ -188,7 +188,7 @@ def test_synthetic_planted_outliers_of_both_kinds():
     dropped = binned.filter(~pl.col("golden"))
     assert dropped.filter(pl.col("phase") == "ssp")["run"].to_list() == [3, 17]
     assert dropped.filter(pl.col("phase") == "sse")["run"].to_list() == [40 + 0, 40 + 9, 40 + 33]
-    assert meta["bins"]["sse"]["runs_golden"] == 47 and meta["runs_golden"] == 38
+    assert meta.bins["sse"].runs_golden == 47 and meta.runs_golden == 38
     # SSE runs are binned on their SSE execution: its duration, null ssp_exec_time_ns
     sse = binned.filter(pl.col("phase") == "sse")
     assert sse["ssp_exec_time_ns"].is_null().all() and (sse["bin_exec_time_ns"] > 0).all()

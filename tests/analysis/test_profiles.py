@@ -213,7 +213,7 @@ def test_no_lois_gives_nulls_not_errors():
     # every run incomplete: no golden runs at all
     ex = d["executions"].filter(pl.col("exec_index") != d["plan"].ssp_index)
     binned, meta = bin_runs(ex, d["runs"], d["plan"], d["margin"])
-    assert meta["runs_golden"] == 0 and meta["bin_low_ns"] is None
+    assert meta.runs_golden == 0 and meta.bin_low_ns is None
     _, s = differentiate(ex, d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS, None)
     assert s["row"]["ssp_runs_golden"] == 0 and s["row"]["exec_time_us"] is None
     assert {"too_few_lois", "low_golden_fraction"} <= set(s["flags"])

@@ -140,11 +140,11 @@ def test_calibrate_end_to_end(tmp_path: Path) -> None:
     assert Calibration.model_validate(json.loads(rawio.dumps(result))) == result
 
     clock = result.clock
-    true_offset = dev.offset + dev.drift * (clock["gpu_ref_ns"] - GPU0)
-    assert abs(clock["offset_ns"] - true_offset) < 1_000
-    assert clock["drift_ppm"] == pytest.approx(30.0, abs=1.0)
-    assert clock["valid"] and result.valid
-    assert clock["n_pairs"] == 6 * 30
+    true_offset = dev.offset + dev.drift * (clock.gpu_ref_ns - GPU0)
+    assert abs(clock.offset_ns - true_offset) < 1_000
+    assert clock.drift_ppm == pytest.approx(30.0, abs=1.0)
+    assert clock.valid and result.valid
+    assert clock.n_pairs == 6 * 30
 
     assert result.channels == ["total", "memory"]
     assert list(result.sensor) == ["total", "memory"]
@@ -161,23 +161,23 @@ def test_calibrate_end_to_end(tmp_path: Path) -> None:
     assert tot.quantization_mw == pytest.approx(1_000.0)
     assert not result.sensor["memory"].responds
     assert result.flags == ["memory:no_response"]
-    assert result.steps["count"] == 12
-    assert result.steps["on_ns"] == pytest.approx(30.0 * MS, abs=0.01 * MS)
+    assert result.steps.count == 12
+    assert result.steps.on_ns == pytest.approx(30.0 * MS, abs=0.01 * MS)
 
     # raw files with schemas and provenance
     for name in CALIBRATION_RAW_FILES:
-        meta = rawio.read_metadata(tmp_path / name)
-        assert meta["device"]["name"] == "fake gpu" and meta["stage"] == "calibrate" and meta["seed"] == 4
+        meta = rawio.read_provenance(tmp_path / name)
+        assert meta.device.name == "fake gpu" and meta.stage == "calibrate" and meta.seed == 4
         kind = name.removesuffix(".parquet")
         assert rawio.read_table(tmp_path / name).schema.remove_metadata() == rawio.SCHEMAS[kind]
     assert rawio.read_metadata(tmp_path / "samples.parquet")["channels"] == ["total", "memory"]
     assert rawio.read_table(tmp_path / "steps.parquet").num_rows == 12
-    assert result.provenance["device"]["name"] == "fake gpu"
+    assert result.provenance.device.name == "fake gpu"
 
     # the spins happened where the calibration says (host clock) and the edges are at random phases
     host = np.array(dev.on)
     steps = rawio.read_table(tmp_path / "steps.parquet")
-    fit = ClockFit.from_dict(clock)
+    fit = ClockFit.from_dict(clock.model_dump())
     mapped = fit.gpu_to_host(steps.column("gpu_start_ns").to_numpy())
     assert np.max(np.abs(mapped - host[:, 0])) < 2_000
     assert np.std(np.diff(host[:, 0])) > 0.5e6
@@ -200,7 +200,7 @@ def test_calibrate_end_to_end(tmp_path: Path) -> None:
 def test_invalid_clock_is_flagged(tmp_path: Path) -> None:
     cfg = CFG.model_copy(update={"max_clock_residual_us": 1e-4})
     result = calibrate(FakeGPU(seed=2), cfg, seed=0, raw_dir=tmp_path)
-    assert not result.clock["valid"] and not result.valid
+    assert not result.clock.valid and not result.valid
     assert "clock_residual" in result.flags
 
 
@@ -231,7 +231,7 @@ def test_calibrate_on_simulated_h200(tmp_path: Path) -> None:
     assert result.valid and result.flags == []
 
     # sim: gpu = host0 + x + offset + drift * x for host time host0 + x
-    fit = ClockFit.from_dict(result.clock)
+    fit = ClockFit.from_dict(result.clock.model_dump())
     host0 = dev.describe()["host_epoch_ns"]
     g = fit.gpu_ref_ns + np.array([-6e9, 0, 6e9]).astype(np.int64)
     truth = host0 + np.rint((g - host0 - p.clock_offset_ns) / (1.0 + p.clock_drift)).astype(np.int64)

@@ -22,6 +22,7 @@ from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.multigpu import Combined, CombinedChannel, CombinedResult, RankResult
 from fingrav.contracts.plan import Plan, Probe
 from fingrav.contracts.profile import Estimate, ScenarioSummary
+from fingrav.contracts.provenance import Provenance
 from fingrav.errors import ConfigError, DeviceError
 from fingrav.layout import SweepLayout
 from fingrav.testing.plans import sim_calibration
@@ -507,7 +508,7 @@ def test_kernel_label_of_collectives() -> None:
     from fingrav.analysis.differentiate import describe_plan
     from fingrav.testing.synthetic import SynthSpec, generate
 
-    prov = {"scenario": {"name": "ar", "kernel": {"kind": "allreduce", "size_bytes": 1 << 29, "dtype": "bf16"}}}
+    prov = Provenance(scenario={"name": "ar", "kernel": {"kind": "allreduce", "size_bytes": 1 << 29, "dtype": "bf16"}})
     plan = generate(SynthSpec(runs=2, sse_runs=2))["plan"].model_copy(update={"provenance": prov})
     assert describe_plan(plan).kernel == "allreduce 512MiB bf16"
 

@@ -107,11 +107,11 @@ def test_outputs_are_declared_so_nothing_reruns(x2_run: Path) -> None:
 def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) -> None:
     """Rank 1's simulated GPU has much longer launch gaps, so its own timing would plan other execution counts;
     it still follows rank 0's broadcast plan and issues exactly the same executions."""
+    from fingrav import rawio
     from fingrav.collect.distributed import collect_distributed
     from fingrav.collect.plan import make_plan
     from fingrav.config import parse_config
-    from fingrav.contracts.plan import Probe
-    from fingrav.contracts.sensor import PlanSensor
+    from fingrav.contracts.plan import Plan
     from fingrav.layout import SweepLayout
 
     cfg = parse_config(x2_config())
@@ -123,15 +123,14 @@ def test_plan_broadcast_overrides_a_slower_rank(x2_run: Path, tmp_path: Path) ->
     plan0 = collect_distributed(
         cfg.device, cfg.scenario(SCENARIO), policy, cfg.seed, layout, rank_sim_overrides={1: {"launch_gap_us": 60.0}}
     )
-    assert plan0 == json.loads(layout.plan(SCENARIO, 0).read_text())  # rank 0's plan.json
-    plan1 = json.loads(layout.plan(SCENARIO, 1).read_text())
-    local0, local1 = plan0["rank_local"], plan1["rank_local"]
-    assert local1["cycle_ns"] > local0["cycle_ns"] + 40_000
-    own = make_plan(
-        local1["exec_time_ns"], local1["cycle_ns"], PlanSensor(**plan0["sensor"]), Probe(**local1["probe"]), policy
-    )
-    assert own.executions_per_run != plan0["executions_per_run"]  # rank 1 alone would have planned otherwise
-    assert plan1["executions_per_run"] == plan0["executions_per_run"] and plan1["runs"] == plan0["runs"]
+    assert plan0.to_json() == json.loads(layout.plan(SCENARIO, 0).read_text())  # rank 0's plan.json
+    plan1 = rawio.read_model(layout.plan(SCENARIO, 1), Plan)
+    local0, local1 = plan0.rank_local, plan1.rank_local
+    assert local0 is not None and local1 is not None and local1.probe is not None
+    assert local1.cycle_ns > local0.cycle_ns + 40_000
+    own = make_plan(local1.exec_time_ns, local1.cycle_ns, plan0.sensor, local1.probe, policy)
+    assert own.executions_per_run != plan0.executions_per_run  # rank 1 alone would have planned otherwise
+    assert plan1.executions_per_run == plan0.executions_per_run and plan1.runs == plan0.runs
     key = ["run", "segment"]
     e0, e1 = (
         pl.read_parquet(layout.scenario_dir(SCENARIO, k) / "executions.parquet").group_by(key).len().sort(key)

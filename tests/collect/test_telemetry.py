@@ -72,6 +72,6 @@ def test_telemetry_summary_counts_reasons_and_counter_increases(tmp_path) -> Non
     assert set(s) == set(t["phase"])
     for phase, d in s.items():
         n = t.filter((pl.col("phase") == phase) & (pl.col("when") == "after")).height
-        assert d["runs"] == n and d["runs_ending_with_reason"] == {"sw_power_cap": n}
-        assert d["counters_during"]["power"] == 1_000 * n  # each run: one read before, one after (+1 each)
-        assert d["counter_unit"] == "ns" and d["sm_mhz_after_median"] < 1980
+        assert d.runs == n and d.runs_ending_with_reason == {"sw_power_cap": n}
+        assert d.counters_during["power"] == 1_000 * n  # each run: one read before, one after (+1 each)
+        assert d.counter_unit == "ns" and d.sm_mhz_after_median < 1980

@@ -15,6 +15,7 @@ from fingrav.analysis.loi import LOIS_SCHEMA
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import (
     METRICS_COLUMNS,
     Counts,
@@ -60,7 +61,8 @@ def write_scenario(tmp: Path, name: str, spec: SynthSpec, with_clock: bool = Tru
         frame = d[kind] if (kind != "clock" or with_clock) else d[kind].clear()
         meta = {**prov, "gaps": []} if kind == "samples" else prov
         rawio.write_table(raw / f"{kind}.parquet", kind, {c: frame[c].to_numpy() for c in frame.columns}, meta)
-    rawio.write_json(layout.plan(name, 0), d["plan"].model_copy(update={"provenance": prov}).to_json())
+    plan = d["plan"].model_copy(update={"provenance": Provenance.model_validate(prov)})
+    rawio.write_json(layout.plan(name, 0), plan.to_json())
     rawio.write_manifest(raw, ["executions.parquet", "runs.parquet", "samples.parquet", "clock.parquet", "plan.json"])
     rawio.write_table(layout.truth(name, 0), "truth", {c: d["truth"][c].to_numpy() for c in d["truth"].columns}, prov)
     clock = d["clock_fit"]

@@ -36,11 +36,11 @@ COLUMNS: Final = (
     "valid",
     "intensity_flop_per_byte",
     "power_w",
-    "power_ci_low_w",
-    "power_ci_high_w",
+    "power_lo_w",
+    "power_hi_w",
     "energy_per_flop_pj",
-    "energy_per_flop_ci_low_pj",
-    "energy_per_flop_ci_high_pj",
+    "energy_per_flop_lo_pj",
+    "energy_per_flop_hi_pj",
 )
 
 
@@ -66,11 +66,11 @@ def overview_frame(results: Sequence[ScenarioResult]) -> pl.DataFrame:
                 "valid": bool(r.valid),
                 "intensity_flop_per_byte": _intensity(r),
                 "power_w": finite(p.value),
-                "power_ci_low_w": finite(p.ci_low),
-                "power_ci_high_w": finite(p.ci_high),
+                "power_lo_w": finite(p.ci_low),
+                "power_hi_w": finite(p.ci_high),
                 "energy_per_flop_pj": finite(e.value),
-                "energy_per_flop_ci_low_pj": finite(e.ci_low),
-                "energy_per_flop_ci_high_pj": finite(e.ci_high),
+                "energy_per_flop_lo_pj": finite(e.ci_low),
+                "energy_per_flop_hi_pj": finite(e.ci_high),
             }
         )
     text = {"scenario": pl.Utf8, "kernel": pl.Utf8, "kind": pl.Utf8, "valid": pl.Boolean}
@@ -112,15 +112,13 @@ def overview_chart(results: Sequence[ScenarioResult]) -> Chart | None:
     data = frame.filter(pl.col("intensity_flop_per_byte").is_not_null() & pl.col("power_w").is_not_null())
     if data.height == 0:
         return None
-    left = _panel(data, "power_w", "power_ci_low_w", "power_ci_high_w", "headline power (W)", log_y=False)
+    left = _panel(data, "power_w", "power_lo_w", "power_hi_w", "headline power (W)", log_y=False)
     energy = data.filter(pl.col("energy_per_flop_pj").is_not_null() & (pl.col("energy_per_flop_pj") > 0))
     n_valid = int(data["valid"].sum())
     sub = f"{data.height} scenarios ({n_valid} valid); hollow grey: invalid"
     if energy.height == 0:
         return configure(left.properties(title=_title("headline power against arithmetic intensity", sub)))
-    right = _panel(
-        energy, "energy_per_flop_pj", "energy_per_flop_ci_low_pj", "energy_per_flop_ci_high_pj", "pJ per flop", True
-    )
+    right = _panel(energy, "energy_per_flop_pj", "energy_per_flop_lo_pj", "energy_per_flop_hi_pj", "pJ per flop", True)
     chart = alt.hconcat(left, right).properties(
         title=_title("headline power and energy per flop against arithmetic intensity", sub)
     )

@@ -36,7 +36,7 @@ def test_frame_takes_the_results_numbers_and_the_work_models_intensity() -> None
     assert f["intensity_flop_per_byte"][0] == pytest.approx(2.0e9 / 6.0e6)
     assert f["intensity_flop_per_byte"][2] is None
     assert f["power_w"].to_list() == [500.0, 300.0, 200.0]
-    assert f["power_ci_low_w"][1] == 299.0 and f["energy_per_flop_pj"][0] == pytest.approx(0.5)
+    assert f["power_lo_w"][1] == 299.0 and f["energy_per_flop_pj"][0] == pytest.approx(0.5)
     assert unplotted(f) == ["ar"]
 
 

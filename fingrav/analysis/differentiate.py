@@ -401,12 +401,12 @@ def sustained_group(
     ref, hl = hs.reference, hs.headline
     if ref is None:
         return R.Sustained()
+    counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
+    samples = ref.samples_power or Estimate(unit="mW")
     out: dict[str, Any] = {
         "reference_power": ref.power.scaled(W_PER_MW, "W"),
-        "reference_counter_power": Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span").scaled(
-            W_PER_MW, "W"
-        ),
-        "reference_counter_vs_samples": Estimate.of(ref.counter_vs_samples_pct, unit="%", method="counter vs samples"),
+        "reference_counter_power": counter.scaled(W_PER_MW, "W"),
+        "reference_counter_vs_samples": counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs"),
         "ssp_vs_reference": ssp.vs(ref.power),
     }
     if hl.source == "burst":
@@ -416,7 +416,7 @@ def sustained_group(
     out["run_s"] = busy_s or None
     half_pct = hl.power.half_width_pct
     if busy_s and half_pct is not None:
-        out["run_s_for_max_ci"] = busy_s * (half_pct / analysis.max_ci_pct) ** 2
+        out["recommended_run_s"] = busy_s * (half_pct / analysis.max_ci_pct) ** 2  # a plan: `R.Sustained`
     n = prof.numbers
     out["cycle_time"] = cycle_estimate(
         n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns

@@ -17,8 +17,17 @@ samples.
   host_start_ns (clock read right before the launch; the counter is read just before it) to busy end.
   It includes the initial transient (power ramping up, boost, throttling), so it may differ from the
   settled power; it is a cross-check, not the reference value.
-- counter vs samples = (counter energy - trapezoid integral of the delay-corrected samples over the same
-  whole-run span) / samples integral x 100.
+  Its CI (`counter_power`): bounds of what the counter cannot resolve: its resolution (each of the two readings
+  is floored to one step), its update period (each reading is up to one period old) and the read-to-stamp gaps
+  (the first reading precedes the span's start by the read guard + the run's random delay + the GPU clock read),
+  the energy of a period or a gap at most the span's highest sample power; the span's two ends are stamps with
+  the clock map's residual. The resolution and update period: `fingrav.backends.EnergyCounter` of the recorded
+  backend, overridden by the recorded device description where it has its own (`energy_counter_of`). These
+  are worst-case bounds of deterministic errors (coverage >= the level, not a statistical interval).
+- samples power = the trapezoid integral of the delay-corrected samples over the same whole-run span / the span,
+  its CI the batch-means interval of the samples in the span, relative, around it (`samples_power`).
+- counter vs samples = (counter energy - samples integral) / samples integral x 100, its CI by interval
+  arithmetic of the two (`fingrav.contracts.result.Estimate.vs`).
 
 Units: ns, mW, mJ in frames and in the returned dict (`*_ns`, `*_mw`, `*_mj`), % for `*_pct`.
 """
@@ -32,13 +41,15 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct, drift, limit_cycle
+from fingrav.backends import BACKENDS, EnergyCounter
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BLOCK_NS, MIN_SETTLED_REFERENCE_SAMPLES
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import EarlyPower, ReferenceStats
-from fingrav.contracts.result import finite
+from fingrav.contracts.result import Estimate, finite
 from fingrav.contracts.roles import MAIN, REFERENCE, TOTAL
-from fingrav.contracts.units import MJ_PER_MW_NS
+from fingrav.contracts.tables import READ_GUARD_NS
+from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +73,80 @@ def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, e
     tt -= float(start_ns)  # relative times keep float64 precision with epoch-sized stamps
     pp = np.concatenate([[np.interp(start_ns, t, p)], p[i0:i1], [np.interp(end_ns, t, p)]])
     return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * MJ_PER_MW_NS
+
+
+def energy_counter_of(plan: Plan) -> EnergyCounter | None:
+    """The energy counter of the device that collected `plan` (`fingrav.backends.EnergyCounter`): its backend's
+    entry, with the recorded device description's own numbers where it has them (the simulator's
+    parameters.energy_counter, amdsmi's power.counter_resolution_uj); None for an unknown backend."""
+    device = plan.provenance.get("device") or {}
+    entry = BACKENDS.get(str(device.get("backend")))
+    if entry is None or entry.energy_counter is None:
+        return None
+    spec = entry.energy_counter
+    sim = (device.get("parameters") or {}).get("energy_counter") or {}
+    res_mj = finite(sim.get("resolution_mj"))
+    period_ms = finite(sim.get("period_ms"))
+    res_uj = finite((device.get("power") or {}).get("counter_resolution_uj"))
+    if res_mj is None and res_uj is not None:
+        res_mj = res_uj / 1e3
+    if res_mj is None and period_ms is None:
+        return spec
+    return EnergyCounter(
+        res_mj if res_mj is not None else spec.resolution_mj,
+        period_ms * NS_PER_MS if period_ms is not None else spec.update_ns,
+        f"{spec.source}; recorded device description",
+    )
+
+
+def counter_power(
+    counter_mj: float | None,
+    span_ns: int,
+    p_max_mw: float | None,
+    lead_ns: float,
+    counter: EnergyCounter | None,
+    stamp_ns: float = 0.0,
+) -> Estimate:
+    """The energy counter's power over the span (mW) = counter_mj / span, with bounds of what the counter cannot
+    resolve (module docstring): +-resolution_mj; a reading up to update_ns old at either end (+- p_max_mw x
+    update_ns); the first reading up to `lead_ns` before the span (the energy of the lead, at most p_max_mw x
+    lead_ns, may be in the counter: lower end only); each end of the span +- `stamp_ns`. No CI without the
+    counter's description or the span's highest power."""
+    if counter_mj is None or span_ns <= 0:
+        return Estimate(unit="mW", method="energy counter / span")
+    value = counter_mj / span_ns * 1e9  # mJ / ns -> mW
+    if counter is None or p_max_mw is None:
+        return Estimate.of(value, unit="mW", method="energy counter / span; counter not described: no CI")
+    lag_mj = p_max_mw * counter.update_ns * MJ_PER_MW_NS
+    lead_mj = p_max_mw * max(lead_ns, 0.0) * MJ_PER_MW_NS
+    lo_mj = counter_mj - counter.resolution_mj - lag_mj - lead_mj
+    hi_mj = counter_mj + counter.resolution_mj + lag_mj
+    stamp = max(stamp_ns, 0.0)
+    lo = max(lo_mj, 0.0) / (span_ns + 2 * stamp) * 1e9
+    hi = hi_mj / (span_ns - 2 * stamp) * 1e9 if span_ns > 2 * stamp else None
+    method = (
+        f"energy counter / span; bounds: resolution {counter.resolution_mj:.4g} mJ, update "
+        f"{counter.update_ns / NS_PER_MS:.4g} ms, lead {lead_ns / NS_PER_MS:.4g} ms, stamps +-{stamp:.3g} ns"
+    )
+    return Estimate.of(value, lo, hi, "mW", method)
+
+
+def samples_power(
+    t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int, samples_mj: float | None, level: float
+) -> Estimate:
+    """The samples' power over [start_ns, end_ns] (mW) = their trapezoid integral `samples_mj` / the span, with the
+    batch-means CI of the samples in the span, relative, around it (the samples are autocorrelated)."""
+    span = end_ns - start_ns
+    if samples_mj is None or span <= 0:
+        return Estimate(unit="mW", method="samples integral / span")
+    value = samples_mj / span * 1e9
+    inside = power_mw[(t_ns >= start_ns) & (t_ns <= end_ns)]
+    mean, lo, hi = batch_means_ci(inside, level)
+    if mean is None or lo is None or hi is None or mean <= 0:
+        return Estimate.of(value, unit="mW", method="samples integral / span")
+    return Estimate.of(
+        value, value * lo / mean, value * hi / mean, "mW", "samples integral / span; batch-means CI, relative"
+    )
 
 
 def early_power(
@@ -117,6 +202,7 @@ def reference_stats(
             col("host_start_ns", pl.Int64()),
             col("energy_start_mj", pl.Float64()),
             col("energy_end_mj", pl.Float64()),
+            col("delay_ns", pl.Int64()),
         )
         .filter(pl.col("phase") == REFERENCE)
         .sort("run")
@@ -189,6 +275,12 @@ def reference_stats(
     energy_power = counter / span * 1e9 if counter is not None and span > 0 else None  # mJ / ns -> mW
     samples_mj = trapezoid_energy_mj(t, p, span_start, busy_end)
     cross = (counter - samples_mj) / samples_mj * 100.0 if counter is not None and samples_mj else None
+    in_span = (t >= span_start) & (t <= busy_end)
+    p_max = float(p[in_span].max()) if in_span.any() else None
+    lead = READ_GUARD_NS + float(rrow["delay_ns"] or 0)
+    stamp = clock.residual_ns if math.isfinite(clock.residual_ns) else 0.0
+    counter_est = counter_power(counter, span, p_max, lead, energy_counter_of(plan), stamp)
+    samples_est = samples_power(t, p, span_start, busy_end, samples_mj, level)
     out = ReferenceStats(
         **{
             "run": run,
@@ -220,6 +312,8 @@ def reference_stats(
             "energy_power_mw": energy_power,
             "samples_energy_mj": samples_mj,
             "counter_vs_samples_pct": cross,
+            "counter_power": counter_est,
+            "samples_power": samples_est,
             "note": "energy_power_mw: the energy counter over the whole run (initial transient included) / its "
             "host duration; power_mw: the settled samples only",
         }

@@ -163,6 +163,8 @@ class ReferenceStats(_Model):
     energy_power_mw: float | None = None
     samples_energy_mj: float | None = None
     counter_vs_samples_pct: float | None = None
+    counter_power: Estimate | None = None  # energy_power_mw with its bounds (`fingrav.analysis.reference`)
+    samples_power: Estimate | None = None  # samples_energy_mj / span with its batch-means CI
     note: str = ""
 
     @property

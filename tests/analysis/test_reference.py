@@ -280,7 +280,7 @@ def test_counter_power_bounds_cover_the_true_power(update_ms: int) -> None:
         est = counter_power(mj, span, 700_000.0, lead, counter, stamp_ns=20.0)
         assert est.value == pytest.approx(mj / span * 1e9, rel=1e-12)
         assert est.ci_low <= p <= est.ci_high, (phase, est)
-    assert est.half_width_pct < (0.3 if update_ms == 1 else 4.0)  # the lead (7 ms) dominates at 1 ms
+    assert est.half_width_pct < (0.3 if update_ms == 1 else 6.0)  # 1 ms: the lead (7 ms) dominates
 
 
 def test_counter_power_without_a_described_counter_has_no_ci() -> None:

@@ -284,7 +284,7 @@ def test_counter_power_bounds_cover_the_true_power(update_ms: int) -> None:
 
 
 def test_counter_power_without_a_described_counter_has_no_ci() -> None:
-    est = counter_power(1300.0, 2_000_000_000, 700_000.0, 5e6, None)
+    est = counter_power(1_300_000.0, 2_000_000_000, 700_000.0, 5e6, None)
     assert est.value == pytest.approx(650_000.0) and not est.has_ci
     assert counter_power(None, 2_000_000_000, 700_000.0, 5e6, None).value is None
 

@@ -20,8 +20,10 @@ samples.
   Its CI (`counter_power`): bounds of what the counter cannot resolve: its resolution (each of the two readings
   is floored to one step), its update period (each reading is up to one period old) and the read-to-stamp gaps
   (the first reading precedes the span's start by the read guard + the run's random delay + the GPU clock read),
-  the energy of a period or a gap at most the span's highest sample power; the span's two ends are stamps with
-  the clock map's residual. The resolution and update period: `fingrav.backends.EnergyCounter` of the recorded
+  the energy of a period or a gap at most the highest sample power before the span (the first reading) or in it
+  (the last); the span's two ends are stamps with the clock map's residual. Not in the bounds: the time from the
+  last execution's end to the second reading (the device synchronizes, then reads; not recorded). The resolution
+  and update period: `fingrav.backends.EnergyCounter` of the recorded
   backend, overridden by the recorded device description where it has its own (`energy_counter_of`). These
   are worst-case bounds of deterministic errors (coverage >= the level, not a statistical interval).
 - samples power = the trapezoid integral of the delay-corrected samples over the same whole-run span / the span,
@@ -106,21 +108,25 @@ def counter_power(
     lead_ns: float,
     counter: EnergyCounter | None,
     stamp_ns: float = 0.0,
+    p_before_mw: float | None = None,
 ) -> Estimate:
     """The energy counter's power over the span (mW) = counter_mj / span, with bounds of what the counter cannot
-    resolve (module docstring): +-resolution_mj; a reading up to update_ns old at either end (+- p_max_mw x
-    update_ns); the first reading up to `lead_ns` before the span (the energy of the lead, at most p_max_mw x
-    lead_ns, may be in the counter: lower end only); each end of the span +- `stamp_ns`. No CI without the
-    counter's description or the span's highest power."""
+    resolve (module docstring): +-resolution_mj; the first reading up to `lead_ns` before the span and up to
+    update_ns old (the energy of lead + update_ns before the span, at most p_before_mw x (lead_ns + update_ns),
+    may be in the counter: lower end only); the last reading up to update_ns old (up to p_max_mw x update_ns of
+    the span missing: upper end only); each end of the span +- `stamp_ns`. p_max_mw: the span's highest sample
+    power; p_before_mw: the highest before the span (default p_max_mw). No CI without the counter's description
+    or p_max_mw."""
     if counter_mj is None or span_ns <= 0:
         return Estimate(unit="mW", method="energy counter / span")
     value = counter_mj / span_ns * 1e9  # mJ / ns -> mW
     if counter is None or p_max_mw is None:
         return Estimate.of(value, unit="mW", method="energy counter / span; counter not described: no CI")
-    lag_mj = p_max_mw * counter.update_ns * MJ_PER_MW_NS
-    lead_mj = p_max_mw * max(lead_ns, 0.0) * MJ_PER_MW_NS
-    lo_mj = counter_mj - counter.resolution_mj - lag_mj - lead_mj
-    hi_mj = counter_mj + counter.resolution_mj + lag_mj
+    before = p_max_mw if p_before_mw is None else p_before_mw
+    early_mj = before * (max(lead_ns, 0.0) + counter.update_ns) * MJ_PER_MW_NS
+    late_mj = p_max_mw * counter.update_ns * MJ_PER_MW_NS
+    lo_mj = counter_mj - counter.resolution_mj - early_mj
+    hi_mj = counter_mj + counter.resolution_mj + late_mj
     stamp = max(stamp_ns, 0.0)
     lo = max(lo_mj, 0.0) / (span_ns + 2 * stamp) * 1e9
     hi = hi_mj / (span_ns - 2 * stamp) * 1e9 if span_ns > 2 * stamp else None
@@ -279,7 +285,10 @@ def reference_stats(
     p_max = float(p[in_span].max()) if in_span.any() else None
     lead = READ_GUARD_NS + float(rrow["delay_ns"] or 0)
     stamp = clock.residual_ns if math.isfinite(clock.residual_ns) else 0.0
-    counter_est = counter_power(counter, span, p_max, lead, energy_counter_of(plan), stamp)
+    spec = energy_counter_of(plan)
+    before = (t >= span_start - lead - (spec.update_ns if spec else 0.0)) & (t <= span_start)
+    p_before = float(p[before].max()) if before.any() else None
+    counter_est = counter_power(counter, span, p_max, lead, spec, stamp, p_before)
     samples_est = samples_power(t, p, span_start, busy_end, samples_mj, level)
     out = ReferenceStats(
         **{

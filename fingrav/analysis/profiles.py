@@ -45,7 +45,7 @@ from fingrav.analysis.settling import (
 from fingrav.analysis.tdist import t_critical
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import RoleStats
+from fingrav.contracts.profile import ROLE_STATS_METHOD, RoleStats
 from fingrav.contracts.result import Estimate, finite
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
@@ -511,6 +511,14 @@ def group_stats(
     return out
 
 
+def _role_stats(st: dict[str, Any]) -> RoleStats:
+    """A group's statistics (mutable while its CI is widened: mean_mw, ci_low_mw, ci_high_mw) as a `RoleStats`
+    with its mean power as one Estimate (mW)."""
+    rest = {k: v for k, v in st.items() if k not in ("mean_mw", "ci_low_mw", "ci_high_mw")}
+    power = Estimate.of(st.get("mean_mw"), st.get("ci_low_mw"), st.get("ci_high_mw"), "mW", ROLE_STATS_METHOD)
+    return RoleStats(power=power, **rest)
+
+
 def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorModel] | None, level: float) -> None:
     """Step 3: readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile
     interval is then too narrow; widen it by Student's t over the normal quantile and the n / (n - 1) variance
@@ -680,7 +688,7 @@ def compute_profiles(
         interleaved_reading_vs_ssp_pct=reading_vs_ssp(stats, "first", golden.boot),
         tail_unsettled=tail_unsettled,
     )
-    channels = {ch: {g: RoleStats.model_validate(st) for g, st in per.items()} for ch, per in stats.channels.items()}
+    channels = {ch: {g: _role_stats(st) for g, st in per.items()} for ch, per in stats.channels.items()}
     return ProfileResult(
         channels,
         stats.replicates,

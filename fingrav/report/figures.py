@@ -154,7 +154,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                         {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
                         for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
                     ]
-            mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
+            mean, lo, hi = stats.power.value, stats.power.ci_low, stats.power.ci_high
             if is_finite(mean):
                 bands.append(
                     {

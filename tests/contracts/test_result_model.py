@@ -127,6 +127,11 @@ def test_a_format_2_summary_json_reads_as_the_result_model() -> None:
         assert flat[legacy.new_column(k)] == row[k], k
     assert set(s.flags) == set(R.split_flags(row["flags"]))
     assert s.kernel_power["sse"].power.unit == "mW"
+    old_ssp = data["channels"]["total"]["ssp"]  # a group's mW fields read into its one Estimate
+    ssp = s.role("total", "ssp")
+    assert (ssp.power.value, ssp.power.ci_low, ssp.power.ci_high) == (
+        old_ssp["mean_mw"], old_ssp["ci_low_mw"], old_ssp["ci_high_mw"])  # fmt: skip
+    assert ssp.power.unit == "mW" and "mean_mw" not in ssp.model_dump()
 
 
 def test_architecture_doc_has_the_column_tables() -> None:

@@ -793,7 +793,7 @@ def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
 
 
 def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
-    """load_scenario keeps the typed summary.json (ScenarioSummary); its row is the summary's, a copy."""
+    """load_scenario keeps the typed summary.json (ScenarioSummary) and reads its typed result."""
     scn = load_scenario(sim_report["sweep"], "gemv4k")
     assert isinstance(scn.summary, ScenarioSummary) and isinstance(scn.summary.plan, Plan)
     assert scn.channels == ["total", "compute", "memory"]  # "total" first, then as summary.json has them
@@ -802,7 +802,7 @@ def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
     )
     assert scn.summary.role("nope", "ssp") is None and scn.summary.role("total", "nope") is None
     assert scn.flags == ["too_few_lois", "too_few_lois_sse"] and not scn.valid and not scn.sse_measurable
-    assert scn.row == scn.summary.row and scn.row is not scn.summary.row
+    assert scn.result is scn.summary.result  # the report reads the typed result (no flat row of its own)
     assert not scn.has_predecessor and load_scenario(sim_report["sweep"], "gemm2k_after_gemv").has_predecessor
 
 

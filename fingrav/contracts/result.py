@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
 from fingrav.contracts.flags import REGISTRY
@@ -265,6 +265,15 @@ class Sustained(_Model):
     unstamped_burst_power: Estimate = NONE
     ssp_vs_unstamped_burst: Estimate = NONE
     limit_cycle: LimitCycle | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """A result written before `recommended_run_s` had its name (format 3: `run_s_for_max_ci`)."""
+        if isinstance(data, dict) and "run_s_for_max_ci" in data:
+            data = dict(data)
+            data.setdefault("recommended_run_s", data.pop("run_s_for_max_ci"))
+        return data
 
 
 class Throughput(_Model):

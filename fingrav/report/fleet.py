@@ -17,7 +17,7 @@ import polars as pl
 from fingrav import rawio
 from fingrav.contracts.multigpu import FleetResult, RowValue
 from fingrav.contracts.result import Estimate, is_finite
-from fingrav.contracts.summary import GPU, fleet_columns, fleet_metric_columns
+from fingrav.contracts.summary import GPU, fleet_columns
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.report.figures import _scenario_x, _title, configure
@@ -142,7 +142,6 @@ def _ci(e: Estimate, digits: int) -> str:
 
 def fleet_table_html(fleet: Mapping[str, FleetResult], order: Sequence[str]) -> str:
     """The spread of the power per scenario as an HTML table (the analysis' numbers)."""
-    cols = fleet_metric_columns("power")
     head = (
         "<tr><th>scenario</th><th>GPUs</th><th>fleet SSP (W)</th><th>spread (%)</th><th>noise only (%)</th>"
         "<th>cards differ</th><th>card-to-card sd (%)</th></tr>"
@@ -153,7 +152,7 @@ def fleet_table_html(fleet: Mapping[str, FleetResult], order: Sequence[str]) -> 
         m = f.metrics.get("power") if f is not None else None
         if f is None or m is None:
             continue
-        distinct = f.row.get(cols["distinct"])
+        distinct = m.distinct
         body.append(
             f"<tr><td>{esc(name)}</td><td>{esc(', '.join(str(g) for g in f.gpus))}</td>"
             f"<td>{_ci(m.mean, 1)}</td>"

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -183,20 +185,48 @@ def early_power(
                       ci_high_mw=hi)  # fmt: skip
 
 
-def reference_stats(
-    executions: pl.DataFrame,
-    runs: pl.DataFrame,
-    samples: pl.DataFrame,
-    plan: Plan,
-    clock: ClockMap,
-    delay_ns: int = 0,
-    level: float = 0.95,
-) -> ReferenceStats | None:
-    """Statistics of the reference run (module docstring); None when there is no reference run (or it
-    has no executions).
+def _settled(
+    t: np.ndarray, p: np.ndarray, busy: _Busy, t_stable: int, plan: Plan, level: float, run: int
+) -> dict[str, Any]:
+    """Step 4: the settled samples (busy start + t_stable .. busy end): their mean with the batch-means CI (none
+    when fewer than MIN_SETTLED_REFERENCE_SAMPLES: unsettled), the limit cycle, the block spread, the drift (no
+    limit cycle), the early power (`early_power`)."""
+    in_settled = (t >= busy.start_ns + t_stable) & (t <= busy.end_ns)
+    settled = p[in_settled]
+    mean, ci_lo, ci_hi = batch_means_ci(settled, level)
+    period = float(np.median(np.diff(t[in_settled]))) if settled.size > 2 else None
+    cycle = limit_cycle(t[in_settled], settled, level)  # the same call as the collector's `reference_decision`
+    spread = block_spread_pct(t[in_settled], settled)
+    unsettled = settled.size < MIN_SETTLED_REFERENCE_SAMPLES
+    if unsettled:
+        ci_lo = ci_hi = None
+        logger.warning(
+            "reference run %d: %d samples after settling (busy %.3g s, t_stable %.3g s): reference_unsettled",
+            run,
+            settled.size,
+            (busy.end_ns - busy.start_ns) / 1e9,
+            t_stable / 1e9,
+        )
+    dr = drift(t[in_settled], settled, level) if cycle is None else None
+    drift_tol = plan.reference_ci_pct / 2.0 if plan.reference_ci_pct is not None else DRIFT_TOL_PCT
+    early = early_power(t, p, busy.start_ns + t_stable, busy.end_ns, period, cycle.start_ns if cycle else None, level)
+    return {
+        "settled_samples": int(settled.size),
+        "power_mw": mean,
+        "ci_low_mw": ci_lo,
+        "ci_high_mw": ci_hi,
+        "unsettled": bool(unsettled),
+        "block_spread_pct": spread,
+        "limit_cycle": cycle,
+        "early": early,
+        "drift": dr,
+        "drifting": bool(dr is not None and dr.drifting(drift_tol)),
+    }
 
-    delay_ns: the total channel's delay correction (subtracted from sample times).
-    Returns the `ReferenceStats` (None where a number is not available)."""
+
+def _reference_run(runs: pl.DataFrame) -> dict[str, Any] | None:
+    """Step 1: the reference run's row of runs.parquet (run, host_start_ns, energy_start_mj / energy_end_mj,
+    delay_ns; absent columns None); the first when there are several; None without one."""
 
     def col(name: str, dtype: pl.DataType) -> pl.Expr:
         return pl.col(name).cast(dtype) if name in runs.columns else pl.lit(None, dtype=dtype).alias(name)
@@ -217,16 +247,28 @@ def reference_stats(
         return None
     if ref_runs.height > 1:
         logger.warning("%d reference runs; using the first (run %d)", ref_runs.height, ref_runs["run"][0])
-    rrow = ref_runs.row(0, named=True)
-    run = int(rrow["run"])
-    cp = clock
+    return ref_runs.row(0, named=True)
+
+
+@dataclass(frozen=True)
+class _Busy:
+    """The reference run's executions on the host clock: first start, last end (ns), executions that ran."""
+
+    start_ns: int
+    end_ns: int
+    executions: int
+
+
+def _busy_span(executions: pl.DataFrame, run: int, plan: Plan, clock: ClockMap) -> _Busy | None:
+    """Step 2: the busy span of the reference run's main executions (mapped to the host clock); None without
+    executions. A count that differs from the plan's is logged."""
     ex = (
         executions.lazy()
         .filter((pl.col("run").cast(pl.Int32) == run) & (pl.col("segment").cast(pl.String) == MAIN))
         .select(
             pl.col("exec_index").cast(pl.Int64),
-            cp.host_expr("gpu_start_ns").alias("start_ns"),
-            cp.host_expr("gpu_end_ns").alias("end_ns"),
+            clock.host_expr("gpu_start_ns").alias("start_ns"),
+            clock.host_expr("gpu_end_ns").alias("end_ns"),
         )
         .sort("exec_index")
         .collect()
@@ -234,17 +276,16 @@ def reference_stats(
     if ex.height == 0:
         logger.warning("reference run %d has no executions: no reference power", run)
         return None
-    busy_start, busy_end = int(ex["start_ns"][0]), int(ex["end_ns"][-1])
     n_exec = int(ex["exec_index"][-1]) + 1
     planned = plan.reference_executions
     ran = plan.reference_executed if plan.reference_executed is not None else planned
     if ran and ran != n_exec:
         logger.warning("reference run %d: last exec_index %d, plan says %s executions ran", run, n_exec - 1, ran)
-    t_stable, t_source = plan.settle_time_ns()
-    host_start = rrow["host_start_ns"]
-    span_start = int(host_start) if host_start is not None and host_start <= busy_start else busy_start
-    lo_ns = min(span_start, busy_start + t_stable) - SAMPLE_MARGIN_NS
-    hi_ns = busy_end + SAMPLE_MARGIN_NS
+    return _Busy(int(ex["start_ns"][0]), int(ex["end_ns"][-1]), n_exec)
+
+
+def _total_samples(samples: pl.DataFrame, delay_ns: int, lo_ns: int, hi_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3: the delay-corrected total-channel samples in [lo_ns, hi_ns], in time order: (t_ns, power_mw)."""
     smp = (
         samples.lazy()
         .filter(pl.col("channel").cast(pl.String) == TOTAL)
@@ -253,28 +294,21 @@ def reference_stats(
         .sort("t_ns")
         .collect()
     )
-    t = smp["t_ns"].to_numpy()
-    p = smp["power_mw"].to_numpy()
-    in_settled = (t >= busy_start + t_stable) & (t <= busy_end)
-    settled = p[in_settled]
-    mean, ci_lo, ci_hi = batch_means_ci(settled, level)
-    period = float(np.median(np.diff(t[in_settled]))) if settled.size > 2 else None
-    cycle = limit_cycle(t[in_settled], settled, level)  # the same call as the collector's `reference_decision`
-    spread = block_spread_pct(t[(t >= busy_start + t_stable) & (t <= busy_end)], settled)
-    unsettled = settled.size < MIN_SETTLED_REFERENCE_SAMPLES
-    if unsettled:
-        ci_lo = ci_hi = None
-        logger.warning(
-            "reference run %d: %d samples after settling (busy %.3g s, t_stable %.3g s): reference_unsettled",
-            run,
-            settled.size,
-            (busy_end - busy_start) / 1e9,
-            t_stable / 1e9,
-        )
+    return smp["t_ns"].to_numpy(), smp["power_mw"].to_numpy()
 
-    dr = drift(t[in_settled], settled, level) if cycle is None else None
-    drift_tol = plan.reference_ci_pct / 2.0 if plan.reference_ci_pct is not None else DRIFT_TOL_PCT
-    early = early_power(t, p, busy_start + t_stable, busy_end, period, cycle.start_ns if cycle else None, level)
+
+def _counter_check(
+    rrow: dict[str, Any],
+    t: np.ndarray,
+    p: np.ndarray,
+    span_start: int,
+    busy_end: int,
+    plan: Plan,
+    clock: ClockMap,
+    level: float,
+) -> dict[str, Any]:
+    """Step 5: the energy counter over the whole run (mJ), its power with bounds (mW, `counter_power`), the
+    samples' integral over the same span and its power (`samples_power`), counter vs samples (%)."""
     e0, e1 = finite(rrow["energy_start_mj"]), finite(rrow["energy_end_mj"])
     counter = e1 - e0 if e0 is not None and e1 is not None else None
     span = busy_end - span_start
@@ -288,52 +322,73 @@ def reference_stats(
     spec = energy_counter_of(plan)
     before = (t >= span_start - lead - (spec.update_ns if spec else 0.0)) & (t <= span_start)
     p_before = float(p[before].max()) if before.any() else None
-    counter_est = counter_power(counter, span, p_max, lead, spec, stamp, p_before)
-    samples_est = samples_power(t, p, span_start, busy_end, samples_mj, level)
+    return {
+        "energy_counter_mj": counter,
+        "energy_power_mw": energy_power,
+        "samples_energy_mj": samples_mj,
+        "counter_vs_samples_pct": cross,
+        "counter_power": counter_power(counter, span, p_max, lead, spec, stamp, p_before),
+        "samples_power": samples_power(t, p, span_start, busy_end, samples_mj, level),
+    }
+
+
+def reference_stats(
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    samples: pl.DataFrame,
+    plan: Plan,
+    clock: ClockMap,
+    delay_ns: int = 0,
+    level: float = 0.95,
+) -> ReferenceStats | None:
+    """Statistics of the reference run (module docstring); None when there is no reference run (or it
+    has no executions): its row (`_reference_run`), busy span (`_busy_span`), samples (`_total_samples`), the
+    settled statistics (`_settled`), the counter cross-check (`_counter_check`).
+
+    delay_ns: the total channel's delay correction (subtracted from sample times).
+    Returns the `ReferenceStats` (None where a number is not available)."""
+    rrow = _reference_run(runs)
+    if rrow is None:
+        return None
+    run = int(rrow["run"])
+    busy = _busy_span(executions, run, plan, clock)
+    if busy is None:
+        return None
+    t_stable, t_source = plan.settle_time_ns()
+    host_start = rrow["host_start_ns"]
+    span_start = int(host_start) if host_start is not None and host_start <= busy.start_ns else busy.start_ns
+    lo_ns = min(span_start, busy.start_ns + t_stable) - SAMPLE_MARGIN_NS
+    t, p = _total_samples(samples, delay_ns, lo_ns, busy.end_ns + SAMPLE_MARGIN_NS)
+    settled = _settled(t, p, busy, t_stable, plan, level, run)
+    counter = _counter_check(rrow, t, p, span_start, busy.end_ns, plan, clock, level)
     out = ReferenceStats(
-        **{
-            "run": run,
-            "executions": n_exec,
-            "executions_planned": int(planned) if planned is not None else None,
-            "busy_start_ns": busy_start,
-            "busy_end_ns": busy_end,
-            "busy_ns": busy_end - busy_start,
-            "t_stable_ns": t_stable,
-            "t_stable_source": t_source,
-            "settled_samples": int(settled.size),
-            "power_mw": mean,
-            "ci_low_mw": ci_lo,
-            "ci_high_mw": ci_hi,
-            "ci_method": f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
-            "unsettled": bool(unsettled),
-            "block_ms": BLOCK_NS / 1e6,
-            "block_spread_pct": spread,
-            "span_start_ns": span_start,
-            "span_end_ns": busy_end,
-            "span_ns": span,
-            "unstamped": bool(plan.reference_unstamped),
-            "cycle_ns": (busy_end - busy_start) / n_exec if n_exec > 0 else None,
-            "limit_cycle": cycle,
-            "early": early,
-            "drift": dr,
-            "drifting": bool(dr is not None and dr.drifting(drift_tol)),
-            "energy_counter_mj": counter,
-            "energy_power_mw": energy_power,
-            "samples_energy_mj": samples_mj,
-            "counter_vs_samples_pct": cross,
-            "counter_power": counter_est,
-            "samples_power": samples_est,
-            "note": "energy_power_mw: the energy counter over the whole run (initial transient included) / its "
-            "host duration; power_mw: the settled samples only",
-        }
+        run=run,
+        executions=busy.executions,
+        executions_planned=int(plan.reference_executions) if plan.reference_executions is not None else None,
+        busy_start_ns=busy.start_ns,
+        busy_end_ns=busy.end_ns,
+        busy_ns=busy.end_ns - busy.start_ns,
+        t_stable_ns=t_stable,
+        t_stable_source=t_source,
+        ci_method=f"batch means: {BATCHES} contiguous batches, t-interval (df {BATCHES - 1})",
+        block_ms=BLOCK_NS / 1e6,
+        span_start_ns=span_start,
+        span_end_ns=busy.end_ns,
+        span_ns=busy.end_ns - span_start,
+        unstamped=bool(plan.reference_unstamped),
+        cycle_ns=(busy.end_ns - busy.start_ns) / busy.executions if busy.executions > 0 else None,
+        note="energy_power_mw: the energy counter over the whole run (initial transient included) / its host "
+        "duration; power_mw: the settled samples only",
+        **settled,
+        **counter,
     )
     logger.info(
         "reference run %d: %d executions, %.4g W settled (%d samples), counter %.4g W, counter vs samples %s %%",
         run,
-        n_exec,
-        (mean or math.nan) / 1e3,
-        settled.size,
-        (energy_power or math.nan) / 1e3,
-        f"{cross:+.3g}" if cross is not None else "n/a",
+        busy.executions,
+        (out.power_mw or math.nan) / 1e3,
+        out.settled_samples,
+        (out.energy_power_mw or math.nan) / 1e3,
+        f"{out.counter_vs_samples_pct:+.3g}" if out.counter_vs_samples_pct is not None else "n/a",
     )
     return out

@@ -32,7 +32,15 @@ from fingrav.contracts import result as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.flags import BY_NAME as FLAG_BY_NAME
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import KernelPower, ReferenceStats, RoleStats, RunCount, ScenarioSummary, TruthGroups
+from fingrav.contracts.profile import (
+    KernelPower,
+    LimitCycleStats,
+    ReferenceStats,
+    RoleStats,
+    RunCount,
+    ScenarioSummary,
+    TruthGroups,
+)
 from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
@@ -436,19 +444,23 @@ def sustained_group(
         early = ref.early.power
         out["unstamped_burst_power"] = early.scaled(W_PER_MW, "W")
         out["ssp_vs_unstamped_burst"] = ssp.vs(early)
-    lc = ref.limit_cycle
-    if lc is not None:
-        out["limit_cycle"] = R.LimitCycle(
-            cycles=lc.cycles,
-            start_ns=lc.start_ns,
-            end_ns=lc.end_ns,
-            period=lc.period_ns.scaled(1e-6, "ms"),
-            duty=lc.duty.scaled(100.0, "%"),
-            high=lc.high_mw.scaled(W_PER_MW, "W"),
-            low=lc.low_mw.scaled(W_PER_MW, "W"),
-            mean=lc.mean_mw.scaled(W_PER_MW, "W"),
-        )
+    if ref.limit_cycle is not None:
+        out["limit_cycle"] = limit_cycle_group(ref.limit_cycle)
     return R.Sustained(**out)
+
+
+def limit_cycle_group(lc: LimitCycleStats) -> R.LimitCycle:
+    """The reference run's limit cycle in the result's units: period (ms), duty (%), levels and mean (W)."""
+    return R.LimitCycle(
+        cycles=lc.cycles,
+        start_ns=lc.start_ns,
+        end_ns=lc.end_ns,
+        period=lc.period_ns.scaled(1e-6, "ms"),
+        duty=lc.duty.scaled(100.0, "%"),
+        high=lc.high_mw.scaled(W_PER_MW, "W"),
+        low=lc.low_mw.scaled(W_PER_MW, "W"),
+        mean=lc.mean_mw.scaled(W_PER_MW, "W"),
+    )
 
 
 def throughput_group(

@@ -305,6 +305,24 @@ def _recorded_device(calibration: Mapping[str, Any] | None) -> str | None:
     return str(dev.get("name") or dev.get("backend") or "") or None
 
 
+def _write_tables(
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    combined: Mapping[str, CombinedResult],
+    gpu_rows: Mapping[str, Mapping[str, Any]],
+) -> list[Path]:
+    """summary.csv and metrics.parquet / metrics.csv from the scenarios' results, the multi-GPU results' and the
+    fleet's columns (`gpu_rows`) in the metrics; returns the files written."""
+    extra: dict[str, dict[str, Any]] = {}
+    for name, c in combined.items():
+        extra.setdefault(name, {}).update(c.row)
+    for name, row in gpu_rows.items():
+        extra.setdefault(name, {}).update(row)
+    results = [s.result for s in scns]
+    written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
+    return written + write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
+
+
 def build_report(
     layout: SweepLayout,
     scenarios: Sequence[str],
@@ -336,14 +354,7 @@ def build_report(
         scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)
         combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
         fleet = FLT.load_fleet(layout, scenarios) if cards else {}
-        extra: dict[str, dict[str, Any]] = {}
-        for name, c in combined.items():
-            extra.setdefault(name, {}).update(c.row)
-        for name, row in (FLT.gpu_rows(cards, fleet) if cards else {}).items():
-            extra.setdefault(name, {}).update(row)
-        results = [s.result for s in scns]
-        written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
-        written += write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
+        written = _write_tables(layout, scns, combined, FLT.gpu_rows(cards, fleet) if cards else {})
         calibration = load_calibration(scns[0].layout if cards and scns else layout)
         _clean_pngs(out_dir)
         unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)

@@ -17,7 +17,7 @@ from fingrav.contracts import flags as FL
 from fingrav.contracts.calibration import CALIBRATION_FLAGS, calibration_flag_meaning
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
-from fingrav.contracts.result import NONE, Estimate, ScenarioResult, is_finite
+from fingrav.contracts.result import NONE, Counts, Estimate, LimitCycle, ScenarioResult, is_finite
 from fingrav.contracts.summary import split_flags
 from fingrav.contracts.units import MW_PER_W, ms, us
 from fingrav.report.load import ScenarioData, sensor_ns
@@ -516,20 +516,33 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
     return f'<div class="wide"><table class="core"><tr>{head}</tr>{"".join(body)}</table></div>'
 
 
-def summary_section(
-    scns: Sequence[ScenarioData], ci_pct: str = "95 %", paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT
-) -> str:
-    """The summary: the core table (`core_table`), then every column, folded: every number with its CI, validity
-    marker and flags. SSE numbers of a scenario with too few SSE LOIs read "not measurable"; reference-run columns
-    appear when any scenario has one."""
+@dataclass(frozen=True)
+class _Columns:
+    """Which optional column groups the full summary table has (any scenario with them)."""
+
+    channels: list[str]
+    with_ref: bool
+    sustained: bool
+    cycling: bool
+
+
+def _columns(scns: Sequence[ScenarioData]) -> _Columns:
     channels: list[str] = []
     for s in scns:
         for ch in sorted(s.result.ssp.channels):
             if ch not in channels:
                 channels.append(ch)
-    with_ref = any(s.has_reference for s in scns)
-    sustained = any(s.result.headline.power_source != "burst" for s in scns)
-    cycling = any(_cycles(s.result) for s in scns)
+    return _Columns(
+        channels,
+        any(s.has_reference for s in scns),
+        any(s.result.headline.power_source != "burst" for s in scns),
+        any(_cycles(s.result) for s in scns),
+    )
+
+
+def _summary_heads(scns: Sequence[ScenarioData], cols: _Columns) -> list[str]:
+    """The full summary table's column heads."""
+    channels, with_ref, sustained, cycling = cols.channels, cols.with_ref, cols.sustained, cols.cycling
     heads = [
         "",
         "scenario",
@@ -556,74 +569,99 @@ def summary_section(
     ]
     heads += [f"SSP {ch} (W)" for ch in channels]
     heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
-    body = []
-    for s in scns:
-        r = s.result
-        sus, lc = r.sustained, r.sustained.limit_cycle
-        valid = s.valid
-        marker = (
-            '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
-        )
-        if s.sse_measurable:
-            sse_cells = [
-                fmt_ci(*ci3(r.sse.reading), 1),
-                fmt(r.sse.reading_vs_ssp.value, 1),
-            ]
-        else:
-            sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
-        sse_cells.append(kernel_power_cell(s, "sse"))
-        cells = [
-            marker,
-            f"<b>{esc(s.name)}</b>",
-            esc(r.labels.kernel),
-            esc(r.labels.predecessor or "–"),
-            fmt_ci(*ci3(r.headline.exec_time)),
-            fmt_ci(*ci3(r.headline.power), 1),
-            *sse_cells,
+    return heads
+
+
+def _sustained_cells(s: ScenarioData) -> list[str]:
+    """A scenario's sustained-headline cells: power source, the method SSP, SSP vs power, what the stamps add to
+    the cycle and do to the power, the reference run's length and why it stopped."""
+    r, sus = s.result, s.result.sustained
+    return [
+        esc(r.headline.power_source),
+        fmt_ci(*ci3(r.ssp.power), 1) + ssp_validity(s),
+        fmt_ci(*ci3(sus.ssp_vs_power), 1),
+        fmt_ci(*ci3(sus.ssp_cycle_vs_sustained_cycle), 1),
+        fmt_ci(*ci3(sus.ssp_vs_unstamped_burst), 1),
+        f"{fmt(sus.run_s, 1)} ({esc(sus.stop or '–')})",
+    ]
+
+
+def _limit_cycle_cell(lc: LimitCycle | None) -> str:
+    """Period, duty, high / low levels and whole cycles of the reference run's limit cycle ("–": none)."""
+    if lc is None or not lc.cycles:
+        return "–"
+    return (
+        f"{fmt(lc.period.value, 0)} ms, {fmt(lc.duty.value, 0)} %, {fmt(lc.high.value, 0)} / {fmt(lc.low.value, 0)} W "
+        f"({fmt(lc.cycles, 0)} cycles)"
+    )
+
+
+def _runs_cell(c: Counts) -> str:
+    """Golden / total SSP runs, and the SSE runs where there are any."""
+    runs = f"{fmt(c.ssp_runs_golden, 0)} / {fmt(c.ssp_runs_total, 0)}"
+    if c.sse_runs_total:
+        runs = f'SSP {runs}<span class="ci">SSE {fmt(c.sse_runs_golden, 0)} / {fmt(c.sse_runs_total, 0)}</span>'
+    return runs
+
+
+def _summary_row(s: ScenarioData, cols: _Columns) -> str:
+    """One scenario's row of the full summary table."""
+    channels, with_ref, sustained, cycling = cols.channels, cols.with_ref, cols.sustained, cols.cycling
+    r = s.result
+    sus, lc = r.sustained, r.sustained.limit_cycle
+    valid = s.valid
+    marker = (
+        '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
+    )
+    if s.sse_measurable:
+        sse_cells = [
+            fmt_ci(*ci3(r.sse.reading), 1),
+            fmt(r.sse.reading_vs_ssp.value, 1),
         ]
-        if sustained:
-            cells += [
-                esc(r.headline.power_source),
-                fmt_ci(*ci3(r.ssp.power), 1) + ssp_validity(s),
-                fmt_ci(*ci3(sus.ssp_vs_power), 1),
-                fmt_ci(*ci3(sus.ssp_cycle_vs_sustained_cycle), 1),
-                fmt_ci(*ci3(sus.ssp_vs_unstamped_burst), 1),
-                f"{fmt(sus.run_s, 1)} ({esc(sus.stop or '–')})",
-            ]
-        if cycling:
-            cells.append(
-                "–"
-                if lc is None or not lc.cycles
-                else f"{fmt(lc.period.value, 0)} ms, {fmt(lc.duty.value, 0)} %, "
-                f"{fmt(lc.high.value, 0)} / {fmt(lc.low.value, 0)} W "
-                f"({fmt(lc.cycles, 0)} cycles)"
-            )
-        if with_ref:
-            cells += [
-                fmt_ci(*ci3(sus.reference_power), 1),
-                fmt(sus.ssp_vs_reference.value, 1),
-            ]
+    else:
+        sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
+    sse_cells.append(kernel_power_cell(s, "sse"))
+    cells = [
+        marker,
+        f"<b>{esc(s.name)}</b>",
+        esc(r.labels.kernel),
+        esc(r.labels.predecessor or "–"),
+        fmt_ci(*ci3(r.headline.exec_time)),
+        fmt_ci(*ci3(r.headline.power), 1),
+        *sse_cells,
+    ]
+    cells += _sustained_cells(s) if sustained else []
+    cells += [_limit_cycle_cell(lc)] if cycling else []
+    if with_ref:
         cells += [
-            fmt_ci(*ci3(r.headline.energy_per_exec)),
-            fmt_ci(*ci3(r.interleaved.reading), 1),
-            fmt(r.interleaved.reading_vs_ssp.value, 1),
-            kernel_power_cell(s, "first") if s.has_predecessor else "–",
+            fmt_ci(*ci3(sus.reference_power), 1),
+            fmt(sus.ssp_vs_reference.value, 1),
         ]
-        for ch in channels:
-            cells.append(fmt_ci(*ci3(r.ssp.channels.get(ch, NONE)), 1))
-        c = r.counts
-        runs = f"{fmt(c.ssp_runs_golden, 0)} / {fmt(c.ssp_runs_total, 0)}"
-        if c.sse_runs_total:
-            runs = f'SSP {runs}<span class="ci">SSE {fmt(c.sse_runs_golden, 0)} / {fmt(c.sse_runs_total, 0)}</span>'
-        cells += [
-            runs,
-            f"{fmt(c.ssp_lois, 0)} / {fmt(c.sse_lois, 0)}",
-            flags_cell(s),
-        ]
-        tds = "".join(
-            f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
-        )
-        body.append(f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>')
+    cells += [
+        fmt_ci(*ci3(r.headline.energy_per_exec)),
+        fmt_ci(*ci3(r.interleaved.reading), 1),
+        fmt(r.interleaved.reading_vs_ssp.value, 1),
+        kernel_power_cell(s, "first") if s.has_predecessor else "–",
+    ]
+    for ch in channels:
+        cells.append(fmt_ci(*ci3(r.ssp.channels.get(ch, NONE)), 1))
+    cells += [_runs_cell(r.counts), f"{fmt(r.counts.ssp_lois, 0)} / {fmt(r.counts.sse_lois, 0)}", flags_cell(s)]
+    tds = "".join(
+        f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
+    )
+    return f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>'
+
+
+def summary_section(
+    scns: Sequence[ScenarioData], ci_pct: str = "95 %", paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT
+) -> str:
+    """The summary: the core table (`core_table`), then every column, folded: every number with its CI, validity
+    marker and flags. SSE numbers of a scenario with too few SSE LOIs read "not measurable"; reference-run columns
+    appear when any scenario has one."""
+    cols = _columns(scns)
+    heads = _summary_heads(scns, cols)
+    body = [_summary_row(s, cols) for s in scns]
+    with_ref = cols.with_ref
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
     n_invalid = sum(not s.valid for s in scns)
     note = (

@@ -449,6 +449,19 @@ def golden_runs_of(host_execs: pl.DataFrame, analysis: AnalysisConfig, seed: int
     return GoldenRuns(golden.select("run"), run_ids, strata, np.flatnonzero(strata == 0), boot)
 
 
+def _edge_groups(plan: Plan) -> set[str]:
+    """Groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first): they
+    are picked by execution index."""
+    return {
+        g
+        for g, is_edge in (
+            ("sse", plan.sse_index >= plan.ssp_index),
+            ("first", plan.predecessor_count > 0 and (plan.ssp_index == 0 or plan.sse_index == 0)),
+        )
+        if is_edge
+    }
+
+
 def group_stats(
     lois: pl.DataFrame, ssp_lois: pl.DataFrame | None, plan: Plan, golden: GoldenRuns, degree: int
 ) -> _GroupStats:
@@ -457,15 +470,7 @@ def group_stats(
     view = plan
     n_runs = golden.run_ids.size
     boot, strata = golden.boot, golden.strata
-    # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
-    edge = {
-        g
-        for g, is_edge in (
-            ("sse", view.sse_index >= view.ssp_index),
-            ("first", view.predecessor_count > 0 and (view.ssp_index == 0 or view.sse_index == 0)),
-        )
-        if is_edge
-    }
+    edge = _edge_groups(view)
     data = _golden_arrays(lois, golden.run_ids, with_exec=bool(edge))
     data_ssp = _golden_arrays(ssp_lois, golden.run_ids, with_exec=False) if ssp_lois is not None else None
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]

@@ -758,6 +758,30 @@ NOT_MEASURABLE = "not measurable"
 PAPER_SOURCE = "paper (MI300X)"
 
 
+def _paper_rows(paper: Mapping[str, Any] | None, by_norm: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The paper's SSE-vs-SSP errors as rows of `sse_error_data` (matched to a scenario by `by_norm`, the
+    normalized name; unmatched: their own category)."""
+    rows = []
+    for key, val in (paper or {}).items():
+        v = val.get("pct") if isinstance(val, Mapping) else val
+        if not is_finite(v):
+            continue
+        group = by_norm.get(_norm(str(key)), f"{key} (paper)")
+        rows.append(
+            {
+                "group": group,
+                "source": PAPER_SOURCE,
+                "pct": abs(float(v)),
+                "signed": -abs(float(v)),  # the paper's SSE under-reads the SSP by this much
+                "ci_low": None,
+                "ci_high": None,
+                "label": f"{-abs(float(v)):+.0f}",
+                "valid": True,
+            }
+        )
+    return rows
+
+
 def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str) -> pl.DataFrame:
     """The signed SSE-vs-SSP reading error per scenario with its CI (pct: its magnitude), plus the paper's values
     (matched to a scenario by name, ignoring
@@ -795,23 +819,7 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
                     "valid": s.valid,
                 }
             )
-    for key, val in (paper or {}).items():
-        v = val.get("pct") if isinstance(val, Mapping) else val
-        if not is_finite(v):
-            continue
-        group = by_norm.get(_norm(str(key)), f"{key} (paper)")
-        rows.append(
-            {
-                "group": group,
-                "source": PAPER_SOURCE,
-                "pct": abs(float(v)),
-                "signed": -abs(float(v)),  # the paper's SSE under-reads the SSP by this much
-                "ci_low": None,
-                "ci_high": None,
-                "label": f"{-abs(float(v)):+.0f}",
-                "valid": True,
-            }
-        )
+    rows += _paper_rows(paper, by_norm)
     schema = {
         "group": pl.String,
         "source": pl.String,

@@ -853,6 +853,28 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _figure_sections(figures: Sequence[FigureOut], nav: list[tuple[str, str]]) -> list[str]:
+    """The figures by section (`SECTIONS`, in order; the profiles folded), each section added to `nav`."""
+    fig_parts = []
+    for key, title, intro in SECTIONS:
+        figs = [f for f in figures if f.section == key]
+        if not figs:
+            continue
+        nav.append((f"sec-{key}", title))
+        fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
+        if intro:
+            fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
+        if key == "profiles":  # one grid per scenario: folded, the headline says what matters
+            fig_parts.append(
+                f"<details><summary>{len(figs)} profile figures (open)</summary>"
+                + "".join(figure_html(f) for f in figs)
+                + "</details>"
+            )
+        else:
+            fig_parts += [figure_html(f) for f in figs]
+    return fig_parts
+
+
 def render_html(
     *,
     sweep_meta: Mapping[str, Any],
@@ -872,23 +894,7 @@ def render_html(
         ("meta", "Provenance"),
         ("calibration", "Calibration"),
     ]
-    fig_parts = []
-    for key, title, intro in SECTIONS:
-        figs = [f for f in figures if f.section == key]
-        if not figs:
-            continue
-        nav.append((f"sec-{key}", title))
-        fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
-        if intro:
-            fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
-        if key == "profiles":  # one grid per scenario: folded, the headline says what matters
-            fig_parts.append(
-                f"<details><summary>{len(figs)} profile figures (open)</summary>"
-                + "".join(figure_html(f) for f in figs)
-                + "</details>"
-            )
-        else:
-            fig_parts += [figure_html(f) for f in figs]
+    fig_parts = _figure_sections(figures, nav)
     val_html = validation_section(validation)
     ref_html = reference_section(scns, ci_pct)
     if ref_html:

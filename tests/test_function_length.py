@@ -17,7 +17,6 @@ STILL_LONG: dict[str, int] = {
     "fingrav/device/sim/device.py:SimulatedGPU._run_calls": 96,
     "fingrav/device/sim/kernels.py:build_kernel": 64,
     "fingrav/device/sim/presets.py:preset_summary": 94,
-    "fingrav/report/build.py:_add_figures": 128,
     "fingrav/report/collectives.py:fig10_data": 64,
     "fingrav/report/figures.py:binning_chart": 86,
     "fingrav/report/figures.py:profile_chart": 182,

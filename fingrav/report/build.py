@@ -405,7 +405,42 @@ def _add_figures(
     ci: str,
     max_points: int,
 ) -> None:
-    """Every figure of the page, in page order."""
+    """Every figure of the page, in page order: profiles, the timeline, across scenarios, several GPUs, the
+    readings, the simulator's truth."""
+    add = renderer.add
+    _add_profiles(renderer, layout, scns, world_size, ci, max_points)
+    _add_timeline(renderer, scns, calibration, meta, max_points)
+    _add_across(renderer, scns, calibration, meta, ci)
+    _add_gpus(renderer, layout, scns, combined, ci)
+
+    add(
+        "sensor_readings",
+        "across",
+        "Sensor readings next to kernel power",
+        READINGS_CAPTION,
+        lambda: F.readings_chart(F.readings_data(scns), [s.name for s in scns]),
+    )
+
+    # 6. simulator truth
+    if F.has_truth(scns):
+        add(
+            "validation_truth",
+            "truth",
+            "Measured vs truth",
+            TRUTH_CAPTION.format(ci=ci),
+            lambda: F.truth_chart(F.validation_data(scns), [s.name for s in scns]),
+        )
+
+
+def _add_profiles(
+    renderer: _Renderer,
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    world_size: int,
+    ci: str,
+    max_points: int,
+) -> None:
+    """Figure 1 per scenario (GPU 0, then GPUs 1.. of a multi-GPU sweep)."""
     add = renderer.add
 
     # 1. per-scenario profiles (GPU 0, then GPUs 1.. of a multi-GPU sweep)
@@ -419,6 +454,17 @@ def _add_figures(
 
             key = f"profile_{s.name}" if rs.rank == 0 else f"profile_{s.name}_gpu{rs.rank}"
             add(key, "profiles", f"{rs.name}: TOI-power profile", _profile_caption(rs, ci), build_profile)
+
+
+def _add_timeline(
+    renderer: _Renderer,
+    scns: Sequence[ScenarioData],
+    calibration: Mapping[str, Any] | None,
+    meta: Mapping[str, Any],
+    max_points: int,
+) -> None:
+    """Figures 2a and 2b: clock sync and binning of one scenario."""
+    add = renderer.add
 
     # 2. timeline of one scenario: clock sync and binning
     tl = _timeline_scenario(scns, meta)
@@ -456,6 +502,17 @@ def _add_figures(
     else:
         logger.info("no scenario has raw data; no timeline figures")
 
+
+def _add_across(
+    renderer: _Renderer,
+    scns: Sequence[ScenarioData],
+    calibration: Mapping[str, Any] | None,
+    meta: Mapping[str, Any],
+    ci: str,
+) -> None:
+    """Figures 3-5 across scenarios: method SSP per channel, interleaved, SSE vs SSP, the reference run."""
+    add = renderer.add
+
     # 3-5. across scenarios
     backend = str(meta.get("backend") or "")
     if backend == "replay":  # name the device the replayed data was measured on
@@ -492,6 +549,17 @@ def _add_figures(
             lambda: F.reference_chart(scns),
         )
 
+
+def _add_gpus(
+    renderer: _Renderer,
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    combined: Mapping[str, CombinedResult],
+    ci: str,
+) -> None:
+    """Several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)."""
+    add = renderer.add
+
     # 5b. several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)
     if combined:
         add(
@@ -515,22 +583,4 @@ def _add_figures(
             "Collectives vs GEMM: total and memory-side power",
             G.fig10_caption(scns, combined, ci),
             lambda: G.fig10_chart(scns, combined),
-        )
-
-    add(
-        "sensor_readings",
-        "across",
-        "Sensor readings next to kernel power",
-        READINGS_CAPTION,
-        lambda: F.readings_chart(F.readings_data(scns), [s.name for s in scns]),
-    )
-
-    # 6. simulator truth
-    if F.has_truth(scns):
-        add(
-            "validation_truth",
-            "truth",
-            "Measured vs truth",
-            TRUTH_CAPTION.format(ci=ci),
-            lambda: F.truth_chart(F.validation_data(scns), [s.name for s in scns]),
         )

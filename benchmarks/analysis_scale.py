@@ -173,7 +173,7 @@ def child_breakdown(out: Path) -> None:
     lap("count_gaps")
     reference.reference_stats(ex, runs, smp, plan, cal.clock_map, delay)
     lap("reference_stats")
-    validation.validate(truth, binned, plan, prof.channels["total"]["ssp"]["mean_mw"], None, None)
+    validation.validate(truth, binned, plan, prof.channels["total"]["ssp"].power.value, None, None)
     lap("validate")
     rawio.write_arrow(out / "lois_breakdown.parquet", lois.to_arrow(), {}, LOIS_DICTIONARY_COLUMNS)
     lap("write lois.parquet")

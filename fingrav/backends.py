@@ -28,6 +28,18 @@ LockScope = Literal["gpu", "none"]
 
 
 @dataclass(frozen=True)
+class EnergyCounter:
+    """A device's cumulative energy counter as fingrav reads it (the reference run's counter power and its CI,
+    `fingrav.analysis.reference.counter_power`): resolution_mj, one step (a reading is floored to it); update_ns,
+    how often it changes (a reading is up to this old); source: what the numbers rest on. A recorded device
+    description overrides them where it has its own (the simulator's preset, amdsmi's reported resolution)."""
+
+    resolution_mj: float
+    update_ns: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Backend:
     """What one `device.backend` value means.
 
@@ -42,7 +54,9 @@ class Backend:
     truth: the backend knows the ground truth (the simulator writes truth/gpu<k>/<scenario>.parquet);
     dist_backend: the torch.distributed backend of a lockstep group on it (None: it runs none);
     framework: what executes the kernels, as exports name it (the export's ``framework`` column);
-    provenance_fields: the keys its device's ``describe()`` always records (raw parquet / plan.json provenance).
+    provenance_fields: the keys its device's ``describe()`` always records (raw parquet / plan.json provenance);
+    energy_counter: its energy counter (`EnergyCounter`; None: it has none of its own, a replay keeps the recorded
+    device's backend in its provenance).
     """
 
     name: str
@@ -56,6 +70,7 @@ class Backend:
     dist_backend: Literal["gloo", "nccl"] | None
     framework: str | None
     provenance_fields: tuple[str, ...]
+    energy_counter: EnergyCounter | None
 
     @property
     def collects(self) -> bool:
@@ -99,6 +114,9 @@ BACKENDS: Mapping[str, Backend] = {
             dist_backend="gloo",
             framework="fingrav-sim",
             provenance_fields=("vendor", "name", "backend", "uuid", "preset", "channels", "parameters"),
+            energy_counter=EnergyCounter(
+                0.015259, 1e6, "the default preset (mi300x); the recorded parameters.energy_counter overrides it"
+            ),
         ),
         Backend(
             name="nvml",
@@ -120,6 +138,9 @@ BACKENDS: Mapping[str, Backend] = {
                 "enforced_power_limit_mw",
                 "channels",
             ),
+            energy_counter=EnergyCounter(
+                1.0, 100e6, "nvmlDeviceGetTotalEnergyConsumption: integer mJ, changes every ~100 ms (H200.md)"
+            ),
         ),
         Backend(
             name="amdsmi",
@@ -133,6 +154,12 @@ BACKENDS: Mapping[str, Backend] = {
             dist_backend="nccl",
             framework="torch",
             provenance_fields=("vendor", "name", "backend", "index", "channels"),
+            energy_counter=EnergyCounter(
+                2.0**-16 * 1e3,
+                1e6,
+                "amdsmi_get_energy_count: ticks of 2^-16 J (the recorded counter_resolution_uj overrides), firmware "
+                "updates every ~1 ms",
+            ),
         ),
         Backend(
             name="replay",
@@ -146,6 +173,7 @@ BACKENDS: Mapping[str, Backend] = {
             dist_backend=None,
             framework=None,
             provenance_fields=(),
+            energy_counter=None,
         ),
     )
 }

@@ -905,13 +905,8 @@ def _expanded_nodes(node: Any, memo: dict[int, int]) -> int:
     return memo[key]
 
 
-def read_yaml(path: str | Path) -> Any:
-    """A YAML file parsed safely, with YAML 1.2 numbers (`_yaml12_loader`): no Python objects, duplicate keys
-    rejected, size, aliases and the expanded document limited (no alias bombs: `MAX_CONFIG_NODES` counted before
-    anything is built), no YTE. ConfigError names the file and the problem."""
-    import yaml
-
-    path = Path(path)
+def _config_text(path: Path) -> str:
+    """A config file's text: readable, at most MAX_CONFIG_BYTES, UTF-8 (ConfigError naming the file otherwise)."""
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -919,9 +914,19 @@ def read_yaml(path: str | Path) -> Any:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: {len(raw)} bytes; a sweep config is at most {MAX_CONFIG_BYTES} bytes")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text (UTF-8) file") from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file parsed safely, with YAML 1.2 numbers (`_yaml12_loader`): no Python objects, duplicate keys
+    rejected, size, aliases and the expanded document limited (no alias bombs: `MAX_CONFIG_NODES` counted before
+    anything is built), no YTE. ConfigError names the file and the problem."""
+    import yaml
+
+    path = Path(path)
+    text = _config_text(path)
 
     class Loader(_yaml12_loader()):  # type: ignore[misc]
         aliases = 0

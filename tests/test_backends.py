@@ -50,8 +50,11 @@ def test_each_entry_is_complete(name: str) -> None:
         mod = importlib.import_module(b.module)
         assert callable(getattr(mod, "open_device", None)), f"{b.module} defines no open_device(device_cfg, seed)"
         assert b.framework and b.provenance_fields and b.dist_backend
+        counter = b.energy_counter  # the reference run's counter power needs its resolution and update period
+        assert counter is not None and counter.resolution_mj > 0 and counter.update_ns > 0 and counter.source
     else:
         assert b.framework is None and b.provenance_fields == () and not b.truth and not b.real_gpu
+        assert b.energy_counter is None, "a replay keeps the recorded device's backend"
 
 
 def test_a_name_without_an_entry_fails_loudly() -> None:

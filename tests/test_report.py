@@ -793,16 +793,16 @@ def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:
 
 
 def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
-    """load_scenario keeps the typed summary.json (ScenarioSummary); its row is the summary's, a copy."""
+    """load_scenario keeps the typed summary.json (ScenarioSummary) and reads its typed result."""
     scn = load_scenario(sim_report["sweep"], "gemv4k")
     assert isinstance(scn.summary, ScenarioSummary) and isinstance(scn.summary.plan, Plan)
     assert scn.channels == ["total", "compute", "memory"]  # "total" first, then as summary.json has them
-    assert scn.summary.role("memory", "ssp").mean_mw == pytest.approx(
-        0.35 * scn.summary.role("total", "ssp").mean_mw, rel=0.05
+    assert scn.summary.role("memory", "ssp").power.value == pytest.approx(
+        0.35 * scn.summary.role("total", "ssp").power.value, rel=0.05
     )
     assert scn.summary.role("nope", "ssp") is None and scn.summary.role("total", "nope") is None
     assert scn.flags == ["too_few_lois", "too_few_lois_sse"] and not scn.valid and not scn.sse_measurable
-    assert scn.row == scn.summary.row and scn.row is not scn.summary.row
+    assert scn.result is scn.summary.result  # the report reads the typed result (no flat row of its own)
     assert not scn.has_predecessor and load_scenario(sim_report["sweep"], "gemm2k_after_gemv").has_predecessor
 
 
@@ -810,7 +810,7 @@ def test_summary_is_read_as_its_model(sim_report: dict[str, Any]) -> None:
     ("change", "field_name"),
     [
         (lambda d: d["plan"].pop("runs"), "plan.runs"),
-        (lambda d: d["channels"]["total"]["ssp"].update(mean_mw="lots"), "channels.total.ssp.mean_mw"),
+        (lambda d: d["channels"]["total"]["ssp"]["power"].update(value="lots"), "channels.total.ssp.power.value"),
         (lambda d: d.update(surprise=1), "surprise"),
         (lambda d: d.pop("result"), "result"),
     ],

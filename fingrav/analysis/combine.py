@@ -81,6 +81,12 @@ def _ssp(summary: ScenarioSummary, channel: str, key: str) -> Any:
     return getattr(st, key) if st is not None else None
 
 
+def _ssp_power(summary: ScenarioSummary, channel: str) -> Estimate:
+    """The SSP LOIs' mean power of `channel` with its CI (mW; no value when the summary has none)."""
+    st = summary.role(channel, SSP)
+    return st.power if st is not None else Estimate(unit="mW")
+
+
 def combine_ranks(
     summaries: Sequence[ScenarioSummary],
     lois: Sequence[pl.DataFrame],
@@ -120,7 +126,7 @@ def combine_ranks(
                 ssp_runs_golden=res.counts.ssp_runs_golden,
                 valid=s.valid,
                 flags=join_flags(s.flags),
-                channels_w={ch: _w(_ssp(s, ch, "mean_mw")) for ch in channels},
+                channels_w={ch: _w(_ssp_power(s, ch).value) for ch in channels},
                 truth=None
                 if res.truth is None
                 else TruthComparison(power_w=res.truth.power.value, power_vs_truth_pct=res.truth.power_vs_truth.value),
@@ -155,7 +161,7 @@ def combine_ranks(
         point, ci_lo, ci_hi = _w(mean), _w(lo) if mean is not None else None, _w(hi) if mean is not None else None
         # the point is the sum of what each GPU's analysis reported (its SSP is read centroid-aligned, and the
         # total's headline may be its sustained power): the joint bootstrap's interval moves with it, keeping its width
-        summary_means = [_ssp(s, ch, "mean_mw") for s in summaries]
+        summary_means = [_ssp_power(s, ch).value for s in summaries]
         if ch == TOTAL:
             heads = [r.power.value for r in ranks_out]
             summary_means = [h * MW_PER_W if is_finite(h) else None for h in heads]

@@ -35,6 +35,7 @@ from fingrav.contracts.flags import BY_NAME as FLAG_BY_NAME
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import (
     KernelPower,
+    LimitCycleStats,
     ReferenceStats,
     RoleStats,
     RunCount,
@@ -410,12 +411,12 @@ def sustained_group(
     ref, hl = hs.reference, hs.headline
     if ref is None:
         return R.Sustained()
+    counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
+    samples = ref.samples_power or Estimate(unit="mW")
     out: dict[str, Any] = {
         "reference_power": ref.power.scaled(W_PER_MW, "W"),
-        "reference_counter_power": Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span").scaled(
-            W_PER_MW, "W"
-        ),
-        "reference_counter_vs_samples": Estimate.of(ref.counter_vs_samples_pct, unit="%", method="counter vs samples"),
+        "reference_counter_power": counter.scaled(W_PER_MW, "W"),
+        "reference_counter_vs_samples": counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs"),
         "ssp_vs_reference": ssp.vs(ref.power),
     }
     if hl.source == "burst":
@@ -425,7 +426,7 @@ def sustained_group(
     out["run_s"] = busy_s or None
     half_pct = hl.power.half_width_pct
     if busy_s and half_pct is not None:
-        out["run_s_for_max_ci"] = busy_s * (half_pct / analysis.max_ci_pct) ** 2
+        out["recommended_run_s"] = busy_s * (half_pct / analysis.max_ci_pct) ** 2  # a plan: `R.Sustained`
     n = prof.numbers
     out["cycle_time"] = cycle_estimate(
         n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns
@@ -445,19 +446,23 @@ def sustained_group(
         early = ref.early.power
         out["unstamped_burst_power"] = early.scaled(W_PER_MW, "W")
         out["ssp_vs_unstamped_burst"] = ssp.vs(early)
-    lc = ref.limit_cycle
-    if lc is not None:
-        out["limit_cycle"] = R.LimitCycle(
-            cycles=lc.cycles,
-            start_ns=lc.start_ns,
-            end_ns=lc.end_ns,
-            period=lc.period_ns.scaled(1e-6, "ms"),
-            duty=lc.duty.scaled(100.0, "%"),
-            high=lc.high_mw.scaled(W_PER_MW, "W"),
-            low=lc.low_mw.scaled(W_PER_MW, "W"),
-            mean=lc.mean_mw.scaled(W_PER_MW, "W"),
-        )
+    if ref.limit_cycle is not None:
+        out["limit_cycle"] = limit_cycle_group(ref.limit_cycle)
     return R.Sustained(**out)
+
+
+def limit_cycle_group(lc: LimitCycleStats) -> R.LimitCycle:
+    """The reference run's limit cycle in the result's units: period (ms), duty (%), levels and mean (W)."""
+    return R.LimitCycle(
+        cycles=lc.cycles,
+        start_ns=lc.start_ns,
+        end_ns=lc.end_ns,
+        period=lc.period_ns.scaled(1e-6, "ms"),
+        duty=lc.duty.scaled(100.0, "%"),
+        high=lc.high_mw.scaled(W_PER_MW, "W"),
+        low=lc.low_mw.scaled(W_PER_MW, "W"),
+        mean=lc.mean_mw.scaled(W_PER_MW, "W"),
+    )
 
 
 def throughput_group(

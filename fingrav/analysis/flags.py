@@ -164,8 +164,9 @@ def _half_width_pct(value: float | None, ci: tuple[float | None, ...]) -> float:
     return 0.5 * (hi - lo) / abs(value) * 100.0
 
 
-def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
-    """(flags in FLAG_ORDER, valid)."""
+def _data_flags(inp: FlagInputs) -> set[str]:
+    """Flags of the data: LOIs, the kernel against the sensor window and the method minimum, sample gaps, the
+    clock, settling, golden runs."""
     fired: set[str] = set()
     if inp.ssp_lois < inp.min_lois:
         fired.add("too_few_lois")
@@ -189,6 +190,13 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("low_golden_fraction")
     if inp.sse_runs_total and inp.sse_runs_golden / inp.sse_runs_total < MIN_GOLDEN_FRACTION:
         fired.add("low_golden_fraction")
+    return fired
+
+
+def _reference_flags(inp: FlagInputs) -> set[str]:
+    """Flags of the reference run: unsettled, none (burst only), drifting, power limit cycling, and the SSP
+    against it (under a burst headline)."""
+    fired: set[str] = set()
     if inp.reference_unsettled:
         fired.add("reference_unsettled")
     if inp.headline_source == "burst":
@@ -204,6 +212,12 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         and _disjoint(inp.ssp_ci_mw, inp.reference_ci_mw)
     ):
         fired.add("ssp_reference_mismatch")
+    return fired
+
+
+def _precision_flags(inp: FlagInputs) -> set[str]:
+    """Flags of how the numbers were read: sample phase, the headline's and the energy's CI, rejected samples."""
+    fired: set[str] = set()
     d, n = inp.sample_phase_ks
     if d is not None and n >= MIN_PHASE_RUNS and d > KS_CRITICAL / np.sqrt(n):
         fired.add("sample_phase_nonuniform")
@@ -215,6 +229,13 @@ def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
         fired.add("imprecise")
     if inp.samples_rejected > 0:
         fired.add("nonphysical_samples")
+    return fired
+
+
+def compute_flags(inp: FlagInputs) -> tuple[list[str], bool]:
+    """(flags in FLAG_ORDER, valid): the data's, the reference run's and the precision flags; under a sustained
+    headline the SSP-only flags become their burst counterparts."""
+    fired = _data_flags(inp) | _reference_flags(inp) | _precision_flags(inp)
     if inp.headline_source in SUSTAINED_SOURCES:  # the headline rests on the reference run, not on the SSP LOIs
         for ssp_flag, burst_flag in BURST_ONLY_FLAGS.items():
             if ssp_flag in fired:

@@ -112,16 +112,7 @@ def assign_lois(
     shifts = [int(v) for v in delay_ns.values()] + [int(default_delay_ns or 0)] if isinstance(delay_ns, Mapping) else []
     n_samples = samples.height
     samples = _near_executions(samples, right, shifts or [int(delay_ns)])  # type: ignore[arg-type]
-    if isinstance(delay_ns, Mapping):
-        shift: pl.Expr = (
-            pl.col("channel")
-            .cast(pl.String)
-            .replace_strict(
-                {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0), return_dtype=pl.Int64
-            )
-        )
-    else:
-        shift = pl.lit(int(delay_ns), dtype=pl.Int64)
+    shift = _delay_expr(delay_ns, default_delay_ns)
     left = (
         samples.lazy()
         .select(
@@ -159,6 +150,20 @@ def assign_lois(
         delay_ns,
     )
     return lois.cast(LOIS_SCHEMA)  # type: ignore[arg-type]
+
+
+def _delay_expr(delay_ns: int | Mapping[str, int], default_delay_ns: int | None) -> pl.Expr:
+    """The delay (ns, Int64) to subtract from each sample's time: one for all, or per channel (`default_delay_ns`,
+    default 0, for channels not in the mapping)."""
+    if isinstance(delay_ns, Mapping):
+        return (
+            pl.col("channel")
+            .cast(pl.String)
+            .replace_strict(
+                {str(k): int(v) for k, v in delay_ns.items()}, default=int(default_delay_ns or 0), return_dtype=pl.Int64
+            )
+        )
+    return pl.lit(int(delay_ns), dtype=pl.Int64)
 
 
 def _near_executions(samples: pl.DataFrame, cycles: pl.LazyFrame, shifts: list[int]) -> pl.DataFrame:

@@ -45,7 +45,7 @@ from fingrav.analysis.settling import (
 from fingrav.analysis.tdist import t_critical
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.profile import RoleStats
+from fingrav.contracts.profile import ROLE_STATS_METHOD, RoleStats
 from fingrav.contracts.result import Estimate, finite
 from fingrav.contracts.roles import MAIN, PRED, PROFILED_ROLES, ROLES, SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
@@ -449,6 +449,19 @@ def golden_runs_of(host_execs: pl.DataFrame, analysis: AnalysisConfig, seed: int
     return GoldenRuns(golden.select("run"), run_ids, strata, np.flatnonzero(strata == 0), boot)
 
 
+def _edge_groups(plan: Plan) -> set[str]:
+    """Groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first): they
+    are picked by execution index."""
+    return {
+        g
+        for g, is_edge in (
+            ("sse", plan.sse_index >= plan.ssp_index),
+            ("first", plan.predecessor_count > 0 and (plan.ssp_index == 0 or plan.sse_index == 0)),
+        )
+        if is_edge
+    }
+
+
 def group_stats(
     lois: pl.DataFrame, ssp_lois: pl.DataFrame | None, plan: Plan, golden: GoldenRuns, degree: int
 ) -> _GroupStats:
@@ -457,15 +470,7 @@ def group_stats(
     view = plan
     n_runs = golden.run_ids.size
     boot, strata = golden.boot, golden.strata
-    # groups whose members are not exactly the LOIs of one role label (role precedence ssp > sse > first)
-    edge = {
-        g
-        for g, is_edge in (
-            ("sse", view.sse_index >= view.ssp_index),
-            ("first", view.predecessor_count > 0 and (view.ssp_index == 0 or view.sse_index == 0)),
-        )
-        if is_edge
-    }
+    edge = _edge_groups(view)
     data = _golden_arrays(lois, golden.run_ids, with_exec=bool(edge))
     data_ssp = _golden_arrays(ssp_lois, golden.run_ids, with_exec=False) if ssp_lois is not None else None
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
@@ -509,6 +514,14 @@ def group_stats(
                 "fit_band": band,
             }
     return out
+
+
+def _role_stats(st: dict[str, Any]) -> RoleStats:
+    """A group's statistics (mutable while its CI is widened: mean_mw, ci_low_mw, ci_high_mw) as a `RoleStats`
+    with its mean power as one Estimate (mW)."""
+    rest = {k: v for k, v in st.items() if k not in ("mean_mw", "ci_low_mw", "ci_high_mw")}
+    power = Estimate.of(st.get("mean_mw"), st.get("ci_low_mw"), st.get("ci_high_mw"), "mW", ROLE_STATS_METHOD)
+    return RoleStats(power=power, **rest)
 
 
 def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorModel] | None, level: float) -> None:
@@ -680,7 +693,7 @@ def compute_profiles(
         interleaved_reading_vs_ssp_pct=reading_vs_ssp(stats, "first", golden.boot),
         tail_unsettled=tail_unsettled,
     )
-    channels = {ch: {g: RoleStats.model_validate(st) for g, st in per.items()} for ch, per in stats.channels.items()}
+    channels = {ch: {g: _role_stats(st) for g, st in per.items()} for ch, per in stats.channels.items()}
     return ProfileResult(
         channels,
         stats.replicates,

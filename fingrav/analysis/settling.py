@@ -59,6 +59,41 @@ class TailTrend:
         return dict(self.__dict__)
 
 
+def _tail_window(plan: Plan, has_phase: bool) -> tuple[int, int, int, int, pl.Expr] | None:
+    """(half, first index, split, last index, the LOIs' filter) of the trend test: the tail's first half vs its
+    second half, or for a one-execution tail the execution before it vs it (needs the `phase` column); None when
+    neither applies."""
+    half = plan.tail // 2
+    if half >= 1:
+        return (
+            half,
+            plan.ssp_index,
+            plan.ssp_index + half,
+            plan.ssp_index + 2 * half - 1,
+            pl.col("role").cast(pl.String) == SSP,
+        )
+    if plan.ssp_index >= 1 and has_phase:
+        return 1, plan.ssp_index - 1, plan.ssp_index, plan.ssp_index, pl.col("phase").cast(pl.String) == SSP
+    return None
+
+
+def _half_sums(sub: pl.DataFrame, run_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per golden run (in `run_ids`' order): the sum of power (mW) and the LOI count of the early half, then of
+    the late half (`sub`: run, late, power_mw); LOIs of other runs are left out."""
+    lut = {int(r): i for i, r in enumerate(run_ids)}
+    pos = np.array([lut.get(int(r), -1) for r in sub["run"].to_numpy()], dtype=np.int64)
+    ok = pos >= 0
+    late = sub["late"].to_numpy()[ok]
+    power = sub["power_mw"].to_numpy()[ok]
+    pos = pos[ok]
+    n = len(run_ids)
+    s1 = np.bincount(pos[~late], weights=power[~late], minlength=n)
+    n1 = np.bincount(pos[~late], minlength=n).astype(np.float64)
+    s2 = np.bincount(pos[late], weights=power[late], minlength=n)
+    n2 = np.bincount(pos[late], minlength=n).astype(np.float64)
+    return s1, n1, s2, n2
+
+
 def tail_trend(
     lois: pl.DataFrame,
     channel: str,
@@ -70,18 +105,10 @@ def tail_trend(
 ) -> TailTrend:
     """The trend of `channel`'s SSP readings over the tail (module docstring). run_ids: the golden runs in the
     bootstrap's order; boot: the `profiles.ClusterBootstrap` every statistic shares; cycle_ns: the SSP cycle."""
-    if not cycle_ns:
+    window = _tail_window(plan, "phase" in lois.columns)
+    if not cycle_ns or window is None:
         return TailTrend(tested=False)
-    half = plan.tail // 2
-    if half >= 1:  # the tail's first half vs its second half
-        first_lo, split, hi = plan.ssp_index, plan.ssp_index + half, plan.ssp_index + 2 * half - 1
-        in_window = pl.col("role").cast(pl.String) == SSP
-    elif plan.ssp_index >= 1 and "phase" in lois.columns:  # one-execution tail: the execution before it vs it
-        half = 1
-        first_lo, split, hi = plan.ssp_index - 1, plan.ssp_index, plan.ssp_index
-        in_window = pl.col("phase").cast(pl.String) == SSP
-    else:
-        return TailTrend(tested=False)
+    half, first_lo, split, hi, in_window = window
     sub = (
         lois.lazy()
         .filter(
@@ -94,17 +121,7 @@ def tail_trend(
         .select("run", (pl.col("exec_index") >= split).alias("late"), "power_mw")
         .collect()
     )
-    lut = {int(r): i for i, r in enumerate(run_ids)}
-    pos = np.array([lut.get(int(r), -1) for r in sub["run"].to_numpy()], dtype=np.int64)
-    ok = pos >= 0
-    late = sub["late"].to_numpy()[ok]
-    power = sub["power_mw"].to_numpy()[ok]
-    pos = pos[ok]
-    n = len(run_ids)
-    s1 = np.bincount(pos[~late], weights=power[~late], minlength=n)
-    n1 = np.bincount(pos[~late], minlength=n).astype(np.float64)
-    s2 = np.bincount(pos[late], weights=power[late], minlength=n)
-    n2 = np.bincount(pos[late], minlength=n).astype(np.float64)
+    s1, n1, s2, n2 = _half_sums(sub, run_ids)
     if n1.sum() < 3 or n2.sum() < 3:
         return TailTrend(tested=False)
     m1, m2 = float(s1.sum() / n1.sum()), float(s2.sum() / n2.sum())

@@ -171,6 +171,24 @@ def _cycle_means(cp: np.ndarray, starts: np.ndarray) -> list[float]:
     return [float(cp[a:b].mean()) for a, b in zip(starts[:-1], starts[1:], strict=True)]
 
 
+def _whole_cycle_mean(
+    whole: float, cycles: int, segs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], level: float
+) -> Estimate:
+    """The whole-cycle mean (mW) with the widest t-interval over cycles of the segmentations `segs` (bin widths)
+    that have at least MIN_CYCLES_FOR_CI cycles; no CI with fewer cycles."""
+    method = "whole-cycle mean; CI: the widest t-interval over cycles of the bin widths"
+    halves = [
+        h
+        for _, scp, _, st in segs
+        if st.size - 1 >= MIN_CYCLES_FOR_CI
+        and (h := _t_interval(_cycle_means(scp, st), level, "mW").half_width) is not None
+    ]
+    if cycles >= MIN_CYCLES_FOR_CI and halves:
+        half = max(halves)
+        return Estimate.of(whole, whole - half, whole + half, "mW", method)
+    return Estimate.of(whole, unit="mW", method=method)
+
+
 def limit_cycle(
     t_ns: np.ndarray, power_mw: np.ndarray, level: float = 0.95, period_ns: float | None = None
 ) -> LimitCycleStats | None:
@@ -197,21 +215,10 @@ def limit_cycle(
         duties.append(float(seg_h.mean()))
         highs.append(float(seg_p[seg_h].mean()) if seg_h.any() else math.nan)
         lows.append(float(seg_p[~seg_h].mean()) if (~seg_h).any() else math.nan)
-    means = _cycle_means(cp, clamp_starts)
     a, b = int(clamp_starts[0]), int(clamp_starts[-1])
-    n = len(means)
+    n = len(_cycle_means(cp, clamp_starts))
     whole = float(cp[a:b].mean())
-    mean_method = "whole-cycle mean; CI: the widest t-interval over cycles of the bin widths"
-    mean_ci = Estimate.of(whole, unit="mW", method=mean_method)
-    halves = [
-        h
-        for _, scp, _, st in segs
-        if st.size - 1 >= MIN_CYCLES_FOR_CI
-        and (h := _t_interval(_cycle_means(scp, st), level, "mW").half_width) is not None
-    ]
-    if n >= MIN_CYCLES_FOR_CI and halves:
-        half = max(halves)
-        mean_ci = Estimate.of(whole, whole - half, whole + half, "mW", mean_method)
+    mean_ci = _whole_cycle_mean(whole, n, segs, level)
     lc = LimitCycleStats(
         cycles=n,
         start_ns=int(ct[a]),

@@ -135,6 +135,35 @@ class Validation:
     ssp_vs_truth_pct: float | None
 
 
+def _truth_groups(tb: pl.DataFrame) -> dict[str, dict[str, float]]:
+    """{channel: {group: true power (mW)}} of `truth_by_group`'s rows with a power."""
+    groups: dict[str, dict[str, float]] = {}
+    for row in tb.iter_rows(named=True):
+        if row["power_mw"] is not None:
+            groups.setdefault(row["channel"], {})[row["group"]] = float(row["power_mw"])
+    return groups
+
+
+def _log(out: Validation) -> None:
+    """One log line with the headline's, the energy's and the SSE's errors against their truths."""
+    shown = {
+        k: "n/a" if getattr(out, k) is None else f"{getattr(out, k):+.3f} %"
+        for k in (
+            "power_vs_truth_pct",
+            "energy_per_exec_vs_truth_pct",
+            "sse_reading_vs_truth_pct",
+            "sse_kernel_power_vs_truth_pct",
+        )
+    }
+    logger.info(
+        "validation: SSP error %s, energy error %s, SSE reading error %s, SSE kernel power error %s",
+        shown["power_vs_truth_pct"],
+        shown["energy_per_exec_vs_truth_pct"],
+        shown["sse_reading_vs_truth_pct"],
+        shown["sse_kernel_power_vs_truth_pct"],
+    )
+
+
 def validate(
     truth: pl.DataFrame,
     binned: pl.DataFrame,
@@ -172,10 +201,7 @@ def validate(
     Returns the `Validation` ("groups": {channel: {group: truth_mw}}, "reading_groups": {group: mW}; energy_truth
     "cycle" | "execution"; None where not available)."""
     tb = truth_by_group(truth, binned, plan, host_execs)
-    groups: dict[str, dict[str, float]] = {}
-    for row in tb.iter_rows(named=True):
-        if row["power_mw"] is not None:
-            groups.setdefault(row["channel"], {})[row["group"]] = float(row["power_mw"])
+    groups = _truth_groups(tb)
 
     def total(g: str, col: str = "power_mw") -> float | None:
         hit = tb.filter((pl.col("channel") == TOTAL) & (pl.col("group") == g))
@@ -221,20 +247,5 @@ def validate(
             "ssp_vs_truth_pct": _err(ssp_power_mw, t_ssp),
         }
     )
-    shown = {
-        k: "n/a" if getattr(out, k) is None else f"{getattr(out, k):+.3f} %"
-        for k in (
-            "power_vs_truth_pct",
-            "energy_per_exec_vs_truth_pct",
-            "sse_reading_vs_truth_pct",
-            "sse_kernel_power_vs_truth_pct",
-        )
-    }
-    logger.info(
-        "validation: SSP error %s, energy error %s, SSE reading error %s, SSE kernel power error %s",
-        shown["power_vs_truth_pct"],
-        shown["energy_per_exec_vs_truth_pct"],
-        shown["sse_reading_vs_truth_pct"],
-        shown["sse_kernel_power_vs_truth_pct"],
-    )
+    _log(out)
     return out

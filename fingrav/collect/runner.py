@@ -35,6 +35,7 @@ from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe, RankLocal
 from fingrav.contracts.provenance import DistributedInfo
 from fingrav.contracts.sensor import PlanSensor
+from fingrav.contracts.tables import READ_GUARD_NS
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
 from fingrav.device.base import (
     ClockReads,
@@ -52,7 +53,6 @@ from fingrav.provenance import provenance
 logger = logging.getLogger(__name__)
 
 CLOCK_BURST = 50
-READ_GUARD_NS = 5_000_000  # idle between the pre-run reads and the random delay + executions
 PROGRESS_EVERY_S = 10.0
 DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
 REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time

@@ -27,6 +27,7 @@ OLD_TO_NEW: Final[dict[str, str]] = {
     "lois": "ssp_lois",
     "lois_sse": "sse_lois",
     "reference_energy_power_w": "reference_counter_power_w",
+    "sustained_run_s_for_max_ci": "recommended_sustained_run_s",  # a recommendation, not a measured number
     "instrumentation_cycle_pct": "ssp_cycle_vs_sustained_cycle_pct",
     "instrumentation_power_pct": "ssp_vs_unstamped_burst_pct",
     "truth_ssp_power_w": "truth_power_w",

@@ -47,11 +47,10 @@ ROLE_STATS_METHOD = "mean of the golden LOIs; CI: cluster bootstrap over runs (+
 class RoleStats(_Model):
     """The LOIs of one role (or statistic group) on one channel: mean power, cluster-bootstrap CI, counts, the
     TOI fit (numpy.polyfit coefficients, highest power first, x = toi_frac, y = power_mw) and its pointwise CI
-    band (None without a fit or with LOIs from fewer than 2 runs)."""
+    band (None without a fit or with LOIs from fewer than 2 runs). `power`: the mean power with its CI (mW); a
+    summary written before it (`mean_mw`, `ci_low_mw`, `ci_high_mw`) is read into it."""
 
-    mean_mw: float | None = None
-    ci_low_mw: float | None = None
-    ci_high_mw: float | None = None
+    power: Estimate = Estimate(unit="mW", method=ROLE_STATS_METHOD)
     lois: int = 0
     lois_by_phase: dict[str, int] = {}
     runs_with_lois: int = 0
@@ -63,10 +62,16 @@ class RoleStats(_Model):
     ci_components: dict[str, float | None] | None = None
     tail_trend: dict[str, float | bool | None] | None = None
 
-    @property
-    def power(self) -> Estimate:
-        """The group's mean power with its CI (mW) as the one value-with-CI shape."""
-        return Estimate.of(self.mean_mw, self.ci_low_mw, self.ci_high_mw, "mW", ROLE_STATS_METHOD)
+    @model_validator(mode="before")
+    @classmethod
+    def _power_from_mw_fields(cls, data: Any) -> Any:
+        """The mean and CI of a summary written before `power` (mW fields) as the one value-with-CI shape."""
+        if not isinstance(data, dict) or not {"mean_mw", "ci_low_mw", "ci_high_mw"} & set(data):
+            return data
+        data = dict(data)
+        mw = [data.pop(k, None) for k in ("mean_mw", "ci_low_mw", "ci_high_mw")]
+        data.setdefault("power", Estimate.of(*mw, unit="mW", method=ROLE_STATS_METHOD))
+        return data
 
 
 class KernelPower(_Model):
@@ -166,6 +171,8 @@ class ReferenceStats(_Model):
     energy_power_mw: float | None = None
     samples_energy_mj: float | None = None
     counter_vs_samples_pct: float | None = None
+    counter_power: Estimate | None = None  # energy_power_mw with its bounds (`fingrav.analysis.reference`)
+    samples_power: Estimate | None = None  # samples_energy_mj / span with its batch-means CI
     note: str = ""
 
     @property

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
 from fingrav.contracts.flags import REGISTRY
@@ -254,13 +254,26 @@ class Sustained(_Model):
     ssp_vs_power: Estimate = NONE
     cycle_time: Estimate = NONE
     run_s: float | None = None
-    run_s_for_max_ci: float | None = None
+    # Not an estimate of a measured quantity but a plan for the next run: the reference-run length (s) whose
+    # headline CI would reach +-`analysis.max_ci_pct`, scaling the run's GPU time by (half-width / target)^2 (a
+    # batch-means CI narrows as 1/sqrt(time)). A recommendation carries no CI (its column kind "recommendation";
+    # metrics.csv gives its source as one); the uncertainty it rests on is the headline power's CI.
+    recommended_run_s: float | None = None
     stop: str | None = None
     drift: Estimate = NONE
     ssp_cycle_vs_sustained_cycle: Estimate = NONE
     unstamped_burst_power: Estimate = NONE
     ssp_vs_unstamped_burst: Estimate = NONE
     limit_cycle: LimitCycle | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """A result written before `recommended_run_s` had its name (format 3: `run_s_for_max_ci`)."""
+        if isinstance(data, dict) and "run_s_for_max_ci" in data:
+            data = dict(data)
+            data.setdefault("recommended_run_s", data.pop("run_s_for_max_ci"))
+        return data
 
 
 class Throughput(_Model):
@@ -355,7 +368,8 @@ class ScenarioResult(_Model):
 
 
 # ---------------------------------------------------------------------------------------------------- columns
-ColumnKind = Literal["estimate", "float", "int", "str", "bool", "flags"]
+#: "recommendation": a number for planning the next run (no measurement, no CI; metrics.csv source "recommendation")
+ColumnKind = Literal["estimate", "float", "int", "str", "bool", "flags", "recommendation"]
 UNIT_SUFFIX: Final[dict[str, str]] = {
     "W": "w",
     "mJ": "mj",
@@ -457,7 +471,13 @@ METRICS: Final[tuple[Metric, ...]] = (
     _e("ssp_vs_power_pct", "sustained.ssp_vs_power", "%", "method SSP vs the (sustained) headline"),
     _e("sustained_cycle_time_us", "sustained.cycle_time", "µs", "the reference run's uninstrumented cycle"),
     _s("sustained_run_s", "sustained.run_s", "float", "s", "the reference run's GPU time"),
-    _s("sustained_run_s_for_max_ci", "sustained.run_s_for_max_ci", "float", "s", "length for ±max_ci_pct"),
+    _s(
+        "recommended_sustained_run_s",
+        "sustained.recommended_run_s",
+        "recommendation",
+        "s",
+        "recommended reference-run length for a headline CI of ±max_ci_pct",
+    ),
     _s("sustained_stop", "sustained.stop", "str", "", "why the adaptive reference run stopped"),
     _e("sustained_drift_pct", "sustained.drift", "%", "change over the reference run's last half"),
     _e(
@@ -578,9 +598,10 @@ def long_rows(result: ScenarioResult) -> Iterator[dict[str, Any]]:
         if m.kind == "estimate" and isinstance(v, Estimate) and v.value is not None:
             yield {"scenario": name, "metric": m.column, "value": v.value, "ci_low": v.ci_low,
                    "ci_high": v.ci_high, "unit": m.unit, "source": v.method}  # fmt: skip
-        elif m.kind in ("float", "int") and is_finite(v):
+        elif m.kind in ("float", "int", "recommendation") and is_finite(v):
+            source = "recommendation" if m.kind == "recommendation" else "exact"
             yield {"scenario": name, "metric": m.column, "value": float(v), "ci_low": None, "ci_high": None,
-                   "unit": m.unit, "source": "exact"}  # fmt: skip
+                   "unit": m.unit, "source": source}  # fmt: skip
     for ch, e in sorted(result.ssp.channels.items()):
         if e.value is not None:
             yield {"scenario": name, "metric": channel_column(ch), "value": e.value, "ci_low": e.ci_low,
@@ -661,7 +682,7 @@ def column_kind(column: str) -> ColumnKind:
     `rank<k>_*`) and fleet columns by their suffix."""
     if column in BY_COLUMN:
         k = BY_COLUMN[column].kind
-        return "float" if k == "estimate" else k
+        return "float" if k in ("estimate", "recommendation") else k
     if column.endswith(("_valid", "_distinct")):
         return "bool"
     if column.endswith("_flags") or column in ("flags", "notes"):

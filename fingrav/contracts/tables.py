@@ -29,6 +29,10 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+#: idle between a run's pre-run reads (telemetry, energy counter, GPU clock) and its random delay + executions: the
+#: energy counter's first reading precedes `host_start_ns` by this + `delay_ns` + the clock read
+READ_GUARD_NS: Final = 5_000_000
+
 if TYPE_CHECKING:
     import polars as pl
 

@@ -314,6 +314,24 @@ def _recorded_device(calibration: Mapping[str, Any] | None) -> str | None:
     return str(dev.get("name") or dev.get("backend") or "") or None
 
 
+def _write_tables(
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    combined: Mapping[str, CombinedResult],
+    gpu_rows: Mapping[str, Mapping[str, Any]],
+) -> list[Path]:
+    """summary.csv and metrics.parquet / metrics.csv from the scenarios' results, the multi-GPU results' and the
+    fleet's columns (`gpu_rows`) in the metrics; returns the files written."""
+    extra: dict[str, dict[str, Any]] = {}
+    for name, c in combined.items():
+        extra.setdefault(name, {}).update(c.row)
+    for name, row in gpu_rows.items():
+        extra.setdefault(name, {}).update(row)
+    results = [s.result for s in scns]
+    written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
+    return written + write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
+
+
 def build_report(
     layout: SweepLayout,
     scenarios: Sequence[str],
@@ -345,14 +363,7 @@ def build_report(
         scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)
         combined = G.load_combined(layout, scenarios) if world_size > 1 else {}
         fleet = FLT.load_fleet(layout, scenarios) if cards else {}
-        extra: dict[str, dict[str, Any]] = {}
-        for name, c in combined.items():
-            extra.setdefault(name, {}).update(c.row)
-        for name, row in (FLT.gpu_rows(cards, fleet) if cards else {}).items():
-            extra.setdefault(name, {}).update(row)
-        results = [s.result for s in scns]
-        written = [write_summary_csv(summary_frame(results), layout.summary_csv)]
-        written += write_metrics(metrics_frame(results, extra), layout.metrics_parquet, layout.metrics_csv)
+        written = _write_tables(layout, scns, combined, FLT.gpu_rows(cards, fleet) if cards else {})
         calibration = load_calibration(scns[0].layout if cards and scns else layout)
         _clean_pngs(out_dir)
         unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)
@@ -403,11 +414,11 @@ def _add_figures(
     ci: str,
     max_points: int,
 ) -> None:
-    """Every figure of the page, in page order. Above `LAZY_ABOVE` scenarios every figure is drawn by the browser
+    """Every figure of the page, in page order: the overview, profiles, the timeline, across scenarios, several
+    GPUs, the readings, the simulator's truth. Above `LAZY_ABOVE` scenarios every figure is drawn by the browser
     (`fingrav.report.lazy`), the profiles with at most `LAZY_MAX_POINTS` points each."""
     add = renderer.add
     renderer.lazy = len(scns) > LAZY_ABOVE
-    profile_points = min(max_points, LAZY_MAX_POINTS) if renderer.lazy else max_points
     results = [s.result for s in scns]
     add(
         "overview",
@@ -416,6 +427,41 @@ def _add_figures(
         overview_caption(results, ci),
         lambda: overview_chart(results),
     )
+    _add_profiles(renderer, layout, scns, world_size, ci, max_points)
+    _add_timeline(renderer, scns, calibration, meta, max_points)
+    _add_across(renderer, scns, calibration, meta, ci)
+    _add_gpus(renderer, layout, scns, combined, ci)
+
+    add(
+        "sensor_readings",
+        "across",
+        "Sensor readings next to kernel power",
+        READINGS_CAPTION,
+        lambda: F.readings_chart(F.readings_data(scns), [s.name for s in scns]),
+    )
+
+    # 6. simulator truth
+    if F.has_truth(scns):
+        add(
+            "validation_truth",
+            "truth",
+            "Measured vs truth",
+            TRUTH_CAPTION.format(ci=ci),
+            lambda: F.truth_chart(F.validation_data(scns), [s.name for s in scns]),
+        )
+
+
+def _add_profiles(
+    renderer: _Renderer,
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    world_size: int,
+    ci: str,
+    max_points: int,
+) -> None:
+    """Figure 1 per scenario (GPU 0, then GPUs 1.. of a multi-GPU sweep)."""
+    add = renderer.add
+    profile_points = min(max_points, LAZY_MAX_POINTS) if renderer.lazy else max_points
 
     # 1. per-scenario profiles (GPU 0, then GPUs 1.. of a multi-GPU sweep)
     for s in scns:
@@ -430,6 +476,17 @@ def _add_figures(
             key = f"profile_{s.name}" if rs.rank == 0 else f"profile_{s.name}_gpu{rs.rank}"
             title = f"{rs.name}: TOI-power profile"
             add(key, "profiles", title, _profile_caption(rs, ci), build_profile)
+
+
+def _add_timeline(
+    renderer: _Renderer,
+    scns: Sequence[ScenarioData],
+    calibration: Mapping[str, Any] | None,
+    meta: Mapping[str, Any],
+    max_points: int,
+) -> None:
+    """Figures 2a and 2b: clock sync and binning of one scenario."""
+    add = renderer.add
 
     # 2. timeline of one scenario: clock sync and binning
     tl = _timeline_scenario(scns, meta)
@@ -467,6 +524,17 @@ def _add_figures(
     else:
         logger.info("no scenario has raw data; no timeline figures")
 
+
+def _add_across(
+    renderer: _Renderer,
+    scns: Sequence[ScenarioData],
+    calibration: Mapping[str, Any] | None,
+    meta: Mapping[str, Any],
+    ci: str,
+) -> None:
+    """Figures 3-5 across scenarios: method SSP per channel, interleaved, SSE vs SSP, the reference run."""
+    add = renderer.add
+
     # 3-5. across scenarios
     backend = str(meta.get("backend") or "")
     if backend == "replay":  # name the device the replayed data was measured on
@@ -503,6 +571,17 @@ def _add_figures(
             lambda: F.reference_chart(scns),
         )
 
+
+def _add_gpus(
+    renderer: _Renderer,
+    layout: SweepLayout,
+    scns: Sequence[ScenarioData],
+    combined: Mapping[str, CombinedResult],
+    ci: str,
+) -> None:
+    """Several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)."""
+    add = renderer.add
+
     # 5b. several GPUs: per GPU and combined; collectives vs GEMM (paper Fig. 10)
     if combined:
         add(
@@ -526,22 +605,4 @@ def _add_figures(
             "Collectives vs GEMM: total and memory-side power",
             G.fig10_caption(scns, combined, ci),
             lambda: G.fig10_chart(scns, combined),
-        )
-
-    add(
-        "sensor_readings",
-        "across",
-        "Sensor readings next to kernel power",
-        READINGS_CAPTION,
-        lambda: F.readings_chart(F.readings_data(scns), [s.name for s in scns]),
-    )
-
-    # 6. simulator truth
-    if F.has_truth(scns):
-        add(
-            "validation_truth",
-            "truth",
-            "Measured vs truth",
-            TRUTH_CAPTION.format(ci=ci),
-            lambda: F.truth_chart(F.validation_data(scns), [s.name for s in scns]),
         )

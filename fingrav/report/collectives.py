@@ -294,15 +294,16 @@ def fig10_data(scns: Sequence[ScenarioData], combined: Mapping[str, CombinedResu
             mem = memory_channel(s.channels)
             for ch, label in (("total", "total"), (mem, f"memory-side ({mem})")):
                 st = s.summary.role(ch, R.SSP) if ch else None
-                if st is not None and is_finite(st.mean_mw):
+                est = st.power if st is not None else None
+                if est is not None and est.value is not None:
                     rows.append(
                         {
                             "scenario": s.name,
                             "class": cls,
                             "channel": label,
-                            "power_w": w(st.mean_mw),
-                            "lo_w": w(st.ci_low_mw) if is_finite(st.ci_low_mw) else None,
-                            "hi_w": w(st.ci_high_mw) if is_finite(st.ci_high_mw) else None,
+                            "power_w": w(est.value),
+                            "lo_w": w(est.ci_low),
+                            "hi_w": w(est.ci_high),
                         }
                     )
     schema = {

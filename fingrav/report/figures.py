@@ -8,7 +8,8 @@ passed in, and keep every embedded dataset small (LOIs are subsampled by the cal
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
@@ -19,7 +20,7 @@ from fingrav.analysis.roles import role_expr
 from fingrav.contracts import roles as R
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import norm_name
-from fingrav.contracts.result import is_finite, value_ci
+from fingrav.contracts.result import Estimate, ScenarioResult, Truth, is_finite
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
 from fingrav.report.load import ScenarioData, subsample
 
@@ -79,8 +80,8 @@ def configure(chart: Chart) -> Chart:
 
 # --------------------------------------------------------------------------- 1. TOI-power profile
 def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
-    """The scenario's execution time (µs): the summary row's, else estimated from the LOIs."""
-    v = scn.row.get("exec_time_us")
+    """The scenario's execution time (µs): the result's, else estimated from the LOIs."""
+    v = scn.result.headline.exec_time.value
     if is_finite(v) and v > 0:
         return float(v)
     if lois is not None and lois.height and "toi_ns" in lois.columns:
@@ -154,7 +155,7 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
                         {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
                         for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
                     ]
-            mean, lo, hi = stats.mean_mw, stats.ci_low_mw, stats.ci_high_mw
+            mean, lo, hi = stats.power.value, stats.power.ci_low, stats.power.ci_high
             if is_finite(mean):
                 bands.append(
                     {
@@ -262,14 +263,14 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         panels.append(alt.layer(*layers).properties(width=width, height=height, title=panel_title))
     if not panels:
         return None
-    kernel = f"{scn.row['kernel']}; " if scn.row.get("kernel") else ""
+    kernel = f"{scn.result.labels.kernel}; " if scn.result.labels.kernel else ""
     fit_line = f"lines: cross-validated degree-{'/'.join(map(str, sorted(degrees)))} fits" if degrees else ""
     if band_levels:
         levels = "/".join(f"{lv * 100:.4g}" for lv in sorted(band_levels))
         fit_line += f"; shaded around them: their {levels} % CI bands (cluster bootstrap over runs)"
     subtitle = [  # one short line each: a long subtitle widens the PNG, and the page then shrinks the panels
         f"{kernel}execution ≈ {_duration(exec_us / 1000.0)}; LOIs of golden runs: {shown} of {total} shown "
-        f"(the table's SSP LOIs: {scn.row.get('ssp_lois')})",
+        f"(the table's SSP LOIs: {scn.result.counts.ssp_lois})",
         *([fit_line] if fit_line else []),
         "dashed: mean, light box: its CI" + ("; shaded cells: LOI density" if dense else ""),
     ]
@@ -757,6 +758,30 @@ NOT_MEASURABLE = "not measurable"
 PAPER_SOURCE = "paper (MI300X)"
 
 
+def _paper_rows(paper: Mapping[str, Any] | None, by_norm: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The paper's SSE-vs-SSP errors as rows of `sse_error_data` (matched to a scenario by `by_norm`, the
+    normalized name; unmatched: their own category)."""
+    rows = []
+    for key, val in (paper or {}).items():
+        v = val.get("pct") if isinstance(val, Mapping) else val
+        if not is_finite(v):
+            continue
+        group = by_norm.get(_norm(str(key)), f"{key} (paper)")
+        rows.append(
+            {
+                "group": group,
+                "source": PAPER_SOURCE,
+                "pct": abs(float(v)),
+                "signed": -abs(float(v)),  # the paper's SSE under-reads the SSP by this much
+                "ci_low": None,
+                "ci_high": None,
+                "label": f"{-abs(float(v)):+.0f}",
+                "valid": True,
+            }
+        )
+    return rows
+
+
 def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None, source_label: str) -> pl.DataFrame:
     """The signed SSE-vs-SSP reading error per scenario with its CI (pct: its magnitude), plus the paper's values
     (matched to a scenario by name, ignoring
@@ -794,23 +819,7 @@ def sse_error_data(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None
                     "valid": s.valid,
                 }
             )
-    for key, val in (paper or {}).items():
-        v = val.get("pct") if isinstance(val, Mapping) else val
-        if not is_finite(v):
-            continue
-        group = by_norm.get(_norm(str(key)), f"{key} (paper)")
-        rows.append(
-            {
-                "group": group,
-                "source": PAPER_SOURCE,
-                "pct": abs(float(v)),
-                "signed": -abs(float(v)),  # the paper's SSE under-reads the SSP by this much
-                "ci_low": None,
-                "ci_high": None,
-                "label": f"{-abs(float(v)):+.0f}",
-                "valid": True,
-            }
-        )
+    rows += _paper_rows(paper, by_norm)
     schema = {
         "group": pl.String,
         "source": pl.String,
@@ -906,16 +915,16 @@ def reference_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     for s in scns:
         if not s.has_reference:
             continue
-        r = s.row
-        pct = r.get("ssp_vs_reference_pct")
+        r = s.result
+        pct = r.sustained.ssp_vs_reference.value
         entries = [
-            (REF_MEASURES[0], "ssp_power_w", ""),
-            (REF_MEASURES[1], "reference_power_w", f"SSP {float(pct):+.1f} %" if is_finite(pct) else ""),
+            (REF_MEASURES[0], r.ssp.power, ""),
+            (REF_MEASURES[1], r.sustained.reference_power, f"SSP {pct:+.1f} %" if pct is not None else ""),
         ]
         if s.sse_measurable:
-            entries.append((REF_MEASURES[2], "sse_reading_w", ""))
-        for measure, col, label in entries:
-            v, lo, hi = value_ci(r, col)
+            entries.append((REF_MEASURES[2], r.sse.reading, ""))
+        for measure, est, label in entries:
+            v, lo, hi = est.value, est.ci_low, est.ci_high
             if not is_finite(v):
                 continue
             rows.append(
@@ -990,33 +999,50 @@ def reference_chart(scns: Sequence[ScenarioData]) -> Chart | None:
 
 
 # --------------------------------------------------------------------------- 6. truth (simulator)
-TRUTH_QUANTITIES: tuple[tuple[str, str, str, str | None], ...] = (
-    # label, measured column, truth column, the result's measured-vs-truth column (with its CI) if it has one
-    ("power (W)", "power_w", "truth_power_w", "power_vs_truth_pct"),
-    ("method SSP (W)", "ssp_power_w", "truth_ssp_power_w", "ssp_vs_truth_pct"),
-    ("SSE reading (W)", "sse_reading_w", "truth_sse_reading_w", "sse_reading_vs_truth_pct"),
-    ("SSE kernel power (W)", "sse_kernel_power_w", "truth_sse_kernel_power_w", "sse_kernel_power_vs_truth_pct"),
-    (
-        "interleaved reading (W)",
-        "interleaved_reading_w",
-        "truth_interleaved_reading_w",
-        "interleaved_reading_vs_truth_pct",
-    ),
-    (
-        "interleaved kernel power (W)",
-        "interleaved_kernel_power_w",
-        "truth_interleaved_kernel_power_w",
-        "interleaved_kernel_power_vs_truth_pct",
-    ),
-    ("energy per execution (mJ)", "energy_per_exec_mj", "truth_energy_per_exec_mj", "energy_per_exec_vs_truth_pct"),
-    ("reference power vs power truth (W)", "reference_power_w", "truth_power_w", "reference_vs_truth_pct"),
-)
+Pick = Callable[[ScenarioResult], Estimate]
+
+
+@dataclass(frozen=True)
+class TruthQuantity:
+    """One row of the validation figure and table: a measured number of the result, its truth and the result's
+    measured-vs-truth difference (%, with its CI: `fingrav.contracts.result.Truth`), each read from the typed
+    groups."""
+
+    label: str
+    measured: Pick
+    truth: Pick
+    vs_truth: Pick
+
+
+def _truth(result: ScenarioResult) -> Truth:
+    return result.truth if result.truth is not None else Truth()
+
+
+TRUTH_QUANTITIES: tuple[TruthQuantity, ...] = (
+    TruthQuantity("power (W)", lambda r: r.headline.power, lambda r: _truth(r).power,
+                  lambda r: _truth(r).power_vs_truth),
+    TruthQuantity("method SSP (W)", lambda r: r.ssp.power, lambda r: _truth(r).ssp_power,
+                  lambda r: _truth(r).ssp_vs_truth),
+    TruthQuantity("SSE reading (W)", lambda r: r.sse.reading, lambda r: _truth(r).sse_reading,
+                  lambda r: _truth(r).sse_reading_vs_truth),
+    TruthQuantity("SSE kernel power (W)", lambda r: r.sse.kernel_power, lambda r: _truth(r).sse_kernel_power,
+                  lambda r: _truth(r).sse_kernel_power_vs_truth),
+    TruthQuantity("interleaved reading (W)", lambda r: r.interleaved.reading,
+                  lambda r: _truth(r).interleaved_reading, lambda r: _truth(r).interleaved_reading_vs_truth),
+    TruthQuantity("interleaved kernel power (W)", lambda r: r.interleaved.kernel_power,
+                  lambda r: _truth(r).interleaved_kernel_power,
+                  lambda r: _truth(r).interleaved_kernel_power_vs_truth),
+    TruthQuantity("energy per execution (mJ)", lambda r: r.headline.energy_per_exec,
+                  lambda r: _truth(r).energy_per_exec, lambda r: _truth(r).energy_per_exec_vs_truth),
+    TruthQuantity("reference power vs power truth (W)", lambda r: r.sustained.reference_power,
+                  lambda r: _truth(r).power, lambda r: _truth(r).reference_vs_truth),
+)  # fmt: skip
 TRUTH_TOLERANCE_PCT = 2.0
 
 
 def has_truth(scns: Sequence[ScenarioData]) -> bool:
     """Whether any summary row carries simulator ground truth."""
-    return any(is_finite(s.row.get("truth_power_w")) for s in scns)
+    return any(_truth(s.result).power.has_value for s in scns)
 
 
 def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
@@ -1025,27 +1051,26 @@ def validation_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     SSE is not measurable (too few LOIs) is left out."""
     rows = []
     for s in scns:
-        for label, m, t, err_col in TRUTH_QUANTITIES:
-            if m.startswith("sse_") and not s.sse_measurable:
+        for q in TRUTH_QUANTITIES:
+            if q.label.startswith("SSE ") and not s.sse_measurable:
                 continue
-            mv, lov, hiv = value_ci(s.row, m)
-            tv = s.row.get(t)
-            if not (is_finite(mv) and is_finite(tv)) or tv == 0:
+            m, tv, err = q.measured(s.result), q.truth(s.result).value, q.vs_truth(s.result)
+            lov, hiv = m.ci_low, m.ci_high
+            if m.value is None or not tv or err.value is None:
                 continue
-            err = s.row.get(err_col) if err_col and is_finite(s.row.get(err_col)) else (mv - tv) / tv * 100.0
             rows.append(
                 {
                     "scenario": s.name,
-                    "quantity": label,
-                    "measured": float(mv),
-                    "ci_low": float(lov) if is_finite(lov) else None,
-                    "ci_high": float(hiv) if is_finite(hiv) else None,
-                    "truth": float(tv),
-                    "error_pct": float(err),
-                    "err_lo": (lov - tv) / tv * 100.0 if is_finite(lov) else None,
-                    "err_hi": (hiv - tv) / tv * 100.0 if is_finite(hiv) else None,
-                    "covered": bool(lov <= tv <= hiv) if is_finite(lov) and is_finite(hiv) else None,
-                    "within_tol": abs(float(err)) <= TRUTH_TOLERANCE_PCT,
+                    "quantity": q.label,
+                    "measured": m.value,
+                    "ci_low": lov,
+                    "ci_high": hiv,
+                    "truth": tv,
+                    "error_pct": err.value,
+                    "err_lo": err.ci_low,
+                    "err_hi": err.ci_high,
+                    "covered": bool(lov <= tv <= hiv) if lov is not None and hiv is not None else None,
+                    "within_tol": abs(err.value) <= TRUTH_TOLERANCE_PCT,
                     "valid": s.valid,
                 }
             )
@@ -1086,7 +1111,7 @@ def truth_chart(val: pl.DataFrame, order: Sequence[str]) -> Chart | None:
     val = val.with_columns(
         pl.col("error_pct").clip(-lim, lim), pl.col("err_lo").clip(-lim, lim), pl.col("err_hi").clip(-lim, lim)
     )
-    quantities = [q[0] for q in TRUTH_QUANTITIES if q[0] in set(val["quantity"].to_list())]
+    quantities = [q.label for q in TRUTH_QUANTITIES if q.label in set(val["quantity"].to_list())]
     order = [o for o in order if o in set(val["scenario"].to_list())]
     tol = TRUTH_TOLERANCE_PCT
     band = (
@@ -1137,15 +1162,15 @@ READING_MEASURES = (
     "interleaved (kernel power)",
     "interleaved true power",
 )
-READING_ITEMS: tuple[tuple[str, str, bool], ...] = (
-    # label, column, whether it has a CI
-    ("SSP (kernel power)", "ssp_power_w", True),
-    ("SSE (sensor reading)", "sse_reading_w", True),
-    ("SSE (kernel power)", "sse_kernel_power_w", True),
-    ("SSE true power", "truth_sse_kernel_power_w", False),
-    ("interleaved (sensor reading)", "interleaved_reading_w", True),
-    ("interleaved (kernel power)", "interleaved_kernel_power_w", True),
-    ("interleaved true power", "truth_interleaved_kernel_power_w", False),
+READING_ITEMS: tuple[tuple[str, Pick, bool], ...] = (
+    # label, the number, whether it has a CI
+    ("SSP (kernel power)", lambda r: r.ssp.power, True),
+    ("SSE (sensor reading)", lambda r: r.sse.reading, True),
+    ("SSE (kernel power)", lambda r: r.sse.kernel_power, True),
+    ("SSE true power", lambda r: _truth(r).sse_kernel_power, False),
+    ("interleaved (sensor reading)", lambda r: r.interleaved.reading, True),
+    ("interleaved (kernel power)", lambda r: r.interleaved.kernel_power, True),
+    ("interleaved true power", lambda r: _truth(r).interleaved_kernel_power, False),
 )
 
 
@@ -1154,12 +1179,11 @@ def readings_data(scns: Sequence[ScenarioData]) -> pl.DataFrame:
     the sensor resolves the execution) with CIs, and on the simulator those executions' true power (W)."""
     rows = []
     for s in scns:
-        r = s.row
-        items = READING_ITEMS
-        for label, m, with_ci in items:
+        for label, pick, with_ci in READING_ITEMS:
             if label.startswith("SSE (") and not s.sse_measurable:
                 continue
-            v, lo, hi = value_ci(r, m) if with_ci else (r.get(m), None, None)
+            e = pick(s.result)
+            v, lo, hi = (e.value, e.ci_low, e.ci_high) if with_ci else (e.value, None, None)
             if not is_finite(v):
                 continue
             rows.append(

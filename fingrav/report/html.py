@@ -17,8 +17,8 @@ from fingrav.contracts import flags as FL
 from fingrav.contracts.calibration import CALIBRATION_FLAGS, calibration_flag_meaning
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
-from fingrav.contracts.result import is_finite, value_ci
-from fingrav.contracts.summary import channel_column, channel_of_column, split_flags
+from fingrav.contracts.result import NONE, Counts, Estimate, LimitCycle, ScenarioResult, is_finite
+from fingrav.contracts.summary import split_flags
 from fingrav.contracts.units import MW_PER_W, ms, us
 from fingrav.report.lazy import LAZY_CSS, filter_box, scripts
 from fingrav.report.load import ScenarioData, sensor_ns
@@ -91,12 +91,10 @@ class FigureOut:
         return self.png is not None or self.spec is not None
 
 
-def ci3(row: Mapping[str, Any], column: str) -> tuple[Any, Any, Any]:
-    """(value, CI low, CI high) of a result column in a scenario's flat row (`ScenarioResult.flat`); a name the
-    result model does not have is a KeyError, never an empty cell (a channel another scenario has: empty)."""
-    if column not in row and channel_of_column(column) is None:
-        raise KeyError(f"{column}: not a column of the result model (fingrav.contracts.result.METRICS)")
-    return value_ci(row, column)
+def ci3(e: Estimate) -> tuple[float | None, float | None, float | None]:
+    """(value, CI low, CI high) of one of the result's Estimates (`fingrav.contracts.result`), for a cell: the
+    report reads the typed groups (`ScenarioData.result`), never a column by name."""
+    return e.value, e.ci_low, e.ci_high
 
 
 def esc(x: Any) -> str:
@@ -399,16 +397,16 @@ def _signed(v: Any) -> str:
     return f"{float(v):+.1f}" if is_finite(v) else "n/a"
 
 
-def _pct_ci(r: Mapping[str, Any], name: str) -> str:
-    """A row's signed percentage `<name>_pct` with its CI as text."""
-    v, lo, hi = ci3(r, f"{name}_pct")
+def _pct_ci(e: Estimate) -> str:
+    """A signed percentage of the result with its CI as text."""
+    v, lo, hi = ci3(e)
     ci = f" [{_signed(lo)}, {_signed(hi)}]" if is_finite(lo) and is_finite(hi) else ""
     return f"{_signed(v)} %{ci}"
 
 
 def takeaway(scn: ScenarioData) -> str:
     """One line on what a scenario's numbers say (from the analysis' columns and flags; nothing recomputed)."""
-    r = scn.row
+    r = scn.result
     if not scn.valid:
         invalid = [FL.BY_NAME[f] for f in scn.flags if FL.BY_NAME.get(f) is not None and FL.BY_NAME[f].invalidates]
         if not invalid:
@@ -417,33 +415,31 @@ def takeaway(scn: ScenarioData) -> str:
         return f"not valid: {invalid[0].name} ({invalid[0].threshold}){also}"
     bits = []
     vs = "the SSP"
-    if r.get("limit_cycles"):
+    sus, lc = r.sustained, r.sustained.limit_cycle
+    stamps = sus.ssp_cycle_vs_sustained_cycle.value
+    if lc is not None and lc.cycles:
         bits.append(
-            f"the power limiter cycles every {fmt(r.get('limit_cycle_period_ms'), 0)} ms: sustained "
-            f"{fmt(r.get('power_w'), 0)} W; bursts after idle draw {_pct_ci(r, 'ssp_vs_power')}"
+            f"the power limiter cycles every {fmt(lc.period.value, 0)} ms: sustained "
+            f"{fmt(r.headline.power.value, 0)} W; bursts after idle draw {_pct_ci(sus.ssp_vs_power)}"
         )
-    elif (
-        r.get("power_source") == "sustained"
-        and is_finite(r.get("ssp_cycle_vs_sustained_cycle_pct"))
-        and abs(float(r["ssp_cycle_vs_sustained_cycle_pct"])) >= 0.05  # "+0.0 %" says nothing
-    ):
-        bits.append(f"stamps lengthen its cycle by {_pct_ci(r, 'ssp_cycle_vs_sustained_cycle')}")
-    if is_finite(r.get("sse_kernel_power_w")):
-        bits.append(f"the SSE draws {_pct_ci(r, 'sse_kernel_power_vs_ssp')} vs {vs} (kernel power)")
-    elif is_finite(r.get("sse_reading_vs_ssp_pct")):
-        bits.append(f"the sensor reads {_pct_ci(r, 'sse_reading_vs_ssp')} vs {vs} during the SSE")
-    if is_finite(r.get("interleaved_reading_vs_ssp_pct")):
-        bits.append(f"right after its predecessor it reads {_pct_ci(r, 'interleaved_reading_vs_ssp')}")
+    elif r.headline.power_source == "sustained" and stamps is not None and abs(stamps) >= 0.05:  # "+0.0 %": nothing
+        bits.append(f"stamps lengthen its cycle by {_pct_ci(sus.ssp_cycle_vs_sustained_cycle)}")
+    if r.sse.kernel_power.has_value:
+        bits.append(f"the SSE draws {_pct_ci(r.sse.kernel_power_vs_ssp)} vs {vs} (kernel power)")
+    elif r.sse.reading_vs_ssp.has_value:
+        bits.append(f"the sensor reads {_pct_ci(r.sse.reading_vs_ssp)} vs {vs} during the SSE")
+    if r.interleaved.reading_vs_ssp.has_value:
+        bits.append(f"right after its predecessor it reads {_pct_ci(r.interleaved.reading_vs_ssp)}")
     return "; ".join(bits) or "steady: the SSP is the number to use"
 
 
-def kernel_line(row: Mapping[str, Any]) -> str:
-    """The kernel a scenario measured (summary `kernel`: kind, shape, dtype; with its predecessor's for an
-    interleaved one) as a small second line under its name; "" when the summary has none."""
-    text = row.get("kernel")
+def kernel_line(result: ScenarioResult) -> str:
+    """The kernel a scenario measured (its label: kind, shape, dtype; with its predecessor's for an interleaved
+    one) as a small second line under its name; "" when the result has none."""
+    text = result.labels.kernel
     if not text:
         return ""
-    pred = row.get("predecessor")
+    pred = result.labels.predecessor
     after = f" after {pred}" if pred else ""
     return f'<br><span class="kern">{esc(text)}{esc(after)}</span>'
 
@@ -452,18 +448,15 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """Per scenario, first: SSP ± CI, energy per execution ± CI, valid, and a one-line takeaway; one line per
     scenario (CIs beside the values), so that the core table follows in the first screenful. The SSP's source
     (burst / sustained) is shown when the sweep has any sustained one."""
-    show_source = any((s.row.get("power_source") or "burst") != "burst" for s in scns)
+    show_source = any(s.result.headline.power_source != "burst" for s in scns)
     rows = []
     for s in scns:
-        r = s.row
+        r = s.result
         mark = '<span class="ok" title="valid">✓</span>' if s.valid else '<span class="bad" title="invalid">✗</span>'
-        ssp = fmt_ci(*ci3(r, "power_w"), 1, inline=True)
+        ssp = fmt_ci(*ci3(r.headline.power), 1, inline=True)
         if show_source:
-            ssp += f'<span class="cii">{esc(r.get("power_source") or "burst")}</span>'
-        energy = fmt_ci(
-            *ci3(r, "energy_per_exec_mj"),
-            inline=True,
-        )
+            ssp += f'<span class="cii">{esc(r.headline.power_source)}</span>'
+        energy = fmt_ci(*ci3(r.headline.energy_per_exec), inline=True)
         cls = "" if s.valid else ' class="invalid"'
         rows.append(
             f'<tr{cls}><td>{mark}</td><td class="name"><b>{esc(s.name)}</b>{kernel_line(r)}</td>'
@@ -476,6 +469,12 @@ def headline_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
         '<div class="wide"><table class="headline" data-sortable><tr><th></th><th>scenario</th><th>power (W)</th>'
         f"<th>energy / execution (mJ)</th><th>takeaway</th></tr>{''.join(rows)}</table></div>"
     )
+
+
+def _cycles(result: ScenarioResult) -> int:
+    """Whole power-limit cycles of the reference run (0: none)."""
+    lc = result.sustained.limit_cycle
+    return lc.cycles if lc is not None else 0
 
 
 def _vs_label(scns: Sequence[ScenarioData]) -> str:
@@ -495,31 +494,25 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
     heads += ["golden / runs", "flags"]
     body = []
     for s in scns:
-        r = s.row
+        r = s.result
         marker = (
             '<span class="ok" title="valid">✓</span>'
             if s.valid
             else '<span class="bad" title="invalid">✗ invalid</span>'
         )
-        sse = fmt_signed_ci(*ci3(r, "sse_reading_vs_ssp_pct")) if s.sse_measurable else NOT_MEASURABLE_HTML
+        sse = fmt_signed_ci(*ci3(r.sse.reading_vs_ssp)) if s.sse_measurable else NOT_MEASURABLE_HTML
         ref = paper_sse_vs_ssp_pct(s.name, paper)
         if ref is not None:
             sse += f'<span class="paper" title="the paper\'s MI300X value">paper: {ref:+.0f}</span>'
         cells = [
-            fmt_ci(*ci3(r, "exec_time_us")),
-            fmt_ci(*ci3(r, "power_w"), 1),
-            fmt_ci(*ci3(r, "energy_per_exec_mj")),
+            fmt_ci(*ci3(r.headline.exec_time)),
+            fmt_ci(*ci3(r.headline.power), 1),
+            fmt_ci(*ci3(r.headline.energy_per_exec)),
             sse,
         ]
         if interleaved:
-            cells.append(
-                fmt_signed_ci(
-                    *ci3(r, "interleaved_reading_vs_ssp_pct"),
-                )
-                if s.has_predecessor
-                else "–"
-            )
-        cells.append(f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}")
+            cells.append(fmt_signed_ci(*ci3(r.interleaved.reading_vs_ssp)) if s.has_predecessor else "–")
+        cells.append(f"{fmt(r.counts.ssp_runs_golden, 0)} / {fmt(r.counts.ssp_runs_total, 0)}")
         tds = "".join(f'<td class="num">{c}</td>' for c in cells)
         cls = "valid" if s.valid else "invalid"
         body.append(
@@ -534,21 +527,33 @@ def core_table(scns: Sequence[ScenarioData], paper: Mapping[str, Any] | None = S
     )
 
 
-def summary_section(
-    scns: Sequence[ScenarioData], ci_pct: str = "95 %", paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT
-) -> str:
-    """The summary: the core table (`core_table`), then every column, folded: every number with its CI, validity
-    marker and flags. SSE numbers of a scenario with too few SSE LOIs read "not measurable"; reference-run columns
-    appear when any scenario has one."""
+@dataclass(frozen=True)
+class _Columns:
+    """Which optional column groups the full summary table has (any scenario with them)."""
+
+    channels: list[str]
+    with_ref: bool
+    sustained: bool
+    cycling: bool
+
+
+def _columns(scns: Sequence[ScenarioData]) -> _Columns:
     channels: list[str] = []
     for s in scns:
-        for col in s.row:
-            ch = channel_of_column(col)
-            if ch and ch not in channels:
+        for ch in sorted(s.result.ssp.channels):
+            if ch not in channels:
                 channels.append(ch)
-    with_ref = any(s.has_reference for s in scns)
-    sustained = any(s.row.get("power_source") not in (None, "burst") for s in scns)
-    cycling = any(s.row.get("limit_cycles") for s in scns)
+    return _Columns(
+        channels,
+        any(s.has_reference for s in scns),
+        any(s.result.headline.power_source != "burst" for s in scns),
+        any(_cycles(s.result) for s in scns),
+    )
+
+
+def _summary_heads(scns: Sequence[ScenarioData], cols: _Columns) -> list[str]:
+    """The full summary table's column heads."""
+    channels, with_ref, sustained, cycling = cols.channels, cols.with_ref, cols.sustained, cols.cycling
     heads = [
         "",
         "scenario",
@@ -575,87 +580,99 @@ def summary_section(
     ]
     heads += [f"SSP {ch} (W)" for ch in channels]
     heads += ["golden / runs", "LOIs SSP / SSE", "flags"]
-    body = []
-    for s in scns:
-        r = s.row
-        valid = s.valid
-        marker = (
-            '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
-        )
-        if s.sse_measurable:
-            sse_cells = [
-                fmt_ci(*ci3(r, "sse_reading_w"), 1),
-                fmt(r.get("sse_reading_vs_ssp_pct"), 1),
-            ]
-        else:
-            sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
-        sse_cells.append(kernel_power_cell(s, "sse"))
-        cells = [
-            marker,
-            f"<b>{esc(s.name)}</b>",
-            esc(r.get("kernel")),
-            esc(r.get("predecessor") or "–"),
-            fmt_ci(*ci3(r, "exec_time_us")),
-            fmt_ci(*ci3(r, "power_w"), 1),
-            *sse_cells,
+    return heads
+
+
+def _sustained_cells(s: ScenarioData) -> list[str]:
+    """A scenario's sustained-headline cells: power source, the method SSP, SSP vs power, what the stamps add to
+    the cycle and do to the power, the reference run's length and why it stopped."""
+    r, sus = s.result, s.result.sustained
+    return [
+        esc(r.headline.power_source),
+        fmt_ci(*ci3(r.ssp.power), 1) + ssp_validity(s),
+        fmt_ci(*ci3(sus.ssp_vs_power), 1),
+        fmt_ci(*ci3(sus.ssp_cycle_vs_sustained_cycle), 1),
+        fmt_ci(*ci3(sus.ssp_vs_unstamped_burst), 1),
+        f"{fmt(sus.run_s, 1)} ({esc(sus.stop or '–')})",
+    ]
+
+
+def _limit_cycle_cell(lc: LimitCycle | None) -> str:
+    """Period, duty, high / low levels and whole cycles of the reference run's limit cycle ("–": none)."""
+    if lc is None or not lc.cycles:
+        return "–"
+    return (
+        f"{fmt(lc.period.value, 0)} ms, {fmt(lc.duty.value, 0)} %, {fmt(lc.high.value, 0)} / {fmt(lc.low.value, 0)} W "
+        f"({fmt(lc.cycles, 0)} cycles)"
+    )
+
+
+def _runs_cell(c: Counts) -> str:
+    """Golden / total SSP runs, and the SSE runs where there are any."""
+    runs = f"{fmt(c.ssp_runs_golden, 0)} / {fmt(c.ssp_runs_total, 0)}"
+    if c.sse_runs_total:
+        runs = f'SSP {runs}<span class="ci">SSE {fmt(c.sse_runs_golden, 0)} / {fmt(c.sse_runs_total, 0)}</span>'
+    return runs
+
+
+def _summary_row(s: ScenarioData, cols: _Columns) -> str:
+    """One scenario's row of the full summary table."""
+    channels, with_ref, sustained, cycling = cols.channels, cols.with_ref, cols.sustained, cols.cycling
+    r = s.result
+    sus, lc = r.sustained, r.sustained.limit_cycle
+    valid = s.valid
+    marker = (
+        '<span class="ok" title="valid">✓</span>' if valid else '<span class="bad" title="invalid">✗ invalid</span>'
+    )
+    if s.sse_measurable:
+        sse_cells = [
+            fmt_ci(*ci3(r.sse.reading), 1),
+            fmt(r.sse.reading_vs_ssp.value, 1),
         ]
-        if sustained:
-            cells += [
-                esc(r.get("power_source") or "–"),
-                fmt_ci(*ci3(r, "ssp_power_w"), 1) + ssp_validity(s),
-                fmt_ci(
-                    *ci3(r, "ssp_vs_power_pct"),
-                    1,
-                ),
-                fmt_ci(
-                    *ci3(r, "ssp_cycle_vs_sustained_cycle_pct"),
-                    1,
-                ),
-                fmt_ci(
-                    *ci3(r, "ssp_vs_unstamped_burst_pct"),
-                    1,
-                ),
-                f"{fmt(r.get('sustained_run_s'), 1)} ({esc(r.get('sustained_stop') or '–')})",
-            ]
-        if cycling:
-            cells.append(
-                "–"
-                if not r.get("limit_cycles")
-                else f"{fmt(r.get('limit_cycle_period_ms'), 0)} ms, {fmt(r.get('limit_cycle_duty_pct'), 0)} %, "
-                f"{fmt(r.get('limit_cycle_high_w'), 0)} / {fmt(r.get('limit_cycle_low_w'), 0)} W "
-                f"({fmt(r.get('limit_cycles'), 0)} cycles)"
-            )
-        if with_ref:
-            cells += [
-                fmt_ci(*ci3(r, "reference_power_w"), 1),
-                fmt(r.get("ssp_vs_reference_pct"), 1),
-            ]
+    else:
+        sse_cells = [NOT_MEASURABLE_HTML, NOT_MEASURABLE_HTML]
+    sse_cells.append(kernel_power_cell(s, "sse"))
+    cells = [
+        marker,
+        f"<b>{esc(s.name)}</b>",
+        esc(r.labels.kernel),
+        esc(r.labels.predecessor or "–"),
+        fmt_ci(*ci3(r.headline.exec_time)),
+        fmt_ci(*ci3(r.headline.power), 1),
+        *sse_cells,
+    ]
+    cells += _sustained_cells(s) if sustained else []
+    cells += [_limit_cycle_cell(lc)] if cycling else []
+    if with_ref:
         cells += [
-            fmt_ci(*ci3(r, "energy_per_exec_mj")),
-            fmt_ci(
-                *ci3(r, "interleaved_reading_w"),
-                1,
-            ),
-            fmt(r.get("interleaved_reading_vs_ssp_pct"), 1),
-            kernel_power_cell(s, "first") if s.has_predecessor else "–",
+            fmt_ci(*ci3(sus.reference_power), 1),
+            fmt(sus.ssp_vs_reference.value, 1),
         ]
-        for ch in channels:
-            cells.append(fmt_ci(*ci3(r, channel_column(ch)), 1))
-        runs = f"{fmt(r.get('ssp_runs_golden'), 0)} / {fmt(r.get('ssp_runs_total'), 0)}"
-        if r.get("sse_runs_total"):
-            runs = (
-                f'SSP {runs}<span class="ci">SSE {fmt(r.get("sse_runs_golden"), 0)} / '
-                f"{fmt(r.get('sse_runs_total'), 0)}</span>"
-            )
-        cells += [
-            runs,
-            f"{fmt(r.get('ssp_lois'), 0)} / {fmt(r.get('sse_lois'), 0)}",
-            flags_cell(s),
-        ]
-        tds = "".join(
-            f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
-        )
-        body.append(f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>')
+    cells += [
+        fmt_ci(*ci3(r.headline.energy_per_exec)),
+        fmt_ci(*ci3(r.interleaved.reading), 1),
+        fmt(r.interleaved.reading_vs_ssp.value, 1),
+        kernel_power_cell(s, "first") if s.has_predecessor else "–",
+    ]
+    for ch in channels:
+        cells.append(fmt_ci(*ci3(r.ssp.channels.get(ch, NONE)), 1))
+    cells += [_runs_cell(r.counts), f"{fmt(r.counts.ssp_lois, 0)} / {fmt(r.counts.sse_lois, 0)}", flags_cell(s)]
+    tds = "".join(
+        f'<td class="num">{c}</td>' if 4 <= i < len(cells) - 1 else f"<td>{c}</td>" for i, c in enumerate(cells)
+    )
+    return f'<tr class="{"valid" if valid else "invalid"}">{tds}</tr>'
+
+
+def summary_section(
+    scns: Sequence[ScenarioData], ci_pct: str = "95 %", paper: Mapping[str, Any] | None = SSE_VS_SSP_PCT
+) -> str:
+    """The summary: the core table (`core_table`), then every column, folded: every number with its CI, validity
+    marker and flags. SSE numbers of a scenario with too few SSE LOIs read "not measurable"; reference-run columns
+    appear when any scenario has one."""
+    cols = _columns(scns)
+    heads = _summary_heads(scns, cols)
+    body = [_summary_row(s, cols) for s in scns]
+    with_ref = cols.with_ref
     head = "".join(f"<th>{esc(h)}</th>" for h in heads)
     n_invalid = sum(not s.valid for s in scns)
     note = (
@@ -686,7 +703,7 @@ def summary_section(
 def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str:
     """The reference runs: settled power, SSP vs reference and the energy-counter cross-check (empty when
     no scenario has a reference run)."""
-    rows = [s for s in scns if s.has_reference or is_finite(s.row.get("reference_counter_power_w"))]
+    rows = [s for s in scns if s.has_reference or s.result.sustained.reference_counter_power.has_value]
     if not rows:
         return ""
     head = "".join(
@@ -696,24 +713,24 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
             "reference power, settled (W) [CI]",
             "method SSP (W) [CI]",
             "SSP vs reference (%) [CI]",
-            "counter power, whole run (W)",
-            "counter vs samples (%)",
+            "counter power, whole run (W) [bounds]",
+            "counter vs samples (%) [CI]",
             "settled samples",
             "settling time (ms)",
         )
     )
     body = []
     for s in rows:
-        r = s.row
+        sus = s.result.sustained
         ref = s.summary.reference
         t_stable = ref.t_stable_ns if ref is not None else None
         cls = "" if s.valid else ' class="invalid"'
         cells = [
-            fmt_ci(*ci3(r, "reference_power_w"), 1),
-            fmt_ci(*ci3(r, "ssp_power_w"), 1),
-            fmt_ci(*ci3(r, "ssp_vs_reference_pct"), 2),
-            fmt(r.get("reference_counter_power_w"), 1),
-            fmt(r.get("reference_counter_vs_samples_pct"), 2),
+            fmt_ci(*ci3(sus.reference_power), 1),
+            fmt_ci(*ci3(s.result.ssp.power), 1),
+            fmt_ci(*ci3(sus.ssp_vs_reference), 2),
+            fmt_ci(*ci3(sus.reference_counter_power), 1),
+            fmt_ci(*ci3(sus.reference_counter_vs_samples), 2),
             fmt(ref.settled_samples if ref is not None else None),
             fmt(ms(t_stable) if is_finite(t_stable) else None),
         ]
@@ -725,8 +742,9 @@ def reference_section(scns: Sequence[ScenarioData], ci_pct: str = "95 %") -> str
         "after the stability probe's settling time, with a "
         f"{ci_pct} CI from the means of 10 contiguous batches (the samples are autocorrelated). <b>Counter "
         "power</b>: the device's energy counter over the <i>whole</i> run divided by its duration; it includes the "
-        "initial transient, so it can differ from the settled power. <b>Counter vs samples</b>: the counter's "
-        "energy against the integral of the power samples over the same span.</p>"
+        "initial transient, so it can differ from the settled power; its bounds: the counter's resolution, how often "
+        "it updates and when it is read. <b>Counter vs samples</b>: the counter's energy against the integral of "
+        "the power samples over the same span, its CI from both.</p>"
         f'<div class="wide"><table class="reference"><tr>{head}</tr>{"".join(body)}</table></div>'
     )
 
@@ -861,6 +879,58 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _figure_sections(figures: Sequence[FigureOut], nav: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The overview section, and the other figures by section (`SECTIONS`, in order; the profiles folded, or every
+    figure folded and drawn when opened when they are specs), each section added to `nav`."""
+    lead: list[str] = []
+    fig_parts: list[str] = []
+    for key, title, intro in SECTIONS:
+        figs = [f for f in figures if f.section == key]
+        if not figs:
+            continue
+        nav.append((f"sec-{key}", title))
+        head = [f'<h2 id="sec-{key}">{esc(title)}</h2>'] + ([f'<p class="sub">{esc(intro)}</p>'] if intro else [])
+        if key == "overview":
+            lead += head + [figure_html(f) for f in figs]
+            continue
+        fig_parts += head
+        if any(f.spec is not None for f in figs):  # many scenarios: each folded, drawn when opened
+            fig_parts.append(
+                f'<p class="sub">{len(figs)} figures, each drawn by your browser when you open it.</p>'
+                + "".join(figure_html(f) for f in figs)
+            )
+        elif key == "profiles":  # one grid per scenario: folded, the headline says what matters
+            fig_parts.append(
+                f"<details><summary>{len(figs)} profile figures (open)</summary>"
+                + "".join(figure_html(f) for f in figs)
+                + "</details>"
+            )
+        else:
+            fig_parts += [figure_html(f) for f in figs]
+    return lead, fig_parts
+
+
+def _subtitle(sweep_meta: Mapping[str, Any], scns: Sequence[ScenarioData]) -> str:
+    """Backend, scenarios (valid), config hash and when the page was made."""
+    created = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    n_valid = sum(s.valid for s in scns)
+    return (
+        f"backend <b>{esc(sweep_meta.get('backend'))}</b> · {len(scns)} scenarios ({n_valid} valid) · "
+        f"config <code>{esc(sweep_meta.get('config_hash'))}</code> · generated {created}"
+    )
+
+
+def _footer(figures: Sequence[FigureOut], render_s: float | None) -> str:
+    """The method's reference, how long the page took and how its figures are kept."""
+    timing = f" in {render_s:.1f} s" if render_s is not None else ""
+    n_lazy = sum(f.spec is not None for f in figures)
+    return (
+        f"<footer>FinGraV method: Singhania, Aga, Ibrahim, arXiv 2412.12426 (ISPASS 2025). "
+        f"Report rendered by fingrav{timing}; {len([f for f in figures if f.png])} figures, also saved as PNG "
+        "next to this file" + (f", {n_lazy} drawn by the browser when opened" if n_lazy else "") + ".</footer>"
+    )
+
+
 def render_html(
     *,
     sweep_meta: Mapping[str, Any],
@@ -880,48 +950,15 @@ def render_html(
         ("meta", "Provenance"),
         ("calibration", "Calibration"),
     ]
-    fig_parts: list[str] = []
-    lead: list[str] = []  # the overview: first in a database, after the summary otherwise
+    lead, fig_parts = _figure_sections(figures, nav)  # lead: the overview
     n_lazy = sum(f.spec is not None for f in figures)
-    for key, title, intro in SECTIONS:
-        figs = [f for f in figures if f.section == key]
-        if not figs:
-            continue
-        nav.append((f"sec-{key}", title))
-        if key == "overview":
-            lead += [f'<h2 id="sec-{key}">{esc(title)}</h2>', f'<p class="sub">{esc(intro)}</p>']
-            lead += [figure_html(f) for f in figs]
-            continue
-        fig_parts.append(f'<h2 id="sec-{key}">{esc(title)}</h2>')
-        if intro:
-            fig_parts.append(f'<p class="sub">{esc(intro)}</p>')
-        if any(f.spec is not None for f in figs):  # many scenarios: each folded, drawn when opened
-            fig_parts.append(
-                f'<p class="sub">{len(figs)} figures, each drawn by your browser when you open it.</p>'
-                + "".join(figure_html(f) for f in figs)
-            )
-        elif key == "profiles":  # one grid per scenario: folded, the headline says what matters
-            fig_parts.append(
-                f"<details><summary>{len(figs)} profile figures (open)</summary>"
-                + "".join(figure_html(f) for f in figs)
-                + "</details>"
-            )
-        else:
-            fig_parts += [figure_html(f) for f in figs]
     val_html = validation_section(validation)
     ref_html = reference_section(scns, ci_pct)
     if ref_html:
         nav.append(("reference", "Reference run"))
     if val_html:
         nav.append(("validation", "Validation"))
-    created = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    n_valid = sum(s.valid for s in scns)
-    subtitle = (
-        f"backend <b>{esc(sweep_meta.get('backend'))}</b> · {len(scns)} scenarios ({n_valid} valid) · "
-        f"config <code>{esc(sweep_meta.get('config_hash'))}</code> · generated {created}"
-    )
     nav_html = "<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav) + "</nav>"
-    timing = f" in {render_s:.1f} s" if render_s is not None else ""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -929,7 +966,7 @@ def render_html(
         f"<title>fingrav report: {esc(sweep)}</title>",
         f"<style>{CSS}{LAZY_CSS}</style></head><body><main>",
         f"<h1>fingrav power report: {esc(sweep)}</h1>",
-        f'<p class="sub">{subtitle}</p>',
+        f'<p class="sub">{_subtitle(sweep_meta, scns)}</p>',
         nav_html,
         *(lead if n_lazy else []),  # a database: the overview first; its tables have hundreds of rows
         headline_section(scns, ci_pct),
@@ -941,9 +978,7 @@ def render_html(
         *fig_parts,
         ref_html,
         val_html,
-        f"<footer>FinGraV method: Singhania, Aga, Ibrahim, arXiv 2412.12426 (ISPASS 2025). "
-        f"Report rendered by fingrav{timing}; {len([f for f in figures if f.png])} figures, also saved as PNG "
-        "next to this file" + (f", {n_lazy} drawn by the browser when opened" if n_lazy else "") + ".</footer>",
+        _footer(figures, render_s),
         "</main>",
         scripts(lazy=n_lazy > 0),
         "</body></html>",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,21 +46,17 @@ class ScenarioData:
     """One scenario's summary.json on one GPU (`rank`) and where its other files are (`layout`).
 
     `name` is what the report shows (GPU k > 0 of a multi-GPU sweep: "<scenario> (GPU k)"); `scenario` is the
-    scenario's file name (defaults to `name`); `result` its typed result (`fingrav.contracts.result`) and `row` the
-    result's flat columns (`ScenarioResult.flat`, names derived from the model), naming the scenario."""
+    scenario's file name (defaults to `name`); `result` its typed result (`fingrav.contracts.result`), which the
+    report reads by its groups (`result.headline.power`, `result.ssp`, ...), never by column name."""
 
     name: str
     summary: ScenarioSummary
     layout: SweepLayout
     rank: int = 0
     scenario: str = ""
-    row: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        """Take the row from the summary and make sure it names the scenario."""
         self.scenario = self.scenario or self.name
-        self.row = self.summary.result.flat()
-        self.row["scenario"] = self.row.get("scenario") or self.name
 
     @property
     def result(self) -> ScenarioResult:

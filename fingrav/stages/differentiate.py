@@ -23,6 +23,8 @@ from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
+from fingrav.contracts.profile import ScenarioSummary
+from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.roles import TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.tables import LOIS_DICTIONARY_COLUMNS, SamplesRecord
@@ -82,8 +84,7 @@ def run(
     raw = layout.scenario_dir(scenario, rank)
     rawio.require_manifest(raw)  # a damaged, altered or unlisted raw file stops here, named
     plan = read_plan(raw / "plan.json")
-    own = layout.scenario_calibration(scenario, rank)  # the measuring GPU's own, when it was not the calibrated one
-    calibration = rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)
+    calibration = scenario_calibration(layout, scenario, rank)
     samples_path = raw / "samples.parquet"
     binned_path = layout.binned(scenario, rank)
     binning = BinningSummary.model_validate(
@@ -118,6 +119,27 @@ def run(
     )
     if (raw / TELEMETRY_FILE).exists():
         summary = summary.model_copy(update={"telemetry": telemetry_summary(read_frame(raw / TELEMETRY_FILE))})
+    return write_outputs(layout, scenario, rank, lois, summary, clock_source, prov)
+
+
+def scenario_calibration(layout: SweepLayout, scenario: str, rank: int) -> Calibration:
+    """The calibration of the GPU that measured the scenario: its own (a sweep over listed GPUs), else GPU
+    `rank`'s."""
+    own = layout.scenario_calibration(scenario, rank)
+    return rawio.read_model(own if own.exists() else layout.calibration_json(rank), Calibration)
+
+
+def write_outputs(
+    layout: SweepLayout,
+    scenario: str,
+    rank: int,
+    lois: pl.DataFrame,
+    summary: ScenarioSummary,
+    clock_source: str,
+    prov: Provenance,
+) -> list[Path]:
+    """Write lois.parquet (with the clock, the delay correction and the provenance as metadata) and summary.json;
+    returns their paths."""
     lois_path, summary_path = layout.lois(scenario, rank), layout.summary_json(scenario, rank)
     meta = {
         "scenario": scenario,

@@ -98,7 +98,7 @@ def test_the_method_ssp_is_named_and_valid_on_its_own(data: dict) -> None:
     )  # fmt: skip
     r = s.result
     assert r.headline.power_source in ("sustained", "sustained_stamped")
-    assert r.ssp.power.value == pytest.approx(s.channels["total"]["ssp"].mean_mw / 1e3)
+    assert r.ssp.power.value == pytest.approx(s.channels["total"]["ssp"].power.value / 1e3)
     assert r.ssp.valid is True and r.ssp.invalid_by == []
     for e in (r.sustained.ssp_vs_power, r.sustained.ssp_vs_reference, r.sse.reading_vs_ssp):
         assert e.unit == "%" and e.has_ci and e.ci_low <= e.value <= e.ci_high

@@ -63,7 +63,7 @@ def test_sse_ssp_separation_exact_means_and_error():
     assert row["sse_reading_w"] == pytest.approx(350.0, abs=1e-9)
     assert row["sse_reading_vs_ssp_pct"] == pytest.approx(-12.5, abs=1e-9)
     assert row["ssp_memory_power_w"] == pytest.approx(100.0, abs=1e-9)
-    assert s["channels"]["total"]["warmup"]["mean_mw"] == pytest.approx(300_000.0)
+    assert s["channels"]["total"]["warmup"]["power"]["value"] == pytest.approx(300_000.0)
     # every LOI carries exactly its role's level: delay correction and the clock mapping are right
     levels = {"ssp": 400_000.0, "sse": 350_000.0, "warmup": 300_000.0}
     tot = lois.filter(pl.col("channel") == "total")
@@ -76,7 +76,7 @@ def test_interleaved_vs_ssp():
     row = s["row"]
     assert row["interleaved_reading_w"] == pytest.approx(450.0)
     assert row["interleaved_reading_vs_ssp_pct"] == pytest.approx(12.5)
-    assert s["channels"]["total"]["pred"]["mean_mw"] == pytest.approx(500_000.0)
+    assert s["channels"]["total"]["pred"]["power"]["value"] == pytest.approx(500_000.0)
 
 
 def test_energy_and_exec_time():
@@ -130,10 +130,10 @@ def test_bootstrap_ci_covers_known_mean_and_shrinks():
             lois, hx = _cluster_lois(n_runs, rng)
             prof = compute_profiles(lois, hx, PLAN, ANALYSIS, seed=t)
             st = prof.channels["total"]["ssp"]
-            covered += n_runs == 30 and st.ci_low_mw <= 300_000.0 <= st.ci_high_mw
-            widths[n_runs] = st.ci_high_mw - st.ci_low_mw
+            covered += n_runs == 30 and st.power.ci_low <= 300_000.0 <= st.power.ci_high
+            widths[n_runs] = st.power.ci_high - st.power.ci_low
             assert st.lois == lois.height
-            assert st.mean_mw == pytest.approx(lois["power_mw"].mean())
+            assert st.power.value == pytest.approx(lois["power_mw"].mean())
     assert covered / trials >= 0.85  # nominal 95 %; percentile bootstrap with 30 clusters is a bit short
     assert widths[480] < widths[30] / 2.5  # ~ sqrt(16) = 4 x narrower
 
@@ -185,7 +185,7 @@ def test_sse_is_first_ssp_execution_when_indices_coincide():
     would put their SSE execution at the "sse" level."""
     lois, s, _ = run_synth(runs=20, sse_runs=0, warmups=3, ssp_index=3, tail=3)
     assert set(lois["role"].unique()) == {"ssp", "warmup"}
-    assert s["channels"]["total"]["sse"]["mean_mw"] == pytest.approx(400_000.0)
+    assert s["channels"]["total"]["sse"]["power"]["value"] == pytest.approx(400_000.0)
     assert (
         s["channels"]["total"]["sse"]["lois"]
         == lois.filter((pl.col("exec_index") == 3) & (pl.col("channel") == "total") & pl.col("golden")).height
@@ -196,7 +196,7 @@ def test_sse_is_first_ssp_execution_when_indices_coincide():
 def test_interleaved_first_execution_is_also_sse_without_warmups():
     lois, s, _ = run_synth(runs=20, warmups=0, ssp_index=2, tail=2, predecessor_count=2)
     # exec 0 has role "sse" (precedence) and level "sse"; the interleaved group is the same execution
-    assert s["channels"]["total"]["first"]["mean_mw"] == pytest.approx(350_000.0)
+    assert s["channels"]["total"]["first"]["power"]["value"] == pytest.approx(350_000.0)
     assert s["row"]["interleaved_reading_w"] == pytest.approx(350.0)
     assert s["row"]["sse_reading_w"] == pytest.approx(350.0)
 
@@ -240,7 +240,7 @@ def test_sse_lois_from_golden_runs_of_both_kinds():
     assert n_sse_runs > 0 and n_ssp_runs > 0
     assert sse["lois"] == n_sse_runs + n_ssp_runs == s["row"]["sse_lois"]
     assert sse["lois_by_phase"] == {"sse": n_sse_runs, "ssp": n_ssp_runs}
-    assert sse["mean_mw"] == pytest.approx(350_000.0)
+    assert sse["power"]["value"] == pytest.approx(350_000.0)
     assert s["channels"]["total"]["first"]["lois_by_phase"]["sse"] > 0
     assert s["channels"]["total"]["ssp"]["lois_by_phase"]["sse"] == 0
     assert set(lois.filter(pl.col("role") == "ssp")["phase"].unique()) == {"ssp"}

@@ -9,11 +9,13 @@ import pytest
 
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.differentiate import differentiate
-from fingrav.analysis.reference import reference_stats, trapezoid_energy_mj
+from fingrav.analysis.reference import counter_power, energy_counter_of, reference_stats, trapezoid_energy_mj
 from fingrav.analysis.sustained import batch_means_ci
 from fingrav.analysis.tdist import t_critical, t_two_sided_prob
+from fingrav.backends import EnergyCounter
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.plan import Plan, Probe
+from fingrav.contracts.provenance import DeviceInfo
 from fingrav.contracts.result import BY_COLUMN, ci_columns
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.testing.synthetic import SynthSpec, analyze, generate
@@ -253,3 +255,73 @@ def test_flags_for_limiter_and_reference_mismatch() -> None:
         )
     )
     assert "power_limit_cycling" not in flags and "ssp_reference_mismatch" not in flags
+
+
+# ------------------------------------------------------------------------------------------ the counter's CI
+def _counter_reads(power_mw: float, lead_ns: int, span_ns: int, res_mj: float, update_ns: int, phase_ns: int):
+    """Two readings of a counter that counts power_mw from t = 0, changes every update_ns (phase phase_ns) in steps
+    of res_mj: the first lead_ns before a span of span_ns, the second at its end."""
+
+    def read(t_ns: int) -> float:
+        tick = (t_ns - phase_ns) // update_ns * update_ns + phase_ns
+        return float(np.floor(power_mw * tick * 1e-9 / res_mj) * res_mj)
+
+    t0 = 10 * update_ns
+    return read(t0 + lead_ns + span_ns) - read(t0)
+
+
+@pytest.mark.parametrize("update_ms", [1, 100])
+def test_counter_power_bounds_cover_the_true_power(update_ms: int) -> None:
+    """A quantized counter that changes every update period and is read before a lead: the value is the plain
+    counter / span, and the bounds contain the true power for every phase of the counter's updates."""
+    counter = EnergyCounter(1.0, update_ms * 1e6, "test")
+    span, lead, p = 2_000_000_000, 7_000_000, 650_000.0
+    for phase in range(0, update_ms * 1_000_000, update_ms * 1_000_000 // 7):
+        mj = _counter_reads(p, lead, span, 1.0, update_ms * 1_000_000, phase)
+        est = counter_power(mj, span, 700_000.0, lead, counter, stamp_ns=20.0)
+        assert est.value == pytest.approx(mj / span * 1e9, rel=1e-12)
+        assert est.ci_low <= p <= est.ci_high, (phase, est)
+    assert est.half_width_pct < (0.3 if update_ms == 1 else 6.0)  # 1 ms: the lead (7 ms) dominates
+
+
+def test_counter_power_without_a_described_counter_has_no_ci() -> None:
+    est = counter_power(1_300_000.0, 2_000_000_000, 700_000.0, 5e6, None)
+    assert est.value == pytest.approx(650_000.0) and not est.has_ci
+    assert counter_power(None, 2_000_000_000, 700_000.0, 5e6, None).value is None
+
+
+def _plan_with_device(device: dict) -> Plan:
+    plan = generate(SynthSpec())["plan"]
+    return plan.model_copy(update={"provenance": plan.provenance.model_copy(update={"device": DeviceInfo(**device)})})
+
+
+def test_energy_counter_of_reads_the_recorded_device() -> None:
+    nvml = energy_counter_of(_plan_with_device({"backend": "nvml"}))
+    assert (nvml.resolution_mj, nvml.update_ns) == (1.0, 100e6)
+    sim = energy_counter_of(
+        _plan_with_device(
+            {"backend": "sim", "parameters": {"energy_counter": {"period_ms": 100.0, "resolution_mj": 1}}}
+        )
+    )
+    assert (sim.resolution_mj, sim.update_ns) == (1.0, 100e6)
+    amd = energy_counter_of(_plan_with_device({"backend": "amdsmi", "power": {"counter_resolution_uj": 15.3}}))
+    assert amd.resolution_mj == pytest.approx(0.0153) and amd.update_ns == 1e6
+    assert energy_counter_of(_plan_with_device({"backend": "gpu-from-the-future"})) is None
+
+
+def test_counter_vs_samples_carries_both_cis() -> None:
+    """The reference run's counter power and counter vs samples have CIs; the cross-check's CI contains 0 on a
+    synthetic run whose counter agrees with the samples."""
+    spec = SynthSpec(runs=5, sse_runs=0, reference_executions=500, reference_transient_ns=10_000_000, noise_mw=2000.0)
+    d = generate(spec)
+    device = {"backend": "sim", "parameters": {"energy_counter": {"period_ms": 1.0, "resolution_mj": 0.015}}}
+    prov = d["plan"].provenance.model_copy(update={"device": DeviceInfo(**device)})
+    d["plan"] = d["plan"].model_copy(update={"provenance": prov})
+    row = analyze(d, ANALYSIS)["row"]
+    lo, hi = (row[c] for c in ci_columns("reference_counter_power_w"))
+    assert lo < row["reference_counter_power_w"] < hi
+    lo, hi = (row[c] for c in ci_columns("reference_counter_vs_samples_pct"))
+    assert lo < 0.0 < hi
+    no_device = analyze(generate(spec), ANALYSIS)["row"]  # an unknown backend: the counter's value, no CI
+    assert no_device["reference_counter_power_w"] == pytest.approx(row["reference_counter_power_w"], rel=1e-12)
+    assert no_device[ci_columns("reference_counter_power_w")[0]] is None

@@ -405,7 +405,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     sd_run = 20.0 / np.sqrt(60)  # W, per GPU
     assert half > 1.96 * np.sqrt(2) * sd_run * 1.15
     assert c.channels["memory"].mean.value == pytest.approx(
-        (s0.role("memory", "ssp").mean_mw + s1.role("memory", "ssp").mean_mw) / 1e3
+        (s0.role("memory", "ssp").power.value + s1.role("memory", "ssp").power.value) / 1e3
     )
     assert c.channels["total"].fit_coeffs_mw[-1] == pytest.approx(expect * 1e3)
     assert c.energy_per_exec.value == 4.0 and c.energy_per_exec.ci_low == pytest.approx(3.8)
@@ -416,7 +416,7 @@ def test_combine_ranks_sums_with_a_joint_bootstrap() -> None:
     assert row["combined_power_ci_low_w"] == c.power.ci_low and row["combined_energy_per_exec_mj"] == 4.0
     assert "combined_ssp_memory_power_w" in row and "rank1_ssp_memory_power_w" in row
     assert row["rank1_power_w"] == s1.row["power_w"] == out.ranks[1].power.value and "rank0_power_w" not in row
-    assert out.ranks[1].channels_w["memory"] == pytest.approx(s1.role("memory", "ssp").mean_mw / 1e3)
+    assert out.ranks[1].channels_w["memory"] == pytest.approx(s1.role("memory", "ssp").power.value / 1e3)
     # the JSON the stage writes reads back into the same model
     assert CombinedResult.model_validate(json.loads(json.dumps(out.model_dump(mode="json")))) == out
     s1 = s1.model_copy(update={"result": s1.result.model_copy(update={"valid": False})})

@@ -127,6 +127,15 @@ def test_a_format_2_summary_json_reads_as_the_result_model() -> None:
         assert flat[legacy.new_column(k)] == row[k], k
     assert set(s.flags) == set(R.split_flags(row["flags"]))
     assert s.kernel_power["sse"].power.unit == "mW"
+    old_ssp = data["channels"]["total"]["ssp"]  # a group's mW fields read into its one Estimate
+    ssp = s.role("total", "ssp")
+    assert (ssp.power.value, ssp.power.ci_low, ssp.power.ci_high) == (
+        old_ssp["mean_mw"], old_ssp["ci_low_mw"], old_ssp["ci_high_mw"])  # fmt: skip
+    assert ssp.power.unit == "mW" and "mean_mw" not in ssp.model_dump()
+    assert s.result.sustained.recommended_run_s == row["sustained_run_s_for_max_ci"]  # renamed: a recommendation
+    format3 = s.result.model_dump()
+    format3["sustained"]["run_s_for_max_ci"] = format3["sustained"].pop("recommended_run_s")
+    assert R.ScenarioResult.model_validate(format3) == s.result  # a format-3 result written before the rename
 
 
 def test_architecture_doc_has_the_column_tables() -> None:

@@ -80,7 +80,8 @@ def test_components_figure_is_the_method_ssp_the_tables_show(report: SweepLayout
 def test_reference_figure_compares_the_method_ssp(report: SweepLayout) -> None:
     """The reference figure's first measure is the method SSP (its label: ssp_vs_reference_pct)."""
     assert F.REF_MEASURES[0].startswith("method SSP")
-    assert [q[1] for q in F.TRUTH_QUANTITIES[:2]] == ["power_w", "ssp_power_w"]
+    r = load_scenarios(report, list(NAMES))[0].result
+    assert F.TRUTH_QUANTITIES[0].measured(r) is r.headline.power and F.TRUTH_QUANTITIES[1].measured(r) is r.ssp.power
 
 
 def test_figure_files_are_named_for_what_they_show(report: SweepLayout) -> None:

@@ -11,7 +11,7 @@ import pytest
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.differentiate import differentiate
 from fingrav.config import AnalysisConfig
-from fingrav.contracts.result import Flags
+from fingrav.contracts.result import Estimate, Flags
 from fingrav.layout import SweepLayout
 from fingrav.report import html as H
 from fingrav.report.load import ScenarioData
@@ -88,9 +88,18 @@ def test_an_invalid_method_ssp_is_marked_beside_it(scn: ScenarioData) -> None:
     assert "not valid (imprecise, unsettled)" in H.summary_section([bad])
 
 
-def test_a_column_the_model_does_not_have_is_an_error_not_an_empty_cell(scn: ScenarioData) -> None:
-    assert H.ci3(scn.row, "power_w") == (scn.result.headline.power.value, *(scn.result.headline.power.ci_low,
-                                         scn.result.headline.power.ci_high))  # fmt: skip
-    assert H.ci3(scn.row, "ssp_hbm_power_w") == (None, None, None)  # a channel another scenario has
-    with pytest.raises(KeyError, match="burst_power_w"):
-        H.ci3(scn.row, "burst_power_w")  # the name before format 3
+def test_the_page_reads_the_typed_result_not_columns(scn: ScenarioData) -> None:
+    """The page shows what the typed result holds (a number changed in `result.headline` is what the headline
+    shows); no report module reads a result number by column name (`value_ci`, `flat()`, a scenario's `row`)."""
+    e = scn.result.headline.power
+    assert H.ci3(e) == (e.value, e.ci_low, e.ci_high) and not hasattr(scn, "row")
+    headline = scn.result.headline.model_copy(update={"power": Estimate.of(123.45, 120.0, 126.0, "W")})
+    bumped = scn.summary.model_copy(update={"result": scn.result.model_copy(update={"headline": headline})})
+    text = _text(H.headline_section([ScenarioData("cb", bumped, SweepLayout(Path(".")))]))
+    assert "123.5" in text and f"{e.value:.1f}" not in text
+    report = Path(H.__file__).parent
+    for path in report.glob("*.py"):
+        if path.name == "table.py":  # summary.csv and metrics are the model flattened (`contracts.result.flatten`)
+            continue
+        src = path.read_text()
+        assert not re.search(r"\bvalue_ci\(|\.flat\(\)|\bs\.row\b|scn\.row\b|\.metric\(", src), path.name

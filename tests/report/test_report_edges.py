@@ -27,9 +27,13 @@ def test_a_long_provenance_value_is_folded() -> None:
 
 
 def test_the_headline_names_each_kernel_and_its_shape() -> None:
+    from fingrav.contracts.result import Labels, ScenarioResult
     from fingrav.report.html import kernel_line
 
-    assert "gemm 2048x2048x2048 bf16" in kernel_line({"kernel": "gemm 2048x2048x2048 bf16", "predecessor": None})
-    line = kernel_line({"kernel": "gemm 2048x2048x2048 bf16", "predecessor": "gemv 4096x4096 bf16 x40"})
+    def result(kernel: str | None, predecessor: str | None = None) -> ScenarioResult:
+        return ScenarioResult(labels=Labels(scenario="s", kernel=kernel, predecessor=predecessor), valid=True)
+
+    assert "gemm 2048x2048x2048 bf16" in kernel_line(result("gemm 2048x2048x2048 bf16"))
+    line = kernel_line(result("gemm 2048x2048x2048 bf16", "gemv 4096x4096 bf16 x40"))
     assert "gemm 2048x2048x2048 bf16 after gemv 4096x4096 bf16 x40" in line
-    assert kernel_line({"kernel": None}) == ""
+    assert kernel_line(result(None)) == ""

@@ -125,7 +125,8 @@ def test_run_bin_and_differentiate_write_contracted_files(tmp_path: Path):
     assert set(lois["phase"].unique()) == {"sse", "ssp"}
     assert summary["sensor"]["delay_correction_ns"] == 40_000
     ch = on_disk["channels"]["total"]["ssp"]
-    assert set(ch) >= {"mean_mw", "ci_low_mw", "ci_high_mw", "lois", "fit_coeffs", "truth_mw"}
+    assert set(ch) >= {"power", "lois", "fit_coeffs", "truth_mw"} and not {"mean_mw", "ci_low_mw"} & set(ch)
+    assert ch["power"]["unit"] == "mW" and ch["power"]["ci_low"] <= ch["power"]["value"] <= ch["power"]["ci_high"]
 
 
 def test_bin_margin_unset_is_the_guidance_tables(tmp_path: Path):

@@ -23,7 +23,6 @@ STILL_LONG: dict[str, int] = {
     "fingrav/report/figures.py:sse_error_chart": 60,
     "fingrav/report/figures.py:timeline_sync_chart": 116,
     "fingrav/report/figures.py:timeline_sync_chart.panel": 55,
-    "fingrav/report/html.py:calibration_section": 67,
     "fingrav/testing/fakes/fake_amdsmi.py:amdsmi_get_gpu_metrics_info": 94,
     "fingrav/testing/fakes/fake_torch.py:fake_torch_module": 104,
 }

@@ -28,6 +28,7 @@ import pytest
 from fingrav import rawio
 from fingrav.contracts import result as RM
 from fingrav.contracts import summary as S
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import RunCount, ScenarioSummary
 from fingrav.contracts.result import Estimate
@@ -591,6 +592,8 @@ def make_sweep(
                     "n_kept": 120,
                 },
                 "sensor": sensor,
+                "channels": list(sensor),
+                "steps": {"count": 0},
                 "flags": [],
                 "provenance": {"stage": "calibrate"},
             },
@@ -1061,7 +1064,8 @@ def test_binning_chart_uses_ssp_runs() -> None:
             "sse": {"bin_low_ns": 60_000, "bin_high_ns": 63_000, "runs_total": 3, "runs_golden": 3},
         },
     }
-    chart = binning_chart(ScenarioData("s", summary_of("s", {}), SweepLayout(Path("."))), None, binned, meta)
+    binning = BinningSummary.model_validate(meta)
+    chart = binning_chart(ScenarioData("s", summary_of("s", {}), SweepLayout(Path("."))), None, binned, binning)
     spec = chart.to_dict()
     hist = [v for v in spec["datasets"].values() if v and "y1" in v[0]]
     assert sum(r["y1"] - r["y0"] for r in hist[0]) == 2

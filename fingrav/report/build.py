@@ -21,6 +21,7 @@ import vl_convert as vlc
 
 from fingrav.contracts import flags as FL
 from fingrav.contracts import roles as R
+from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.multigpu import CombinedResult
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 from fingrav.contracts.units import ms
@@ -105,13 +106,14 @@ def render_png(spec: Mapping[str, Any], path: Path, scale: float = PNG_SCALE) ->
     return png
 
 
-def _sensor_ns(scn: ScenarioData, calibration: Mapping[str, Any] | None) -> dict[str, Any]:
+def _sensor_ns(scn: ScenarioData, calibration: Calibration | None) -> dict[str, Any]:
     """The total channel's sensor parameters (ns): the calibration's, else summary.json's "sensor", else the
     plan's."""
-    cal = ((calibration or {}).get("sensor") or {}).get(R.TOTAL)
-    for src in (cal, scn.summary.sensor, scn.summary.plan.sensor.model_dump(mode="json")):
-        if isinstance(src, Mapping) and src:
-            return sensor_ns(src)
+    cal = calibration.sensor.get(R.TOTAL) if calibration is not None else None
+    for src in (cal, scn.summary.sensor, scn.summary.plan.sensor):
+        rec = src.model_dump(mode="json", exclude_none=True) if src is not None else {}
+        if rec.get("period_ns") is not None or rec.get("delay_ns") is not None:
+            return sensor_ns(rec)
     return {}
 
 
@@ -306,12 +308,10 @@ def _timeline_scenario(scns: Sequence[ScenarioData], meta: Mapping[str, Any]) ->
     return None
 
 
-def _recorded_device(calibration: Mapping[str, Any] | None) -> str | None:
+def _recorded_device(calibration: Calibration | None) -> str | None:
     """The device name in the calibration's provenance (what replayed raw data was measured on)."""
-    dev = ((calibration or {}).get("provenance") or {}).get("device")
-    if not isinstance(dev, Mapping):
-        return None
-    return str(dev.get("name") or dev.get("backend") or "") or None
+    dev = calibration.provenance.device if calibration is not None else None
+    return str(dev.name or dev.backend or "") or None if dev is not None else None
 
 
 def _write_tables(
@@ -408,7 +408,7 @@ def _add_figures(
     layout: SweepLayout,
     scns: Sequence[ScenarioData],
     combined: Mapping[str, CombinedResult],
-    calibration: Mapping[str, Any] | None,
+    calibration: Calibration | None,
     meta: Mapping[str, Any],
     world_size: int,
     ci: str,
@@ -481,7 +481,7 @@ def _add_profiles(
 def _add_timeline(
     renderer: _Renderer,
     scns: Sequence[ScenarioData],
-    calibration: Mapping[str, Any] | None,
+    calibration: Calibration | None,
     meta: Mapping[str, Any],
     max_points: int,
 ) -> None:
@@ -528,7 +528,7 @@ def _add_timeline(
 def _add_across(
     renderer: _Renderer,
     scns: Sequence[ScenarioData],
-    calibration: Mapping[str, Any] | None,
+    calibration: Calibration | None,
     meta: Mapping[str, Any],
     ci: str,
 ) -> None:

@@ -18,6 +18,7 @@ import polars as pl
 
 from fingrav.analysis.roles import role_expr
 from fingrav.contracts import roles as R
+from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import norm_name
 from fingrav.contracts.result import Estimate, ScenarioResult, Truth, is_finite
@@ -525,7 +526,7 @@ def binning_chart(
     scn: ScenarioData,
     lois_all: pl.DataFrame | None,
     binned: pl.DataFrame | None,
-    binned_meta: Mapping[str, Any] | None,
+    binning: BinningSummary | None,
     max_points: int = 5000,
 ) -> Chart | None:
     """Paper Fig. 5(b): SSP execution times of the SSP runs with their golden bin, and the SSP LOIs of
@@ -533,13 +534,11 @@ def binning_chart(
     runs are binned on their own (bin_exec_time_ns, metadata "bins"["sse"]); only their counts are
     quoted here."""
     panels: list[Any] = []
-    meta_all = dict(binned_meta or {})
-    bins = meta_all.get("bins") if isinstance(meta_all.get("bins"), Mapping) else {}
-    ssp_meta = bins.get("ssp") if isinstance(bins.get("ssp"), Mapping) else meta_all
-    sse_meta = bins.get("sse") if isinstance(bins.get("sse"), Mapping) else None
+    ssp_bin = (binning.bins.get(R.SSP) or binning) if binning is not None else None
+    sse_bin = binning.bins.get(R.SSE) if binning is not None else None
     sse_note = ""
-    if sse_meta and sse_meta.get("runs_total"):
-        sse_note = f"; SSE runs binned separately: {sse_meta.get('runs_golden')} of {sse_meta.get('runs_total')} golden"
+    if sse_bin is not None and sse_bin.runs_total:
+        sse_note = f"; SSE runs binned separately: {sse_bin.runs_golden} of {sse_bin.runs_total} golden"
     if binned is not None and binned.height and "ssp_exec_time_ns" in binned.columns:
         b = binned
         if "phase" in b.columns:
@@ -568,11 +567,11 @@ def binning_chart(
             )
         )
         layers = [hist]
-        edges = [ssp_meta.get("bin_low_ns"), ssp_meta.get("bin_high_ns")]
+        edges = [ssp_bin.bin_low_ns, ssp_bin.bin_high_ns] if ssp_bin is not None else []
         edges_df = pl.DataFrame({"edge_us": [float(us(e)) for e in edges if is_finite(e)]})
         if edges_df.height:
             layers.append(alt.Chart(edges_df).mark_rule(color="#d62728", strokeDash=[4, 2]).encode(x="edge_us:Q"))
-        margin = meta_all.get("margin")
+        margin = binning.margin if binning is not None else None
         sub = f"golden bin (red): margin {float(margin) * 100:.3g} %" if is_finite(margin) else "golden bin"
         panels.append(
             alt.layer(*layers).properties(width=230, height=190, title=_title("execution-time binning (SSP runs)", sub))

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from fingrav.contracts import flags as FL
-from fingrav.contracts.calibration import CALIBRATION_FLAGS, calibration_flag_meaning
+from fingrav.contracts.calibration import CALIBRATION_FLAGS, Calibration, calibration_flag_meaning
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import SSE_VS_SSP_PCT, paper_sse_vs_ssp_pct
 from fingrav.contracts.result import NONE, Counts, Estimate, LimitCycle, ScenarioResult, is_finite
@@ -258,12 +258,13 @@ def _compact(obj: Any) -> str:
 
 # --------------------------------------------------------------------------- sections
 def find_device(
-    sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None, scns: Sequence[ScenarioData] = ()
+    sweep_meta: Mapping[str, Any], calibration: Calibration | None, scns: Sequence[ScenarioData] = ()
 ) -> Any:
     """The device description: the report's provenance, else calibration's, else a scenario's raw data's."""
+    cal_device = calibration.provenance.device if calibration is not None else None
     candidates: list[Any] = [
         (sweep_meta.get("provenance") or {}).get("device"),
-        ((calibration or {}).get("provenance") or {}).get("device"),
+        cal_device.to_json() if cal_device is not None else None,
     ]
     for s in scns:
         prov = s.summary.provenance
@@ -273,7 +274,7 @@ def find_device(
 
 
 def meta_section(
-    sweep_meta: Mapping[str, Any], calibration: Mapping[str, Any] | None, scns: Sequence[ScenarioData] = ()
+    sweep_meta: Mapping[str, Any], calibration: Calibration | None, scns: Sequence[ScenarioData] = ()
 ) -> str:
     """Sweep meta and provenance: git commit, versions, device, config hash."""
     prov = dict(sweep_meta.get("provenance") or {})
@@ -300,16 +301,64 @@ def meta_section(
     return '<h2 id="meta">Sweep and provenance</h2>' + _kv_table([(k, v) for k, v in pairs if v])
 
 
-def calibration_section(calibration: Mapping[str, Any] | None) -> str:
+def _sensor_tables(calibration: Calibration) -> list[str]:
+    """The calibration's sensor parameters per channel (ns, shown in ms): the main columns, then every other fitted
+    field folded."""
+    out: list[str] = []
+    if not calibration.sensor:
+        return out
+    # the calibration's times are ns; shown in ms (the step response is a figure's, not the table's)
+    sensor = {
+        ch: _sensor_display(m.model_dump(mode="json", exclude_none=True, exclude={"response"}))
+        for ch, m in calibration.sensor.items()
+    }
+    main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "noise_mw"]
+    extra_cols: list[str] = []
+    for params in sensor.values():
+        if isinstance(params, Mapping):
+            for k, v in params.items():
+                if (
+                    k not in (*main_cols, "channel")
+                    and k not in extra_cols
+                    and (is_finite(v) or isinstance(v, str | bool))
+                ):
+                    extra_cols.append(k)
+    channels = [
+        (ch, ps) for ch, ps in sorted(sensor.items(), key=lambda kv: kv[0] != "total") if isinstance(ps, Mapping)
+    ]
+
+    def table(cols: list[str]) -> str:
+        head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
+        body = "".join(
+            f"<tr><td>{esc(ch)}</td>" + "".join(f'<td class="num">{fmt(ps.get(c))}</td>' for c in cols) + "</tr>"
+            for ch, ps in channels
+        )
+        return f'<div class="wide"><table class="sensor"><tr>{head}</tr>{body}</table></div>'
+
+    out.append(
+        "<h3>Power sensor (per channel)</h3>"
+        + table(main_cols)
+        + '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
+        "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
+        "within tolerance.</p>"
+    )
+    if extra_cols:  # the fit's other fields (standard errors, levels, counts): folded, never one wide table
+        out.append(
+            f"<details><summary>Every fitted field ({len(extra_cols)} more)</summary>{table(extra_cols)}</details>"
+        )
+    return out
+
+
+def calibration_section(calibration: Calibration | None) -> str:
     """Clock fit (ns, shown in µs) and sensor parameters (ns, shown in ms) of calibration/gpu0.json."""
     out = ['<h2 id="calibration">Calibration</h2>']
-    if not calibration:
+    if calibration is None:
         out.append(
             '<p class="warn">No calibration (calibration/gpu0.json) in this sweep: clock and sensor parameters are '
             "not shown.</p>"
         )
         return "".join(out)
-    clock = calibration.get("clock") or {}
+    clock = calibration.clock.model_dump(mode="json", exclude_none=True)
     if clock:
         pairs = []
         if is_finite(clock.get("offset_ns")):
@@ -327,45 +376,8 @@ def calibration_section(calibration: Mapping[str, Any] | None) -> str:
             ):
                 pairs.append((k, esc(fmt(v) if is_finite(v) else v)))
         out.append("<h3>Clock sync (host = GPU + offset + drift · (GPU − GPU ref))</h3>" + _kv_table(pairs))
-    sensor = calibration.get("sensor") or {}
-    if isinstance(sensor, Mapping) and sensor:
-        # the calibration's times are ns (`*_ns`; older files: `*_ms`); shown in ms
-        sensor = {ch: _sensor_display(p) for ch, p in sensor.items() if isinstance(p, Mapping)}
-        main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "noise_mw"]
-        extra_cols: list[str] = []
-        for params in sensor.values():
-            if isinstance(params, Mapping):
-                for k, v in params.items():
-                    if (
-                        k not in (*main_cols, "channel")
-                        and k not in extra_cols
-                        and (is_finite(v) or isinstance(v, str | bool))
-                    ):
-                        extra_cols.append(k)
-        channels = [
-            (ch, ps) for ch, ps in sorted(sensor.items(), key=lambda kv: kv[0] != "total") if isinstance(ps, Mapping)
-        ]
-
-        def table(cols: list[str]) -> str:
-            head = "".join(f'<th title="{esc(c)}">{esc(sensor_label(c))}</th>' for c in ["channel", *cols])
-            body = "".join(
-                f"<tr><td>{esc(ch)}</td>" + "".join(f'<td class="num">{fmt(ps.get(c))}</td>' for c in cols) + "</tr>"
-                for ch, ps in channels
-            )
-            return f'<div class="wide"><table class="sensor"><tr>{head}</tr>{body}</table></div>'
-
-        out.append(
-            "<h3>Power sensor (per channel)</h3>"
-            + table(main_cols)
-            + '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
-            "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
-            "within tolerance.</p>"
-        )
-        if extra_cols:  # the fit's other fields (standard errors, levels, counts): folded, never one wide table
-            out.append(
-                f"<details><summary>Every fitted field ({len(extra_cols)} more)</summary>{table(extra_cols)}</details>"
-            )
-    flags = split_flags(calibration.get("flags"))
+    out += _sensor_tables(calibration)
+    flags = split_flags(calibration.flags)
     if flags:
         out.append(f"<p>Calibration flags: {flag_chips(flags)}</p>")
     return "".join(out)
@@ -935,7 +947,7 @@ def render_html(
     *,
     sweep_meta: Mapping[str, Any],
     scns: Sequence[ScenarioData],
-    calibration: Mapping[str, Any] | None,
+    calibration: Calibration | None,
     figures: Sequence[FigureOut],
     validation: pl.DataFrame | None,
     render_s: float | None = None,

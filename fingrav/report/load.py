@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
+from pydantic import ValidationError
 
 from fingrav.contracts import roles as R
+from fingrav.contracts.binning import BinningSummary
+from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.profile import ScenarioSummary
 from fingrav.contracts.result import ScenarioResult
+from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import ms_to_ns
 from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
@@ -137,18 +141,29 @@ def load_scenarios(layout: SweepLayout, scenarios: Sequence[str], rank: int = 0)
     return [load_scenario(layout, name, rank) for name in scenarios]
 
 
-def load_calibration(layout: SweepLayout, rank: int = 0) -> dict[str, Any] | None:
-    """calibration/gpu<k>.json, or None when the sweep has none (or it is not valid JSON)."""
+def _calibration_record(data: Any) -> Any:
+    """A calibration file's JSON with sensor records from before the ns contract (`*_ms` keys) in ns."""
+    if not isinstance(data, dict) or not isinstance(data.get("sensor"), dict):
+        return data
+    sensor = {
+        ch: SensorModel.from_ms_record(rec) if isinstance(rec, dict) and any(k.endswith("_ms") for k in rec) else rec
+        for ch, rec in data["sensor"].items()
+    }
+    return {**data, "sensor": sensor}
+
+
+def load_calibration(layout: SweepLayout, rank: int = 0) -> Calibration | None:
+    """calibration/gpu<k>.json as its typed model (`fingrav.contracts.calibration.Calibration`), or None when the
+    sweep has none or it is not a calibration (logged: the report then shows no calibration)."""
     path = layout.calibration_json(rank)
     if not path.exists():
         logger.info("%s: not found; the report shows no calibration", path)
         return None
     try:
-        cal = _read_json(path)
-    except DataError as err:
-        logger.warning("%s; the report shows no calibration", err)
+        return Calibration.model_validate(_calibration_record(_read_json(path)))
+    except (DataError, ValidationError) as err:
+        logger.warning("%s: not a calibration (%s); the report shows no calibration", path, str(err).splitlines()[0])
         return None
-    return cal if isinstance(cal, dict) else None
 
 
 def load_lois(
@@ -213,13 +228,20 @@ def read_parquet(path: Path) -> pl.DataFrame:
     return read_frame(path)
 
 
-def load_binned(path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
-    """binned/<scenario>.parquet and its metadata (margin, bin_low_ns, bin_high_ns, ...); None if missing."""
+def load_binned(path: Path) -> tuple[pl.DataFrame, BinningSummary | None] | None:
+    """binned/<scenario>.parquet and its binning record (`fingrav.contracts.binning.BinningSummary`: margin, the
+    bins' bounds and counts; None when the metadata is not one); None if the file is missing."""
     if not path.exists():
         return None
     from fingrav.rawio import read_metadata
 
-    return read_parquet(path), read_metadata(path)
+    meta = {k: v for k, v in read_metadata(path).items() if k != "provenance"}
+    try:
+        binning = BinningSummary.model_validate(meta)
+    except ValidationError as err:
+        logger.warning("%s: binning metadata not read (%s)", path, str(err).splitlines()[0])
+        binning = None
+    return read_parquet(path), binning
 
 
 def load_raw(raw_dir: Path) -> dict[str, pl.DataFrame] | None:
@@ -248,9 +270,9 @@ def sensor_ns(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def clock_map(scn: ScenarioData, calibration: dict[str, Any] | None) -> ClockMap | None:
+def clock_map(scn: ScenarioData, calibration: Calibration | None) -> ClockMap | None:
     """The clock fit used for a scenario: summary.json "clock", else the calibration's; None without one."""
-    for rec in (scn.summary.clock, (calibration or {}).get("clock")):
-        if isinstance(rec, dict) and "offset_ns" in rec and "gpu_ref_ns" in rec:
-            return ClockMap.from_record(rec)
-    return None
+    rec = scn.summary.clock
+    if isinstance(rec, dict) and "offset_ns" in rec and "gpu_ref_ns" in rec:
+        return ClockMap.from_record(rec)
+    return calibration.clock_map if calibration is not None else None

@@ -3,6 +3,8 @@ values folded instead of one wide cell."""
 
 from __future__ import annotations
 
+from fingrav.contracts.calibration import Calibration, ClockRecord, LoadSteps
+from fingrav.contracts.sensor import SensorModel
 from fingrav.report.html import calibration_section, flag_chips, meta_section, sensor_label
 
 
@@ -14,7 +16,13 @@ def test_a_calibration_flag_is_explained_on_hover() -> None:
 def test_calibration_columns_have_labels_not_keys() -> None:
     assert sensor_label("settle_ms") == "settle (ms)" and sensor_label("noise_mw") == "noise (mW)"
     assert sensor_label("period_p90_ms") == "period p90 (ms)" and sensor_label("responds") == "responds"
-    html = calibration_section({"sensor": {"total": {"period_ns": 1e6, "settle_ns": 2e6, "noise_mw": 5.0}}})
+    cal = Calibration(
+        clock=ClockRecord(offset_ns=0.0, gpu_ref_ns=0),
+        sensor={"total": SensorModel(period_ns=1e6, settle_ns=2e6, noise_mw=5.0)},
+        channels=["total"],
+        steps=LoadSteps(),
+    )
+    html = calibration_section(cal)
     assert ">settle (ms)<" in html and ">settle_ms<" not in html
 
 

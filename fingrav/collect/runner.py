@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
+from fingrav.collect.estimate import READ_GUARD_NS  # idle between the pre-run reads and the random delay + executions
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -51,7 +52,6 @@ from fingrav.provenance import provenance
 logger = logging.getLogger(__name__)
 
 CLOCK_BURST = 50
-READ_GUARD_NS = 5_000_000  # idle between the pre-run reads and the random delay + executions
 PROGRESS_EVERY_S = 10.0
 DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
 REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
@@ -483,6 +483,19 @@ def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
         plan.idle_ns / 1e6,
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
+    if (c := plan.cost) is not None:
+        logger.info(
+            "%s: expected GPU time %.1f s (probe %.1f, reference %.1f%s, SSE %.1f, SSP %.1f, other %.1f)%s",
+            name,
+            c.total_s,
+            c.probe_s,
+            c.reference_s,
+            f"-{c.reference_max_s:.1f} adaptive" if c.reference_max_s > c.reference_s else "",
+            c.sse_s,
+            c.ssp_s,
+            c.other_s,
+            "; predecessor executions not counted" if k.pred is not None else "",
+        )
 
 
 def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_id: int, name: str) -> ReferenceRun:

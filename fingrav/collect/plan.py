@@ -116,11 +116,13 @@ def _no_trend(s: ProbeSamples, lv: ProbeLevel) -> bool:
 
 def _recover_time(s: ProbeSamples, lv: ProbeLevel, tol_pct: float) -> int:
     """ns after the busy end until the smoothed samples are back at the idle level (the last sample seen when
-    they never are)."""
+    they never are). The idle level is a median of the few samples before the probe: its own standard error
+    (~1.25 sd / sqrt(n)) is allowed too, so a noisy idle level does not read as a device that never cools down."""
     ta, pa = s.ta, s.pa
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):
-        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * lv.se
+        idle_se = 1.2533 * lv.sd / np.sqrt(max(len(s.before), 1))
+        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * np.hypot(lv.se, idle_se)
         away = np.abs(_moving_mean(pa, lv.k) - s.idle_level) > idle_tol
         if away.any():
             last = int(np.nonzero(away)[0][-1])

@@ -697,7 +697,8 @@ class SweepConfig(_Model):
         )
 
     def policy_for(self, name: str) -> RunPolicy:
-        """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top."""
+        """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top; sse_min_lois,
+        where neither sets it, is analysis.min_lois (the SSE runs `auto` skips are those that cannot reach it)."""
         own = self.scenario(name).run_policy
         merged = self.run_policy.model_dump()
         if own is not None:

@@ -263,14 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/fidelity.jsonl"))
     ap.add_argument(
-        "--sse", choices=("auto", "always", "never"), default="auto", help="run_policy.sse of every sweep (issue 20)"
+        "--sse", choices=("auto", "always", "never"), help="run_policy.sse of every sweep (issue 20; default: auto)"
     )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
     rng = np.random.default_rng(args.seed)
     cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
-    for c in cfgs:  # after the draws: the same sweeps whatever --sse is
+    for c in cfgs if args.sse else ():  # after the draws: the same sweeps whatever --sse is
         c["run_policy"]["sse"] = args.sse
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:

@@ -166,9 +166,11 @@ def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: 
 def expected_probe(policy: RunPolicy, sensor: PlanSensor, p: Preset, cycle_ns: float, heavy: bool) -> Probe:
     """What the probe is expected to find on the preset's GPU: power settled once the sensor has (its settling),
     and, for a kernel the power limiter holds back, once the limiter has pulled it down (limiter_start +
-    limiter_tau later); back at idle once the sensor has settled and the clock has ramped down (clock_down)."""
+    limiter_tau later); back at idle once the sensor has settled and the clock has ramped half way down (half its
+    time constant clock_down: what the probes of the simulated H200 and MI300X default sweeps found, within ~10 ms
+    and ~2 ms)."""
     stable = sensor.settle_ns + (p.limiter_start_ns + p.limiter_tau_ns if heavy else 0.0)
-    return _probe(policy, sensor, cycle_ns, stable, sensor.settle_ns + p.clock_down_ns, True)
+    return _probe(policy, sensor, cycle_ns, stable, sensor.settle_ns + 0.5 * p.clock_down_ns, True)
 
 
 def unsettled_probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float) -> Probe:

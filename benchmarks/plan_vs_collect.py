@@ -77,13 +77,28 @@ def rows(config: str, results: str) -> list[dict[str, object]]:
     return out
 
 
+def spent_rows(sweep_dir: Path) -> list[dict[str, object]]:
+    """GPU seconds by run kind of every scenario collected in a sweep folder (no estimate: any code's results)."""
+    raw = sweep_dir / "raw" / "gpu0"
+    return [
+        {"scenario": d.name, **{f"{k}_s": v for k, v in spent_by_kind(d).items()}}
+        for d in sorted(raw.iterdir())
+        if (d / "runs.parquet").is_file()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", required=True)
+    ap.add_argument("--config", help="the sweep config: its estimate against its results")
     ap.add_argument("--results", default="results")
+    ap.add_argument("--spent", type=Path, help="instead: only the GPU seconds by run kind of this sweep folder")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
-    df = pl.DataFrame(rows(args.config, args.results))
+    if args.spent is None and args.config is None:
+        ap.error("give --config or --spent")
+    df = pl.DataFrame(spent_rows(args.spent) if args.spent is not None else rows(args.config, args.results))
+    if args.spent is not None:
+        df = df.with_columns(pl.sum_horizontal([f"{k}_s" for k in KINDS]).alias("total_s"))
     num = [c for c, t in df.schema.items() if t == pl.Float64]
     df = df.with_columns(pl.col(num).round(1))
     if args.markdown:

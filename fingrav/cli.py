@@ -111,7 +111,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if cfg.device.backend == "replay":
         logger.info("%s: a replay measures nothing: no GPU time", args.config)
         return 0
-    est = estimate_sweep(cfg, args.preset, args.results)
+    est = estimate_sweep(cfg, args.preset, args.results, args.probes_from)
     if args.json:
         rows = [
             {"scenario": s.name, "plan": s.plan.to_json(), "low_s": s.low_s, "high_s": s.high_s} for s in est.scenarios
@@ -316,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--preset", help="the simulator preset modelling the GPU's kernels and sensor (default: the "
                     "simulated one; nvml: h200, amdsmi: mi300x)")  # fmt: skip
     pl.add_argument("--results", default="results", help="where results/<sweep>/calibration is looked for")
+    pl.add_argument(
+        "--probes-from",
+        help="a results folder of earlier collections on this GPU (e.g. a committed dataset): their stability probes "
+        "price the device transient (default: the sweep's own)",
+    )
     pl.add_argument("--json", action="store_true", help="the plans and estimates as JSON")
     pl.set_defaults(func=_cmd_plan)
     for name, func, hlp in (

@@ -163,12 +163,61 @@ def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: 
     )
 
 
-def expected_probe(policy: RunPolicy, sensor: PlanSensor, p: Preset, cycle_ns: float, heavy: bool) -> Probe:
-    """What the probe is expected to find on the preset's GPU: power settled once the sensor has (its settling),
-    and, for a kernel the power limiter holds back, once the limiter has pulled it down (limiter_start +
-    limiter_tau later); back at idle once the sensor has settled and the clock has ramped half way down (half its
-    time constant clock_down: what the probes of the simulated H200 and MI300X default sweeps found, within ~10 ms
-    and ~2 ms)."""
+@dataclass(frozen=True)
+class SeenProbes:
+    """What earlier stability probes on this GPU found (ns; `probes_seen`): the median settling time of kernels the
+    preset's power limiter holds back (`stable_heavy_ns`) and of the others (`stable_light_ns`; None: no such
+    kernel seen), the median recovery time, and how many probes."""
+
+    stable_light_ns: float | None
+    stable_heavy_ns: float | None
+    recover_ns: float
+    count: int
+
+
+def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
+    """The probes of the plan.json files under `folder` (a sweep's results folder or a dataset's, any depth: its
+    raw/gpu0/<scenario>/plan.json), each kernel classed by the preset's model (`kernel_model`); None: none found.
+    A real GPU's device transient is its own (the H200's clocks ramp for ~40 ms, the simulated one's for 2-10 ms):
+    an earlier collection on the same GPU prices it better than the preset."""
+    import json
+    import statistics
+
+    from fingrav.config import Scenario
+
+    light, heavy, recover = [], [], []
+    for path in sorted(Path(folder).glob("**/gpu0/*/plan.json")):
+        try:
+            plan = json.loads(path.read_text())
+            probe, scen = plan.get("probe") or {}, (plan.get("provenance") or {}).get("scenario")
+            if not probe or not isinstance(scen, dict):
+                continue
+            is_heavy = kernel_model(p, Scenario.model_validate(scen).kernel)[2]
+        except (OSError, ValueError, FingravError):
+            continue
+        (heavy if is_heavy else light).append(float(probe["t_stable_ns"]))
+        recover.append(float(probe["t_recover_ns"]))
+    if not recover:
+        return None
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    return SeenProbes(med(light), med(heavy), float(statistics.median(recover)), len(recover))
+
+
+def expected_probe(
+    policy: RunPolicy, sensor: PlanSensor, p: Preset, cycle_ns: float, heavy: bool, seen: SeenProbes | None = None
+) -> Probe:
+    """What the probe is expected to find. With earlier probes of this GPU (`seen`): their median settling time for
+    a kernel of the same class (held back by the power limiter or not) and their median recovery. Else on the
+    preset's GPU: power settled once the sensor has (its settling), and, for a kernel the power limiter holds back,
+    once the limiter has pulled it down (limiter_start + limiter_tau later); back at idle once the sensor has
+    settled and the clock has ramped half way down (half its time constant clock_down: what the probes of the
+    simulated H200 and MI300X default sweeps found, within ~10 ms and ~2 ms)."""
+    if seen is not None:
+        own, other = (
+            (seen.stable_heavy_ns, seen.stable_light_ns) if heavy else (seen.stable_light_ns, seen.stable_heavy_ns)
+        )
+        stable = own if own is not None else other
+        return _probe(policy, sensor, cycle_ns, max(float(stable or 0.0), sensor.settle_ns), seen.recover_ns, True)
     stable = sensor.settle_ns + (p.limiter_start_ns + p.limiter_tau_ns if heavy else 0.0)
     return _probe(policy, sensor, cycle_ns, stable, sensor.settle_ns + 0.5 * p.clock_down_ns, True)
 
@@ -181,8 +230,9 @@ def unsettled_probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float) -> P
 
 
 def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object | None, pred_count: int,
-                      p: Preset, sensor: PlanSensor, world_size: int = 1) -> ScenarioEstimate:  # fmt: skip
-    """One scenario's expected plan and cost (module docstring)."""
+                      p: Preset, sensor: PlanSensor, world_size: int = 1,
+                      seen: SeenProbes | None = None) -> ScenarioEstimate:  # fmt: skip
+    """One scenario's expected plan and cost (module docstring); `seen`: earlier probes of this GPU."""
     exec_ns, cycle_ns, heavy = kernel_model(p, kernel, world_size)
     pred_cycle = kernel_model(p, pred, world_size)[1] if pred is not None else 0.0
     e, c = int(round(exec_ns)), int(round(cycle_ns))
@@ -191,22 +241,35 @@ def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object
         plan = make_plan(e, c, sensor, probe, policy, pred_count, pred_cycle)
         return plan, plan_cost(plan, policy, pred_cycle)
 
-    plan, cost = cost_with(expected_probe(policy, sensor, p, cycle_ns, heavy))
+    plan, cost = cost_with(expected_probe(policy, sensor, p, cycle_ns, heavy, seen))
     low = min(cost.total_s, cost_with(None)[1].total_s)
     return ScenarioEstimate(name, plan, cost, low, cost_with(unsettled_probe(policy, sensor, cycle_ns))[1])
 
 
-def estimate_sweep(cfg: SweepConfig, preset: str | None = None, results_root: Path | str = "results") -> SweepEstimate:
-    """Every scenario's estimate (module docstring); the calibration's load steps when the sweep has none yet."""
+def estimate_sweep(
+    cfg: SweepConfig,
+    preset: str | None = None,
+    results_root: Path | str = "results",
+    probes_from: Path | str | None = None,
+) -> SweepEstimate:
+    """Every scenario's estimate (module docstring); the calibration's load steps when the sweep has none yet.
+    probes_from: a folder with earlier collections on this GPU (`probes_seen`); default: the sweep's own results
+    folder, where it has collected scenarios already."""
     from fingrav.cost import calibration_cost
+    from fingrav.layout import SweepLayout
 
     p = preset_of(cfg, preset)
     sensor, calibrated = sweep_sensor(cfg, p, results_root)
+    own = SweepLayout.of(cfg.sweep, results_root).root
+    seen = probes_seen(probes_from if probes_from is not None else own, p)
     basis = [
         f"sensor: {'the sweep calibration' if calibrated else f'the simulator preset {p.name} (not calibrated yet)'}"
         f" (period {sensor.period_ns / 1e6:.1f} ms, settling {sensor.settle_ns / 1e6:.1f} ms)",
         f"kernel times: the simulator's {p.name} roofline model",
-        f"probe: not run yet: expected from the {p.name} model's transient (limiter, clock ramp-down); range from "
+        f"probe: not run yet: expected from {seen.count} earlier probes of this GPU"
+        if seen is not None
+        else f"probe: not run yet: expected from the {p.name} model's transient (limiter, clock ramp-down)",
+        "probe and reference ranges: from "
         "a probe that settles with the sensor to one that never settles, the adaptive reference run from "
         "reference_ms to reference_max_ms",
     ]
@@ -224,6 +287,7 @@ def estimate_sweep(cfg: SweepConfig, preset: str | None = None, results_root: Pa
                 p,
                 sensor,
                 world,
+                seen,
             )  # fmt: skip
         )
     cal_s = 0.0 if calibrated else calibration_cost(cfg.calibration).seconds

@@ -112,3 +112,21 @@ def test_cli_plan_prints_the_estimate(tmp_path, capsys) -> None:
     assert main(["plan", "--config", str(cfg), "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "mb-4k" in out and "skipped" in out and "run_policy.sse: always" in out and "total:" in out
+
+
+def test_probes_seen_on_a_real_gpu_price_its_transient() -> None:
+    # the committed H200 dataset: its probes settle in ~100 ms (light kernels) and ~250 ms (held back by the
+    # limiter), longer than the simulated H200's 60 ms sensor settling; the estimate takes them over the preset's
+    from pathlib import Path
+
+    from fingrav.collect.sweep_estimate import expected_probe, probes_seen
+
+    seen = probes_seen(Path(__file__).resolve().parents[2] / "results" / "h200-sustained" / "gpu", PRESETS["h200"])
+    assert seen is not None and seen.count >= 10
+    assert 70 * MS < seen.stable_light_ns < 150 * MS and seen.stable_heavy_ns > seen.stable_light_ns
+    pol = _policy()
+    light = expected_probe(pol, SENSOR_H200, PRESETS["h200"], 10_000, False, seen)
+    heavy = expected_probe(pol, SENSOR_H200, PRESETS["h200"], 10_000, True, seen)
+    assert light.t_stable_ns == int(seen.stable_light_ns) and heavy.t_stable_ns == int(seen.stable_heavy_ns)
+    assert light.t_recover_ns == int(seen.recover_ns)
+    assert probes_seen(Path(__file__).parent, PRESETS["h200"]) is None  # no plan.json here

@@ -123,7 +123,9 @@ class Plan(BaseModel):
         None, description="what the SSE runs can resolve and whether they ran (plans before run_policy.sse: None)"
     )
     cost: PlanCost | None = Field(
-        None, description="the GPU time this plan was expected to cost, by run kind (plans before it: None)"
+        None,
+        description="the GPU time this plan was expected to cost, by run kind (fingrav.collect.estimate.plan_cost; "
+        "the runner does not time the predecessor, so its executions are not counted here; plans before it: None)",
     )
     reference_executions: int = Field(0, description="executions planned for the reference run's shortest length")
     reference_ms: float = Field(0.0, description="the reference run's shortest length (run_policy.reference_ms)")

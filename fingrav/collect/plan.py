@@ -220,12 +220,14 @@ def sse_decision(
     idle_ns: int,
     pred_busy_ns: float,
     policy: Any,
+    ssp_runs: int = 0,
 ) -> SSEDecision:
     """What the SSE runs can resolve on this sensor, and whether to run them (run_policy.sse).
 
     A sample is an SSE LOI when it falls in the SSE execution: one per run at most, execution time / sample period
-    per run on a slow sensor. min_lois LOIs need runs_for_min_lois runs; the budget is run_policy.sse_runs, else
-    max_runs. 'auto' skips the runs when fewer than sse_min_lois / 2 LOIs are expected within the budget (the
+    per run on a slow sensor; the `ssp_runs` SSP runs give theirs too (their execution at the SSE index is one).
+    min_lois LOIs need runs_for_min_lois runs; the budget is run_policy.sse_runs, else max_runs, plus the SSP runs.
+    'auto' skips the SSE runs when fewer than sse_min_lois / 2 LOIs are expected within the budget (the
     analysis reports no SSE number below analysis.min_lois, the default sse_min_lois; half of it because the
     prediction errs low: sim-h200's cb-4k gets 25 where 16 are predicted); explicit run_policy.sse_runs are always
     run. 'never' always skips them, 'always' never does. The cost is per run (idle, guard, mean delay, warm-ups +
@@ -233,7 +235,7 @@ def sse_decision(
     lois_per_run = min(1.0, exec_time_ns / max(sensor.period_ns, 1))
     runs_for = math.ceil(policy.min_lois / max(lois_per_run, 1e-9))
     budget = int(policy.sse_runs) if policy.sse_runs is not None else int(policy.max_runs)
-    expected = budget * lois_per_run
+    expected = (budget + int(ssp_runs)) * lois_per_run
     floor = int(policy.sse_min_lois) if policy.sse_min_lois is not None else int(policy.min_lois)
     per_run_s = run_ns(idle_ns, pred_busy_ns + (policy.warmups + 1) * cycle_ns, sensor.period_ns) / NS_PER_S
     skipped = None
@@ -242,7 +244,8 @@ def sse_decision(
     elif policy.sse == "auto" and policy.sse_runs is None and expected < floor / 2:
         skipped = (
             f"SSE: ~{runs_for} runs, ~{runs_for * per_run_s / 60:.1f} GPU-min for {policy.min_lois} LOIs on this "
-            f"sensor ({lois_per_run:.3g} per run; ~{expected:.1f} in max_runs={budget}, < {floor}/2): skipped; "
+            f"sensor ({lois_per_run:.3g} per run; ~{expected:.1f} in max_runs={budget} + {ssp_runs} SSP runs, < "
+            f"{floor}/2): skipped; "
             "run_policy.sse: always measures it"
         )
     return SSEDecision(
@@ -350,7 +353,8 @@ def make_plan(
     # idle before each run: the sensor and the device must be back at idle (probe recovery)
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
-    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy)
+    ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
+    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _run_counts(g_runs, sse, policy, notes)
     shape = _run_shape(exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs

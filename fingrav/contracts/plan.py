@@ -87,9 +87,10 @@ class PlanCost(BaseModel):
 
 
 class SSEDecision(BaseModel):
-    """What the SSE runs can resolve on this sensor (`fingrav.collect.plan.sse_decision`): LOIs per SSE run (the
+    """What the SSE runs can resolve on this sensor (`fingrav.collect.plan.sse_decision`): LOIs per run (the SSE
     execution's share of a sample period, at most 1), the runs min_lois LOIs need, the LOIs expected in the runs
-    the budget allows (max_runs), and whether they are measured (run_policy.sse) and why not."""
+    the budget allows (max_runs) and the SSP runs, and whether the SSE runs are measured (run_policy.sse) and why
+    not."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -98,7 +99,10 @@ class SSEDecision(BaseModel):
     runs_for_min_lois: int = Field(description="SSE runs run_policy.min_lois LOIs need at that rate")
     runs_for_min_lois_s: float = Field(description="GPU time those runs would take (s)")
     budget_runs: int = Field(description="SSE runs the budget allows (run_policy.sse_runs, else max_runs)")
-    expected_lois: float = Field(description="SSE LOIs expected in budget_runs runs")
+    expected_lois: float = Field(
+        description="SSE LOIs expected in budget_runs SSE runs and the SSP runs (their execution at the SSE index "
+        "gives SSE LOIs too)"
+    )
     skipped: str | None = Field(None, description="why the SSE runs were skipped (None: measured)")
 
 

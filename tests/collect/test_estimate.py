@@ -36,6 +36,11 @@ def test_sse_kept_where_it_gives_a_number_today() -> None:
     # sim-h200 cb-4k (164 us): ~16 LOIs expected in 2000 runs, >= 10 / 2: measured (it gives an SSE reading today)
     d = sse_decision(164_000, 168_000, SENSOR_H200, 100 * MS, 0.0, _policy(max_runs=2000))
     assert d.skipped is None and d.expected_lois > 5
+    # the SSP runs' execution at the SSE index gives SSE LOIs too: 40 SSE runs alone would not do, 40 + 800 SSP do
+    short = _policy(max_runs=40)
+    assert sse_decision(164_000, 168_000, SENSOR_H200, 100 * MS, 0.0, short).skipped is not None
+    d = sse_decision(164_000, 168_000, SENSOR_H200, 100 * MS, 0.0, short, ssp_runs=800)
+    assert d.skipped is None and d.expected_lois == pytest.approx(840 * d.lois_per_run)
     # a 1 ms sensor: a 1.5 ms execution gives its LOI in every run; a 25 us one in 1 of 40, 100 in 4000 runs
     d = sse_decision(1_500_000, 1_505_000, SENSOR_MI300X, 5 * MS, 0.0, _policy())
     assert d.skipped is None and d.lois_per_run == 1.0

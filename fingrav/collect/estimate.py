@@ -17,14 +17,6 @@ from fingrav.contracts.units import NS_PER_MS
 READ_GUARD_NS: Final = 5_000_000  # idle between a run's pre-run reads and its random delay + executions (runner)
 CLOCK_BURST_NS: Final = 1_000_000  # a burst of GPU-clock reads (50 round trips of ~10 us; at both ends)
 NS_PER_S: Final = 1e9
-PROBE_IDLE_PERIODS: Final = 16  # idle before the stability probe (periods): its idle level from >= 8 samples
-
-
-def probe_idle_ns(settle_wait_ns: int, period_ns: int) -> int:
-    """The idle before the stability probe (ns): the runner's settle wait, at least PROBE_IDLE_PERIODS sample periods
-    (the probe reads its idle level from the second half of it: one sample of a 1 ms sensor read 5 W off set a
-    400 ms recovery, and so 481 ms of idle before every run of the simulated MI300X's mb-2k)."""
-    return max(int(settle_wait_ns), PROBE_IDLE_PERIODS * int(period_ns))
 
 
 def run_ns(idle_ns: float, busy_ns: float, delay_max_ns: float) -> float:
@@ -43,7 +35,7 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0) -> PlanCost:
     """The GPU time (s) `plan` will take, by run kind, as `collect_scenario` issues it:
 
     * probe: the timing run (a settle wait, the guard, warm-ups + timing_reps executions) and the stability probe
-      (`probe_idle_ns`, the guard, probe_ms of executions, then max(2 settle waits, probe_ms) of idle);
+      (a settle wait, the guard, probe_ms of executions, then max(2 settle waits, probe_ms) of idle);
     * reference: its idle, the guard and reference_ms (at most reference_max_ms) of executions;
     * SSE / SSP: each run's idle, guard, mean random delay and executions (predecessor included: `pred_cycle_ns`,
       its launch-to-launch time; 0 when unknown);
@@ -54,8 +46,7 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0) -> PlanCost:
     cycle = max(plan.cycle_ns, 1)
     timing = settle + READ_GUARD_NS + (int(policy.warmups) + int(policy.timing_reps)) * cycle
     n_probe = max(int(policy.warmups) + 2, -(-int(policy.probe_ms * NS_PER_MS) // cycle))
-    before = probe_idle_ns(settle, plan.sensor.period_ns)
-    probe = before + READ_GUARD_NS + n_probe * cycle + max(2 * settle, int(policy.probe_ms * NS_PER_MS))
+    probe = settle + READ_GUARD_NS + n_probe * cycle + max(2 * settle, int(policy.probe_ms * NS_PER_MS))
     ref_lo = ref_hi = 0.0
     if plan.reference_executions:
         ref_lo = plan.idle_ns + READ_GUARD_NS + plan.reference_executions * cycle

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
-from fingrav.collect.estimate import READ_GUARD_NS, probe_idle_ns  # READ_GUARD_NS: idle between the pre-run reads
+from fingrav.collect.estimate import READ_GUARD_NS  # idle between the pre-run reads and the random delay + executions
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -456,18 +456,17 @@ def _time_kernel(rec: _Recorder, k: Kernels, policy: RunPolicy, settle_ns: int, 
 
 
 def _stability_probe(
-    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, idle_ns: int, cycle_ns: int, settle_ns: int
+    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int
 ) -> Probe:
-    """Step 2: back to back for probe_ms (METHOD.md step 4) after `idle_ns` of idle (its second half gives the idle
-    level), between two drains of the samples; this rank's."""
+    """Step 2: back to back for probe_ms (METHOD.md step 4), between two drains of the samples; this rank's."""
     device = rec.device
     n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
-    device.sleep_ns(idle_ns)
+    device.sleep_ns(settle_ns)
     rec.samples.append(device.drain_samples())
     probe_rec = rec.run(1, "probe", [(k.main, n_probe)], ["main"], 0, 0)
     device.sleep_ns(max(2 * settle_ns, int(policy.probe_ms * 1e6)))
     rec.samples.append(device.drain_samples())
-    return _probe(rec, probe_rec, n_probe, policy, noise_mw, idle_ns, cycle_ns)
+    return _probe(rec, probe_rec, n_probe, policy, noise_mw, settle_ns, cycle_ns)
 
 
 def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
@@ -655,8 +654,7 @@ def collect_scenario(
     local_timing = _time_kernel(rec, kernels, policy, settle, scenario.name)
     # several GPUs: rank 0's timing decides every count from here on (never each rank's own clock)
     exec_time, cycle = sync.broadcast((local_timing.exec_time_ns, local_timing.cycle_ns))
-    probe_idle = probe_idle_ns(settle, max(sync.all_gather(sensor.period_ns)))  # the idle level from >= 8 samples
-    probe = _stability_probe(rec, kernels, policy, noise_mw, probe_idle, cycle, settle)
+    probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
     plan = sync.broadcast(make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count))

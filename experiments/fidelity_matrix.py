@@ -182,6 +182,7 @@ _ROW_KEYS = (
     "truth_ssp_power_w",
     "ssp_cycle_vs_sustained_cycle_pct",
     "ssp_vs_unstamped_burst_pct",
+    "collect_gpu_s",
 )
 # the two kinds of SSE / interleaved number, each validated against its own truth (fingrav.analysis.validation)
 SECONDARY = tuple((n, kind) for n in ("sse", "interleaved") for kind in ("reading", "kernel_power"))
@@ -227,9 +228,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cyc = [r for r in valid if (r.get("limit_cycles") or 0) > 0]
     by_source["limit_cycling_valid"] = len(cyc)
     by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["power_vs_truth_pct"]) for r in cyc), default=None)
+    gpu_s = [float(r["collect_gpu_s"]) for r in ok if r.get("collect_gpu_s") is not None]
     return {
         "scenarios": len(rows),
         "errors": len(rows) - len(ok),
+        "collect_gpu_s_total": round(sum(gpu_s), 1),
+        "collect_gpu_s_median": round(float(np.median(gpu_s)), 2) if gpu_s else None,
+        "sse_skipped": sum("sse_skipped" in (r.get("notes") or "") for r in ok),
         "valid": len(valid),
         "ssp_max_abs_error_pct": max(ssp_err, default=None),
         "ssp_within_1pct": sum(e <= 1.0 for e in ssp_err) / len(ssp_err) if ssp_err else None,
@@ -257,11 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/fidelity.jsonl"))
+    ap.add_argument(
+        "--sse", choices=("auto", "always", "never"), help="run_policy.sse of every sweep (issue 20; default: auto)"
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
     rng = np.random.default_rng(args.seed)
     cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
+    for c in cfgs if args.sse else ():  # after the draws: the same sweeps whatever --sse is
+        c["run_policy"]["sse"] = args.sse
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = pool.map(run_sweep, cfgs, chunksize=1)

@@ -1,4 +1,4 @@
-"""Command line: `fingrav schema|result-schema|validate|gpu-sweep|calibrate|collect|export|replay|dataset`.
+"""Command line: `fingrav schema|result-schema|validate|plan|gpu-sweep|calibrate|collect|export|replay|dataset`.
 
 The Snakemake pipeline is the normal way to run fingrav. `gpu-sweep` runs the GPU-side stages
 (calibrate + collect of every scenario) without Snakemake, for a GPU machine that has only numpy,
@@ -100,6 +100,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     if args.expand:
         sys.stdout.write(expanded_table(cfg))
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """The sweep's expected GPU time per scenario and run kind, before it runs (`fingrav.collect.sweep_estimate`)."""
+    from fingrav.collect.sweep_estimate import estimate_sweep, estimate_table
+
+    cfg = load_config(args.config)
+    if cfg.device.backend == "replay":
+        logger.info("%s: a replay measures nothing: no GPU time", args.config)
+        return 0
+    est = estimate_sweep(cfg, args.preset, args.results, args.probes_from)
+    if args.json:
+        rows = [
+            {"scenario": s.name, "plan": s.plan.to_json(), "low_s": s.low_s, "high_s": s.high_s} for s in est.scenarios
+        ]
+        doc = {"scenarios": rows, "calibration_s": est.calibration_s, "total_s": est.total_s,
+               "total_max_s": est.total_max_s, "basis": est.basis}  # fmt: skip
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(estimate_table(est))
     return 0
 
 
@@ -290,6 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
     v.add_argument("--expand", action="store_true", help="list every scenario, grids expanded")
     v.set_defaults(func=_cmd_validate)
+    pl = sub.add_parser("plan", help="the GPU time a sweep will take, per scenario and run kind, before it runs")
+    pl.add_argument("--config", required=True)
+    pl.add_argument("--preset", help="the simulator preset modelling the GPU's kernels and sensor (default: the "
+                    "simulated one; nvml: h200, amdsmi: mi300x)")  # fmt: skip
+    pl.add_argument("--results", default="results", help="where results/<sweep>/calibration is looked for")
+    pl.add_argument(
+        "--probes-from",
+        help="a results folder of earlier collections on this GPU (e.g. a committed dataset): their stability probes "
+        "price the device transient (default: the sweep's own)",
+    )
+    pl.add_argument("--json", action="store_true", help="the plans and estimates as JSON")
+    pl.set_defaults(func=_cmd_plan)
     for name, func, hlp in (
         ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),
         ("collect", _cmd_collect, "collect scenarios (GPU side); needs the calibration"),

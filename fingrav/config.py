@@ -493,6 +493,19 @@ class RunPolicy(_Model):
         description="the adaptive reference run stops once the 95 % CI of its whole-cycle mean is within +- this "
         "many % (below analysis.max_ci_pct, the validity limit, so that the final analysis meets it)",
     )
+    sse: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="SSE runs: 'auto' measures them when the run budget (sse_runs, else max_runs) is expected to "
+        "give at least sse_min_lois SSE LOIs on the calibrated sensor (one per run at most, execution time / sample "
+        "period on a slow sensor) and else skips them, saying in the plan and the log what they would cost (the SSE "
+        "columns are then empty, flag sse_skipped); 'always' measures them; 'never' skips them",
+    )
+    sse_min_lois: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None,
+        description="'auto' SSE: skip the SSE runs when fewer than half this many SSE LOIs are expected within the "
+        "run budget (half: the prediction is conservative, a number measurable today is never lost); unset: "
+        "analysis.min_lois, the count below which the analysis reports no SSE number (too_few_lois_sse)",
+    )
     stability_tol_pct: PositiveFloat = Field(
         1.0,
         description="power is stable once within this (%) of its final level, plus 3 standard errors of the "
@@ -684,11 +697,14 @@ class SweepConfig(_Model):
         )
 
     def policy_for(self, name: str) -> RunPolicy:
-        """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top."""
+        """The sweep's run policy with the scenario's own `run_policy` fields (those it sets) on top; sse_min_lois,
+        where neither sets it, is analysis.min_lois (the SSE runs `auto` skips are those that cannot reach it)."""
         own = self.scenario(name).run_policy
-        if own is None:
-            return self.run_policy
-        merged = {**self.run_policy.model_dump(), **own.model_dump(include=own.model_fields_set)}
+        merged = self.run_policy.model_dump()
+        if own is not None:
+            merged.update(own.model_dump(include=own.model_fields_set))
+        if merged.get("sse_min_lois") is None:  # the analysis' threshold: SSE runs that cannot reach it buy nothing
+            merged["sse_min_lois"] = self.analysis.min_lois
         return RunPolicy.model_validate(merged)
 
     def gpus_of(self, name: str) -> list[int]:

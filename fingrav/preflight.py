@@ -18,7 +18,7 @@ from typing import Any
 
 from fingrav.backends import get_backend
 from fingrav.config import DeviceConfig, SweepConfig, read_yaml
-from fingrav.errors import ConfigError
+from fingrav.errors import ConfigError, FingravError
 from fingrav.guard import check_write, dataset_of, verify_dataset
 from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
 
@@ -91,6 +91,25 @@ def check_sweep(cfg: SweepConfig, root: Path | str = ".") -> None:
     if (problem := get_backend(dev.backend).library_problem()) is not None:
         raise ConfigError(problem)
     check_callables(cfg, root)
+
+
+def estimate_line(cfg: SweepConfig, root: Path | str = ".") -> str | None:
+    """One line with the sweep's expected GPU time (`fingrav.collect.sweep_estimate`), for Snakemake to print when
+    it plans the sweep (a dry run included); None for a replay, which measures nothing. Pure arithmetic over the
+    config, the calibration if there is one and the simulator's kernel model: milliseconds per scenario."""
+    if cfg.device.backend == "replay":
+        return None
+    from fingrav.collect.sweep_estimate import estimate_sweep
+
+    try:
+        est = estimate_sweep(cfg, results_root=Path(root) / RESULTS_ROOT)
+    except (FingravError, ValueError) as err:
+        return f"fingrav: GPU-time estimate unavailable ({err})"
+    return (
+        f"fingrav: sweep {cfg.sweep!r}: ~{est.total_s:.0f} GPU-s expected for {len(est.scenarios)} scenarios "
+        f"(range {est.total_min_s:.0f}-{est.total_max_s:.0f} s with the probe-dependent and adaptive parts at their "
+        "bounds; table: fingrav plan --config <this config>)"
+    )
 
 
 def check_callables(cfg: SweepConfig, root: Path | str = ".") -> None:

@@ -15,7 +15,7 @@ from fingrav.backends import get_backend
 from fingrav.config import config_hash, merge_config, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
-from fingrav.preflight import check_sweep
+from fingrav.preflight import check_sweep, estimate_line
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
@@ -35,6 +35,8 @@ def _load_sweep_config():
         data = merge_config(data, dict(settings.config or {}), "--config")
         cfg = parse_config(data)
         check_sweep(cfg)  # what the sweep needs beyond a valid config: files, libraries, the results folder
+        if (line := estimate_line(cfg)) is not None:  # the GPU time it will take, known before it is spent
+            print(line, file=sys.stderr)
         return cfg
     except ConfigError as err:  # one message and exit 1: no traceback, no job (a WorkflowError prints its stack)
         raise SystemExit(str(err)) from None

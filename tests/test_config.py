@@ -83,7 +83,10 @@ def test_scenario_run_policy_overrides_only_its_fields() -> None:
     own = cfg.policy_for("cb-2k")
     assert own.sse_runs == 2000 and own.max_runs == 600 and own.probe_ms == 200.0
     assert cfg.analysis.margin == 0.03
-    assert cfg.policy_for("cb-8k") == cfg.run_policy
+    # the sweep's policy, with the analysis' SSE LOI threshold where run_policy.sse_min_lois is unset (issue 20)
+    assert cfg.policy_for("cb-8k") == cfg.run_policy.model_copy(update={"sse_min_lois": cfg.analysis.min_lois})
+    data["scenarios"][0]["run_policy"] = {"sse_min_lois": 4}
+    assert parse_config(data).policy_for("cb-2k").sse_min_lois == 4
     data["scenarios"][0]["run_policy"] = {"margin": 0.8}
     assert "scenarios['cb-2k'].run_policy.margin: unknown key (value 0.8)" in _bad(lambda d: d.update(data))
 

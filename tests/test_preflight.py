@@ -112,3 +112,12 @@ def test_the_command_line_screen_refuses_a_yte_file_with_one_message(tmp_path: P
     with pytest.raises(SystemExit, match="YTE templates are not allowed") as exc:
         screen_snakemake_command_line(["-n", "--configfile", str(ok), str(bad)])
     assert str(bad) in str(exc.value)
+
+
+def test_estimate_line_gives_the_expected_gpu_time(tmp_path: Path) -> None:
+    from fingrav.preflight import estimate_line
+
+    line = estimate_line(cfg(), tmp_path)
+    assert line is not None and "GPU-s expected for 1 scenarios" in line and "fingrav plan" in line
+    replay = cfg(backend="replay", replay_dir=str(tmp_path))
+    assert estimate_line(replay, tmp_path) is None

@@ -321,6 +321,7 @@ def flag_step(
         sample_phase_ks=phase_ks,
         samples_rejected=loi.sample_counts["rejected"],
         tail_unsettled=n.tail_unsettled,
+        sse_skipped=plan.sse_decision is not None and plan.sse_decision.skipped is not None,
         max_ci_pct=analysis.max_ci_pct,
         headline_source=hl.source,
         reference_drifting=bool(ref is not None and ref.drifting and ref.limit_cycle is None),

@@ -133,6 +133,7 @@ class FlagInputs:
     sample_phase_ks: tuple[float | None, int] = (None, 0)
     samples_rejected: int = 0
     tail_unsettled: bool = False  # the SSP tail still trends beyond its CI (fingrav.analysis.settling)
+    sse_skipped: bool = False  # the plan skipped the SSE runs (plan.sse_decision.skipped)
     max_ci_pct: float = float("inf")  # analysis.max_ci_pct
     ssp_mw: float | None = None  # the headline SSP (sustained where there is a reference run)
     headline_ci_mw: tuple[float | None, float | None] | None = None  # its CI; None: ssp_ci_mw
@@ -172,6 +173,8 @@ def _data_flags(inp: FlagInputs) -> set[str]:
         fired.add("too_few_lois")
     if inp.sse_lois < inp.min_lois:
         fired.add("too_few_lois_sse")
+    if inp.sse_skipped:
+        fired.add("sse_skipped")
     if inp.exec_time_ns is not None:
         window = inp.sensor.window_ns
         if window is not None and inp.exec_time_ns < float(window) + float(inp.sensor.lag_ns or 0.0):

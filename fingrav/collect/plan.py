@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from fingrav.collect.estimate import NS_PER_S, plan_cost, run_ns
 from fingrav.contracts import FORMAT_VERSION
-from fingrav.contracts.plan import Plan, Probe, guidance
+from fingrav.contracts.plan import Plan, Probe, SSEDecision, guidance
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.units import NS_PER_MS
 
@@ -115,11 +116,13 @@ def _no_trend(s: ProbeSamples, lv: ProbeLevel) -> bool:
 
 def _recover_time(s: ProbeSamples, lv: ProbeLevel, tol_pct: float) -> int:
     """ns after the busy end until the smoothed samples are back at the idle level (the last sample seen when
-    they never are)."""
+    they never are). The idle level is a median of the few samples before the probe: its own standard error
+    (~1.25 sd / sqrt(n)) is allowed too, so a noisy idle level does not read as a device that never cools down."""
     ta, pa = s.ta, s.pa
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):
-        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * lv.se
+        idle_se = 1.2533 * lv.sd / np.sqrt(max(len(s.before), 1))
+        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * np.hypot(lv.se, idle_se)
         away = np.abs(_moving_mean(pa, lv.k) - s.idle_level) > idle_tol
         if away.any():
             last = int(np.nonzero(away)[0][-1])
@@ -210,20 +213,69 @@ def _ssp_index(cycle_ns: int, settle_ns: int, probe: Probe | None, warmups: int,
     return max(math.ceil(need_ns / max(cycle_ns, 1)), warmups + 2) - 1
 
 
-def _run_counts(exec_time_ns: int, period_ns: int, g_runs: int, policy: Any, notes: list[str]) -> RunCounts:
+def sse_decision(
+    exec_time_ns: int,
+    cycle_ns: int,
+    sensor: PlanSensor,
+    idle_ns: int,
+    pred_busy_ns: float,
+    policy: Any,
+    ssp_runs: int = 0,
+) -> SSEDecision:
+    """What the SSE runs can resolve on this sensor, and whether to run them (run_policy.sse).
+
+    A sample is an SSE LOI when it falls in the SSE execution: one per run at most, execution time / sample period
+    per run on a slow sensor; the `ssp_runs` SSP runs give theirs too (their execution at the SSE index is one).
+    min_lois LOIs need runs_for_min_lois runs; the budget is run_policy.sse_runs, else max_runs, plus the SSP runs.
+    'auto' skips the SSE runs when fewer than sse_min_lois / 2 LOIs are expected within the budget (the
+    analysis reports no SSE number below analysis.min_lois, the default sse_min_lois; half of it because the
+    prediction errs low: sim-h200's cb-4k gets 25 where 16 are predicted); explicit run_policy.sse_runs are always
+    run. 'never' always skips them, 'always' never does. The cost is per run (idle, guard, mean delay, warm-ups +
+    the SSE execution, `pred_busy_ns` of predecessor executions)."""
+    lois_per_run = min(1.0, exec_time_ns / max(sensor.period_ns, 1))
+    runs_for = math.ceil(policy.min_lois / max(lois_per_run, 1e-9))
+    budget = int(policy.sse_runs) if policy.sse_runs is not None else int(policy.max_runs)
+    expected = (budget + int(ssp_runs)) * lois_per_run
+    floor = int(policy.sse_min_lois) if policy.sse_min_lois is not None else int(policy.min_lois)
+    per_run_s = run_ns(idle_ns, pred_busy_ns + (policy.warmups + 1) * cycle_ns, sensor.period_ns) / NS_PER_S
+    skipped = None
+    if policy.sse == "never":
+        skipped = "run_policy.sse is 'never'"
+    elif policy.sse == "auto" and policy.sse_runs is None and expected < floor / 2:
+        skipped = (
+            f"SSE: ~{runs_for} runs, ~{runs_for * per_run_s / 60:.1f} GPU-min for {policy.min_lois} LOIs on this "
+            f"sensor ({lois_per_run:.3g} per run; ~{expected:.1f} in max_runs={budget} + {ssp_runs} SSP runs, < "
+            f"{floor}/2): skipped; "
+            "run_policy.sse: always measures it"
+        )
+    return SSEDecision(
+        policy=policy.sse,
+        lois_per_run=lois_per_run,
+        runs_for_min_lois=runs_for,
+        runs_for_min_lois_s=runs_for * per_run_s,
+        budget_runs=budget,
+        expected_lois=expected,
+        skipped=skipped,
+    )
+
+
+def _run_counts(g_runs: int, sse: SSEDecision, policy: Any, notes: list[str]) -> RunCounts:
     """SSP runs: the guidance table. SSE runs (METHOD.md step 3): as many as the SSE profile needs for min_lois
-    LOIs (METHOD.md step 8), at least the guidance table; both capped at max_runs; explicit values override."""
+    LOIs (METHOD.md step 8), at least the guidance table; both capped at max_runs; explicit values override; none
+    when `sse` skips them."""
     runs = g_runs
-    lois_per_run_sse = min(1.0, exec_time_ns / period_ns)
-    sse_runs = max(g_runs, math.ceil(policy.min_lois / max(lois_per_run_sse, 1e-9)))
-    if sse_runs > policy.max_runs:
+    sse_runs = max(g_runs, sse.runs_for_min_lois)
+    if sse.skipped is not None:
+        notes.append(sse.skipped)
+        sse_runs = 0
+    elif sse_runs > policy.max_runs:
         notes.append(
             f"{sse_runs} SSE runs wanted for {policy.min_lois} SSE LOIs; "
             f"capped at run_policy.max_runs={policy.max_runs}"
         )
         sse_runs = int(policy.max_runs)
     runs = min(runs, int(policy.max_runs))
-    if policy.sse_runs is not None:
+    if policy.sse_runs is not None and sse.skipped is None:
         sse_runs = int(policy.sse_runs)
     return RunCounts(runs, sse_runs)
 
@@ -280,11 +332,14 @@ def make_plan(
     probe: Probe | None,
     policy: Any,
     predecessor_count: int = 0,
+    pred_cycle_ns: float = 0.0,
 ) -> Plan:
-    """Choose runs, executions per run, idle and delay (METHOD.md steps 1, 3, 4, 5, 8).
+    """Choose runs, executions per run, idle and delay (METHOD.md steps 1, 3, 4, 5, 8), whether to run the SSE runs
+    (`sse_decision`), and what it all costs (`fingrav.collect.estimate.plan_cost`).
 
     sensor: the total channel's calibrated sensor (ns).
     policy: a `fingrav.config.RunPolicy`. Explicit values in it override the automatic choice.
+    pred_cycle_ns: the predecessor's launch-to-launch time (ns), for the cost only (0: unknown, not counted).
     """
     notes: list[str] = []
     g_runs, spacing_ns, _ = guidance(exec_time_ns)
@@ -295,13 +350,15 @@ def make_plan(
     # LOIs wanted: ~1 per `spacing` of kernel time (guidance table), at least policy.min_lois
     lois_wanted = max(int(policy.min_lois), math.ceil(exec_time_ns / spacing_ns))
     ssp_index = _ssp_index(cycle_ns, settle, probe, warmups, notes)
-    counts = _run_counts(exec_time_ns, period, g_runs, policy, notes)
-    shape = _run_shape(exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes)
-    runs = int(policy.runs) if policy.runs is not None else counts.runs
     # idle before each run: the sensor and the device must be back at idle (probe recovery)
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
-    return Plan(
+    ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
+    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
+    counts = _run_counts(g_runs, sse, policy, notes)
+    shape = _run_shape(exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes)
+    runs = int(policy.runs) if policy.runs is not None else counts.runs
+    plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),
         cycle_ns=int(cycle_ns),
@@ -314,6 +371,7 @@ def make_plan(
         runs=int(runs),
         sse_runs=int(counts.sse_runs),
         sse_executions_per_run=sse_index + 1,
+        sse_decision=sse,
         **_reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,
@@ -324,3 +382,4 @@ def make_plan(
         mode=policy.mode,
         notes=notes,
     )
+    return plan.model_copy(update={"cost": plan_cost(plan, policy, pred_cycle_ns)})

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
+from fingrav.collect.estimate import READ_GUARD_NS  # idle between the pre-run reads and the random delay + executions
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -484,6 +485,19 @@ def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
         plan.idle_ns / 1e6,
         "; " + "; ".join(plan.notes) if plan.notes else "",
     )
+    if (c := plan.cost) is not None:
+        logger.info(
+            "%s: expected GPU time %.1f s (probe %.1f, reference %.1f%s, SSE %.1f, SSP %.1f, other %.1f)%s",
+            name,
+            c.total_s,
+            c.probe_s,
+            c.reference_s,
+            f"-{c.reference_max_s:.1f} adaptive" if c.reference_max_s > c.reference_s else "",
+            c.sse_s,
+            c.ssp_s,
+            c.other_s,
+            "; predecessor executions not counted" if k.pred is not None else "",
+        )
 
 
 def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_id: int, name: str) -> ReferenceRun:

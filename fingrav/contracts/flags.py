@@ -54,6 +54,14 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "SSE LOIs < analysis.min_lois",
     ),
     Flag(
+        "sse_skipped",
+        False,
+        "the plan skipped the SSE runs: on this sensor they could not reach the SSE LOIs the analysis needs within "
+        "the run budget (run_policy.sse 'auto'; plan.json sse_decision says what they would cost), or "
+        "run_policy.sse is 'never'; the SSE columns are empty; run_policy.sse: always measures them",
+        "plan.sse_decision.skipped",
+    ),
+    Flag(
         "kernel_shorter_than_window",
         False,
         "the kernel is shorter than the sensor's averaging window + lag: the TOI profile's shape is smoothed "

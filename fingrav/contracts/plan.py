@@ -87,6 +87,51 @@ class RankLocal(BaseModel):
     probe: Probe | None = None
 
 
+class PlanCost(BaseModel):
+    """What a plan is expected to cost in GPU time (s), by run kind (`fingrav.collect.estimate.plan_cost`): the
+    timing run and the stability probe (`probe_s`), the reference run at its shortest and longest length (adaptive:
+    it lies in between), the SSE runs, the SSP runs and the waits between them (`other_s`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    probe_s: float = Field(description="timing run and stability probe, with the idle before and after them (s)")
+    reference_s: float = Field(description="the reference run at its shortest length (reference_ms), idle included (s)")
+    reference_max_s: float = Field(description="the reference run at its longest length (reference_max_ms) (s)")
+    sse_s: float = Field(description="the SSE runs, each with its idle, guard and random delay (s)")
+    ssp_s: float = Field(description="the SSP runs, each with its idle, guard and random delay (s)")
+    other_s: float = Field(description="clock bursts and the settle waits around the runs (s)")
+
+    @property
+    def total_s(self) -> float:
+        """Expected GPU time with the reference run at its shortest length (s)."""
+        return self.probe_s + self.reference_s + self.sse_s + self.ssp_s + self.other_s
+
+    @property
+    def total_max_s(self) -> float:
+        """Expected GPU time with the reference run at its longest length (s)."""
+        return self.total_s - self.reference_s + self.reference_max_s
+
+
+class SSEDecision(BaseModel):
+    """What the SSE runs can resolve on this sensor (`fingrav.collect.plan.sse_decision`): LOIs per run (the SSE
+    execution's share of a sample period, at most 1), the runs min_lois LOIs need, the LOIs expected in the runs
+    the budget allows (max_runs) and the SSP runs, and whether the SSE runs are measured (run_policy.sse) and why
+    not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str = Field(description="run_policy.sse: auto | always | never")
+    lois_per_run: float = Field(description="expected SSE LOIs per SSE run (execution time / sensor period, <= 1)")
+    runs_for_min_lois: int = Field(description="SSE runs run_policy.min_lois LOIs need at that rate")
+    runs_for_min_lois_s: float = Field(description="GPU time those runs would take (s)")
+    budget_runs: int = Field(description="SSE runs the budget allows (run_policy.sse_runs, else max_runs)")
+    expected_lois: float = Field(
+        description="SSE LOIs expected in budget_runs SSE runs and the SSP runs (their execution at the SSE index "
+        "gives SSE LOIs too)"
+    )
+    skipped: str | None = Field(None, description="why the SSE runs were skipped (None: measured)")
+
+
 class Plan(BaseModel):
     """plan.json: how the runs of one scenario (on one GPU) were built."""
 
@@ -104,6 +149,14 @@ class Plan(BaseModel):
     runs: int = Field(description="SSP runs")
     sse_runs: int
     sse_executions_per_run: int
+    sse_decision: SSEDecision | None = Field(
+        None, description="what the SSE runs can resolve and whether they ran (plans before run_policy.sse: None)"
+    )
+    cost: PlanCost | None = Field(
+        None,
+        description="the GPU time this plan was expected to cost, by run kind (fingrav.collect.estimate.plan_cost; "
+        "the runner does not time the predecessor, so its executions are not counted here; plans before it: None)",
+    )
     reference_executions: int = Field(0, description="executions planned for the reference run's shortest length")
     reference_ms: float = Field(0.0, description="the reference run's shortest length (run_policy.reference_ms)")
     reference_max_ms: float = Field(

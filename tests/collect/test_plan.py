@@ -103,7 +103,7 @@ def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
 
 
 def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
-    plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300))
+    plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300, sse="always"))
     assert plan.sse_runs == 300 and plan.runs == 200
     assert any("capped" in n for n in plan.notes)
     # SSP only after ~63 ms of back-to-back executions

@@ -1,0 +1,119 @@
+"""Issue 20: `fingrav plan`'s estimate against the GPU time collection then took (`collect_gpu_s`), per scenario and
+by run kind.
+
+    python benchmarks/plan_vs_collect.py --config CONFIG [--results results] [--markdown]
+
+The GPU time a collection took by run kind comes from its raw runs.parquet: run i holds the GPU from the start of
+its idle (host_start_ns - idle_ns - read guard - delay) to the start of the next run's idle; the timing run and the
+probe count as "probe"; what precedes the first run and follows the last is "other". Their sum is the span of the
+power samples, `collect_gpu_s` (`fingrav.analysis.differentiate.gpu_seconds`). The estimate is printed twice: made
+before the sweep ran (the simulator preset's sensor: what `fingrav plan` says on a fresh sweep) and with the sweep's
+calibration (what it says once calibrated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from fingrav.collect.estimate import READ_GUARD_NS
+from fingrav.collect.sweep_estimate import estimate_sweep
+from fingrav.config import load_config
+from fingrav.layout import SweepLayout
+
+KINDS = ("probe", "reference", "sse", "ssp", "other")
+
+
+def spent_by_kind(raw: Path) -> dict[str, float]:
+    """GPU seconds by run kind of one collected scenario (module docstring)."""
+    runs = pl.read_parquet(raw / "runs.parquet").sort("host_start_ns")
+    t = pl.read_parquet(raw / "samples.parquet", columns=["t_ns"])["t_ns"]
+    t0, t1 = int(t.min()), int(t.max())
+    start = (runs["host_start_ns"] - runs["idle_ns"] - runs["delay_ns"] - READ_GUARD_NS).to_list()
+    phases = ["probe" if ph in ("timing", "probe") else ph for ph in runs["phase"].to_list()]
+    out = dict.fromkeys(KINDS, 0.0)
+    out["other"] += (start[0] - t0) / 1e9
+    ends = [*start[1:], t1]
+    for ph, a, b in zip(phases, start, ends, strict=True):
+        out[ph] += (b - a) / 1e9
+    return out
+
+
+def rows(config: str, results: str) -> list[dict[str, object]]:
+    cfg = load_config(config)
+    layout = SweepLayout.of(cfg.sweep, results)
+    metrics = pl.read_csv(layout.root / "metrics.csv", infer_schema_length=0).filter(
+        pl.col("metric") == "collect_gpu_s"
+    )
+    gpu_s = dict(zip(metrics["scenario"], metrics["value"].cast(pl.Float64), strict=True))
+    with tempfile.TemporaryDirectory() as empty:
+        before = {s.name: s for s in estimate_sweep(cfg, results_root=empty).scenarios}
+    after = {s.name: s for s in estimate_sweep(cfg, results_root=results).scenarios}
+    out = []
+    for s in cfg.scenarios:
+        spent = spent_by_kind(layout.scenario_dir(s.name, 0))
+        b, a = before[s.name], after[s.name]
+        out.append(
+            {
+                "scenario": s.name,
+                "plan_before_s": b.expected_s,
+                "plan_before_range_s": f"{b.low_s:.0f}-{b.high_s:.0f}",
+                "plan_s": a.expected_s,
+                "plan_range_s": f"{a.low_s:.0f}-{a.high_s:.0f}",
+                "collect_gpu_s": gpu_s[s.name],
+                "err_pct": (a.expected_s / gpu_s[s.name] - 1) * 100,
+                "err_before_pct": (b.expected_s / gpu_s[s.name] - 1) * 100,
+                **{f"{k}_s": v for k, v in spent.items()},
+                "plan_probe_s": a.cost.probe_s,
+                "plan_reference_s": a.cost.reference_s,
+                "plan_sse_s": a.cost.sse_s,
+                "plan_ssp_s": a.cost.ssp_s,
+            }
+        )
+    return out
+
+
+def spent_rows(sweep_dir: Path) -> list[dict[str, object]]:
+    """GPU seconds by run kind of every scenario collected in a sweep folder (no estimate: any code's results)."""
+    raw = sweep_dir / "raw" / "gpu0"
+    return [
+        {"scenario": d.name, **{f"{k}_s": v for k, v in spent_by_kind(d).items()}}
+        for d in sorted(raw.iterdir())
+        if (d / "runs.parquet").is_file()
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", help="the sweep config: its estimate against its results")
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--spent", type=Path, help="instead: only the GPU seconds by run kind of this sweep folder")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args(argv)
+    if args.spent is None and args.config is None:
+        ap.error("give --config or --spent")
+    df = pl.DataFrame(spent_rows(args.spent) if args.spent is not None else rows(args.config, args.results))
+    if args.spent is not None:
+        df = df.with_columns(pl.sum_horizontal([f"{k}_s" for k in KINDS]).alias("total_s"))
+    num = [c for c, t in df.schema.items() if t == pl.Float64]
+    df = df.with_columns(pl.col(num).round(1))
+    if args.markdown:
+        cols = df.columns
+        sys.stdout.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
+        for r in df.iter_rows():
+            sys.stdout.write("| " + " | ".join(str(v) for v in r) + " |\n")
+        tot = df.select(pl.col(num).sum())
+        sys.stdout.write("| total | " + " | ".join(str(round(tot[c][0], 1)) if c in num else "" for c in cols[1:]))
+        sys.stdout.write(" |\n")
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250):
+            sys.stdout.write(str(df) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -150,12 +150,15 @@ class Plan(BaseModel):
     sse_runs: int
     sse_executions_per_run: int
     sse_decision: SSEDecision | None = Field(
-        None, description="what the SSE runs can resolve and whether they ran (plans before run_policy.sse: None)"
+        None,
+        description="what the SSE runs can resolve and whether they ran (plans before run_policy.sse: None)",
+        exclude_if=lambda v: v is None,  # a plan from before it writes back the keys it had
     )
     cost: PlanCost | None = Field(
         None,
         description="the GPU time this plan was expected to cost, by run kind (fingrav.collect.estimate.plan_cost; "
         "the runner does not time the predecessor, so its executions are not counted here; plans before it: None)",
+        exclude_if=lambda v: v is None,
     )
     reference_executions: int = Field(0, description="executions planned for the reference run's shortest length")
     reference_ms: float = Field(0.0, description="the reference run's shortest length (run_policy.reference_ms)")

@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from fingrav.analysis.reference import trapezoid_energy_mj
+from fingrav.analysis.energy import trapezoid_energy_mj
 from fingrav.analysis.sustained import binned, limit_cycle
 from fingrav.analysis.tdist import t_half_width, t_interval
 from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.energy import trapezoid_energy_mj
 from fingrav.analysis.sustained import BATCHES, batch_means_ci, block_spread_pct, drift, limit_cycle
 from fingrav.backends import BACKENDS, EnergyCounter
 from fingrav.contracts.clock import ClockMap
@@ -62,21 +63,6 @@ EARLY_WINDOW_NS = 100_000_000  # the early (pre-clamp) window of the reference r
 EARLY_PERIODS = 15  # ... and >= 15 sensor periods
 EARLY_MIN_SAMPLES = 6
 DRIFT_TOL_PCT = 0.35  # a reference run without a stopping target (older plans) drifts beyond +-this over its last half
-
-
-def trapezoid_energy_mj(t_ns: np.ndarray, power_mw: np.ndarray, start_ns: int, end_ns: int) -> float | None:
-    """Trapezoid integral (mJ) of the power samples (sorted t_ns) over [start_ns, end_ns], the power
-    at both ends interpolated linearly; None without samples on both sides of the span."""
-    t = np.asarray(t_ns, dtype=np.int64)
-    p = np.asarray(power_mw, dtype=np.float64)
-    if end_ns <= start_ns or t.size < 2 or t[0] > start_ns or t[-1] < end_ns:
-        return None
-    i0 = int(np.searchsorted(t, start_ns, side="right"))
-    i1 = int(np.searchsorted(t, end_ns, side="left"))
-    tt = np.concatenate([[start_ns], t[i0:i1], [end_ns]]).astype(np.float64)
-    tt -= float(start_ns)  # relative times keep float64 precision with epoch-sized stamps
-    pp = np.concatenate([[np.interp(start_ns, t, p)], p[i0:i1], [np.interp(end_ns, t, p)]])
-    return float(np.sum(0.5 * (pp[1:] + pp[:-1]) * np.diff(tt))) * MJ_PER_MW_NS
 
 
 def energy_counter_of(plan: Plan) -> EnergyCounter | None:

@@ -9,7 +9,8 @@ import pytest
 
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.differentiate import differentiate
-from fingrav.analysis.reference import counter_power, energy_counter_of, reference_stats, trapezoid_energy_mj
+from fingrav.analysis.energy import trapezoid_energy_mj
+from fingrav.analysis.reference import counter_power, energy_counter_of, reference_stats
 from fingrav.analysis.sustained import batch_means_ci
 from fingrav.analysis.tdist import t_critical, t_two_sided_prob
 from fingrav.backends import EnergyCounter

@@ -272,6 +272,45 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _add_dataset_commands(sub: argparse._SubParsersAction) -> None:
+    """replay --check and dataset seal|verify: committed real-GPU datasets."""
+    rp = sub.add_parser("replay", help="check a replay of a committed dataset against its committed summary.csv")
+    rp.add_argument("--check", metavar="NAME", help="the dataset (results/NAME/summary.csv is the committed one)")
+    rp.add_argument("--committed", help="the committed summary.csv (default results/NAME/summary.csv)")
+    rp.add_argument("--replayed", help="the replayed sweep folder with its metrics.csv (default results/NAME-replay)")
+    rp.add_argument("--rel", type=float, help="relative tolerance (default 1e-3: 0.1 %%)")
+    rp.add_argument(
+        "--summaries", action="store_true", help="compare the two folders' profiles/gpu0/*/summary.json instead"
+    )
+    rp.set_defaults(func=_cmd_replay)
+    d = sub.add_parser("dataset", help="seal (write DATASET.json) or verify a committed dataset folder")
+    d.add_argument("action", choices=("seal", "verify"))
+    d.add_argument("folder", help="the dataset's folder, e.g. results/h200")
+    d.add_argument("--description", help="seal: one line saying what was measured")
+    d.set_defaults(func=_cmd_dataset)
+
+
+def _add_planning_commands(sub: argparse._SubParsersAction) -> None:
+    """validate and plan: a sweep config checked and priced before anything runs."""
+    v = sub.add_parser("validate", help="validate a sweep config as the pipeline does (the config and what it needs)")
+    v.add_argument("--config", help="the sweep config (as in every other subcommand)")
+    v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
+    v.add_argument("--expand", action="store_true", help="list every scenario, grids expanded")
+    v.set_defaults(func=_cmd_validate)
+    pl = sub.add_parser("plan", help="the GPU time a sweep will take, per scenario and run kind, before it runs")
+    pl.add_argument("--config", required=True)
+    pl.add_argument("--preset", help="the simulator preset modelling the GPU's kernels and sensor (default: the "
+                    "simulated one; nvml: h200, amdsmi: mi300x)")  # fmt: skip
+    pl.add_argument("--results", default="results", help="where results/<sweep>/calibration is looked for")
+    pl.add_argument(
+        "--probes-from",
+        help="a results folder of earlier collections on this GPU (e.g. a committed dataset): their stability probes "
+        "price the device transient (default: the sweep's own)",
+    )
+    pl.add_argument("--json", action="store_true", help="the plans and estimates as JSON")
+    pl.set_defaults(func=_cmd_plan)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fingrav", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"fingrav {_version()}")
@@ -292,37 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
     e.add_argument("--rank", type=int, default=0, help="which GPU of a multi-GPU sweep (default 0)")
     e.set_defaults(func=_cmd_export)
-    rp = sub.add_parser("replay", help="check a replay of a committed dataset against its committed summary.csv")
-    rp.add_argument("--check", metavar="NAME", help="the dataset (results/NAME/summary.csv is the committed one)")
-    rp.add_argument("--committed", help="the committed summary.csv (default results/NAME/summary.csv)")
-    rp.add_argument("--replayed", help="the replayed sweep folder with its metrics.csv (default results/NAME-replay)")
-    rp.add_argument("--rel", type=float, help="relative tolerance (default 1e-3: 0.1 %%)")
-    rp.add_argument(
-        "--summaries", action="store_true", help="compare the two folders' profiles/gpu0/*/summary.json instead"
-    )
-    rp.set_defaults(func=_cmd_replay)
-    d = sub.add_parser("dataset", help="seal (write DATASET.json) or verify a committed dataset folder")
-    d.add_argument("action", choices=("seal", "verify"))
-    d.add_argument("folder", help="the dataset's folder, e.g. results/h200")
-    d.add_argument("--description", help="seal: one line saying what was measured")
-    d.set_defaults(func=_cmd_dataset)
-    v = sub.add_parser("validate", help="validate a sweep config as the pipeline does (the config and what it needs)")
-    v.add_argument("--config", help="the sweep config (as in every other subcommand)")
-    v.add_argument("config_path", nargs="?", metavar="CONFIG", help=argparse.SUPPRESS)  # the older positional form
-    v.add_argument("--expand", action="store_true", help="list every scenario, grids expanded")
-    v.set_defaults(func=_cmd_validate)
-    pl = sub.add_parser("plan", help="the GPU time a sweep will take, per scenario and run kind, before it runs")
-    pl.add_argument("--config", required=True)
-    pl.add_argument("--preset", help="the simulator preset modelling the GPU's kernels and sensor (default: the "
-                    "simulated one; nvml: h200, amdsmi: mi300x)")  # fmt: skip
-    pl.add_argument("--results", default="results", help="where results/<sweep>/calibration is looked for")
-    pl.add_argument(
-        "--probes-from",
-        help="a results folder of earlier collections on this GPU (e.g. a committed dataset): their stability probes "
-        "price the device transient (default: the sweep's own)",
-    )
-    pl.add_argument("--json", action="store_true", help="the plans and estimates as JSON")
-    pl.set_defaults(func=_cmd_plan)
+    _add_dataset_commands(sub)
+    _add_planning_commands(sub)
     for name, func, hlp in (
         ("calibrate", _cmd_calibrate, "clock sync + sensor characterization (GPU side)"),
         ("collect", _cmd_collect, "collect scenarios (GPU side); needs the calibration"),

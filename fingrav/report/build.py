@@ -253,9 +253,11 @@ class _Renderer:
         self.pending: list[_Pending] = []
         self.lazy = False  # every figure drawn by the browser, none rendered to PNG (`fingrav.report.lazy`)
 
-    def add(self, key: str, section: str, title: str, caption: str, build: Callable[[], Any]) -> None:
-        """Build one chart and queue its PNG (`lazy`: keep its packed spec for the browser to draw, no PNG);
-        nothing when the figure does not apply (build returns None)."""
+    def add(
+        self, key: str, section: str, title: str, caption: str, build: Callable[[], Any], lazy: bool = False
+    ) -> None:
+        """Build one chart and queue its PNG (with `lazy`, or the renderer's `lazy`: keep its packed spec for the
+        browser to draw, no PNG); nothing when the figure does not apply (build returns None)."""
         t = time.perf_counter()
         fig = FigureOut(key, section, title, caption)
         try:
@@ -271,7 +273,7 @@ class _Renderer:
             fig.error = f"{type(err).__name__}: {err}"
             self.pending.append(_Pending(fig, None, time.perf_counter() - t))
             return
-        if self.lazy:
+        if lazy or self.lazy:
             fig.spec = pack_spec(spec)
             self.pending.append(_Pending(fig, None, time.perf_counter() - t))
             return
@@ -385,6 +387,7 @@ def build_report(
         validation=validation,
         render_s=time.perf_counter() - t_start,
         ci_pct=ci,
+        many=len(scns) > LAZY_ABOVE,
     )
     index = layout.report_html
     tmp = index.with_suffix(".html.tmp")
@@ -475,7 +478,8 @@ def _add_profiles(
 
             key = f"profile_{s.name}" if rs.rank == 0 else f"profile_{s.name}_gpu{rs.rank}"
             title = f"{rs.name}: TOI-power profile"
-            add(key, "profiles", title, _profile_caption(rs, ci), build_profile)
+            # folded, and needed by no reader at a glance: drawn by the browser when opened, never a PNG
+            add(key, "profiles", title, _profile_caption(rs, ci), build_profile, lazy=True)
 
 
 def _add_timeline(

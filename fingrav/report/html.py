@@ -952,8 +952,10 @@ def render_html(
     validation: pl.DataFrame | None,
     render_s: float | None = None,
     ci_pct: str = "95 %",
+    many: bool = False,
 ) -> str:
-    """The whole page. `ci_pct`: the CI level as shown ("95 %")."""
+    """The whole page. `ci_pct`: the CI level as shown ("95 %"); `many`: a sweep of more scenarios than a page of
+    figures serves (`fingrav.report.lazy.LAZY_ABOVE`): the overview leads."""
     sweep = sweep_meta.get("sweep") or "sweep"
     nav = [
         ("headline", "Headline"),
@@ -980,10 +982,10 @@ def render_html(
         f"<h1>fingrav power report: {esc(sweep)}</h1>",
         f'<p class="sub">{_subtitle(sweep_meta, scns)}</p>',
         nav_html,
-        *(lead if n_lazy else []),  # a database: the overview first; its tables have hundreds of rows
+        *(lead if many else []),  # a database: the overview first; its tables have hundreds of rows
         headline_section(scns, ci_pct),
         summary_section(scns, ci_pct, sweep_meta.get("paper_sse_vs_ssp_pct", SSE_VS_SSP_PCT)),
-        *([] if n_lazy else lead),  # a few scenarios: the headline and core table fit the first screen, then this
+        *([] if many else lead),  # a few scenarios: the headline and core table fit the first screen, then this
         how_to_read(),
         meta_section(sweep_meta, calibration, scns),
         calibration_section(calibration),

@@ -97,11 +97,12 @@ LAZY_JS: Final = """
       const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
       const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
       const spec = await new Response(stream).json();
-      await vegaEmbed(box, spec, {actions: false, renderer: "canvas"});
+      const actions = {export: true, source: false, compiled: false, editor: false};  // "save as PNG / SVG"
+      await vegaEmbed(box, spec, {actions: actions, renderer: "canvas"});
       box.dataset.state = "drawn";
     } catch (err) {
       box.dataset.state = "failed";
-      box.textContent = "This figure could not be drawn here: " + err;
+      box.textContent = "Your browser did not draw this figure: " + err;
     }
   }
   document.querySelectorAll("details.lazy").forEach(d => {

@@ -487,3 +487,22 @@ def analyze(
     )
     # the dump, with the result's flat columns as "row" and every flag as "flags" (what tests read by name)
     return {**summary.model_dump(), "row": summary.result.flat(), "flags": summary.flags, "valid": summary.valid}
+
+
+def write_analyzed(layout: Any, name: str, analysis: AnalysisConfig, predecessor_count: int = 0, seed: int = 4) -> None:
+    """One generated scenario (30 SSP and 20 SSE runs), binned and differentiated, written where the report reads
+    it in `layout` (a `fingrav.layout.SweepLayout`): summary.json, lois.parquet and the binned runs."""
+    from fingrav import rawio
+    from fingrav.analysis.binning import bin_runs
+    from fingrav.analysis.differentiate import differentiate
+
+    d = generate(SynthSpec(runs=30, sse_runs=20, predecessor_count=predecessor_count, seed=seed))
+    binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
+    lois, summary = differentiate(
+        d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], analysis,
+        d["truth"], max_clock_residual_us=20.0, scenario=name,
+    )  # fmt: skip
+    rawio.write_json(layout.summary_json(name), summary)
+    lois.write_parquet(layout.lois(name))
+    layout.binned(name).parent.mkdir(parents=True, exist_ok=True)
+    binned.write_parquet(layout.binned(name))

@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fingrav import rawio
-from fingrav.analysis.binning import bin_runs
-from fingrav.analysis.differentiate import differentiate
 from fingrav.config import AnalysisConfig
 from fingrav.layout import SweepLayout
 from fingrav.report import build_report
 from fingrav.report import figures as F
 from fingrav.report.load import load_scenarios
-from fingrav.testing.synthetic import SynthSpec, generate
+from fingrav.testing.synthetic import write_analyzed
 
 ANALYSIS = AnalysisConfig(bootstrap_reps=200, min_lois=10)
 NAMES = ("gemm", "gemm-after-gemv")
@@ -27,13 +24,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> SweepLayout:
     """A report of two differentiated synthetic scenarios (one with a predecessor), built by `build_report`."""
     layout = SweepLayout(tmp_path_factory.mktemp("fig") / "sweep")
     for name, pred in zip(NAMES, (0, 2), strict=True):
-        d = generate(SynthSpec(runs=30, sse_runs=20, predecessor_count=pred, seed=4))
-        binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
-        _, summary = differentiate(
-            d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS,
-            d["truth"], max_clock_residual_us=20.0, scenario=name,
-        )  # fmt: skip
-        rawio.write_json(layout.summary_json(name), summary)
+        write_analyzed(layout, name, ANALYSIS, predecessor_count=pred)
     build_report(layout, list(NAMES), {"sweep": "fig", "backend": "synthetic"})
     return layout
 

@@ -12,15 +12,13 @@ import re
 import pytest
 
 from fingrav import rawio
-from fingrav.analysis.binning import bin_runs
-from fingrav.analysis.differentiate import differentiate
 from fingrav.config import AnalysisConfig
 from fingrav.layout import SweepLayout
 from fingrav.report import build_report
 from fingrav.report.lazy import LAZY_ABOVE, LAZY_MAX_POINTS, pack_spec, unpack_spec, vega_bundle
 from fingrav.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from fingrav.testing.clones import clone_scenarios
-from fingrav.testing.synthetic import SynthSpec, generate
+from fingrav.testing.synthetic import write_analyzed
 
 ANALYSIS = AnalysisConfig(bootstrap_reps=200, min_lois=10)
 N = LAZY_ABOVE + 6
@@ -33,16 +31,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[SweepLayout, list[str
     root = tmp_path_factory.mktemp("lazy")
     src = SweepLayout(root / "src")
     for name, pred in (("gemm", 0), ("gemm-after-gemv", 2)):
-        d = generate(SynthSpec(runs=30, sse_runs=20, predecessor_count=pred, seed=4))
-        binned, _ = bin_runs(d["executions"], d["runs"], d["plan"], d["margin"])
-        lois, summary = differentiate(
-            d["executions"], d["runs"], d["samples"], d["plan"], binned, d["clock_fit"], d["sensor"], ANALYSIS,
-            d["truth"], max_clock_residual_us=20.0, scenario=name,
-        )  # fmt: skip
-        rawio.write_json(src.summary_json(name), summary)
-        lois.write_parquet(src.lois(name))
-        src.binned(name).parent.mkdir(parents=True, exist_ok=True)
-        binned.write_parquet(src.binned(name))
+        write_analyzed(src, name, ANALYSIS, predecessor_count=pred)
     dst = SweepLayout(root / "big")
     names = clone_scenarios(src, dst, ["gemm", "gemm-after-gemv"], N)
     build_report(dst, names, {"sweep": "big", "backend": "synthetic"})

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import polars as pl
 
-from fingrav.collect.estimate import READ_GUARD_NS
 from fingrav.collect.sweep_estimate import estimate_sweep
 from fingrav.config import load_config
+from fingrav.contracts.tables import READ_GUARD_NS
 from fingrav.layout import SweepLayout
 
 KINDS = ("probe", "reference", "sse", "ssp", "other")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from fingrav.contracts.plan import Plan, PlanCost
+from fingrav.contracts.tables import READ_GUARD_NS  # the runner's idle after its pre-run reads (one home)
 from fingrav.contracts.units import NS_PER_MS
 
-READ_GUARD_NS: Final = 5_000_000  # idle between a run's pre-run reads and its random delay + executions (runner)
 CLOCK_BURST_NS: Final = 1_000_000  # a burst of GPU-clock reads (50 round trips of ~10 us; at both ends)
 NS_PER_S: Final = 1e9
 

@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from fingrav import rawio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
-from fingrav.collect.estimate import READ_GUARD_NS  # idle between the pre-run reads and the random delay + executions
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration

@@ -60,6 +60,9 @@ GPU_SIDE = (
     "fingrav.gpulock",
     "fingrav.backends",
     "fingrav.kinds",
+    "fingrav.collect.estimate",
+    "fingrav.analysis.energy",
+    "fingrav.analysis.sustained",
 )
 FORBIDDEN = ("polars", "altair", "vl_convert", "snakemake")
 
@@ -149,3 +152,14 @@ def test_gpu_side_modules_import_no_analysis_library(module: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"{module} imports {out}"
+
+
+def test_the_peers_experiment_imports_no_analysis_library() -> None:
+    """experiments/peers.py runs on the GPU machine (results/h200-db/REPRODUCE.md), which has no polars."""
+    peers = Path(__file__).resolve().parent.parent / "experiments"
+    code = (
+        f"import sys; sys.path.insert(0, {str(peers)!r}); import peers; "
+        f"bad = [m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}]; print(','.join(sorted(bad)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"experiments/peers.py imports {out}"

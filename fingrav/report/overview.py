@@ -17,6 +17,7 @@ import altair as alt
 import polars as pl
 
 from fingrav.contracts.result import ScenarioResult, finite
+from fingrav.kinds import KINDS
 from fingrav.report.figures import Chart, _title, configure
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,13 @@ COLUMNS: Final = (
 )
 
 
+def kind_label(kernel: str | None) -> str:
+    """The registry's label of a kernel's kind ("GEMM", "attention", ...) from the kernel's label, which starts with
+    the kind's name (`fingrav.config` kernels' `label()`); "unknown" when it names no registered kind."""
+    entry = KINDS.get((kernel or "").split(" ", 1)[0])
+    return entry.label if entry is not None else "unknown"
+
+
 def _intensity(r: ScenarioResult) -> float | None:
     """flop per byte of one execution's work model; None without both counts."""
     flop, nbytes = finite(r.throughput.work_flop), finite(r.throughput.work_bytes)
@@ -62,7 +70,7 @@ def overview_frame(results: Sequence[ScenarioResult]) -> pl.DataFrame:
             {
                 "scenario": r.labels.scenario,
                 "kernel": r.labels.kernel or "",
-                "kind": (r.labels.kernel or "?").split(" ", 1)[0],  # the label starts with the kind's label
+                "kind": kind_label(r.labels.kernel),
                 "valid": bool(r.valid),
                 "intensity_flop_per_byte": _intensity(r),
                 "power_w": finite(p.value),

@@ -7,7 +7,7 @@ import pytest
 
 from fingrav.contracts.result import Estimate, Headline, Labels, ScenarioResult, Throughput
 from fingrav.report.build import vegalite_spec
-from fingrav.report.overview import overview_caption, overview_chart, overview_frame, unplotted
+from fingrav.report.overview import kind_label, overview_caption, overview_chart, overview_frame, unplotted
 
 
 def _result(
@@ -32,7 +32,8 @@ RESULTS = [
 def test_frame_takes_the_results_numbers_and_the_work_models_intensity() -> None:
     f = overview_frame(RESULTS)
     assert f["scenario"].to_list() == ["g1", "g2", "ar"]
-    assert f["kind"].to_list() == ["gemm", "gemv", "allreduce"]
+    assert f["kind"].to_list() == ["GEMM", "GEMV", "all-reduce"]  # the kinds registry's labels
+    assert kind_label("no-such-kind 1x1") == "unknown" and kind_label(None) == "unknown"
     assert f["intensity_flop_per_byte"][0] == pytest.approx(2.0e9 / 6.0e6)
     assert f["intensity_flop_per_byte"][2] is None
     assert f["power_w"].to_list() == [500.0, 300.0, 200.0]

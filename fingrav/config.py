@@ -493,6 +493,16 @@ class RunPolicy(_Model):
         description="the adaptive reference run stops once the 95 % CI of its whole-cycle mean is within +- this "
         "many % (below analysis.max_ci_pct, the validity limit, so that the final analysis meets it)",
     )
+    ssp_ci_pct: PositiveFloat | None = Field(
+        0.5,
+        description="adaptive SSP stop: the SSP runs stop once there are min_lois SSP LOIs and the statistical 95 % "
+        "CI of the method SSP (pooled LOI mean, CI over runs) is within +- this many %, at most max_runs runs "
+        "(fingrav.analysis.ssp_stop.ssp_stop_decision); below analysis.max_ci_pct, the validity limit, so that the "
+        "final CI with its systematic terms meets it. Where the probe settled, each SSP run's steady tail then spans "
+        "4 sensor periods (more LOIs per GPU-second). null: a fixed count (runs, else the guidance table, <= "
+        "max_runs) with the tail spread over it, as before. In mode auto an explicit runs is the budget; mode explicit "
+        "always runs exactly runs",
+    )
     sse: Literal["auto", "always", "never"] = Field(
         "auto",
         description="SSE runs: 'auto' measures them when the run budget (sse_runs, else max_runs) is expected to "

@@ -3,7 +3,8 @@
 
 GPU-side module (stdlib). All times in ns unless a name ends in `_s`. What a plan cannot know is priced at its
 bounds: the adaptive reference run lies between reference_ms and reference_max_ms (`PlanCost.reference_s` /
-`reference_max_s`); before the stability probe (`fingrav plan`), `fingrav.collect.sweep_estimate` prices the
+`reference_max_s`), the adaptively stopped SSP runs between the expected count and the budget (`ssp_s` /
+`ssp_max_s`); before the stability probe (`fingrav plan`), `fingrav.collect.sweep_estimate` prices the
 plan made with the sensor's settling in place of the probe's.
 """
 
@@ -38,7 +39,8 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0) -> PlanCost:
       (a settle wait, the guard, probe_ms of executions, then max(2 settle waits, probe_ms) of idle);
     * reference: its idle, the guard and reference_ms (at most reference_max_ms) of executions;
     * SSE / SSP: each run's idle, guard, mean random delay and executions (predecessor included: `pred_cycle_ns`,
-      its launch-to-launch time; 0 when unknown);
+      its launch-to-launch time; 0 when unknown); with an adaptive SSP stop, the SSP runs the plan expects
+      (`Plan.ssp_runs_expected`) and, in `ssp_max_s`, the budget (`Plan.runs`);
     * other: the settle wait after the last run and the two clock bursts.
 
     `policy` is the `fingrav.config.RunPolicy` the plan was made with."""
@@ -53,7 +55,9 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0) -> PlanCost:
         ref_hi = max(ref_lo, plan.idle_ns + READ_GUARD_NS + plan.reference_max_ms * NS_PER_MS)
     pred = plan.predecessor_count * float(pred_cycle_ns)
     sse = plan.sse_runs * run_ns(plan.idle_ns, pred + plan.sse_executions_per_run * cycle, plan.delay_max_ns)
-    ssp = plan.runs * run_ns(plan.idle_ns, pred + plan.executions_per_run * cycle, plan.delay_max_ns)
+    per_ssp = run_ns(plan.idle_ns, pred + plan.executions_per_run * cycle, plan.delay_max_ns)
+    ssp_runs = plan.ssp_runs_expected if plan.ssp_runs_expected is not None else plan.runs
+    ssp, ssp_max = ssp_runs * per_ssp, plan.runs * per_ssp
     other = settle + 2 * CLOCK_BURST_NS
     return PlanCost(
         probe_s=(timing + probe) / NS_PER_S,
@@ -61,5 +65,6 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0) -> PlanCost:
         reference_max_s=ref_hi / NS_PER_S,
         sse_s=sse / NS_PER_S,
         ssp_s=ssp / NS_PER_S,
+        ssp_max_s=ssp_max / NS_PER_S if plan.ssp_runs_expected is not None else None,
         other_s=other / NS_PER_S,
     )

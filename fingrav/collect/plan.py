@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fingrav.analysis.ssp_stop import MIN_RUNS
 from fingrav.collect.estimate import NS_PER_S, plan_cost, run_ns
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.plan import Plan, Probe, SSEDecision, guidance
@@ -22,6 +23,7 @@ from fingrav.contracts.units import NS_PER_MS
 logger = logging.getLogger(__name__)
 
 PROBE_Z = 3.0  # standard errors of the compared statistic allowed on top of the tolerance
+TAIL_PERIODS = 4  # the longest SSP tail, in sensor periods (the whole tail with an adaptive stop on a flat probe)
 
 
 @dataclass(frozen=True)
@@ -290,18 +292,25 @@ def _run_shape(
     lois_wanted: int,
     policy: Any,
     notes: list[str],
+    flat: bool = False,
 ) -> RunShape:
     """The SSP tail: enough steady-state executions per run to collect lois_wanted SSP LOIs over all `runs` (at
     most 4 sensor periods); trailing executions after it (never profiled): one so that every SSP execution has a
     successor and its steady-state cycle (execution + launch gap) is complete, plus as many as cover the sensor's
     group delay (window / 2 + lag), so the SSP can be read centroid-aligned (readings one group delay after the
     tail report the tail: `fingrav.analysis.differentiate`, no lag bias from a slow trend). An explicit
-    executions_per_run fits all of it in."""
+    executions_per_run fits all of it in.
+
+    flat (an adaptive SSP stop, and the stability probe saw the power settle and stay flat): the tail spans
+    TAIL_PERIODS sensor periods whatever the run count, so that each run, which pays its idle and its settling
+    anyway, yields ~TAIL_PERIODS LOIs instead of a fraction of one; the adaptive stop then needs fewer runs."""
     period = max(sensor.period_ns, 1)
     tail = max(1, math.ceil(lois_wanted * period / (runs * max(exec_time_ns, 1))))
-    max_tail = max(1, math.ceil(4 * period / max(cycle_ns, 1)))
-    if tail > max_tail:
-        notes.append(f"SSP tail capped at {max_tail} executions (4 sensor periods)")
+    max_tail = max(1, math.ceil(TAIL_PERIODS * period / max(cycle_ns, 1)))
+    if flat:
+        tail = max_tail
+    elif tail > max_tail:
+        notes.append(f"SSP tail capped at {max_tail} executions ({TAIL_PERIODS} sensor periods)")
         tail = max_tail
     trailing = 1 + math.ceil((sensor.window_ns / 2 + sensor.lag_ns) / max(cycle_ns, 1))
     if policy.executions_per_run is not None:
@@ -312,6 +321,20 @@ def _run_shape(
         if ssp_index <= sse_index:
             notes.append("explicit executions_per_run leaves no execution after the SSE: SSP == last execution")
     return RunShape(int(ssp_index), int(tail), int(trailing))
+
+
+def adaptive_ssp(policy: Any) -> bool:
+    """Whether the SSP runs stop adaptively (`fingrav.analysis.ssp_stop`): run_policy.ssp_ci_pct set in mode auto
+    (run_policy.runs, where given, is then the budget; mode explicit runs exactly `runs`)."""
+    return getattr(policy, "ssp_ci_pct", None) is not None and policy.mode != "explicit"
+
+
+def expected_ssp_runs(tail: int, cycle_ns: int, period_ns: int, min_lois: int, max_runs: int) -> int:
+    """SSP runs the adaptive stop is expected to take: enough for min_lois LOIs at tail x cycle / period LOIs per
+    run, at least `fingrav.analysis.ssp_stop.MIN_RUNS`, at most max_runs (the CI target is assumed met by then: on
+    a flat tail the LOIs of a run scatter by the sensor noise only)."""
+    per_run = max(tail * max(cycle_ns, 1) / max(period_ns, 1), 1e-9)
+    return int(min(max_runs, max(MIN_RUNS, math.ceil(min_lois / per_run))))
 
 
 def _reference_fields(policy: Any, cycle_ns: int) -> dict[str, Any]:
@@ -356,8 +379,13 @@ def make_plan(
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _run_counts(g_runs, sse, policy, notes)
-    shape = _run_shape(exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes)
+    adaptive = adaptive_ssp(policy)
+    flat = adaptive and (probe is None or probe.settled)
+    shape = _run_shape(
+        exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes, flat
+    )
     runs = int(policy.runs) if policy.runs is not None else counts.runs
+    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), runs) if adaptive else None
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),
@@ -372,6 +400,9 @@ def make_plan(
         sse_runs=int(counts.sse_runs),
         sse_executions_per_run=sse_index + 1,
         sse_decision=sse,
+        ssp_ci_pct=float(policy.ssp_ci_pct) if adaptive else None,
+        ssp_min_lois=int(policy.min_lois) if adaptive else None,
+        ssp_runs_expected=expected,
         **_reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
         idle_ns=idle_ns,

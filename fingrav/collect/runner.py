@@ -28,11 +28,12 @@ import numpy as np
 import pyarrow as pa
 
 from fingrav import rawio
+from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
-from fingrav.contracts.plan import Plan, Probe, RankLocal
+from fingrav.contracts.plan import Plan, Probe, RankLocal, SSPStop
 from fingrav.contracts.provenance import DistributedInfo
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.tables import READ_GUARD_NS
@@ -55,6 +56,7 @@ logger = logging.getLogger(__name__)
 CLOCK_BURST = 50
 PROGRESS_EVERY_S = 10.0
 DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
+SSP_CHECK_EVERY = 2  # the adaptive SSP stop is asked again after every this many SSP runs (after MIN_RUNS)
 REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
 
 
@@ -525,10 +527,20 @@ def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_i
 
 
 def _measure_runs(
-    rec: _Recorder, plan: Plan, k: Kernels, rng: np.random.Generator, first_run_id: int, name: str, wall0: float
+    rec: _Recorder,
+    plan: Plan,
+    k: Kernels,
+    rng: np.random.Generator,
+    first_run_id: int,
+    name: str,
+    wall0: float,
+    stops: list[SSPStopDecision] | None = None,
 ) -> int:
     """Step 5: SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order, each after
-    idle + a random delay in [0, sensor period); returns how many ran."""
+    idle + a random delay in [0, sensor period); returns how many ran. With an adaptive SSP stop (plan.ssp_ci_pct)
+    the SSP runs go in small batches, and after each `fingrav.analysis.ssp_stop.ssp_stop_decision` on the SSP LOIs
+    so far (`_SSPLois`) says whether to go on; once it says stop, the SSP runs left are dropped (the SSE runs left
+    still run). Every decision is appended to `stops`."""
     device = rec.device
     kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
     kinds = kinds[rng.permutation(len(kinds))]
@@ -543,22 +555,95 @@ def _measure_runs(
     # (real GPUs) run one run per batch: a barrier before every run
     delays = rng.uniform(0, plan.delay_max_ns, len(kinds)).astype(np.int64)
     run_kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
-    kind_index = (kinds == "ssp").astype(np.int64)
+    run_ids = np.arange(first_run_id, first_run_id + len(kinds))
     block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
+    lois = _SSPLois(plan) if plan.ssp_ci_pct is not None and stops is not None else None
     last_log = time.perf_counter()
-    for b0 in range(0, len(kinds), block):
+    done = b0 = 0
+    while b0 < len(kinds):
         b1 = min(b0 + block, len(kinds))
-        batch = MeasureRuns(run_kinds, kind_index[b0:b1], plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
-        rec.measure(np.arange(first_run_id + b0, first_run_id + b1), kinds[b0:b1], batch, k.names, truth_rows)
-        if b1 % DRAIN_EVERY == 0:
+        if lois is not None:  # up to the next check: MIN_RUNS SSP runs first, then SSP_CHECK_EVERY more
+            b1 = min(b1, _next_check(kinds, b0, MIN_RUNS if not stops else SSP_CHECK_EVERY))
+        kind_index = (kinds[b0:b1] == "ssp").astype(np.int64)
+        batch = MeasureRuns(run_kinds, kind_index, plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
+        rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows)
+        done += b1 - b0
+        if lois is not None and stops is not None:
+            lois.add_last(rec)
             rec.samples.append(device.drain_samples())
+            d = lois.decide(rec)
+            stops.append(d)
+            if not any(rec.sync.all_gather(d.extend)) and (kinds[b1:] == "ssp").any():
+                keep = kinds[b1:] != "ssp"  # stopped: the SSP runs left are dropped, the SSE runs left still run
+                kinds = np.concatenate([kinds[:b1], kinds[b1:][keep]])
+                delays = np.concatenate([delays[:b1], delays[b1:][keep]])
+                run_ids = np.arange(first_run_id, first_run_id + len(kinds))
+                logger.info("%s: SSP runs stopped after %d: %s", name, d.runs, SSP_STOP_REASONS[d.reason])
+        elif b1 % DRAIN_EVERY == 0:
+            rec.samples.append(device.drain_samples())
+        b0 = b1
         now = time.perf_counter()
         if now - last_log >= PROGRESS_EVERY_S or b1 == len(kinds):
             el = now - wall0
             eta = el / b1 * (len(kinds) - b1)
             logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, b1, len(kinds), el, eta)
             last_log = now
-    return len(kinds)
+    return done
+
+
+def _next_check(kinds: np.ndarray, b0: int, n_ssp: int) -> int:
+    """The schedule index just after the `n_ssp`-th SSP run from `b0` on (its end when there are fewer)."""
+    pos = np.flatnonzero(kinds[b0:] == "ssp")
+    return len(kinds) if pos.size < n_ssp else b0 + int(pos[n_ssp - 1]) + 1
+
+
+class _SSPLois:
+    """The SSP LOIs of the runs so far, for the adaptive stop (a decision, not a measurement: the analysis makes the
+    LOIs again from the raw tables). Each SSP run's tail, main executions ssp_index .. trail_index - 1 (start of
+    the first to start of the one after the last), is mapped to the host clock by the run's own GPU-clock read; a
+    "total" sample is one of its LOIs when its time minus the sensor's delay (and group delay, window / 2 + lag,
+    where the trailing executions cover it: the analysis's centroid-aligned LOIs) falls in it."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        s = plan.sensor
+        group = s.window_ns / 2 + s.lag_ns
+        self.shift_ns = int(s.delay_ns + (group if group <= plan.trailing * plan.cycle_ns else 0))
+        self.windows: list[tuple[int, int]] = []  # host-clock tail windows (ns) of the SSP runs so far
+
+    def add_last(self, rec: _Recorder) -> None:
+        """The tail windows of the SSP runs of the last measured batch (`_Recorder.measure`)."""
+        run_col, r, seg = rec.execs[-1]
+        reads, _, read_runs = rec.clock[-1]
+        phase = {int(run): ph for run, ph, *_ in rec.runs[-len(read_runs) :]}
+        mid = (reads.host_before_ns + reads.host_after_ns) // 2
+        for i, run in enumerate(read_runs.tolist()):
+            if phase.get(int(run)) != "ssp":
+                continue
+            m = (run_col == run) & (seg == "main")
+            idx, start, end = r.exec_index[m], r.gpu_start_ns[m], r.gpu_end_ns[m]
+            a = start[idx == self.plan.ssp_index]
+            b = start[idx == self.plan.trail_index]
+            if a.size == 0:
+                continue
+            b_ns = int(b[0]) if b.size else int(end[idx == idx.max()][0])
+            off = int(mid[i]) - int(reads.gpu_ns[i])
+            self.windows.append((int(a[0]) + off, b_ns + off))
+
+    def decide(self, rec: _Recorder) -> SSPStopDecision:
+        """`ssp_stop_decision` over the SSP runs so far, from every "total" sample drained so far."""
+        smp = PowerSamples.concat(rec.samples)
+        rec.samples[:] = [smp]
+        tot = smp.is_channel("total")
+        t, p = smp.t_ns[tot] - self.shift_ns, smp.power_mw[tot].astype(np.float64)
+        order = np.argsort(t, kind="stable")
+        t, c = t[order], np.concatenate(([0.0], np.cumsum(p[order])))
+        w = np.array(self.windows, dtype=np.int64).reshape(-1, 2)
+        lo, hi = np.searchsorted(t, w[:, 0], "left"), np.searchsorted(t, w[:, 1], "left")
+        plan = self.plan
+        return ssp_stop_decision(
+            c[hi] - c[lo], hi - lo, int(plan.ssp_min_lois or 1), float(plan.ssp_ci_pct or 0.0), int(plan.runs)
+        )
 
 
 def _lockstep_fields(
@@ -665,7 +750,8 @@ def collect_scenario(
     if plan.reference_executions:
         reference = _reference_run(rec, plan, kernels, sync, run_id, scenario.name)
         run_id += 1
-    n_runs = _measure_runs(rec, plan, kernels, rng, run_id, scenario.name, wall0)
+    stops: list[SSPStopDecision] = []
+    n_runs = _measure_runs(rec, plan, kernels, rng, run_id, scenario.name, wall0, stops)
     device.sleep_ns(settle)
     rec.burst()
     rec.samples.append(device.stop_sampling())
@@ -673,6 +759,8 @@ def collect_scenario(
     extra = _lockstep_fields(rec, sync, scenario.name, local_timing, probe, probes) if multi else {}
     if reference is not None:
         extra.update(reference.plan_fields(bool(device.unstamped_runs)))
+    if stops:
+        extra["ssp_stop"] = SSPStop(**stops[-1].to_dict())
     plan = _write_collection(rec, kernels, scenario, policy, seed, plan, extra, Path(raw_dir), truth_path,
                              reading_truth_path)  # fmt: skip
     logger.info("%s: collected %d runs in %.1f s wall", scenario.name, n_runs, time.perf_counter() - wall0)

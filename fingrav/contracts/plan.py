@@ -76,6 +76,21 @@ class ReferenceStop(BaseModel):
     ci_pct: float | None = None
 
 
+class SSPStop(BaseModel):
+    """Why the SSP runs stopped: the last decision of `fingrav.analysis.ssp_stop.ssp_stop_decision` (`extend`:
+    whether it said go on; `reason`: a key of `fingrav.analysis.ssp_stop.SSP_STOP_REASONS`; the SSP runs and LOIs
+    it saw; their pooled mean (mW) and the statistical CI half-width of the method SSP in %, None without one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    extend: bool = False
+    reason: str
+    runs: int
+    lois: int
+    mean_mw: float | None = None
+    ci_pct: float | None = None
+
+
 class RankLocal(BaseModel):
     """What one rank of a multi-GPU collection measured itself before the ranks agreed on one plan: its kernel's
     median execution time and cycle (ns) and its own stability probe."""
@@ -99,6 +114,11 @@ class PlanCost(BaseModel):
     reference_max_s: float = Field(description="the reference run at its longest length (reference_max_ms) (s)")
     sse_s: float = Field(description="the SSE runs, each with its idle, guard and random delay (s)")
     ssp_s: float = Field(description="the SSP runs, each with its idle, guard and random delay (s)")
+    ssp_max_s: float | None = Field(
+        None,
+        description="the SSP runs at their budget (runs) where an adaptive stop prices fewer in ssp_s (s)",
+        exclude_if=lambda v: v is None,
+    )
     other_s: float = Field(description="clock bursts and the settle waits around the runs (s)")
 
     @property
@@ -109,7 +129,8 @@ class PlanCost(BaseModel):
     @property
     def total_max_s(self) -> float:
         """Expected GPU time with the reference run at its longest length (s)."""
-        return self.total_s - self.reference_s + self.reference_max_s
+        ssp_extra = self.ssp_max_s - self.ssp_s if self.ssp_max_s is not None else 0.0
+        return self.total_s - self.reference_s + self.reference_max_s + ssp_extra
 
 
 class SSEDecision(BaseModel):
@@ -146,7 +167,7 @@ class Plan(BaseModel):
     tail: int = Field(ge=1)
     trailing: int = Field(ge=0)
     executions_per_run: int
-    runs: int = Field(description="SSP runs")
+    runs: int = Field(description="SSP runs (with an adaptive stop, ssp_ci_pct set: at most this many; ssp_stop)")
     sse_runs: int
     sse_executions_per_run: int
     sse_decision: SSEDecision | None = Field(
@@ -158,6 +179,24 @@ class Plan(BaseModel):
         None,
         description="the GPU time this plan was expected to cost, by run kind (fingrav.collect.estimate.plan_cost; "
         "the runner does not time the predecessor, so its executions are not counted here; plans before it: None)",
+        exclude_if=lambda v: v is None,
+    )
+    ssp_ci_pct: float | None = Field(
+        None,
+        description="the adaptive SSP stop's CI target (run_policy.ssp_ci_pct; None: a fixed count of SSP runs)",
+        exclude_if=lambda v: v is None,
+    )
+    ssp_min_lois: int | None = Field(
+        None, description="the adaptive SSP stop's LOI target (run_policy.min_lois)", exclude_if=lambda v: v is None
+    )
+    ssp_runs_expected: int | None = Field(
+        None,
+        description="SSP runs the plan expects the adaptive stop to need (priced in cost.ssp_s)",
+        exclude_if=lambda v: v is None,
+    )
+    ssp_stop: SSPStop | None = Field(
+        None,
+        description="why the adaptive SSP runs stopped: its last decision (reason, runs, lois, ci_pct); None: fixed",
         exclude_if=lambda v: v is None,
     )
     reference_executions: int = Field(0, description="executions planned for the reference run's shortest length")

@@ -23,11 +23,12 @@ from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.samples import screen_samples
+from fingrav.analysis.ssp_stop import SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
 from fingrav.analysis.tdist import t_critical
 from fingrav.analysis.throughput import cycle_estimate, throughput
 from fingrav.analysis.validation import Validation, validate
-from fingrav.config import AnalysisConfig, Scenario
+from fingrav.config import AnalysisConfig, RunPolicy, Scenario
 from fingrav.contracts import result as R
 from fingrav.contracts.binning import BinningSummary
 from fingrav.contracts.clock import ClockMap
@@ -45,7 +46,7 @@ from fingrav.contracts.profile import (
 )
 from fingrav.contracts.provenance import Provenance
 from fingrav.contracts.result import Estimate
-from fingrav.contracts.roles import SSE, TOTAL
+from fingrav.contracts.roles import SSE, SSP, TOTAL
 from fingrav.contracts.sensor import SensorModel, SensorSummary
 from fingrav.contracts.work import Work
 
@@ -114,6 +115,31 @@ def centroid_lois(
         return None
     shift = {ch: int(delays.get(ch, delay_ns)) + int(round(g)) for ch, g in gd.items()}
     return assign_lois(samples, host_execs, shift, default_delay_ns=shift[TOTAL])
+
+
+def ssp_stop_check(loi: LoiStep, plan: Plan, level: float) -> SSPStopDecision:
+    """The adaptive SSP stop (`fingrav.analysis.ssp_stop.ssp_stop_decision`) asked again on the golden SSP runs and
+    their SSP LOIs on the total channel (centroid-aligned where there are some, as the method SSP), with the plan's
+    targets; a plan without an adaptive stop (older data, ssp_ci_pct None) with run_policy's default targets
+    (min_lois, ssp_ci_pct): would these runs have stopped there."""
+    lois = loi.ssp_lois if loi.ssp_lois is not None else loi.lois
+    runs = (
+        loi.host_execs.filter(pl.col("golden") & (pl.col("phase").cast(pl.String) == SSP))
+        .select(pl.col("run").cast(pl.Int32))
+        .unique()
+    )
+    per = (
+        lois.filter(pl.col("golden") & (pl.col("channel") == TOTAL) & (pl.col("role").cast(pl.String) == SSP))
+        .group_by(pl.col("run").cast(pl.Int32))
+        .agg(pl.col("power_mw").sum().alias("sum_mw"), pl.len().alias("n"))
+    )
+    per = runs.join(per, on="run", how="left").fill_null(0).sort("run")
+    defaults = RunPolicy.model_fields
+    min_lois = plan.ssp_min_lois if plan.ssp_min_lois is not None else int(defaults["min_lois"].default)
+    ci_pct = plan.ssp_ci_pct if plan.ssp_ci_pct is not None else float(defaults["ssp_ci_pct"].default)
+    return ssp_stop_decision(
+        per["sum_mw"].to_numpy().astype(float), per["n"].to_numpy(), min_lois, ci_pct, plan.runs, level
+    )
 
 
 def run_counts(binned: pl.DataFrame) -> dict[str, RunCount]:
@@ -531,8 +557,9 @@ def assemble(
     plan: Plan,
     analysis: AnalysisConfig,
     collect_gpu_s: float | None,
+    stop: SSPStopDecision,
 ) -> R.ScenarioResult:
-    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it)."""
+    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); `stop`: `ssp_stop_check`'s."""
     hl, n = hs.headline, prof.numbers
     tot = prof.channels.get(TOTAL, {})
     ssp_mw = _power(tot.get("ssp"))
@@ -558,6 +585,9 @@ def assemble(
             ssp_lois=int(tot["ssp"].lois if "ssp" in tot else 0),
             sse_lois=int(tot["sse"].lois if "sse" in tot else 0),
             collect_gpu_s=collect_gpu_s,
+            ssp_stop=plan.ssp_stop.reason if plan.ssp_stop is not None else "fixed_count",
+            ssp_stop_check=stop.reason,
+            ssp_stat_ci_pct=stop.ci_pct,
         ),
         flags=fl.flags,
     )
@@ -608,7 +638,8 @@ def differentiate(
             "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples))
+    stop = ssp_stop_check(loi, plan, analysis.ci_level)
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), stop)
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
 from fingrav.contracts.flags import REGISTRY
@@ -322,6 +322,19 @@ class Counts(_Model):
     ssp_lois: int = 0
     sse_lois: int = 0
     collect_gpu_s: float | None = None
+    ssp_stop: str = Field(
+        "fixed_count",
+        description="why the SSP runs stopped: plan.json's ssp_stop reason (a key of "
+        "fingrav.analysis.ssp_stop.SSP_STOP_REASONS), 'fixed_count' for a fixed run count",
+    )
+    ssp_stop_check: str | None = Field(
+        None,
+        description="the same stop rule asked again on the golden SSP runs the analysis kept (plans without an "
+        "adaptive stop: with run_policy's default targets): 'ci_reached' where the runs meet the target",
+    )
+    ssp_stat_ci_pct: float | None = Field(
+        None, description="the method SSP's statistical CI half-width (%) the stop rule sees on the golden runs"
+    )
 
 
 class Flags(_Model):
@@ -522,6 +535,9 @@ METRICS: Final[tuple[Metric, ...]] = (
     _s("ssp_lois", "counts.ssp_lois", "int", "", "SSP LOIs"),
     _s("sse_lois", "counts.sse_lois", "int", "", "SSE LOIs"),
     _s("collect_gpu_s", "counts.collect_gpu_s", "float", "s", "GPU time of the scenario's collection"),
+    _s("ssp_stop", "counts.ssp_stop", "str", "", "why the SSP runs stopped (fixed_count: a fixed count)"),
+    _s("ssp_stop_check", "counts.ssp_stop_check", "str", "", "the SSP stop rule on the golden runs"),
+    _s("ssp_stat_ci_pct", "counts.ssp_stat_ci_pct", "float", "%", "the method SSP's statistical CI half-width"),
     _s("flags", "flags.invalidating", "flags", "", "invalidating flags that fired"),
     _s("notes", "flags.notes", "flags", "", "informational flags that fired"),
 )

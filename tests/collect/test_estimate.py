@@ -9,6 +9,7 @@ from fingrav.collect.estimate import READ_GUARD_NS, plan_cost
 from fingrav.collect.plan import make_plan, sse_decision
 from fingrav.collect.sweep_estimate import estimate_sweep, preset_sensor
 from fingrav.config import RunPolicy, SweepConfig
+from fingrav.contracts.plan import Probe
 from fingrav.device.sim.presets import PRESETS
 
 MS = 1_000_000
@@ -69,11 +70,13 @@ def test_plan_cost_adds_up_the_runs() -> None:
     c = plan_cost(plan, pol, 200_000)
     assert plan.cost == c
     run = lambda n: plan.idle_ns + READ_GUARD_NS + plan.delay_max_ns / 2 + 4 * 200_000 + n * 1_010_000  # noqa: E731
-    assert c.ssp_s == pytest.approx(plan.runs * run(plan.executions_per_run) / 1e9)
+    assert plan.ssp_runs_expected is not None  # the adaptive SSP stop (default): the runs expected, the budget
+    assert c.ssp_s == pytest.approx(plan.ssp_runs_expected * run(plan.executions_per_run) / 1e9)
+    assert c.ssp_max_s == pytest.approx(plan.runs * run(plan.executions_per_run) / 1e9)
     assert c.sse_s == pytest.approx(plan.sse_runs * run(plan.sse_executions_per_run) / 1e9)
     assert 1.0 < c.reference_s < 1.02 and 5.0 < c.reference_max_s < 5.02
     assert 0.8 < c.probe_s < 0.85  # 400 ms of probe + 400 ms of wait + the timing run
-    assert c.total_max_s - c.total_s == pytest.approx(c.reference_max_s - c.reference_s)
+    assert c.total_max_s - c.total_s == pytest.approx(c.reference_max_s - c.reference_s + c.ssp_max_s - c.ssp_s)
 
 
 def _sweep(tmp_path, **policy) -> SweepConfig:
@@ -135,3 +138,41 @@ def test_probes_seen_on_a_real_gpu_price_its_transient() -> None:
     assert light.t_stable_ns == int(seen.stable_light_ns) and heavy.t_stable_ns == int(seen.stable_heavy_ns)
     assert light.t_recover_ns == int(seen.recover_ns)
     assert probes_seen(Path(__file__).parent, PRESETS["h200"]) is None  # no plan.json here
+
+
+def test_an_adaptive_plan_prices_the_runs_it_expects_and_its_budget() -> None:
+    """Adaptive SSP stop (run_policy.ssp_ci_pct): a settled probe gives a 4-period tail, the runs min_lois LOIs need
+    at that many LOIs per run (at least MIN_RUNS) are priced in ssp_s, the budget (runs) in ssp_max_s."""
+    from fingrav.analysis.ssp_stop import MIN_RUNS
+    from fingrav.collect.plan import TAIL_PERIODS, expected_ssp_runs
+
+    def probe_of(settled: bool) -> Probe:
+        return Probe(
+            busy_ns=600 * MS, executions=2000, idle_level_mw=1e5, level_mw=7e5, peak_mw=7.1e5, tol_mw=7e3,
+            t_stable_ns=200 * MS, t_recover_ns=100 * MS, settled=settled, samples=30,
+        )  # fmt: skip
+
+    pol = _policy(max_runs=50, min_lois=30)
+    probe = probe_of(settled=True)
+    plan = make_plan(300_000, 302_000, SENSOR_H200, probe, pol)
+    assert plan.ssp_ci_pct == pol.ssp_ci_pct and plan.ssp_min_lois == 30 and plan.runs == 50
+    assert plan.tail == -(-TAIL_PERIODS * SENSOR_H200.period_ns // 302_000)
+    per_run = plan.tail * 302_000 / SENSOR_H200.period_ns  # ~4 LOIs
+    assert (
+        plan.ssp_runs_expected
+        == max(MIN_RUNS, -(-30 // per_run))
+        == expected_ssp_runs(plan.tail, 302_000, SENSOR_H200.period_ns, 30, 50)
+    )
+    c = plan.cost
+    one = (plan.idle_ns + READ_GUARD_NS + plan.delay_max_ns / 2 + plan.executions_per_run * 302_000) / 1e9
+    assert c.ssp_s == pytest.approx(plan.ssp_runs_expected * one)
+    assert c.ssp_max_s == pytest.approx(50 * one)
+    assert c.total_max_s - c.total_s == pytest.approx(c.reference_max_s - c.reference_s + c.ssp_max_s - c.ssp_s)
+    # a fixed count (ssp_ci_pct null) prices every run and keeps the tail spread over them
+    fixed = make_plan(300_000, 302_000, SENSOR_H200, probe, _policy(max_runs=50, min_lois=30, ssp_ci_pct=None))
+    assert fixed.ssp_runs_expected is None and fixed.cost.ssp_max_s is None and fixed.tail < plan.tail
+    assert fixed.cost.ssp_s == pytest.approx(50 * (one - (plan.tail - fixed.tail) * 302_000 / 1e9))
+    # a probe that never settled: no long tail (the power may still move), the stop still adaptive
+    unsettled = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), pol)
+    assert unsettled.tail == fixed.tail and unsettled.ssp_runs_expected is not None
+    assert unsettled.ssp_runs_expected <= 50

@@ -377,15 +377,20 @@ def make_plan(
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
-    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
-    counts = _run_counts(g_runs, sse, policy, notes)
     adaptive = adaptive_ssp(policy)
     flat = adaptive and (probe is None or probe.settled)
     shape = _run_shape(
-        exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, counts.runs, lois_wanted, policy, notes, flat
-    )
+        exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, min(g_runs, int(policy.max_runs)), lois_wanted, policy,
+        notes, flat,
+    )  # fmt: skip
+    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs) if adaptive else None
+    # the SSP runs give SSE LOIs too: as many as are expected to run (adaptive: the stop's, not the budget)
+    sse = sse_decision(
+        exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy,
+        expected if expected is not None else ssp_runs,
+    )  # fmt: skip
+    counts = _run_counts(g_runs, sse, policy, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
-    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), runs) if adaptive else None
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),

@@ -241,8 +241,10 @@ def test_runner_lockstep_follows_rank0_plan(tmp_path: Path) -> None:
         t.join(120)
     assert not errors, errors
     # every rank followed the same plan; only what says which rank it is (and its own device) differs
-    per_rank = {"rank", "rank_local", "distributed", "provenance", "reference_stop"}  # its own decision
+    per_rank = {"rank", "rank_local", "distributed", "provenance", "reference_stop", "ssp_stop"}  # its own decisions
     assert plans[0].model_dump(exclude=per_rank) == plans[1].model_dump(exclude=per_rank)
+    s0, s1 = plans[0].ssp_stop, plans[1].ssp_stop  # each rank's own LOIs, the same SSP runs (any rank going on)
+    assert s0 is not None and s1 is not None and s0.runs == s1.runs
     assert (plans[0].rank, plans[1].rank) == (0, 1)
     import json
 

@@ -322,7 +322,8 @@ def estimate_sweep(
 
 
 def estimate_table(est: SweepEstimate) -> str:
-    """The estimate as a text table: per scenario the runs, the expected GPU time by run kind (s) and its range."""
+    """The estimate as a text table: per scenario the runs (adaptive SSP runs: expected/budget), the expected GPU time
+    by run kind (s) and its range."""
     head = ("scenario", "exec_us", "sse_runs", "ssp_runs", "probe_s", "reference_s", "sse_s", "ssp_s", "total_s",
             "range_s")  # fmt: skip
     rows = [head]
@@ -334,7 +335,7 @@ def estimate_table(est: SweepEstimate) -> str:
                 s.name,
                 f"{pl.exec_time_ns / 1e3:.1f}",
                 "skipped" if pl.sse_decision is not None and pl.sse_decision.skipped else str(pl.sse_runs),
-                str(pl.runs),
+                str(pl.runs) if pl.ssp_runs_expected is None else f"{pl.ssp_runs_expected}/{pl.runs}",
                 f"{c.probe_s:.1f}",
                 ref,
                 f"{c.sse_s:.1f}",

@@ -556,11 +556,12 @@ def assemble(
     fl: FlagStep,
     plan: Plan,
     analysis: AnalysisConfig,
-    collect_gpu_s: float | None,
-    stop: SSPStopDecision,
+    loi: LoiStep,
 ) -> R.ScenarioResult:
-    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); `stop`: `ssp_stop_check`'s."""
+    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); from `loi` the collection's GPU time
+    (`gpu_seconds`) and the SSP stop asked again (`ssp_stop_check`)."""
     hl, n = hs.headline, prof.numbers
+    stop = ssp_stop_check(loi, plan, analysis.ci_level)
     tot = prof.channels.get(TOTAL, {})
     ssp_mw = _power(tot.get("ssp"))
     return R.ScenarioResult(
@@ -584,7 +585,7 @@ def assemble(
             sse_runs_golden=fl.counts["sse"].golden,
             ssp_lois=int(tot["ssp"].lois if "ssp" in tot else 0),
             sse_lois=int(tot["sse"].lois if "sse" in tot else 0),
-            collect_gpu_s=collect_gpu_s,
+            collect_gpu_s=gpu_seconds(loi.samples),
             ssp_stop=plan.ssp_stop.reason if plan.ssp_stop is not None else "fixed_count",
             ssp_stop_check=stop.reason,
             ssp_stat_ci_pct=stop.ci_pct,
@@ -638,8 +639,7 @@ def differentiate(
             "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
-    stop = ssp_stop_check(loi, plan, analysis.ci_level)
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), stop)
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi)
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:

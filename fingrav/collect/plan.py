@@ -323,6 +323,32 @@ def _run_shape(
     return RunShape(int(ssp_index), int(tail), int(trailing))
 
 
+def _ssp_shape(
+    exec_time_ns: int,
+    cycle_ns: int,
+    sensor: PlanSensor,
+    probe: Probe | None,
+    policy: Any,
+    ssp_index: int,
+    sse_index: int,
+    lois_wanted: int,
+    ssp_runs: int,
+    notes: list[str],
+) -> tuple[RunShape, int | None]:
+    """The SSP runs' shape (`_run_shape`: a flat tail of TAIL_PERIODS where the adaptive stop runs and the probe
+    settled) and, with an adaptive stop, the runs expected of it within the budget `ssp_runs` (else None)."""
+    g_runs = guidance(exec_time_ns)[0]
+    adaptive = adaptive_ssp(policy)
+    flat = adaptive and (probe is None or probe.settled)
+    shape = _run_shape(
+        exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, min(g_runs, int(policy.max_runs)), lois_wanted, policy,
+        notes, flat,
+    )  # fmt: skip
+    period = max(sensor.period_ns, 1)
+    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs) if adaptive else None
+    return shape, expected
+
+
 def adaptive_ssp(policy: Any) -> bool:
     """Whether the SSP runs stop adaptively (`fingrav.analysis.ssp_stop`): run_policy.ssp_ci_pct set in mode auto
     (run_policy.runs, where given, is then the budget; mode explicit runs exactly `runs`)."""
@@ -377,18 +403,11 @@ def make_plan(
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
-    adaptive = adaptive_ssp(policy)
-    flat = adaptive and (probe is None or probe.settled)
-    shape = _run_shape(
-        exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, min(g_runs, int(policy.max_runs)), lois_wanted, policy,
-        notes, flat,
-    )  # fmt: skip
-    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs) if adaptive else None
-    # the SSP runs give SSE LOIs too: as many as are expected to run (adaptive: the stop's, not the budget)
-    sse = sse_decision(
-        exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy,
-        expected if expected is not None else ssp_runs,
-    )  # fmt: skip
+    shape, expected = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index, lois_wanted,
+                                 ssp_runs, notes)  # fmt: skip
+    adaptive = expected is not None  # the SSP runs give SSE LOIs too: as many as expected (not the budget)
+    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy,
+                       expected if adaptive else ssp_runs)  # fmt: skip
     counts = _run_counts(g_runs, sse, policy, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
     plan = Plan(

@@ -474,10 +474,10 @@ def _stability_probe(
 
 def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
     logger.info(
-        "%s: plan %d SSE runs + %d SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
+        "%s: plan %d SSE runs + %s SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
         name,
         plan.sse_runs,
-        plan.runs,
+        f"{plan.runs}" if plan.ssp_ci_pct is None else f"<= {plan.runs} (adaptive, ~{plan.ssp_runs_expected} expected)",
         f"{plan.predecessor_count} pred + " if k.pred is not None else "",
         plan.executions_per_run,
         plan.sse_index + 1,

@@ -282,6 +282,26 @@ def _run_counts(g_runs: int, sse: SSEDecision, policy: Any, notes: list[str]) ->
     return RunCounts(runs, sse_runs)
 
 
+def _sse_for_ssp(
+    counts: RunCounts, sse: SSEDecision, policy: Any, ssp_runs: int, expected: int | None, notes: list[str]
+) -> RunCounts:
+    """The SSP runs give SSE (and interleaved) LOIs too (their execution at the SSE index, and the first one): the
+    SSE decision counts the SSP budget, as before the adaptive stop. Where the stop is expected to run fewer SSP
+    runs (`expected` < `ssp_runs`) and the SSE runs are measured (not skipped, no explicit sse_runs) but capped below
+    the runs min_lois SSE LOIs need, SSE runs are added for the SSP runs expected to be saved, up to that need: the
+    SSE and interleaved readings rest on min_lois LOIs, or on as many as with the whole SSP budget (an SSE run costs
+    its idle and warm-ups + 1 executions, less than an SSP run)."""
+    if expected is None or sse.skipped is not None or policy.sse_runs is not None or expected >= ssp_runs:
+        return counts
+    # up to the runs min_lois SSE LOIs need (the SSE runs' own target), never more than the SSP runs saved
+    wanted = sse.runs_for_min_lois - counts.sse_runs - expected
+    extra = min(ssp_runs - expected, wanted)
+    if extra <= 0:
+        return counts
+    notes.append(f"{extra} SSE runs for the SSE LOIs of the {extra} SSP runs the adaptive stop is expected to save")
+    return RunCounts(counts.runs, counts.sse_runs + extra)
+
+
 def _run_shape(
     exec_time_ns: int,
     cycle_ns: int,
@@ -405,10 +425,9 @@ def make_plan(
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
     shape, expected = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index, lois_wanted,
                                  ssp_runs, notes)  # fmt: skip
-    adaptive = expected is not None  # the SSP runs give SSE LOIs too: as many as expected (not the budget)
-    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy,
-                       expected if adaptive else ssp_runs)  # fmt: skip
-    counts = _run_counts(g_runs, sse, policy, notes)
+    adaptive = expected is not None
+    sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
+    counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
     plan = Plan(
         format_version=FORMAT_VERSION,

@@ -103,13 +103,19 @@ def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
 
 
 def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
-    plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300, sse="always"))
+    plan = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300, sse="always", ssp_ci_pct=None))
     assert plan.sse_runs == 300 and plan.runs == 200
     assert any("capped" in n for n in plan.notes)
     # SSP only after ~63 ms of back-to-back executions
     assert plan.ssp_index + 1 >= 63 * MS / 172_000
     # the tail gives ~lois_wanted SSP LOIs over all runs
     assert plan.tail * plan.runs * 170_000 / (20 * MS) >= plan.lois_wanted
+    # adaptive SSP stop: a 4-period tail; the SSE runs capped below their need get the SSP runs it expects to save
+    adaptive = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300, sse="always"))
+    assert adaptive.tail * 172_000 >= 4 * 20 * MS and adaptive.ssp_runs_expected == 8
+    assert adaptive.sse_runs == 300 + (200 - 8) and any(
+        "adaptive stop is expected to save" in n for n in adaptive.notes
+    )
 
 
 def test_explicit_policy_overrides() -> None:

@@ -86,8 +86,11 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
     assert plan.ssp_index == 30
     # the plan no longer fixes the margin: binning takes the guidance table's for the measured time
     assert plan.margin is None and plan.margin_for_binning(None) == 0.05
-    # 30 SSE LOIs at 4 % chance per run -> 750 SSE runs; SSP runs from the guidance table
-    assert plan.sse_runs == 750 and plan.runs == 400
+    # 30 SSE LOIs at 4 % chance per run -> 750 SSE runs; SSP runs from the guidance table (the adaptive stop's
+    # budget), and as many SSE runs more as SSP runs it is expected to save (their SSE LOIs: 400 - 8)
+    assert plan.sse_runs == 750 + 400 - 8 and plan.runs == 400 and plan.ssp_runs_expected == 8
+    fixed = make_plan(40_000, 42_000, SENSOR_FAST, None, RunPolicy(ssp_ci_pct=None))
+    assert fixed.sse_runs == 750 and fixed.runs == 400 and fixed.ssp_runs_expected is None
     assert plan.sse_executions_per_run == 4
     # trailing: one for the last SSP cycle + ceil(group delay 0.5 ms / 42 us) = 12 for the centroid-aligned SSP
     assert plan.executions_per_run == plan.ssp_index + plan.tail + plan.trailing and plan.trailing == 1 + 12
@@ -97,7 +100,7 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
 def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
     plan = make_plan(1_500_000, 1_505_000, SENSOR_FAST, None, RunPolicy())
     assert plan.ssp_index == 4 and plan.sse_index == 3
-    assert plan.runs == 200 and plan.sse_runs == 200
+    assert plan.runs == 200 and plan.sse_runs == 200 + 200 - plan.ssp_runs_expected  # + the SSP runs' SSE LOIs
     assert plan.margin is None and plan.margin_for_binning(None) == 0.02
     assert plan.reference_executions == 1994 and plan.reference_max_ms == 30_000.0  # 3 s by default, adaptive
 
@@ -110,7 +113,7 @@ def test_plan_coarse_sensor_caps_runs_and_extends_tail() -> None:
     assert plan.ssp_index + 1 >= 63 * MS / 172_000
     # the tail gives ~lois_wanted SSP LOIs over all runs
     assert plan.tail * plan.runs * 170_000 / (20 * MS) >= plan.lois_wanted
-    # adaptive SSP stop: a 4-period tail; the SSE runs capped below their need get the SSP runs it expects to save
+    # adaptive SSP stop: a 4-period tail; the SSE runs get the SSP runs it expects to save
     adaptive = make_plan(170_000, 172_000, SENSOR_H200, None, RunPolicy(max_runs=300, sse="always"))
     assert adaptive.tail * 172_000 >= 4 * 20 * MS and adaptive.ssp_runs_expected == 8
     assert adaptive.sse_runs == 300 + (200 - 8) and any(

@@ -92,6 +92,77 @@ def _pieces(frame: pl.DataFrame, sensor: SensorModel, refine: int) -> tuple[int,
     return n_b, n_t, n_a
 
 
+def _role_pieces(frame: pl.DataFrame, sensor: SensorModel) -> tuple[int, int, int]:
+    """The pieces of the joint estimator (a target shorter than the sensor resolves): one piece per execution
+    before the target (its cycle's length each; at most MAX_BEFORE_PIECES, then equal pieces of the span), one for
+    the target, and what follows it as in `_pieces`."""
+    cycle = float((frame["t_end_ns"] - frame["t_start_ns"]).median() or 0.0)
+    before = float((frame["t_start_ns"] - frame["run_start_ns"]).median() or 0.0)
+    n_b = 0 if before <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(before / cycle)))
+    return n_b, 1, _pieces(frame, sensor, 1)[2]
+
+
+def _variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
+    """(window, lag, time shift) in ns of the sensor-model check: each of window, lag and dead time moved by 1.96
+    of its calibrated standard error, the others kept."""
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    return [
+        (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),
+        (max(window - Z95 * float(sensor.window_se_ns or 0.0), 1.0), lag, 0.0),
+        (window, lag + Z95 * float(sensor.lag_se_ns or 0.0), 0.0),
+        (window, max(lag - Z95 * float(sensor.lag_se_ns or 0.0), 0.0), 0.0),
+        (window, lag, Z95 * float(sensor.delay_se_ns or 0.0)),
+        (window, lag, -Z95 * float(sensor.delay_se_ns or 0.0)),
+    ]
+
+
+def _joint_variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
+    """The sensor-model check of the joint estimator: what the calibration pins is the group delay (dead time +
+    window / 2 + lag, `group_delay_se_ns`), while the dead time trades against the window and the lag (their
+    own standard errors are each with the others free). So: the group delay moved by 1.96 of its standard error,
+    and the window and the lag each moved by 1.96 of theirs with the dead time moved the other way (the group
+    delay kept). Without a group-delay standard error, `_variants`."""
+    if sensor.group_delay_se_ns is None:
+        return _variants(sensor)
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    gd = Z95 * float(sensor.group_delay_se_ns)
+    dw = min(Z95 * float(sensor.window_se_ns or 0.0), window - 1.0)
+    dl = min(Z95 * float(sensor.lag_se_ns or 0.0), lag)
+    # a later dead time is a sample time read earlier: t + shift with shift = -(change of the dead time)
+    return [
+        (window, lag, gd),
+        (window, lag, -gd),
+        (window + dw, lag, dw / 2.0),
+        (window - dw, lag, -dw / 2.0),
+        (window, lag + dl, dl),
+        (window, lag - dl, -dl),
+    ]
+
+
+#: the joint estimator's prior: executions of one burst differ from a straight line by about this fraction of the
+#: sensor's calibrated step (second differences of the per-execution levels)
+CURVATURE = 0.05
+
+
+def _penalty(pieces: tuple[int, int, int], sensor: SensorModel) -> np.ndarray:
+    """The quadratic penalty (k x k, unitless like the design's Gram matrix) on the second differences of the
+    levels of the executions before the target and of the target (design columns 1 .. n_b + 1): a prior that
+    the burst's power is smooth from execution to execution (a straight line costs nothing), with a standard
+    deviation of CURVATURE x the calibrated step per second difference against the sensor's noise."""
+    n_b, n_t, n_a = pieces
+    k = 1 + n_b + n_t + 2 * n_a
+    out = np.zeros((k, k))
+    m = n_b + n_t
+    if m < 3:
+        return out
+    d = np.zeros((m - 2, k))
+    for i in range(m - 2):
+        d[i, 1 + i : 4 + i] = (1.0, -2.0, 1.0)
+    noise = float(sensor.noise_mw or sensor.fit_rms_mw or 1.0)
+    step = abs(float(sensor.step_mw or 0.0)) or 1.0
+    return (noise / (CURVATURE * step)) ** 2 * (d.T @ d)
+
+
 def _segments(
     frame: pl.DataFrame, n_before: int, n_target: int, n_after: int = 0, post_ns: float = 0.0
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -126,8 +197,10 @@ def _design(t: np.ndarray, segs: list[tuple[np.ndarray, np.ndarray]], window_ns:
     return np.column_stack([1.0 - a.sum(axis=1), a])
 
 
-def _solve(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Least-squares levels from (stacked) normal equations; nan where singular."""
+def _solve(gram: np.ndarray, rhs: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
+    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular."""
+    if penalty is not None:
+        gram = gram + penalty
     with np.errstate(all="ignore"):
         theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
     return theta
@@ -260,6 +333,10 @@ def estimate_kernel_power(
     run_starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
     run_pos = pos[run_starts]
 
+    def pen(n: tuple[int, int, int]) -> np.ndarray | None:
+        """The joint estimator's smoothness penalty over the executions (`_penalty`); none otherwise."""
+        return _penalty(n, sensor) if joint else None
+
     def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Per-run normal equations (runs x k x k, runs x k) of the piece model."""
         x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
@@ -271,10 +348,11 @@ def estimate_kernel_power(
         rhs_r[run_pos] = np.add.reduceat(x * y[:, None], run_starts, axis=0)
         return gram_r.reshape(n_runs, k, k), rhs_r
 
-    def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> float:
+    def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0, prior: float = 1.0) -> float:
         """The point estimate of a model: its pooled normal equations only (one matrix product)."""
         x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
-        return float(_kernel_level(_solve(x.T @ x, x.T @ y), n))
+        p = pen(n)
+        return float(_kernel_level(_solve(x.T @ x, x.T @ y, None if p is None else prior * p), n))
 
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())
@@ -282,20 +360,19 @@ def estimate_kernel_power(
     base = {"samples": seen, "runs": int(np.unique(pos).size), "max_share": share}
     if seen == 0:
         return _not(target, "no sample sees the execution", **base)
-    if share < MIN_SHARE:
-        return _not(
-            target,
-            f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
-            f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)",
-            **base,
-        )
-    pieces = identified(_pieces(frame, sensor, 1))
-    if pieces is None:
-        return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
+    joint = share < MIN_SHARE
+    if joint:  # shorter than the sensor resolves piece by piece: one piece per execution (`_role_pieces`)
+        pieces: tuple[int, int, int] | None = _role_pieces(frame, sensor)
+        alternatives = [(math.ceil(pieces[0] / 2), 1, pieces[2])]  # type: ignore[index]
+    else:
+        pieces = identified(_pieces(frame, sensor, 1))
+        if pieces is None:
+            return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
+        alternatives = [(2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)]
     gram_r, rhs_r = fit(pieces, window, lag)
-    point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0)), pieces))
+    point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0), pen(pieces)), pieces))
     reps = _kernel_level(
-        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r)), pieces
+        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r), pen(pieces)), pieces
     )
     reps = reps[np.isfinite(reps)]
     if not math.isfinite(point) or reps.size < 2:
@@ -304,20 +381,16 @@ def estimate_kernel_power(
     lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
     # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
     model = 0.0
-    for alt in ((2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)):
+    for alt in alternatives:
         if alt == pieces:
             continue
         v = point_of(alt, window, lag)  # type: ignore[arg-type]
         model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
+    if joint:  # what the smoothness prior decides: the estimate under a prior twice as loose
+        v = point_of(pieces, window, lag, prior=0.25)
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
     sens = 0.0
-    for w, tau, shift in (
-        (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),
-        (max(window - Z95 * float(sensor.window_se_ns or 0.0), 1.0), lag, 0.0),
-        (window, lag + Z95 * float(sensor.lag_se_ns or 0.0), 0.0),
-        (window, max(lag - Z95 * float(sensor.lag_se_ns or 0.0), 0.0), 0.0),
-        (window, lag, Z95 * float(sensor.delay_se_ns or 0.0)),
-        (window, lag, -Z95 * float(sensor.delay_se_ns or 0.0)),
-    ):
+    for w, tau, shift in _joint_variants(sensor) if joint else _variants(sensor):
         if (w, tau, shift) == (window, lag, 0.0):
             continue
         v = point_of(pieces, w, tau, shift)

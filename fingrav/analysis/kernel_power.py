@@ -390,13 +390,21 @@ def estimate_kernel_power(
         v = point_of(pieces, window, lag, prior=0.25)
         model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
     sens = 0.0
-    for w, tau, shift in _joint_variants(sensor) if joint else _variants(sensor):
-        if (w, tau, shift) == (window, lag, 0.0):
-            continue
-        v = point_of(pieces, w, tau, shift)
-        sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
-    sys_mw = model + sens
-    lo, hi = lo_b - sys_mw, hi_b + sys_mw
+    if joint:  # independent parts: each sensor parameter's larger change, root-sum-squared, then with the rest
+        moved = [point_of(pieces, w, tau, shift) for w, tau, shift in _joint_variants(sensor)]
+        per = [max(abs(moved[i] - point), abs(moved[i + 1] - point)) for i in range(0, len(moved), 2)]
+        sens = math.sqrt(sum(d * d for d in per)) if all(math.isfinite(d) for d in per) else math.inf
+        sys2 = model * model + sens * sens
+        lo = point - math.sqrt(max(point - lo_b, 0.0) ** 2 + sys2)
+        hi = point + math.sqrt(max(hi_b - point, 0.0) ** 2 + sys2)
+    else:
+        for w, tau, shift in _variants(sensor):
+            if (w, tau, shift) == (window, lag, 0.0):
+                continue
+            v = point_of(pieces, w, tau, shift)
+            sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
+        sys_mw = model + sens
+        lo, hi = lo_b - sys_mw, hi_b + sys_mw
     comps = {
         "bootstrap_low_mw": lo_b,
         "bootstrap_high_mw": hi_b,

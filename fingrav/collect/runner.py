@@ -30,6 +30,7 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
 from fingrav.collect.plan import analyze_probe, make_plan
+from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe, RankLocal
@@ -545,9 +546,14 @@ def _measure_runs(
     run_kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
     kind_index = (kinds == "ssp").astype(np.int64)
     block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
+    aim = SseAim.of(plan, rng) if plan.sse_targeting and k.pred is None and rec.sync.world_size == 1 else None
+    block = 1 if aim is not None else block  # each SSE run's delay is decided from the samples drained right before
     last_log = time.perf_counter()
     for b0 in range(0, len(kinds), block):
         b1 = min(b0 + block, len(kinds))
+        if aim is not None and kinds[b0] == "sse":
+            delays[b0], drained = aim.delay(device, int(delays[b0]))
+            rec.samples.append(drained)
         batch = MeasureRuns(run_kinds, kind_index[b0:b1], plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
         rec.measure(np.arange(first_run_id + b0, first_run_id + b1), kinds[b0:b1], batch, k.names, truth_rows)
         if b1 % DRAIN_EVERY == 0:

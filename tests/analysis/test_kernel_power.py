@@ -151,3 +151,54 @@ def test_randomized_coverage() -> None:
         assert abs(est.power.value - truth) / truth < 0.02
     assert reported >= 8
     assert covered >= reported - 1
+
+
+def test_joint_estimator_recovers_the_known_pattern_of_the_calibration_kernel() -> None:
+    """The calibration kernel (fingrav.device.patterns.spin_pattern: 2 x (1 ms full-chip spin, 0.5 ms one-program
+    spin), 3 ms per execution) read through the H200's sensor: each execution is the pattern, so the SSE's kernel
+    power is the pattern's duty x P_high + (1 - duty) x P_low, recovered within the estimator's CI."""
+    from fingrav.device.patterns import expected_power_w
+
+    rng = np.random.default_rng(11)
+    window, lag, period, noise = 4.5 * MS, 12.0 * MS, 20.0 * MS, 3000.0
+    high_us, low_us, cycles, p_high, p_low = 1000.0, 500.0, 2, 330_000.0, 130_000.0
+    exec_ns = int(cycles * (high_us + low_us) * 1000)
+    hx, runs, smp = [], [], []
+    n_runs = 200
+    for r in range(n_runs):
+        t0 = 1_000 * MS * (r + 1)
+        starts = t0 + np.arange(4) * exec_ns
+        pieces = []
+        for i, s in enumerate(starts):
+            hx.append((r, "sse", "main", i, int(s), int(s + exec_ns), True))
+            a = float(s)
+            for _ in range(cycles):
+                pieces += [(a, a + high_us * 1000, p_high), (a + high_us * 1000, a + (high_us + low_us) * 1000, p_low)]
+                a += (high_us + low_us) * 1000
+        runs.append((r, 200 * MS, 0))
+        t = np.arange(t0 - 30 * MS, t0 + 4 * exec_ns + window + 6 * lag, period) + rng.uniform(0, period)
+        reading = np.full(t.size, IDLE_MW)
+        for a, b, p in pieces:
+            reading += (p - IDLE_MW) * (
+                step_response((t - a) / MS, 0, window / MS, lag / MS)
+                - step_response((t - b) / MS, 0, window / MS, lag / MS)
+            )
+        reading += rng.normal(0, noise, t.size)
+        smp.append(pl.DataFrame({"t_ns": t.astype(np.int64), "channel": "total", "power_mw": reading}))
+    hx_f = pl.DataFrame(
+        hx, schema=["run", "phase", "segment", "exec_index", "exec_start_ns", "exec_end_ns", "golden"], orient="row"
+    ).with_columns(
+        pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32), cycle_end_ns=pl.col("exec_end_ns")
+    )
+    runs_f = pl.DataFrame(runs, schema=["run", "idle_ns", "delay_ns"], orient="row")
+    sensor = SensorModel(
+        period_ns=period, window_ns=window, lag_ns=lag, settle_ns=window + 5 * lag, noise_mw=noise,
+        step_mw=p_high - IDLE_MW, group_delay_se_ns=50_000.0, window_se_ns=500_000.0, lag_se_ns=100_000.0,
+    )  # fmt: skip
+    frame = target_samples(pl.concat(smp), hx_f, runs_f, make_plan(sse_index=3, ssp_index=4, tail=1), sensor, 0, "sse")
+    boot = ClusterBootstrap(n_runs, 400, 0.95, seed=11)
+    est = estimate_kernel_power(frame, sensor, np.arange(n_runs), boot.counts, 0.95, "sse", 10.0)
+    want = expected_power_w(high_us, low_us, p_high, p_low)
+    assert est.measurable, est.reason
+    assert est.power.ci_low <= want <= est.power.ci_high
+    assert abs(est.power.value - want) / want < 0.05

@@ -210,17 +210,19 @@ class _Recorder:
         batch: MeasureRuns,
         names: list[str],
         truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
+        idle_ns: int | None = None,
     ) -> ExecRecords:
         """Stamped runs `run_ids` (phases: each one's phase), one batch of the device (`GPUDevice.measure_runs`:
         idle, a GPU-clock read, the guard and the delay, the segments back to back). Every rank waits for the
         others first (a no-op on one GPU). `truth_rows` selects (boolean mask over the records, given the records
-        and their segment names) the executions whose ground truth is kept. Returns every run's records, in order."""
+        and their segment names) the executions whose ground truth is kept; `idle_ns`: the idle recorded when the
+        caller idled before the batch itself (phase targeting), else the batch's. Returns every run's records."""
         self.sync.barrier()
         res = self.device.measure_runs(batch)
         rec = res.records
         self.issued += len(rec)
         self.host_start = int(res.host_start_ns[-1])
-        idle = int(batch.idle_ns)
+        idle = int(batch.idle_ns if idle_ns is None else idle_ns)
         for i, run_id in enumerate(run_ids.tolist()):
             e0, e1 = float(res.energy_start_mj[i]), float(res.energy_end_mj[i])
             self.runs.append(
@@ -551,11 +553,15 @@ def _measure_runs(
     last_log = time.perf_counter()
     for b0 in range(0, len(kinds), block):
         b1 = min(b0 + block, len(kinds))
-        if aim is not None and kinds[b0] == "sse":
+        idle = plan.idle_ns
+        if aim is not None and kinds[b0] == "sse":  # the aim idles itself, then drains and aims (targeting.SseAim)
             delays[b0], drained = aim.delay(device, int(delays[b0]))
             rec.samples.append(drained)
-        batch = MeasureRuns(run_kinds, kind_index[b0:b1], plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
-        rec.measure(np.arange(first_run_id + b0, first_run_id + b1), kinds[b0:b1], batch, k.names, truth_rows)
+            idle = 0
+        batch = MeasureRuns(run_kinds, kind_index[b0:b1], idle, delays[b0:b1], READ_GUARD_NS)
+        rec.measure(
+            np.arange(first_run_id + b0, first_run_id + b1), kinds[b0:b1], batch, k.names, truth_rows, plan.idle_ns
+        )
         if b1 % DRAIN_EVERY == 0:
             rec.samples.append(device.drain_samples())
         now = time.perf_counter()

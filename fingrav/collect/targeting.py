@@ -5,9 +5,9 @@ The sensor's sampling clock is observable: every drained sample carries its time
 run the collector drains the samples visible by then, predicts the next sample times as the last timestamp plus
 multiples of the median of the last `HISTORY` intervals (on an H200: error sd 1.2 ms, shared/H200.md), and picks
 the delay in [0, delay_max) that puts the SSE execution's end `aim_ns` (the sensor's dead time + a phase drawn
-uniformly in [0, window + lag / 2]) before a predicted sample: the samples that see the SSE at its largest share
-of a reading, at phases spread over that band so that the joint estimator (`fingrav.analysis.kernel_power`)
-still sees the SSE at several positions. The delay's randomness is kept where the aim cannot be taken (no
+uniformly in [interval sd, window + lag / 2]) before a predicted sample: the samples that see the SSE at its
+largest share of a reading, at phases spread over that band so that the joint estimator
+(`fingrav.analysis.kernel_power`) still sees the SSE at several positions. The delay's randomness is kept where the aim cannot be taken (no
 clock yet: too few samples), and the analysis uses every sample's exact position whatever the aim was.
 
 GPU-side module: numpy only. Times in ns (host clock).
@@ -53,6 +53,14 @@ class SampleClock:
             return None
         return float(np.median(np.diff(np.asarray(self.stamps_ns, np.float64))))
 
+    @property
+    def jitter_ns(self) -> float:
+        """The standard deviation of the last intervals (0 while the clock is not trusted): how far the next sample
+        may fall from its prediction."""
+        if self.period_ns is None:
+            return 0.0
+        return float(np.std(np.diff(np.asarray(self.stamps_ns, np.float64))))
+
     def next_samples(self, after_ns: float, until_ns: float) -> np.ndarray:
         """The predicted sample times in (after_ns, until_ns] (empty without a clock)."""
         p = self.period_ns
@@ -83,8 +91,9 @@ class SseAim:
     recorder to keep: none is lost), updates the clock and gives the run's delay.
 
     end_after_ns: from the run's start (after the delay) to the SSE execution's end (warm-ups + the SSE, and any
-    predecessor executions); lead_ns: from the decision to the run's start without the delay (the idle, the clock
-    read and the guard); dead_ns, band_ns: the sensor's dead time and the band of phases aimed at (window + lag / 2);
+    predecessor executions); lead_ns: from the decision to the run's start without the delay (the clock read and
+    the guard); idle_ns: the run's idle, taken before the decision (`delay`); dead_ns, band_ns: the sensor's
+    dead time and the band of phases aimed at (window + lag / 2);
     rng: draws the phase in the band."""
 
     end_after_ns: float
@@ -93,6 +102,7 @@ class SseAim:
     band_ns: float
     delay_max_ns: float
     rng: np.random.Generator
+    idle_ns: int = 0
     clock: SampleClock = field(default_factory=SampleClock)
     aimed: int = 0
     tried: int = 0
@@ -104,7 +114,8 @@ class SseAim:
         s = plan.sensor
         return cls(
             end_after_ns=float((plan.sse_index + 1) * plan.cycle_ns),
-            lead_ns=float(plan.idle_ns + READ_GUARD_NS),
+            idle_ns=int(plan.idle_ns),
+            lead_ns=float(READ_GUARD_NS),
             dead_ns=float(s.delay_ns),
             band_ns=float(s.window_ns + s.lag_ns / 2.0),
             delay_max_ns=float(plan.delay_max_ns),
@@ -112,11 +123,18 @@ class SseAim:
         )
 
     def delay(self, device: GPUDevice, fallback_ns: int) -> tuple[int, PowerSamples]:
-        """(the delay of the next SSE run, the samples drained to decide it)."""
+        """Idle `idle_ns` (the run's idle, taken here so that the next sample is predicted one period ahead, not
+        across the idle: a jittered clock's prediction error grows with the periods predicted), drain, and return
+        (the delay of the next SSE run, the samples drained to decide it); the run then starts without idle."""
+        if self.idle_ns > 0:
+            device.sleep_ns(int(self.idle_ns))
         drained = device.drain_samples()
         self.clock.observe(drained)
         self.tried += 1
-        aim = self.dead_ns + float(self.rng.uniform(0.0, self.band_ns))
+        # a sample that comes early falls before the SSE's end (then the next one reads it 20 ms late): aim one
+        # interval sd (at most half the band) into the band
+        margin = min(self.clock.jitter_ns, self.band_ns / 2.0)
+        aim = self.dead_ns + float(self.rng.uniform(margin, self.band_ns))
         d = aim_delay(
             self.clock, device.host_time_ns() + self.lead_ns, self.end_after_ns, aim, self.delay_max_ns, fallback_ns
         )

@@ -7,8 +7,9 @@ multiples of the median of the last `HISTORY` intervals (on an H200: error sd 1.
 the delay in [0, delay_max) that puts the SSE execution's end `aim_ns` (the sensor's dead time + a phase drawn
 uniformly in [interval sd, window + lag / 2]) before a predicted sample: the samples that see the SSE at its
 largest share of a reading, at phases spread over that band so that the joint estimator
-(`fingrav.analysis.kernel_power`) still sees the SSE at several positions. The delay's randomness is kept where the aim cannot be taken (no
-clock yet: too few samples), and the analysis uses every sample's exact position whatever the aim was.
+(`fingrav.analysis.kernel_power`) still sees the SSE at several positions. The delay's randomness is kept where the
+aim cannot be taken (no clock yet: too few samples), and the analysis uses every sample's exact position whatever
+the aim was.
 
 GPU-side module: numpy only. Times in ns (host clock).
 """

@@ -25,11 +25,23 @@ least-squares solution over the samples of all golden runs; the CI is the cluste
 * `sensor_model_mw`: the largest change when the window, the lag or the dead time moves by 1.96 of its
   calibrated standard error.
 
-The estimate is reported only when it is identified: the execution must make up at least half of some reading
-(`MIN_SHARE`; shorter executions are unresolved and their estimate would come from the model, not the data),
-and the CI half-width must be within
-`analysis.kernel_power_max_ci_pct` of the value; otherwise the number is "not measurable" and the reason is
-given. Powers in mW, times in ns.
+**The joint estimator** (an execution that makes up less than half of every reading, `MIN_SHARE`: shorter than
+about half the sensor's window + lag; on an H200, anything under ~6 ms). Pieces of the sensor's resolution cannot
+place its power, but every sample of every golden run still weighs it by a known amount (its exact position on
+the run's timeline through the calibrated dead time, window and lag), so the fit is over all runs with one piece
+per *execution role*: one per execution before the target (`_role_pieces`: the warm-ups, or the predecessor's
+span in pieces of the target's cycle), one for the target, what follows per run kind as above. Adjacent
+executions are told apart only through the sensor's shape, so the fit is regularized: a prior that the burst's
+power is smooth from execution to execution (second differences, `_penalty`, sd CURVATURE x the calibrated step
+against the sensor noise; a straight line costs nothing). The CI is the cluster bootstrap root-sum-squared with
+three independent systematic parts: `model_mw` (the larger change when the executions before the target are
+merged in pairs or the prior is made twice as loose: what the prior decides), and `sensor_model_mw`, each sensor
+parameter moved by 1.96 of its standard error *along what the calibration pins* (`_joint_variants`: the group
+delay, and window and lag each with the dead time moved to keep the group delay), root-sum-squared.
+
+Either way the estimate is reported only when its CI half-width is within `analysis.kernel_power_max_ci_pct` of
+the value; otherwise the number is "not measurable" and the reason (the CI it would have) is given. Powers in
+mW, times in ns.
 """
 
 from __future__ import annotations
@@ -51,6 +63,10 @@ from fingrav.sensorfit import step_response
 logger = logging.getLogger(__name__)
 
 METHOD = "sensor-model deconvolution: cluster bootstrap over runs + piecewise-model and sensor-model systematic parts"
+METHOD_JOINT = (
+    "joint sensor-model estimator (one piece per execution, smooth-burst prior): cluster bootstrap over runs, "
+    "root-sum-squared with the prior's, the piecewise model's and the sensor model's (group delay) systematic parts"
+)
 #: z of the two-sided 95 % interval, for the sensor-model standard errors
 Z95 = 1.96
 #: idle samples used before each run, in sensor periods
@@ -424,7 +440,7 @@ def estimate_kernel_power(
     return KernelPower(
         target=target,
         measurable=True,
-        power=Estimate.of(point, lo, hi, "mW", METHOD),
+        power=Estimate.of(point, lo, hi, "mW", METHOD_JOINT if joint else METHOD),
         components=comps,
         **base,
     )

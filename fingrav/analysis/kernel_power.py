@@ -108,14 +108,49 @@ def _pieces(frame: pl.DataFrame, sensor: SensorModel, refine: int) -> tuple[int,
     return n_b, n_t, n_a
 
 
-def _role_pieces(frame: pl.DataFrame, sensor: SensorModel) -> tuple[int, int, int]:
-    """The pieces of the joint estimator (a target shorter than the sensor resolves): one piece per execution
-    before the target (its cycle's length each; at most MAX_BEFORE_PIECES, then equal pieces of the span), one for
-    the target, and what follows it as in `_pieces`."""
+def _role_pieces(frame: pl.DataFrame, sensor: SensorModel) -> tuple[int, int, int, int]:
+    """The pieces of the joint estimator (a target shorter than the sensor resolves), one per execution role:
+    (pieces of the predecessor's span: of the target's cycle each, at most MAX_BEFORE_PIECES; one per execution of
+    the measured kernel before the target, at most MAX_BEFORE_PIECES: the warm-ups; 1: the target; what follows
+    it as in `_pieces`)."""
     cycle = float((frame["t_end_ns"] - frame["t_start_ns"]).median() or 0.0)
-    before = float((frame["t_start_ns"] - frame["run_start_ns"]).median() or 0.0)
-    n_b = 0 if before <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(before / cycle)))
-    return n_b, 1, _pieces(frame, sensor, 1)[2]
+
+    def count(a: str, b: str) -> int:
+        span = float((frame[b] - frame[a]).median() or 0.0)
+        return 0 if span <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(span / cycle)))
+
+    return count("run_start_ns", "main_start_ns"), count("main_start_ns", "t_start_ns"), 1, _pieces(frame, sensor, 1)[2]
+
+
+#: the joint estimator's prior links the warm-ups' cycles to the SSE's own time: not when launch gaps make them unlike
+MAX_GAP_SHARE = 0.02
+
+
+def _gap_share(frame: pl.DataFrame, n_warm: int) -> float:
+    """How much of a warm-up's cycle the SSE's own time lacks (1 - SSE execution / warm-up cycle, SSE runs: the
+    SSE is their last execution, its cycle its own time): the launch gap's share; 0 without warm-ups."""
+    sse = frame.filter(pl.col("sse_run"))
+    if n_warm <= 0 or sse.height == 0:
+        return 0.0
+    cycle = float(((sse["t_start_ns"] - sse["main_start_ns"]) / n_warm).median() or 0.0)
+    own = float((sse["t_end_ns"] - sse["t_start_ns"]).median() or 0.0)
+    return max(0.0, 1.0 - own / cycle) if cycle > 0 else 0.0
+
+
+def _joint_segments(
+    frame: pl.DataFrame, pieces: tuple[int, int, int, int], post_ns: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_segments` of the joint estimator's roles (`_role_pieces`): equal pieces of the predecessor's span, of
+    the warm-ups' span, the target, then what follows (per run kind); the same column order as `_segments`."""
+    n_p, n_w, _, n_a = pieces
+    segs: list[tuple[np.ndarray, np.ndarray]] = []
+    rs, ms, ts, te = (
+        frame[c].to_numpy().astype(np.float64) for c in ("run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns")
+    )
+    for a, b, n in ((rs, ms, n_p), (ms, ts, n_w), (ts, te, 1)):
+        for j in range(n):
+            segs.append((a + (b - a) * j / n, a + (b - a) * (j + 1) / n))
+    return segs + _segments(frame, 0, 0, n_a, post_ns)
 
 
 def _variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
@@ -160,20 +195,23 @@ def _joint_variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
 CURVATURE = 0.05
 
 
-def _penalty(pieces: tuple[int, int, int], sensor: SensorModel) -> np.ndarray:
+def _penalty(pieces: tuple[int, int, int, int], sensor: SensorModel) -> np.ndarray:
     """The quadratic penalty (k x k, unitless like the design's Gram matrix) on the second differences of the
-    levels of the executions before the target and of the target (design columns 1 .. n_b + 1): a prior that
-    the burst's power is smooth from execution to execution (a straight line costs nothing), with a standard
-    deviation of CURVATURE x the calibrated step per second difference against the sensor's noise."""
-    n_b, n_t, n_a = pieces
-    k = 1 + n_b + n_t + 2 * n_a
-    out = np.zeros((k, k))
-    m = n_b + n_t
-    if m < 3:
-        return out
-    d = np.zeros((m - 2, k))
-    for i in range(m - 2):
-        d[i, 1 + i : 4 + i] = (1.0, -2.0, 1.0)
+    levels of one kernel's consecutive pieces: the warm-ups and the target (one chain: the same kernel, back to
+    back) and, apart, the predecessor's pieces; never across the change of kernel. A prior that a kernel's
+    power is smooth from execution to execution (a straight line costs nothing), with a standard deviation of
+    CURVATURE x the calibrated step per second difference against the sensor's noise."""
+    n_p, n_w, n_t, n_a = pieces
+    k = 1 + n_p + n_w + n_t + 2 * n_a
+    rows = []
+    for first, m in ((1, n_p), (1 + n_p, n_w + n_t)):
+        for i in range(m - 2):
+            r = np.zeros(k)
+            r[first + i : first + i + 3] = (1.0, -2.0, 1.0)
+            rows.append(r)
+    if not rows:
+        return np.zeros((k, k))
+    d = np.array(rows)
     noise = float(sensor.noise_mw or sensor.fit_rms_mw or 1.0)
     step = abs(float(sensor.step_mw or 0.0)) or 1.0
     return (noise / (CURVATURE * step)) ** 2 * (d.T @ d)
@@ -239,11 +277,15 @@ def target_samples(
 ) -> pl.DataFrame:
     """The samples of the golden runs that enter the fit for `target` ("sse": main execution sse_index; "first":
     main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
-    end: run, t_ns (delay-corrected), power_mw, run_start_ns, t_start_ns, t_end_ns (host clock; the end of the
+    end: run, t_ns (delay-corrected), power_mw, run_start_ns, main_start_ns (the first execution of the measured
+    kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the end of the
     target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
-    starts = gold.group_by("run").agg(run_start_ns=pl.col("exec_start_ns").min())
+    starts = gold.group_by("run").agg(
+        run_start_ns=pl.col("exec_start_ns").min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+    )
     tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
@@ -281,7 +323,7 @@ def target_samples(
     smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run", "t_ns", "power_mw", "run_start_ns", "t_start_ns", "t_end_ns", "sse_run"
+        "run", "t_ns", "power_mw", "run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns", "sse_run"
     )
 
 
@@ -349,13 +391,21 @@ def estimate_kernel_power(
     run_starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
     run_pos = pos[run_starts]
 
-    def pen(n: tuple[int, int, int]) -> np.ndarray | None:
+    def pen(n: tuple[int, ...]) -> np.ndarray | None:
         """The joint estimator's smoothness penalty over the executions (`_penalty`); none otherwise."""
-        return _penalty(n, sensor) if joint else None
+        return _penalty(n, sensor) if len(n) == 4 else None  # type: ignore[arg-type]
 
-    def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def lay(n: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The pieces' edges: the joint estimator's roles (4 counts, `_joint_segments`) or `_segments`."""
+        return _joint_segments(frame, n, post) if len(n) == 4 else _segments(frame, *n, post_ns=post)  # type: ignore
+
+    def target_level(theta: np.ndarray, n: tuple[int, ...]) -> np.ndarray:
+        """The target's level: its one piece (joint) or the mean of its pieces (`_kernel_level`)."""
+        return theta[..., 1 + n[0] + n[1]] if len(n) == 4 else _kernel_level(theta, n)  # type: ignore[arg-type]
+
+    def fit(n: tuple[int, ...], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Per-run normal equations (runs x k x k, runs x k) of the piece model."""
-        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
+        x = _design(t + shift_ns, lay(n), w, tau)
         k = x.shape[1]
         outer = (x[:, :, None] * x[:, None, :]).reshape(t.size, k * k)
         gram_r = np.zeros((n_runs, k * k))
@@ -364,11 +414,11 @@ def estimate_kernel_power(
         rhs_r[run_pos] = np.add.reduceat(x * y[:, None], run_starts, axis=0)
         return gram_r.reshape(n_runs, k, k), rhs_r
 
-    def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0, prior: float = 1.0) -> float:
+    def point_of(n: tuple[int, ...], w: float, tau: float, shift_ns: float = 0.0, prior: float = 1.0) -> float:
         """The point estimate of a model: its pooled normal equations only (one matrix product)."""
-        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
+        x = _design(t + shift_ns, lay(n), w, tau)
         p = pen(n)
-        return float(_kernel_level(_solve(x.T @ x, x.T @ y, None if p is None else prior * p), n))
+        return float(target_level(_solve(x.T @ x, x.T @ y, None if p is None else prior * p), n))
 
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())
@@ -377,17 +427,27 @@ def estimate_kernel_power(
     if seen == 0:
         return _not(target, "no sample sees the execution", **base)
     joint = share < MIN_SHARE
-    if joint:  # shorter than the sensor resolves piece by piece: one piece per execution (`_role_pieces`)
-        pieces: tuple[int, int, int] | None = _role_pieces(frame, sensor)
-        alternatives = [(math.ceil(pieces[0] / 2), 1, pieces[2])]  # type: ignore[index]
+    pieces: tuple[int, ...] | None
+    if joint:  # shorter than the sensor resolves piece by piece: one piece per execution role (`_role_pieces`)
+        pieces = _role_pieces(frame, sensor)
+        alternatives = [(math.ceil(pieces[0] / 2), math.ceil(pieces[1] / 2), 1, pieces[3])]
+        gap = _gap_share(frame, pieces[1])
+        if gap > MAX_GAP_SHARE:
+            return _not(
+                target,
+                f"not identified by the sensor: the execution is at most {100 * share:.3g} % of any reading, and "
+                f"launch gaps ({100 * gap:.3g} % of the warm-ups' cycle) make the warm-ups unlike it, which the "
+                "joint estimator's smooth-burst prior would assume alike",
+                **base,
+            )
     else:
         pieces = identified(_pieces(frame, sensor, 1))
         if pieces is None:
             return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
         alternatives = [(2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)]
     gram_r, rhs_r = fit(pieces, window, lag)
-    point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0), pen(pieces)), pieces))
-    reps = _kernel_level(
+    point = float(target_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0), pen(pieces)), pieces))
+    reps = target_level(
         _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r), pen(pieces)), pieces
     )
     reps = reps[np.isfinite(reps)]

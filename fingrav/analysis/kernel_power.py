@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -327,6 +328,64 @@ def target_samples(
     )
 
 
+def _joint_unfit(frame: pl.DataFrame, pieces: tuple[int, ...], share: float) -> str | None:
+    """Why the joint estimator's prior does not fit these runs (None: it does): launch gaps (> MAX_GAP_SHARE of
+    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links."""
+    gap = _gap_share(frame, pieces[1])
+    if gap <= MAX_GAP_SHARE:
+        return None
+    return (
+        f"not identified by the sensor: the execution is at most {100 * share:.3g} % of any reading, and launch "
+        f"gaps ({100 * gap:.3g} % of the warm-ups' cycle) make the warm-ups unlike it, which the joint estimator's "
+        "smooth-burst prior would assume alike"
+    )
+
+
+def _interval(
+    point: float,
+    lo_b: float,
+    hi_b: float,
+    pieces: tuple[int, ...],
+    alternatives: list[tuple[int, ...]],
+    joint: bool,
+    sensor: SensorModel,
+    point_of: Callable[..., float],
+) -> tuple[float, float, float, float]:
+    """(CI low, CI high, model_mw, sensor_model_mw) around `point` from the bootstrap quantiles (lo_b, hi_b) and
+    the systematic parts (module docstring): added linearly for the resolved estimator, root-sum-squared for the
+    joint one. `point_of(pieces, window, lag, shift, prior=...)`: the point estimate of a variant."""
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
+    model = 0.0
+    for alt in alternatives:
+        if alt == pieces:
+            continue
+        v = point_of(alt, window, lag)
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
+    if joint:  # what the smoothness prior decides: the estimate under a prior twice as loose
+        v = point_of(pieces, window, lag, prior=0.25)
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
+    sens = 0.0
+    if joint:  # independent parts: each sensor parameter's larger change, root-sum-squared, then with the rest
+        moved = [point_of(pieces, w, tau, shift) for w, tau, shift in _joint_variants(sensor)]
+        per = [max(abs(moved[i] - point), abs(moved[i + 1] - point)) for i in range(0, len(moved), 2)]
+        sens = math.sqrt(sum(d * d for d in per)) if all(math.isfinite(d) for d in per) else math.inf
+        sys2 = model * model + sens * sens
+        return (
+            point - math.sqrt(max(point - lo_b, 0.0) ** 2 + sys2),
+            point + math.sqrt(max(hi_b - point, 0.0) ** 2 + sys2),
+            model,
+            sens,
+        )
+    for w, tau, shift in _variants(sensor):
+        if (w, tau, shift) == (window, lag, 0.0):
+            continue
+        v = point_of(pieces, w, tau, shift)
+        sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
+    sys_mw = model + sens
+    return lo_b - sys_mw, hi_b + sys_mw, model, sens
+
+
 def estimate_kernel_power(
     frame: pl.DataFrame,
     sensor: SensorModel,
@@ -430,16 +489,9 @@ def estimate_kernel_power(
     pieces: tuple[int, ...] | None
     if joint:  # shorter than the sensor resolves piece by piece: one piece per execution role (`_role_pieces`)
         pieces = _role_pieces(frame, sensor)
-        alternatives = [(math.ceil(pieces[0] / 2), math.ceil(pieces[1] / 2), 1, pieces[3])]
-        gap = _gap_share(frame, pieces[1])
-        if gap > MAX_GAP_SHARE:
-            return _not(
-                target,
-                f"not identified by the sensor: the execution is at most {100 * share:.3g} % of any reading, and "
-                f"launch gaps ({100 * gap:.3g} % of the warm-ups' cycle) make the warm-ups unlike it, which the "
-                "joint estimator's smooth-burst prior would assume alike",
-                **base,
-            )
+        alternatives: list[tuple[int, ...]] = [(math.ceil(pieces[0] / 2), math.ceil(pieces[1] / 2), 1, pieces[3])]
+        if (why := _joint_unfit(frame, pieces, share)) is not None:
+            return _not(target, why, **base)
     else:
         pieces = identified(_pieces(frame, sensor, 1))
         if pieces is None:
@@ -455,32 +507,7 @@ def estimate_kernel_power(
         return _not(target, "the fit is singular", **base)
     a = (1.0 - level) / 2.0
     lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
-    # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
-    model = 0.0
-    for alt in alternatives:
-        if alt == pieces:
-            continue
-        v = point_of(alt, window, lag)  # type: ignore[arg-type]
-        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
-    if joint:  # what the smoothness prior decides: the estimate under a prior twice as loose
-        v = point_of(pieces, window, lag, prior=0.25)
-        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
-    sens = 0.0
-    if joint:  # independent parts: each sensor parameter's larger change, root-sum-squared, then with the rest
-        moved = [point_of(pieces, w, tau, shift) for w, tau, shift in _joint_variants(sensor)]
-        per = [max(abs(moved[i] - point), abs(moved[i + 1] - point)) for i in range(0, len(moved), 2)]
-        sens = math.sqrt(sum(d * d for d in per)) if all(math.isfinite(d) for d in per) else math.inf
-        sys2 = model * model + sens * sens
-        lo = point - math.sqrt(max(point - lo_b, 0.0) ** 2 + sys2)
-        hi = point + math.sqrt(max(hi_b - point, 0.0) ** 2 + sys2)
-    else:
-        for w, tau, shift in _variants(sensor):
-            if (w, tau, shift) == (window, lag, 0.0):
-                continue
-            v = point_of(pieces, w, tau, shift)
-            sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
-        sys_mw = model + sens
-        lo, hi = lo_b - sys_mw, hi_b + sys_mw
+    lo, hi, model, sens = _interval(point, lo_b, hi_b, pieces, alternatives, joint, sensor, point_of)
     comps = {
         "bootstrap_low_mw": lo_b,
         "bootstrap_high_mw": hi_b,

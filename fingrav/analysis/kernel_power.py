@@ -111,16 +111,18 @@ def _pieces(frame: pl.DataFrame, sensor: SensorModel, refine: int) -> tuple[int,
 
 def _role_pieces(frame: pl.DataFrame, sensor: SensorModel) -> tuple[int, int, int, int]:
     """The pieces of the joint estimator (a target shorter than the sensor resolves), one per execution role:
-    (pieces of the predecessor's span: of the target's cycle each, at most MAX_BEFORE_PIECES; one per execution of
-    the measured kernel before the target, at most MAX_BEFORE_PIECES: the warm-ups; 1: the target; what follows
-    it as in `_pieces`)."""
-    cycle = float((frame["t_end_ns"] - frame["t_start_ns"]).median() or 0.0)
-
-    def count(a: str, b: str) -> int:
-        span = float((frame[b] - frame[a]).median() or 0.0)
-        return 0 if span <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(span / cycle)))
-
-    return count("run_start_ns", "main_start_ns"), count("main_start_ns", "t_start_ns"), 1, _pieces(frame, sensor, 1)[2]
+    (pieces of the predecessor's span: about one per cycle of the target (SSP runs': not the run's last), at most
+    MAX_BEFORE_PIECES; one per execution of the measured kernel before the target (`target_index`: the warm-ups),
+    at most MAX_BEFORE_PIECES; 1: the target; what follows it as in `_pieces`)."""
+    inner = frame.filter(~pl.col("sse_run"))
+    cycle = float(
+        ((inner if inner.height else frame)["t_end_ns"] - (inner if inner.height else frame)["t_start_ns"]).median()
+        or 0.0
+    )
+    span = float((frame["main_start_ns"] - frame["run_start_ns"]).median() or 0.0)
+    n_p = 0 if span <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(span / cycle)))
+    n_w = min(MAX_BEFORE_PIECES, int(frame["target_index"].max() or 0)) if frame.height else 0
+    return n_p, n_w, 1, _pieces(frame, sensor, 1)[2]
 
 
 #: the joint estimator's prior links the warm-ups' cycles to the SSE's own time: not when launch gaps make them unlike
@@ -292,6 +294,7 @@ def target_samples(
         t_start_ns="exec_start_ns",
         t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
         sse_run=pl.col("phase").cast(pl.String) == SSE,
+        target_index=pl.lit(index, pl.Int32),
     )
     period = float(sensor.period_ns or 0.0)
     settle = float(sensor.settle_ns or 0.0)
@@ -324,13 +327,20 @@ def target_samples(
     smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run", "t_ns", "power_mw", "run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns", "sse_run"
+        "run", "t_ns", "power_mw", "run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns", "sse_run", "target_index"
     )
 
 
 def _joint_unfit(frame: pl.DataFrame, pieces: tuple[int, ...], share: float) -> str | None:
     """Why the joint estimator's prior does not fit these runs (None: it does): launch gaps (> MAX_GAP_SHARE of
-    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links."""
+    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links; or no
+    execution of the target's own kernel precedes it (the interleaved execution, right after another kernel: no
+    prior to lean on, and the sensor's shape alone does not tell two adjacent kernels apart here)."""
+    if pieces[1] == 0:
+        return (
+            f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
+            f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)"
+        )
     gap = _gap_share(frame, pieces[1])
     if gap <= MAX_GAP_SHARE:
         return None

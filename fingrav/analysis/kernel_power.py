@@ -130,14 +130,11 @@ MAX_GAP_SHARE = 0.02
 
 
 def _gap_share(frame: pl.DataFrame, n_warm: int) -> float:
-    """How much of a warm-up's cycle the SSE's own time lacks (1 - SSE execution / warm-up cycle, SSE runs: the
-    SSE is their last execution, its cycle its own time): the launch gap's share; 0 without warm-ups."""
-    sse = frame.filter(pl.col("sse_run"))
-    if n_warm <= 0 or sse.height == 0:
+    """The launch gaps' share of the warm-ups' cycles (`warm_gap` of `target_samples`, median over the runs); 0
+    without warm-ups."""
+    if n_warm <= 0 or frame.height == 0:
         return 0.0
-    cycle = float(((sse["t_start_ns"] - sse["main_start_ns"]) / n_warm).median() or 0.0)
-    own = float((sse["t_end_ns"] - sse["t_start_ns"]).median() or 0.0)
-    return max(0.0, 1.0 - own / cycle) if cycle > 0 else 0.0
+    return float(frame.unique("run")["warm_gap"].median() or 0.0)
 
 
 def _joint_segments(
@@ -282,12 +279,17 @@ def target_samples(
     main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
     end: run, t_ns (delay-corrected), power_mw, run_start_ns, main_start_ns (the first execution of the measured
     kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the end of the
-    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run."""
+    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run, target_index
+    (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles)."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
+    warm = (pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") < index)
     starts = gold.group_by("run").agg(
         run_start_ns=pl.col("exec_start_ns").min(),
         main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+        # the launch gaps' share of the warm-ups' cycles (0 without warm-ups)
+        warm_gap=((pl.col("cycle_end_ns") - pl.col("exec_end_ns")).filter(warm).sum().cast(pl.Float64))
+        / pl.max_horizontal(pl.lit(1.0), (pl.col("cycle_end_ns") - pl.col("exec_start_ns")).filter(warm).sum()),
     )
     tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
@@ -327,7 +329,16 @@ def target_samples(
     smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run", "t_ns", "power_mw", "run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns", "sse_run", "target_index"
+        "run",
+        "t_ns",
+        "power_mw",
+        "run_start_ns",
+        "main_start_ns",
+        "t_start_ns",
+        "t_end_ns",
+        "sse_run",
+        "target_index",
+        "warm_gap",
     )
 
 

@@ -266,6 +266,21 @@ def _kernel_level(theta: np.ndarray, pieces: tuple[int, int, int]) -> np.ndarray
     return theta[..., 1 + n_b : 1 + n_b + n_t].mean(axis=-1)
 
 
+#: the columns of `target_samples`' frame (its docstring says what each is)
+TARGET_COLUMNS = (
+    "run",
+    "t_ns",
+    "power_mw",
+    "run_start_ns",
+    "main_start_ns",
+    "t_start_ns",
+    "t_end_ns",
+    "sse_run",
+    "target_index",
+    "warm_gap",
+)
+
+
 def target_samples(
     samples: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -329,16 +344,7 @@ def target_samples(
     smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run",
-        "t_ns",
-        "power_mw",
-        "run_start_ns",
-        "main_start_ns",
-        "t_start_ns",
-        "t_end_ns",
-        "sse_run",
-        "target_index",
-        "warm_gap",
+        TARGET_COLUMNS
     )
 
 

@@ -510,6 +510,12 @@ class RunPolicy(_Model):
         "period on a slow sensor) and else skips them, saying in the plan and the log what they would cost (the SSE "
         "columns are then empty, flag sse_skipped); 'always' measures them; 'never' skips them",
     )
+    sse_targeting: Literal["on", "off"] = Field(
+        "off",
+        description="SSE runs: 'on' aims each run's random delay so that the next power sample (the sensor's clock "
+        "predicted from the drained timestamps) reads the SSE execution (fingrav.collect.targeting; one GPU, no "
+        "predecessor); 'off' leaves the sample's phase to chance",
+    )
     sse_min_lois: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
         None,
         description="'auto' SSE: skip the SSE runs when fewer than half this many SSE LOIs are expected within the "
@@ -1027,7 +1033,10 @@ def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
     return config_hash(
         {
             "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
-            "policy": policy.model_dump(mode="json"),
+            # sse_targeting 'off' (its default) is left out: collections from before it keep their hash
+            "policy": policy.model_dump(
+                mode="json", exclude={"sse_targeting"} if policy.sse_targeting == "off" else None
+            ),
             "seed": seed,
         }
     )

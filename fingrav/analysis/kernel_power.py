@@ -25,17 +25,30 @@ least-squares solution over the samples of all golden runs; the CI is the cluste
 * `sensor_model_mw`: the largest change when the window, the lag or the dead time moves by 1.96 of its
   calibrated standard error.
 
-The estimate is reported only when it is identified: the execution must make up at least half of some reading
-(`MIN_SHARE`; shorter executions are unresolved and their estimate would come from the model, not the data),
-and the CI half-width must be within
-`analysis.kernel_power_max_ci_pct` of the value; otherwise the number is "not measurable" and the reason is
-given. Powers in mW, times in ns.
+**The joint estimator** (an execution that makes up less than half of every reading, `MIN_SHARE`: shorter than
+about half the sensor's window + lag; on an H200, anything under ~6 ms). Pieces of the sensor's resolution cannot
+place its power, but every sample of every golden run still weighs it by a known amount (its exact position on
+the run's timeline through the calibrated dead time, window and lag), so the fit is over all runs with one piece
+per *execution role*: one per execution before the target (`_role_pieces`: the warm-ups, or the predecessor's
+span in pieces of the target's cycle), one for the target, what follows per run kind as above. Adjacent
+executions are told apart only through the sensor's shape, so the fit is regularized: a prior that the burst's
+power is smooth from execution to execution (second differences, `_penalty`, sd CURVATURE x the calibrated step
+against the sensor noise; a straight line costs nothing). The CI is the cluster bootstrap root-sum-squared with
+three independent systematic parts: `model_mw` (the larger change when the executions before the target are
+merged in pairs or the prior is made twice as loose: what the prior decides), and `sensor_model_mw`, each sensor
+parameter moved by 1.96 of its standard error *along what the calibration pins* (`_joint_variants`: the group
+delay, and window and lag each with the dead time moved to keep the group delay), root-sum-squared.
+
+Either way the estimate is reported only when its CI half-width is within `analysis.kernel_power_max_ci_pct` of
+the value; otherwise the number is "not measurable" and the reason (the CI it would have) is given. Powers in
+mW, times in ns.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -51,6 +64,10 @@ from fingrav.sensorfit import step_response
 logger = logging.getLogger(__name__)
 
 METHOD = "sensor-model deconvolution: cluster bootstrap over runs + piecewise-model and sensor-model systematic parts"
+METHOD_JOINT = (
+    "joint sensor-model estimator (one piece per execution, smooth-burst prior): cluster bootstrap over runs, "
+    "root-sum-squared with the prior's, the piecewise model's and the sensor model's (group delay) systematic parts"
+)
 #: z of the two-sided 95 % interval, for the sensor-model standard errors
 Z95 = 1.96
 #: idle samples used before each run, in sensor periods
@@ -92,6 +109,114 @@ def _pieces(frame: pl.DataFrame, sensor: SensorModel, refine: int) -> tuple[int,
     return n_b, n_t, n_a
 
 
+def _role_pieces(frame: pl.DataFrame, sensor: SensorModel) -> tuple[int, int, int, int]:
+    """The pieces of the joint estimator (a target shorter than the sensor resolves), one per execution role:
+    (pieces of the predecessor's span: about one per cycle of the target (SSP runs': not the run's last), at most
+    MAX_BEFORE_PIECES; one per execution of the measured kernel before the target (`target_index`: the warm-ups),
+    at most MAX_BEFORE_PIECES; 1: the target; what follows it as in `_pieces`)."""
+    inner = frame.filter(~pl.col("sse_run"))
+    cycle = float(
+        ((inner if inner.height else frame)["t_end_ns"] - (inner if inner.height else frame)["t_start_ns"]).median()
+        or 0.0
+    )
+    span = float((frame["main_start_ns"] - frame["run_start_ns"]).median() or 0.0)
+    n_p = 0 if span <= 0 or cycle <= 0 else min(MAX_BEFORE_PIECES, max(1, round(span / cycle)))
+    n_w = min(MAX_BEFORE_PIECES, int(frame["target_index"].max() or 0)) if frame.height else 0
+    return n_p, n_w, 1, _pieces(frame, sensor, 1)[2]
+
+
+#: the joint estimator's prior links the warm-ups' cycles to the SSE's own time: not when launch gaps make them unlike
+MAX_GAP_SHARE = 0.02
+
+
+def _gap_share(frame: pl.DataFrame, n_warm: int) -> float:
+    """The launch gaps' share of the warm-ups' cycles (`warm_gap` of `target_samples`, median over the runs); 0
+    without warm-ups."""
+    if n_warm <= 0 or frame.height == 0:
+        return 0.0
+    return float(frame.unique("run")["warm_gap"].median() or 0.0)
+
+
+def _joint_segments(
+    frame: pl.DataFrame, pieces: tuple[int, int, int, int], post_ns: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_segments` of the joint estimator's roles (`_role_pieces`): equal pieces of the predecessor's span, of
+    the warm-ups' span, the target, then what follows (per run kind); the same column order as `_segments`."""
+    n_p, n_w, _, n_a = pieces
+    segs: list[tuple[np.ndarray, np.ndarray]] = []
+    rs, ms, ts, te = (
+        frame[c].to_numpy().astype(np.float64) for c in ("run_start_ns", "main_start_ns", "t_start_ns", "t_end_ns")
+    )
+    for a, b, n in ((rs, ms, n_p), (ms, ts, n_w), (ts, te, 1)):
+        for j in range(n):
+            segs.append((a + (b - a) * j / n, a + (b - a) * (j + 1) / n))
+    return segs + _segments(frame, 0, 0, n_a, post_ns)
+
+
+def _variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
+    """(window, lag, time shift) in ns of the sensor-model check: each of window, lag and dead time moved by 1.96
+    of its calibrated standard error, the others kept."""
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    return [
+        (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),
+        (max(window - Z95 * float(sensor.window_se_ns or 0.0), 1.0), lag, 0.0),
+        (window, lag + Z95 * float(sensor.lag_se_ns or 0.0), 0.0),
+        (window, max(lag - Z95 * float(sensor.lag_se_ns or 0.0), 0.0), 0.0),
+        (window, lag, Z95 * float(sensor.delay_se_ns or 0.0)),
+        (window, lag, -Z95 * float(sensor.delay_se_ns or 0.0)),
+    ]
+
+
+def _joint_variants(sensor: SensorModel) -> list[tuple[float, float, float]]:
+    """The sensor-model check of the joint estimator: what the calibration pins is the group delay (dead time +
+    window / 2 + lag, `group_delay_se_ns`), while the dead time trades against the window and the lag (their
+    own standard errors are each with the others free). So: the group delay moved by 1.96 of its standard error,
+    and the window and the lag each moved by 1.96 of theirs with the dead time moved the other way (the group
+    delay kept). Without a group-delay standard error, `_variants`."""
+    if sensor.group_delay_se_ns is None:
+        return _variants(sensor)
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    gd = Z95 * float(sensor.group_delay_se_ns)
+    dw = min(Z95 * float(sensor.window_se_ns or 0.0), window - 1.0)
+    dl = min(Z95 * float(sensor.lag_se_ns or 0.0), lag)
+    # a later dead time is a sample time read earlier: t + shift with shift = -(change of the dead time)
+    return [
+        (window, lag, gd),
+        (window, lag, -gd),
+        (window + dw, lag, dw / 2.0),
+        (window - dw, lag, -dw / 2.0),
+        (window, lag + dl, dl),
+        (window, lag - dl, -dl),
+    ]
+
+
+#: the joint estimator's prior: executions of one burst differ from a straight line by about this fraction of the
+#: sensor's calibrated step (second differences of the per-execution levels)
+CURVATURE = 0.05
+
+
+def _penalty(pieces: tuple[int, int, int, int], sensor: SensorModel) -> np.ndarray:
+    """The quadratic penalty (k x k, unitless like the design's Gram matrix) on the second differences of the
+    levels of one kernel's consecutive pieces: the warm-ups and the target (one chain: the same kernel, back to
+    back) and, apart, the predecessor's pieces; never across the change of kernel. A prior that a kernel's
+    power is smooth from execution to execution (a straight line costs nothing), with a standard deviation of
+    CURVATURE x the calibrated step per second difference against the sensor's noise."""
+    n_p, n_w, n_t, n_a = pieces
+    k = 1 + n_p + n_w + n_t + 2 * n_a
+    rows = []
+    for first, m in ((1, n_p), (1 + n_p, n_w + n_t)):
+        for i in range(m - 2):
+            r = np.zeros(k)
+            r[first + i : first + i + 3] = (1.0, -2.0, 1.0)
+            rows.append(r)
+    if not rows:
+        return np.zeros((k, k))
+    d = np.array(rows)
+    noise = float(sensor.noise_mw or sensor.fit_rms_mw or 1.0)
+    step = abs(float(sensor.step_mw or 0.0)) or 1.0
+    return (noise / (CURVATURE * step)) ** 2 * (d.T @ d)
+
+
 def _segments(
     frame: pl.DataFrame, n_before: int, n_target: int, n_after: int = 0, post_ns: float = 0.0
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -126,8 +251,10 @@ def _design(t: np.ndarray, segs: list[tuple[np.ndarray, np.ndarray]], window_ns:
     return np.column_stack([1.0 - a.sum(axis=1), a])
 
 
-def _solve(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Least-squares levels from (stacked) normal equations; nan where singular."""
+def _solve(gram: np.ndarray, rhs: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
+    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular."""
+    if penalty is not None:
+        gram = gram + penalty
     with np.errstate(all="ignore"):
         theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
     return theta
@@ -137,6 +264,21 @@ def _kernel_level(theta: np.ndarray, pieces: tuple[int, int, int]) -> np.ndarray
     """The target's time-weighted level: the mean of its equal pieces (design columns after idle and before)."""
     n_b, n_t, _ = pieces
     return theta[..., 1 + n_b : 1 + n_b + n_t].mean(axis=-1)
+
+
+#: the columns of `target_samples`' frame (its docstring says what each is)
+TARGET_COLUMNS = (
+    "run",
+    "t_ns",
+    "power_mw",
+    "run_start_ns",
+    "main_start_ns",
+    "t_start_ns",
+    "t_end_ns",
+    "sse_run",
+    "target_index",
+    "warm_gap",
+)
 
 
 def target_samples(
@@ -150,16 +292,26 @@ def target_samples(
 ) -> pl.DataFrame:
     """The samples of the golden runs that enter the fit for `target` ("sse": main execution sse_index; "first":
     main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
-    end: run, t_ns (delay-corrected), power_mw, run_start_ns, t_start_ns, t_end_ns (host clock; the end of the
-    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run."""
+    end: run, t_ns (delay-corrected), power_mw, run_start_ns, main_start_ns (the first execution of the measured
+    kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the end of the
+    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run, target_index
+    (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles)."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
-    starts = gold.group_by("run").agg(run_start_ns=pl.col("exec_start_ns").min())
+    warm = (pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") < index)
+    starts = gold.group_by("run").agg(
+        run_start_ns=pl.col("exec_start_ns").min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+        # the launch gaps' share of the warm-ups' cycles (0 without warm-ups)
+        warm_gap=((pl.col("cycle_end_ns") - pl.col("exec_end_ns")).filter(warm).sum().cast(pl.Float64))
+        / pl.max_horizontal(pl.lit(1.0), (pl.col("cycle_end_ns") - pl.col("exec_start_ns")).filter(warm).sum()),
+    )
     tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
         t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
         sse_run=pl.col("phase").cast(pl.String) == SSE,
+        target_index=pl.lit(index, pl.Int32),
     )
     period = float(sensor.period_ns or 0.0)
     settle = float(sensor.settle_ns or 0.0)
@@ -192,8 +344,73 @@ def target_samples(
     smp = smp.sort("t_ns")
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run", "t_ns", "power_mw", "run_start_ns", "t_start_ns", "t_end_ns", "sse_run"
+        TARGET_COLUMNS
     )
+
+
+def _joint_unfit(frame: pl.DataFrame, pieces: tuple[int, ...], share: float) -> str | None:
+    """Why the joint estimator's prior does not fit these runs (None: it does): launch gaps (> MAX_GAP_SHARE of
+    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links; or no
+    execution of the target's own kernel precedes it (the interleaved execution, right after another kernel: no
+    prior to lean on, and the sensor's shape alone does not tell two adjacent kernels apart here)."""
+    if pieces[1] == 0:
+        return (
+            f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
+            f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)"
+        )
+    gap = _gap_share(frame, pieces[1])
+    if gap <= MAX_GAP_SHARE:
+        return None
+    return (
+        f"not identified by the sensor: the execution is at most {100 * share:.3g} % of any reading, and launch "
+        f"gaps ({100 * gap:.3g} % of the warm-ups' cycle) make the warm-ups unlike it, which the joint estimator's "
+        "smooth-burst prior would assume alike"
+    )
+
+
+def _interval(
+    point: float,
+    lo_b: float,
+    hi_b: float,
+    pieces: tuple[int, ...],
+    alternatives: list[tuple[int, ...]],
+    joint: bool,
+    sensor: SensorModel,
+    point_of: Callable[..., float],
+) -> tuple[float, float, float, float]:
+    """(CI low, CI high, model_mw, sensor_model_mw) around `point` from the bootstrap quantiles (lo_b, hi_b) and
+    the systematic parts (module docstring): added linearly for the resolved estimator, root-sum-squared for the
+    joint one. `point_of(pieces, window, lag, shift, prior=...)`: the point estimate of a variant."""
+    window, lag = float(sensor.window_ns or 0.0), float(sensor.lag_ns or 0.0)
+    # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
+    model = 0.0
+    for alt in alternatives:
+        if alt == pieces:
+            continue
+        v = point_of(alt, window, lag)
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
+    if joint:  # what the smoothness prior decides: the estimate under a prior twice as loose
+        v = point_of(pieces, window, lag, prior=0.25)
+        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
+    sens = 0.0
+    if joint:  # independent parts: each sensor parameter's larger change, root-sum-squared, then with the rest
+        moved = [point_of(pieces, w, tau, shift) for w, tau, shift in _joint_variants(sensor)]
+        per = [max(abs(moved[i] - point), abs(moved[i + 1] - point)) for i in range(0, len(moved), 2)]
+        sens = math.sqrt(sum(d * d for d in per)) if all(math.isfinite(d) for d in per) else math.inf
+        sys2 = model * model + sens * sens
+        return (
+            point - math.sqrt(max(point - lo_b, 0.0) ** 2 + sys2),
+            point + math.sqrt(max(hi_b - point, 0.0) ** 2 + sys2),
+            model,
+            sens,
+        )
+    for w, tau, shift in _variants(sensor):
+        if (w, tau, shift) == (window, lag, 0.0):
+            continue
+        v = point_of(pieces, w, tau, shift)
+        sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
+    sys_mw = model + sens
+    return lo_b - sys_mw, hi_b + sys_mw, model, sens
 
 
 def estimate_kernel_power(
@@ -260,9 +477,21 @@ def estimate_kernel_power(
     run_starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
     run_pos = pos[run_starts]
 
-    def fit(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def pen(n: tuple[int, ...]) -> np.ndarray | None:
+        """The joint estimator's smoothness penalty over the executions (`_penalty`); none otherwise."""
+        return _penalty(n, sensor) if len(n) == 4 else None  # type: ignore[arg-type]
+
+    def lay(n: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The pieces' edges: the joint estimator's roles (4 counts, `_joint_segments`) or `_segments`."""
+        return _joint_segments(frame, n, post) if len(n) == 4 else _segments(frame, *n, post_ns=post)  # type: ignore
+
+    def target_level(theta: np.ndarray, n: tuple[int, ...]) -> np.ndarray:
+        """The target's level: its one piece (joint) or the mean of its pieces (`_kernel_level`)."""
+        return theta[..., 1 + n[0] + n[1]] if len(n) == 4 else _kernel_level(theta, n)  # type: ignore[arg-type]
+
+    def fit(n: tuple[int, ...], w: float, tau: float, shift_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Per-run normal equations (runs x k x k, runs x k) of the piece model."""
-        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
+        x = _design(t + shift_ns, lay(n), w, tau)
         k = x.shape[1]
         outer = (x[:, :, None] * x[:, None, :]).reshape(t.size, k * k)
         gram_r = np.zeros((n_runs, k * k))
@@ -271,10 +500,11 @@ def estimate_kernel_power(
         rhs_r[run_pos] = np.add.reduceat(x * y[:, None], run_starts, axis=0)
         return gram_r.reshape(n_runs, k, k), rhs_r
 
-    def point_of(n: tuple[int, int, int], w: float, tau: float, shift_ns: float = 0.0) -> float:
+    def point_of(n: tuple[int, ...], w: float, tau: float, shift_ns: float = 0.0, prior: float = 1.0) -> float:
         """The point estimate of a model: its pooled normal equations only (one matrix product)."""
-        x = _design(t + shift_ns, _segments(frame, *n, post_ns=_post_ns(sensor)), w, tau)
-        return float(_kernel_level(_solve(x.T @ x, x.T @ y), n))
+        x = _design(t + shift_ns, lay(n), w, tau)
+        p = pen(n)
+        return float(target_level(_solve(x.T @ x, x.T @ y, None if p is None else prior * p), n))
 
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())
@@ -282,48 +512,29 @@ def estimate_kernel_power(
     base = {"samples": seen, "runs": int(np.unique(pos).size), "max_share": share}
     if seen == 0:
         return _not(target, "no sample sees the execution", **base)
-    if share < MIN_SHARE:
-        return _not(
-            target,
-            f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
-            f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)",
-            **base,
-        )
-    pieces = identified(_pieces(frame, sensor, 1))
-    if pieces is None:
-        return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
+    joint = share < MIN_SHARE
+    pieces: tuple[int, ...] | None
+    if joint:  # shorter than the sensor resolves piece by piece: one piece per execution role (`_role_pieces`)
+        pieces = _role_pieces(frame, sensor)
+        alternatives: list[tuple[int, ...]] = [(math.ceil(pieces[0] / 2), math.ceil(pieces[1] / 2), 1, pieces[3])]
+        if (why := _joint_unfit(frame, pieces, share)) is not None:
+            return _not(target, why, **base)
+    else:
+        pieces = identified(_pieces(frame, sensor, 1))
+        if pieces is None:
+            return _not(target, f"too few samples see the execution (fewer than {min_seen:g} readings' worth)", **base)
+        alternatives = [(2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)]
     gram_r, rhs_r = fit(pieces, window, lag)
-    point = float(_kernel_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0)), pieces))
-    reps = _kernel_level(
-        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r)), pieces
+    point = float(target_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0), pen(pieces)), pieces))
+    reps = target_level(
+        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r), pen(pieces)), pieces
     )
     reps = reps[np.isfinite(reps)]
     if not math.isfinite(point) or reps.size < 2:
         return _not(target, "the fit is singular", **base)
     a = (1.0 - level) / 2.0
     lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
-    # the model's own error: the estimate with every piece split in two and with pieces merged in pairs
-    model = 0.0
-    for alt in ((2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)):
-        if alt == pieces:
-            continue
-        v = point_of(alt, window, lag)  # type: ignore[arg-type]
-        model = max(model, abs(v - point) if math.isfinite(v) else math.inf)
-    sens = 0.0
-    for w, tau, shift in (
-        (window + Z95 * float(sensor.window_se_ns or 0.0), lag, 0.0),
-        (max(window - Z95 * float(sensor.window_se_ns or 0.0), 1.0), lag, 0.0),
-        (window, lag + Z95 * float(sensor.lag_se_ns or 0.0), 0.0),
-        (window, max(lag - Z95 * float(sensor.lag_se_ns or 0.0), 0.0), 0.0),
-        (window, lag, Z95 * float(sensor.delay_se_ns or 0.0)),
-        (window, lag, -Z95 * float(sensor.delay_se_ns or 0.0)),
-    ):
-        if (w, tau, shift) == (window, lag, 0.0):
-            continue
-        v = point_of(pieces, w, tau, shift)
-        sens = max(sens, abs(v - point) if math.isfinite(v) else math.inf)
-    sys_mw = model + sens
-    lo, hi = lo_b - sys_mw, hi_b + sys_mw
+    lo, hi, model, sens = _interval(point, lo_b, hi_b, pieces, alternatives, joint, sensor, point_of)
     comps = {
         "bootstrap_low_mw": lo_b,
         "bootstrap_high_mw": hi_b,
@@ -343,7 +554,7 @@ def estimate_kernel_power(
     return KernelPower(
         target=target,
         measurable=True,
-        power=Estimate.of(point, lo, hi, "mW", METHOD),
+        power=Estimate.of(point, lo, hi, "mW", METHOD_JOINT if joint else METHOD),
         components=comps,
         **base,
     )

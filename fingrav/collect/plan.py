@@ -444,6 +444,7 @@ def make_plan(
         ssp_runs_expected=expected,
         **_reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
+        sse_targeting=getattr(policy, "sse_targeting", "off") == "on",
         idle_ns=idle_ns,
         delay_max_ns=period,
         lois_wanted=int(lois_wanted),

@@ -31,6 +31,7 @@ from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
 from fingrav.collect.plan import analyze_probe, make_plan
+from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe, RankLocal, SSPStop
@@ -211,17 +212,19 @@ class _Recorder:
         batch: MeasureRuns,
         names: list[str],
         truth_rows: Callable[[ExecRecords, np.ndarray], np.ndarray] | None = None,
+        idle_ns: int | None = None,
     ) -> ExecRecords:
         """Stamped runs `run_ids` (phases: each one's phase), one batch of the device (`GPUDevice.measure_runs`:
         idle, a GPU-clock read, the guard and the delay, the segments back to back). Every rank waits for the
         others first (a no-op on one GPU). `truth_rows` selects (boolean mask over the records, given the records
-        and their segment names) the executions whose ground truth is kept. Returns every run's records, in order."""
+        and their segment names) the executions whose ground truth is kept; `idle_ns`: the idle recorded when the
+        caller idled before the batch itself (phase targeting), else the batch's. Returns every run's records."""
         self.sync.barrier()
         res = self.device.measure_runs(batch)
         rec = res.records
         self.issued += len(rec)
         self.host_start = int(res.host_start_ns[-1])
-        idle = int(batch.idle_ns)
+        idle = int(batch.idle_ns if idle_ns is None else idle_ns)
         for i, run_id in enumerate(run_ids.tolist()):
             e0, e1 = float(res.energy_start_mj[i]), float(res.energy_end_mj[i])
             self.runs.append(
@@ -558,15 +561,22 @@ def _measure_runs(
     run_ids = np.arange(first_run_id, first_run_id + len(kinds))
     block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
     lois = _SSPLois(plan) if plan.ssp_ci_pct is not None and stops is not None else None
+    aim = SseAim.of(plan, rng) if plan.sse_targeting and k.pred is None and rec.sync.world_size == 1 else None
+    block = 1 if aim is not None else block  # each SSE run's delay is decided from the samples drained right before
     last_log = time.perf_counter()
     done = b0 = 0
     while b0 < len(kinds):
         b1 = min(b0 + block, len(kinds))
         if lois is not None:  # up to the next check: MIN_RUNS SSP runs first, then SSP_CHECK_EVERY more
             b1 = min(b1, _next_check(kinds, b0, MIN_RUNS if not stops else SSP_CHECK_EVERY))
+        idle = plan.idle_ns
+        if aim is not None and kinds[b0] == "sse":  # the aim idles itself, then drains and aims (targeting.SseAim)
+            delays[b0], drained = aim.delay(device, int(delays[b0]))
+            rec.samples.append(drained)
+            idle = 0
         kind_index = (kinds[b0:b1] == "ssp").astype(np.int64)
-        batch = MeasureRuns(run_kinds, kind_index, plan.idle_ns, delays[b0:b1], READ_GUARD_NS)
-        rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows)
+        batch = MeasureRuns(run_kinds, kind_index, idle, delays[b0:b1], READ_GUARD_NS)
+        rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows, plan.idle_ns)
         done += b1 - b0
         if lois is not None and stops is not None:
             lois.add_last(rec)

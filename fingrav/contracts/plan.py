@@ -217,6 +217,12 @@ class Plan(BaseModel):
         "row spanning it, exec_index = reference_executions - 1)",
     )
     predecessor_count: int = 0
+    sse_targeting: bool = Field(
+        False,
+        description="the SSE runs' delays were aimed at the sensor's next sample (run_policy.sse_targeting; "
+        "fingrav.collect.targeting); plans before it: absent, False",
+        exclude_if=lambda v: not v,
+    )
     idle_ns: int
     delay_max_ns: int
     lois_wanted: int

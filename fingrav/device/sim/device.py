@@ -619,12 +619,13 @@ class SimulatedGPU(GPUDevice):
             s.start(float(self._now))
         self._housekeep(force=True)
 
-    def _collect(self) -> None:
-        """Compute every sample stamped <= now into the undrained buffer."""
+    def _collect(self, visible: bool = False) -> None:
+        """Compute every sample stamped <= now (`visible`: visible to the host by now, `SensorSpec`) into the
+        undrained buffer."""
         parts, clean_parts = [], []
         names = self._channels
         for stream, codes in zip(self._streams, self._stream_codes, strict=True):
-            stamps, vals, clean = stream.collect(float(self._now), self._timeline)
+            stamps, vals, clean = stream.collect(float(self._now), self._timeline, visible)
             if stamps.size == 0:
                 continue
             nc = len(codes)
@@ -641,17 +642,20 @@ class SimulatedGPU(GPUDevice):
             self._readings_truth.append(cs)
 
     def drain_samples(self) -> PowerSamples:
-        """Samples stamped since the last drain, up to now (host clock, mW, long format)."""
+        """Samples stamped since the last drain and visible to the host by now (host clock, mW, long format)."""
+        return self._drain(visible=True)
+
+    def _drain(self, visible: bool) -> PowerSamples:
         if self._sampling:
-            self._collect()
+            self._collect(visible)
         out = PowerSamples.concat(self._undrained)
         self._undrained = []
         self._housekeep(force=True)
         return out
 
     def stop_sampling(self) -> PowerSamples:
-        """Stop the streams; return the samples not drained yet."""
-        out = self.drain_samples()
+        """Stop the streams; return the samples not drained yet (every one stamped by now)."""
+        out = self._drain(visible=False)
         self._sampling = False
         for s in self._streams:
             s.stop()

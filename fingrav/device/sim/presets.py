@@ -57,7 +57,8 @@ class SensorSpec:
     first-order lag of time constant `lag_ns` (0 = none), evaluated at t_k - delay_ns, plus gaussian
     noise (sd `noise_mw`), quantized to `quantization_mw` (0 = none). Sample intervals are
     period_ns + N(0, jitter_ns) (clipped to [0.3, 1.7] periods). Timestamps are rounded down to
-    `stamp_resolution_ns`.
+    `stamp_resolution_ns`. A sample becomes visible to the host (`drain_samples`) `visible_after_ns` after its
+    timestamp (0: at once; all of them at `stop_sampling`).
     """
 
     name: str
@@ -70,6 +71,7 @@ class SensorSpec:
     noise_mw: float
     quantization_mw: float
     stamp_resolution_ns: int
+    visible_after_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -341,6 +343,7 @@ H200 = Preset(
             noise_mw=3.0 * W,
             quantization_mw=1.0,
             stamp_resolution_ns=1000,  # NVML stamps in us
+            visible_after_ns=0.45 * MS,  # shared/H200.md: median 0.45 ms after the timestamp
         ),
         SensorSpec(
             name="nvml_memory",

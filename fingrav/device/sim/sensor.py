@@ -150,10 +150,13 @@ class SensorStream:
             out[:, idx] += x @ self._coef
         return out
 
-    def collect(self, now: float, timeline: PowerTimeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Samples with times <= now: (stamps ns relative, int64 (N,), values mW (C, N), the same values
-        noise-free and unquantized (C, N): the truth of each reading)."""
-        times = self.sample_times(now)
+    def collect(
+        self, now: float, timeline: PowerTimeline, visible: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Samples with times <= now (`visible`: <= now - the spec's visible_after_ns, what a host polling now
+        sees): (stamps ns relative, int64 (N,), values mW (C, N), the same values noise-free and unquantized
+        (C, N): the truth of each reading)."""
+        times = self.sample_times(now - self.spec.visible_after_ns if visible else now)
         clean = self.true_response(times, timeline)
         vals = clean.copy()
         if times.size:

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from fingrav.analysis.consistency import Consistency, check, tail_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
 from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
@@ -260,6 +261,35 @@ def kernel_powers(
     return out
 
 
+def ssp_consistency(
+    loi: LoiStep,
+    runs: pl.DataFrame,
+    plan: Plan,
+    sensors: Mapping[str, SensorModel],
+    prof: ProfileResult,
+    analysis: AnalysisConfig,
+) -> tuple[KernelPower | None, Consistency]:
+    """Step 5b: the self-consistency check of the method SSP (`fingrav.analysis.consistency`): the sensor-model
+    estimator's power of the SSP tail (mW; None without golden runs) and whether it equals the SSP within their
+    combined CI."""
+    ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
+    if prof.boot is None or not prof.golden_runs.size:
+        return None, check(KernelPower(target="ssp_tail", measurable=False, reason="no golden runs"), ssp)
+    kp = tail_kernel_power(
+        loi.samples,
+        loi.host_execs,
+        runs,
+        plan,
+        sensors[TOTAL],
+        loi.delay_ns,
+        prof.golden_runs,
+        prof.boot.counts,
+        analysis.ci_level,
+        float(analysis.min_lois),
+    )
+    return kp, check(kp, ssp)
+
+
 @dataclass(frozen=True)
 class FlagStep:
     """Step 6: the flags (invalidating / notes), whether the row is valid, which flags invalidate the method SSP
@@ -286,6 +316,7 @@ def flag_step(
     ssp: R.MethodSSP,
     max_clock_residual_us: float,
     gaps: Sequence[Sequence[int]],
+    consistency: Consistency | None = None,
 ) -> FlagStep:
     """Step 6: every flag of the registry (`fingrav.analysis.flags`), split into invalidating and notes."""
     tot = prof.channels.get(TOTAL, {})
@@ -330,6 +361,7 @@ def flag_step(
         energy_mj=(hl.energy.value, hl.energy.ci_low, hl.energy.ci_high),
         method_ssp_mw=ssp_mw.value,
         method_ssp_energy_mj=(e.value, e.ci_low, e.ci_high),
+        ssp_consistent=consistency.passed if consistency is not None else None,
     )
     flags, valid = compute_flags(inp)
     split = R.Flags(
@@ -531,11 +563,19 @@ def assemble(
     plan: Plan,
     analysis: AnalysisConfig,
     collect_gpu_s: float | None,
+    consistency: tuple[KernelPower | None, Consistency] | None = None,
 ) -> R.ScenarioResult:
     """The `ScenarioResult` of the steps (without truth: `truth_group` adds it)."""
     hl, n = hs.headline, prof.numbers
     tot = prof.channels.get(TOTAL, {})
     ssp_mw = _power(tot.get("ssp"))
+    tail: dict[str, Any] = {}
+    if consistency is not None:
+        kp, cons = consistency
+        if kp is not None and kp.measurable:
+            tail["tail_kernel_power"] = kp.power.scaled(W_PER_MW, "W")
+        tail["tail_kernel_power_vs_ssp"] = cons.vs_ssp
+        tail["consistent"] = cons.passed
     return R.ScenarioResult(
         labels=labels,
         valid=fl.valid,
@@ -545,7 +585,7 @@ def assemble(
             energy_per_exec=hl.energy,
             exec_time=n.exec_time_ns.scaled(US_PER_NS, "µs"),
         ),
-        ssp=ssp.model_copy(update={"valid": not fl.ssp_invalid_by, "invalid_by": fl.ssp_invalid_by}),
+        ssp=ssp.model_copy(update={"valid": not fl.ssp_invalid_by, "invalid_by": fl.ssp_invalid_by, **tail}),
         sse=readings[0],
         interleaved=readings[1],
         sustained=sustained_group(hs, prof, ssp_mw, plan, analysis),
@@ -599,7 +639,10 @@ def differentiate(
     hs = sustained_headline(executions, runs, loi, plan, clock, analysis, prof)
     kernel = kernel_powers(loi, runs, plan, sensors, prof, analysis)
     readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
-    fl = flag_step(loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps)
+    cons = ssp_consistency(loi, runs, plan, sensors, prof, analysis)
+    fl = flag_step(
+        loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps, cons[1]
+    )
     labels = describe_plan(plan)
     prov = provenance if provenance is not None else Provenance()
     labels = labels.model_copy(
@@ -608,7 +651,7 @@ def differentiate(
             "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples))
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), cons)
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:
@@ -625,6 +668,10 @@ def differentiate(
         kernel = {
             t: k.model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get(t)}) for t, k in kernel.items()
         }
+        if cons[0] is not None:  # the SSP tail's truth: the SSP group's (the same executions, time-weighted)
+            cons = (cons[0].model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get("ssp")}), cons[1])
+    if cons[0] is not None:
+        kernel = {**kernel, cons[0].target: cons[0]}
     summary = summary_of(result, prof, channels, loi, hs, fl, kernel, validation, plan, sensors, clock, binning, prov)
     logger.info(
         "differentiate %s: power %s (%s), SSP %s (%d LOIs), SSE reading %s (%d LOIs), SSE kernel power %s, "

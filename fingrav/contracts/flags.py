@@ -149,6 +149,23 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "change over the last half > run_policy.reference_ci_pct / 2 + 2 standard errors",
     ),
     Flag(
+        "ssp_inconsistent",
+        True,
+        "the headline is the method SSP (power_source burst) and the sensor-model estimator's power of the same "
+        "SSP tail (ssp_tail_kernel_power_w: every sample of the SSP runs deconvolved, idle and warm-ups included) "
+        "differs from it by more than their combined 95 % CI (ssp_tail_kernel_power_vs_ssp_pct): the sensor model "
+        "or the SSP's steady state does not hold; ssp_valid is false",
+        "0 outside the CI of ssp_tail_kernel_power_vs_ssp_pct (the two CIs in quadrature)",
+    ),
+    Flag(
+        "burst_inconsistent",
+        False,
+        "the headline is sustained (the reference run), but the sensor-model estimator's power of the method "
+        "SSP's tail (ssp_tail_kernel_power_w) differs from the method SSP (ssp_power_w) by more than their combined "
+        "95 % CI (ssp_tail_kernel_power_vs_ssp_pct): the method SSP is not self-consistent (ssp_valid false)",
+        "power_source sustained and 0 outside the CI of ssp_tail_kernel_power_vs_ssp_pct",
+    ),
+    Flag(
         "power_limit_cycling",
         False,
         "sustained back-to-back power still swings by > 5 % between 200 ms blocks after settling: a power limiter "

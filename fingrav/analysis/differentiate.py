@@ -10,6 +10,7 @@ Units: frames carry ns / mW / mJ; the result reports W, µs, mJ, % (`fingrav.con
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import reference_stats
 from fingrav.analysis.samples import screen_samples
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
 from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
 from fingrav.analysis.tdist import t_critical
 from fingrav.analysis.throughput import cycle_estimate, throughput
@@ -434,6 +436,26 @@ def executions_vs_ssp(
     return sse, inter
 
 
+def counter_vs_samples(ref: ReferenceStats | None) -> Estimate:
+    """The reference run's energy counter vs its samples over the same span (%; CI: interval arithmetic of the
+    counter's bounds and the samples' batch-means CI); no value without a reference run or a counter."""
+    if ref is None:
+        return Estimate(unit="%")
+    counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
+    samples = ref.samples_power or Estimate(unit="mW")
+    return counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs")
+
+
+def with_sources(hs: HeadlineStep, ssp: R.MethodSSP, term: SourceTerm) -> tuple[HeadlineStep, R.MethodSSP]:
+    """The headline and the method SSP with the sensor-source term in the CIs of their absolute numbers (power,
+    energy per execution: `fingrav.analysis.sources`); the comparisons between them keep theirs."""
+    hl = hs.headline
+    widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy))
+    return HeadlineStep(hs.reference, widened), ssp.model_copy(
+        update={"power": term.widen(ssp.power), "energy_per_exec": term.widen(ssp.energy_per_exec)}
+    )
+
+
 def sustained_group(
     hs: HeadlineStep, prof: ProfileResult, ssp: Estimate, plan: Plan, analysis: AnalysisConfig
 ) -> R.Sustained:
@@ -445,11 +467,10 @@ def sustained_group(
     if ref is None:
         return R.Sustained()
     counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
-    samples = ref.samples_power or Estimate(unit="mW")
     out: dict[str, Any] = {
         "reference_power": ref.power.scaled(W_PER_MW, "W"),
         "reference_counter_power": counter.scaled(W_PER_MW, "W"),
-        "reference_counter_vs_samples": counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs"),
+        "reference_counter_vs_samples": counter_vs_samples(ref),
         "ssp_vs_reference": ssp.vs(ref.power),
     }
     if hl.source == "burst":
@@ -564,9 +585,12 @@ def assemble(
     analysis: AnalysisConfig,
     collect_gpu_s: float | None,
     consistency: tuple[KernelPower | None, Consistency] | None = None,
+    source: SourceTerm | None = None,
 ) -> R.ScenarioResult:
-    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it)."""
-    hl, n = hs.headline, prof.numbers
+    """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); `source`: the sensor-source term
+    of the absolute numbers' CIs (`with_sources`; comparisons, the sustained group's, keep theirs)."""
+    hs_abs, ssp = with_sources(hs, ssp, source) if source is not None else (hs, ssp)
+    hl, n = hs_abs.headline, prof.numbers
     tot = prof.channels.get(TOTAL, {})
     ssp_mw = _power(tot.get("ssp"))
     tail: dict[str, Any] = {}
@@ -589,7 +613,7 @@ def assemble(
         sse=readings[0],
         interleaved=readings[1],
         sustained=sustained_group(hs, prof, ssp_mw, plan, analysis),
-        throughput=throughput_group(plan_work(plan), hs, prof, analysis),
+        throughput=throughput_group(plan_work(plan), hs_abs, prof, analysis),
         counts=R.Counts(
             ssp_runs_total=fl.counts["ssp"].total,
             ssp_runs_golden=fl.counts["ssp"].golden,
@@ -651,11 +675,14 @@ def differentiate(
             "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), cons)
+    sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns)
+    source = SourceTerm.of(sources)
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), cons, source)
+    result = result.model_copy(update={"headline": result.headline.model_copy(update={"counter_vs_samples": sources})})
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:
-        result = result.model_copy(update={"truth": truth_group(validation, result, hs)})
+        result = result.model_copy(update={"truth": truth_group(validation, result, with_sources(hs, ssp, source)[0])})
         channels = {
             ch: {
                 g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})

@@ -195,12 +195,15 @@ class Labels(_Model):
 
 class Headline(_Model):
     """What the kernel draws as users run it (`power_source`): power (W), energy per execution (mJ) and the
-    execution time of the stamped runs (µs)."""
+    execution time of the stamped runs (µs); the card's two sources over the collection (`counter_vs_samples`, %:
+    energy counter vs samples), whose absolute value is the sensor-source term in the CIs of the absolute numbers
+    (`fingrav.analysis.sources`)."""
 
     power: Estimate = NONE
     power_source: PowerSource = "burst"
     energy_per_exec: Estimate = NONE
     exec_time: Estimate = NONE
+    counter_vs_samples: Estimate = NONE
 
 
 class MethodSSP(_Model):
@@ -453,6 +456,12 @@ METRICS: Final[tuple[Metric, ...]] = (
     _s("power_source", "headline.power_source", "str", "", "sustained: the reference run; burst: the method SSP"),
     _e("energy_per_exec_mj", "headline.energy_per_exec", "mJ", "headline power x the headline's cycle time"),
     _e("exec_time_us", "headline.exec_time", "µs", "execution time (median over golden SSP runs)"),
+    _e(
+        "counter_vs_samples_pct",
+        "headline.counter_vs_samples",
+        "%",
+        "energy counter vs samples over the collection: the sensor-source term in every absolute CI",
+    ),
     _e("ssp_power_w", "ssp.power", "W", "the method's SSP: short stamped runs after idle"),
     _s("ssp_valid", "ssp.valid", "bool", "", "no invalidating flag fired for the method SSP"),
     _e("ssp_cycle_time_us", "ssp.cycle_time", "µs", "start-to-start time of the SSP executions (stamped runs)"),

@@ -28,7 +28,7 @@ def _kp(value: float, half: float) -> KernelPower:
 @pytest.mark.parametrize("seed", range(10))
 def test_check_is_the_quadrature_sum_of_both_cis(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    ssp_v, h1, h2 = rng.uniform(1e5, 7e5), rng.uniform(100, 5000), rng.uniform(100, 5000)
+    ssp_v, h1, h2 = rng.uniform(1e5, 7e5), rng.uniform(1000, 5000), rng.uniform(1000, 5000)  # > the floor
     combined = math.hypot(h1, h2)
     ssp = Estimate.of(ssp_v, ssp_v - h2, ssp_v + h2, "mW")
     inside = check(_kp(ssp_v + rng.uniform(-0.99, 0.99) * combined, h1), ssp)

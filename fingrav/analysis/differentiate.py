@@ -527,7 +527,7 @@ def throughput_group(
     hl, n = hs.headline, prof.numbers
     if hl.source == "burst":
         cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level)
-        return throughput(work, cycle, n.energy_per_exec_mj)
+        return throughput(work, cycle, hl.energy)  # the SSP's energy (with its sensor-source term)
     cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns)
     return throughput(work, cycle, hl.energy)
 

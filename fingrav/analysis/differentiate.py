@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from fingrav.analysis.consistency import Consistency, check, tail_kernel_power
+from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
 from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
@@ -276,8 +276,8 @@ def ssp_consistency(
     combined CI."""
     ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
     if prof.boot is None or not prof.golden_runs.size:
-        return None, check(KernelPower(target="ssp_tail", measurable=False, reason="no golden runs"), ssp)
-    kp = tail_kernel_power(
+        return None, check(KernelPower(target="ssp_steady", measurable=False, reason="no golden runs"), ssp)
+    kp = steady_kernel_power(
         loi.samples,
         loi.host_execs,
         runs,
@@ -597,8 +597,8 @@ def assemble(
     if consistency is not None:
         kp, cons = consistency
         if kp is not None and kp.measurable:
-            tail["tail_kernel_power"] = kp.power.scaled(W_PER_MW, "W")
-        tail["tail_kernel_power_vs_ssp"] = cons.vs_ssp
+            tail["steady_kernel_power"] = kp.power.scaled(W_PER_MW, "W")
+        tail["steady_kernel_power_vs_ssp"] = cons.vs_ssp
         tail["consistent"] = cons.passed
     return R.ScenarioResult(
         labels=labels,
@@ -695,8 +695,6 @@ def differentiate(
         kernel = {
             t: k.model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get(t)}) for t, k in kernel.items()
         }
-        if cons[0] is not None:  # the SSP tail's truth: the SSP group's (the same executions, time-weighted)
-            cons = (cons[0].model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get("ssp")}), cons[1])
     if cons[0] is not None:
         kernel = {**kernel, cons[0].target: cons[0]}
     summary = summary_of(result, prof, channels, loi, hs, fl, kernel, validation, plan, sensors, clock, binning, prov)

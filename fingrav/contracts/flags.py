@@ -19,7 +19,8 @@ MAX_SSP_VS_REFERENCE_PCT: Final = 2.0
 KS_CRITICAL: Final = 1.95  # Kolmogorov-Smirnov: D > 1.95 / sqrt(n) rejects uniformity at the 0.1 % level
 MIN_PHASE_RUNS: Final = 30
 MIN_SETTLED_REFERENCE_SAMPLES: Final = 10
-#: ssp_inconsistent: differences between the SSP tail's estimator power and the method SSP below this (% of the SSP)
+#: ssp_inconsistent: differences between the estimator's power from the SSP index on and the method SSP below this (%
+#: of the SSP)
 #: are within the deconvolution's numerical resolution (piece edges, the step response on a grid: ~0.01 % on exact
 #: data) and never fire, however narrow both CIs are
 CONSISTENCY_FLOOR_PCT: Final = 0.05
@@ -155,21 +156,23 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     Flag(
         "ssp_inconsistent",
         True,
-        "the headline is the method SSP (power_source burst) and the sensor-model estimator's power of the same "
-        "SSP tail (ssp_tail_kernel_power_w: every sample of the SSP runs deconvolved, idle and warm-ups included) "
-        "differs from it by more than their combined 95 % CI (ssp_tail_kernel_power_vs_ssp_pct): the sensor model "
+        "the headline is the method SSP (power_source burst) and the sensor-model estimator's power of the "
+        "executions at and after the SSP index (ssp_steady_kernel_power_w: every sample of the SSP runs deconvolved, "
+        "idle and warm-ups included) "
+        "differs from it by more than their combined 95 % CI (ssp_steady_kernel_power_vs_ssp_pct): the sensor model "
         "or the SSP's steady state does not hold; ssp_valid is false",
-        "0 outside the CI of ssp_tail_kernel_power_vs_ssp_pct (the two CIs in quadrature) and "
-        f"abs(ssp_tail_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
+        "0 outside the CI of ssp_steady_kernel_power_vs_ssp_pct (the two CIs in quadrature) and "
+        f"abs(ssp_steady_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
     ),
     Flag(
         "burst_inconsistent",
         False,
-        "the headline is sustained (the reference run), but the sensor-model estimator's power of the method "
-        "SSP's tail (ssp_tail_kernel_power_w) differs from the method SSP (ssp_power_w) by more than their combined "
-        "95 % CI (ssp_tail_kernel_power_vs_ssp_pct): the method SSP is not self-consistent (ssp_valid false)",
-        "power_source sustained and 0 outside the CI of ssp_tail_kernel_power_vs_ssp_pct and "
-        f"abs(ssp_tail_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
+        "the headline is sustained (the reference run), but the sensor-model estimator's power of the "
+        "executions at and after the SSP index (ssp_steady_kernel_power_w) differs from the method SSP "
+        "(ssp_power_w) by more than their combined 95 % CI (ssp_steady_kernel_power_vs_ssp_pct): the method SSP is "
+        "not self-consistent (ssp_valid false)",
+        "power_source sustained and 0 outside the CI of ssp_steady_kernel_power_vs_ssp_pct and "
+        f"abs(ssp_steady_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
     ),
     Flag(
         "power_limit_cycling",

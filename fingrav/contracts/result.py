@@ -210,7 +210,8 @@ class MethodSSP(_Model):
     """The method's SSP: the FinGraV steady-state power of the short stamped runs after idle (W), per channel,
     its cycle (start to start, µs) and energy per execution (mJ), and its own validity (`valid`, `invalid_by`:
     the flags of `SSP_INVALIDATING` that fired for it). Its self-consistency check (`fingrav.analysis.consistency`):
-    the sensor-model estimator's power of the same SSP tail (`tail_kernel_power`, W: a kernel power, not a
+    the sensor-model estimator's power of the executions at and after the SSP index (the tail and the trailing
+    executions: `steady_kernel_power`, W: a kernel power, not a
     reading), that against the SSP (%, CI: both CIs in quadrature) and whether 0 lies in that CI (`consistent`;
     None: not tested, the estimator did not resolve the tail)."""
 
@@ -220,8 +221,8 @@ class MethodSSP(_Model):
     cycle_time: Estimate = NONE
     energy_per_exec: Estimate = NONE
     channels: dict[str, Estimate] = {}
-    tail_kernel_power: Estimate = NONE
-    tail_kernel_power_vs_ssp: Estimate = NONE
+    steady_kernel_power: Estimate = NONE
+    steady_kernel_power_vs_ssp: Estimate = NONE
     consistent: bool | None = None
 
 
@@ -467,18 +468,18 @@ METRICS: Final[tuple[Metric, ...]] = (
     _e("ssp_cycle_time_us", "ssp.cycle_time", "µs", "start-to-start time of the SSP executions (stamped runs)"),
     _e("ssp_energy_per_exec_mj", "ssp.energy_per_exec", "mJ", "method SSP x its cycle time"),
     _e(
-        "ssp_tail_kernel_power_w",
-        "ssp.tail_kernel_power",
+        "ssp_steady_kernel_power_w",
+        "ssp.steady_kernel_power",
         "W",
-        "the SSP tail's power through the sensor model (self-consistency check)",
+        "the executions from the SSP index on through the sensor model (self-consistency check)",
     ),
     _e(
-        "ssp_tail_kernel_power_vs_ssp_pct",
-        "ssp.tail_kernel_power_vs_ssp",
+        "ssp_steady_kernel_power_vs_ssp_pct",
+        "ssp.steady_kernel_power_vs_ssp",
         "%",
-        "SSP tail kernel power vs the method SSP; CI: both CIs in quadrature",
+        "their kernel power vs the method SSP; CI: both CIs in quadrature",
     ),
-    _s("ssp_consistent", "ssp.consistent", "bool", "", "0 lies in ssp_tail_kernel_power_vs_ssp_pct's CI"),
+    _s("ssp_consistent", "ssp.consistent", "bool", "", "0 lies in ssp_steady_kernel_power_vs_ssp_pct's CI"),
     _e("sse_reading_w", "sse.reading", "W", "the sensor's mean reading during the SSE"),
     _e("sse_reading_vs_ssp_pct", "sse.reading_vs_ssp", "%", "SSE reading vs the method SSP"),
     _e("sse_kernel_power_w", "sse.kernel_power", "W", "the SSE's own power through the sensor model"),

@@ -22,7 +22,7 @@ BROKEN = SensorModel(period_ns=20_000, delay_ns=0, window_ns=0, lag_ns=300_000, 
 
 
 def _kp(value: float, half: float) -> KernelPower:
-    return KernelPower(target="ssp_tail", measurable=True, power=Estimate.of(value, value - half, value + half, "mW"))
+    return KernelPower(target="ssp_steady", measurable=True, power=Estimate.of(value, value - half, value + half, "mW"))
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -42,7 +42,7 @@ def test_check_is_the_quadrature_sum_of_both_cis(seed: int) -> None:
 
 
 def test_not_tested_where_the_estimator_does_not_resolve_the_tail() -> None:
-    kp = KernelPower(target="ssp_tail", measurable=False, reason="not resolved by the sensor")
+    kp = KernelPower(target="ssp_steady", measurable=False, reason="not resolved by the sensor")
     out = check(kp, Estimate.of(4e5, 3.9e5, 4.1e5, "mW"))
     assert not out.tested and out.passed is None and out.reason == "not resolved by the sensor"
     assert out.vs_ssp.value is None
@@ -59,9 +59,9 @@ def test_passes_on_honest_data_and_fires_when_the_sensor_model_is_broken(seed: i
     s = analyze(data, ANALYSIS)
     row = s["row"]
     assert row["ssp_consistent"] is True and row["ssp_valid"] is True
-    assert abs(row["ssp_tail_kernel_power_w"] - row["ssp_power_w"]) < 0.01 * row["ssp_power_w"]
+    assert abs(row["ssp_steady_kernel_power_w"] - row["ssp_power_w"]) < 0.01 * row["ssp_power_w"]
     assert "ssp_inconsistent" not in s["flags"] and "burst_inconsistent" not in s["flags"]
-    assert s["kernel_power"]["ssp_tail"]["measurable"]
+    assert s["kernel_power"]["ssp_steady"]["measurable"]
     # broken on purpose: the analysis is told the sensor lags by 0.3 ms (it reads instantly): the estimator
     # deconvolves a lag that is not there and no longer agrees with the mean reading over the tail
     data["sensor"] = {TOTAL: BROKEN}

@@ -146,11 +146,7 @@ class FlagInputs:
 
 
 # with a sustained headline these concern the burst SSP (burst_power_w) alone: they fire as their burst_* flags
-BURST_ONLY_FLAGS = {
-    "too_few_lois": "burst_too_few_lois",
-    "unsettled": "burst_unsettled",
-    "ssp_inconsistent": "burst_inconsistent",
-}
+BURST_ONLY_FLAGS = {"too_few_lois": "burst_too_few_lois", "unsettled": "burst_unsettled"}
 SUSTAINED_SOURCES = frozenset({"sustained", "sustained_stamped"})
 
 
@@ -263,16 +259,13 @@ SSP_DATA_FLAGS = ("sample_gaps", "clock_residual")
 
 def ssp_invalidating(inp: FlagInputs, flags: Sequence[str]) -> list[str]:
     """The invalidating flags of the method SSP alone (summary `ssp_valid` is true without any): too few SSP LOIs,
-    the probe or the SSP tail not settled, the SSP's or its energy's CI wider than ±max_ci_pct, the SSP not
-    self-consistent (`ssp_inconsistent`), and the data flags (`SSP_DATA_FLAGS`) that fired, in the registry's
-    order."""
+    the probe or the SSP tail not settled, the SSP's or its energy's CI wider than ±max_ci_pct, and the data flags
+    (`SSP_DATA_FLAGS`) that fired, in the registry's order (`ssp_inconsistent` is a note: see its meaning)."""
     fired = {f for f in SSP_DATA_FLAGS if f in flags}
     if inp.ssp_lois < inp.min_lois:
         fired.add("too_few_lois")
     if (inp.probe is not None and not inp.probe.settled) or inp.tail_unsettled:
         fired.add("unsettled")
-    if inp.ssp_consistent is False:
-        fired.add("ssp_inconsistent")
     if (
         _half_width_pct(inp.method_ssp_mw, inp.ssp_ci_mw) > inp.max_ci_pct
         or _half_width_pct(inp.method_ssp_energy_mj[0], inp.method_ssp_energy_mj[1:]) > inp.max_ci_pct

@@ -155,23 +155,14 @@ REGISTRY: Final[tuple[Flag, ...]] = (
     ),
     Flag(
         "ssp_inconsistent",
-        True,
-        "the headline is the method SSP (power_source burst) and the sensor-model estimator's power of the "
-        "executions at and after the SSP index (ssp_steady_kernel_power_w: every sample of the SSP runs deconvolved, "
-        "idle and warm-ups included) "
-        "differs from it by more than their combined 95 % CI (ssp_steady_kernel_power_vs_ssp_pct): the sensor model "
-        "or the SSP's steady state does not hold; ssp_valid is false",
-        "0 outside the CI of ssp_steady_kernel_power_vs_ssp_pct (the two CIs in quadrature) and "
-        f"abs(ssp_steady_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
-    ),
-    Flag(
-        "burst_inconsistent",
         False,
-        "the headline is sustained (the reference run), but the sensor-model estimator's power of the "
-        "executions at and after the SSP index (ssp_steady_kernel_power_w) differs from the method SSP "
-        "(ssp_power_w) by more than their combined 95 % CI (ssp_steady_kernel_power_vs_ssp_pct): the method SSP is "
-        "not self-consistent (ssp_valid false)",
-        "power_source sustained and 0 outside the CI of ssp_steady_kernel_power_vs_ssp_pct and "
+        "the sensor-model estimator's power of the executions at and after the SSP index (ssp_steady_kernel_power_w: "
+        "every sample of the SSP runs deconvolved, idle and warm-ups included) differs from the method SSP "
+        "(ssp_power_w) by more than their combined 95 % CI (ssp_steady_kernel_power_vs_ssp_pct): the sensor model, "
+        "the estimator or the SSP's steady state does not hold. A note, not a verdict on the SSP: on the simulator "
+        "the method SSP is right (within its CI of the truth) in the rows where today's estimator fails the check "
+        "(experiments/RESULTS.md, issue 22)",
+        "0 outside the CI of ssp_steady_kernel_power_vs_ssp_pct (the two CIs in quadrature) and "
         f"abs(ssp_steady_kernel_power_vs_ssp_pct) > {CONSISTENCY_FLOOR_PCT:g} %",
     ),
     Flag(

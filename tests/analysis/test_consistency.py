@@ -66,17 +66,16 @@ def test_passes_on_honest_data_and_fires_when_the_sensor_model_is_broken(seed: i
     # deconvolves a lag that is not there and no longer agrees with the mean reading over the tail
     data["sensor"] = {TOTAL: BROKEN}
     broken = analyze(data, ANALYSIS)
-    assert broken["row"]["ssp_consistent"] is False
-    assert "ssp_inconsistent" in broken["flags"] and broken["row"]["ssp_valid"] is False
-    assert not broken["valid"]  # no reference run: the headline is the method SSP (burst)
-    assert "ssp_inconsistent" in broken["result"]["ssp"]["invalid_by"]
+    assert broken["row"]["ssp_consistent"] is False and "ssp_inconsistent" in broken["flags"]
+    # a note, not a verdict: the method SSP keeps its own validity (the estimator may be what is wrong)
+    assert broken["row"]["ssp_valid"] is True and "ssp_inconsistent" not in broken["result"]["ssp"]["invalid_by"]
+    assert broken["row"]["ssp_power_w"] == pytest.approx(row["ssp_power_w"], rel=1e-3)
 
 
-def test_under_a_sustained_headline_it_fires_as_burst_inconsistent() -> None:
+def test_fires_under_a_sustained_headline_too() -> None:
     spec = SynthSpec(runs=40, sse_runs=0, noise_mw=5000.0, tail=6, trailing=2, seed=7, reference_executions=20_000)
     data = generate(spec)
     data["sensor"] = {TOTAL: BROKEN}
     s = analyze(data, ANALYSIS)
     assert s["result"]["headline"]["power_source"] != "burst"
-    assert "burst_inconsistent" in s["flags"] and "ssp_inconsistent" not in s["flags"]
-    assert s["row"]["ssp_valid"] is False and "ssp_inconsistent" in s["result"]["ssp"]["invalid_by"]
+    assert "ssp_inconsistent" in s["flags"] and s["row"]["ssp_consistent"] is False and s["valid"]

@@ -49,9 +49,7 @@ def test_flag_table_in_architecture_doc_is_the_registry() -> None:
 
 def test_analysis_flags_are_the_registry() -> None:
     assert FLAG_ORDER == F.ORDER and INVALIDATING == F.INVALIDATING
-    assert {"too_few_lois", "imprecise", "sample_gaps", "clock_residual", "unsettled", "ssp_inconsistent"} == set(
-        F.INVALIDATING
-    )
+    assert {"too_few_lois", "imprecise", "sample_gaps", "clock_residual", "unsettled"} == set(F.INVALIDATING)
     with pytest.raises(KeyError, match="unknown flag"):
         F.flag("no_such_flag")
 

@@ -120,8 +120,8 @@ def markdown(all_rows: list[dict[str, Any]]) -> str:
             cov = sum(bool(r["covered"]) for r in v)
             within = sum(r["diff_over_combined"] <= 1.0 for r in v)
             lines.append(
-                f"- vs {tool} (valid rows, same cycle time): headline CI covers the value in {cov} of {len(v)}; difference within the "
-                f"two CIs combined in {within} of {len(v)}"
+                f"- vs {tool} (valid rows, same cycle time): headline CI covers the value in {cov} of {len(v)}; "
+                f"difference within the two CIs combined in {within} of {len(v)}"
             )
     return "\n".join(lines)
 

@@ -23,7 +23,7 @@ from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample
 from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
-from fingrav.analysis.reference import reference_stats
+from fingrav.analysis.reference import energy_counter_of, reference_stats
 from fingrav.analysis.samples import screen_samples
 from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
 from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
@@ -675,7 +675,7 @@ def differentiate(
             "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
         }
     )
-    sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns)
+    sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns, energy_counter_of(plan))
     source = SourceTerm.of(sources)
     result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), cons, source)
     result = result.model_copy(update={"headline": result.headline.model_copy(update={"counter_vs_samples": sources})})

@@ -7,12 +7,20 @@ instrument would read; the run-to-run scatter that a bootstrap or a batch-means 
 The disagreement is measured per scenario over its whole collection (`collection_counter_vs_samples`): the
 counter's energy from the first run's start reading to the last run's end reading against the samples' integral
 over the same span (delay-corrected, idle between the runs included). That span is tens of seconds, so the
-counter's update period and resolution (100 ms and 1 mJ on an H200) cost < 0.1 % where the reference run's own
-comparison (`reference.counter_vs_samples`, 3 s: worst-case bounds of several %) cannot resolve it. Its absolute
-value is the sensor-source term, combined in quadrature with each CI half-width (an error independent of the
-run-to-run scatter):
+counter's update period and resolution (100 ms and 1 mJ on an H200) cost ~0.1 % where the reference run's own
+comparison (`reference.counter_vs_samples`, 3 s: worst-case bounds of several %) cannot resolve it. The comparison's
+own noise is the counter's: each of the two readings is floored to one step (resolution r) and up to one update
+period u old, so it misses a uniform share of the last u of energy before it; its standard deviation (% of the
+samples' energy E over the span)
 
-    half' = sqrt(half² + (|counter vs samples| (%) / 100 x value)²)
+    sigma = 100 / E x sqrt(2 r² / 12 + ((P_start u)² + (P_end u)²) / 12)
+
+(P_start, P_end: the samples' power at the two readings). The sensor-source term is the disagreement beyond that
+noise, d' = sqrt(max(0, d² - (1.96 sigma)²)) (as the tail-trend bias is the slope beyond its noise, `settling`): a
+simulator whose two sources agree gets ~0, a counter and samples that disagree get their disagreement. It is
+combined in quadrature with each CI half-width (an error independent of the run-to-run scatter):
+
+    half' = sqrt(half² + (d' / 100 x value)²)
 
 for every absolute power or energy the samples give (the headline power and energy per execution, the method SSP's
 power and energy). The simulator's counter and samples are its own two sources (the true energy, floored and
@@ -33,6 +41,7 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.energy import trapezoid_energy_mj
+from fingrav.backends import EnergyCounter
 from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import TOTAL
 
@@ -43,13 +52,22 @@ METHOD = "sensor-source systematic (|counter vs samples| over the collection, in
 MIN_SPAN_NS = 100_000_000
 
 
+#: z of the two-sided 95 % level: the disagreement beyond 1.96 of the comparison's own standard deviation counts
+Z95 = 1.96
+
+
 def collection_counter_vs_samples(
-    runs: pl.DataFrame, host_execs: pl.DataFrame, samples: pl.DataFrame, delay_ns: int
+    runs: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    samples: pl.DataFrame,
+    delay_ns: int,
+    counter: EnergyCounter | None = None,
 ) -> Estimate:
     """The energy counter vs the samples over the scenario's collection (%): (counter - samples integral) / samples
     integral x 100, from the earliest run's start reading (`runs.host_start_ns`, `energy_start_mj`) to the latest
     run's end reading (its last execution's end, `energy_end_mj`); samples of the total channel, delay-corrected.
-    No value without counter readings, samples over the span, or a span of `MIN_SPAN_NS`."""
+    Its CI: ± 1.96 sigma of the counter's own noise (module docstring; `counter`: the device's counter, None: no
+    CI). No value without counter readings, samples over the span, or a span of `MIN_SPAN_NS`."""
     none = Estimate(unit="%", method="counter vs samples over the collection")
     need = ("host_start_ns", "energy_start_mj", "energy_end_mj")
     if runs.height == 0 or any(c not in runs.columns for c in need) or host_execs.height == 0:
@@ -88,9 +106,16 @@ class SourceTerm:
 
     @classmethod
     def of(cls, counter_vs_samples: Estimate | None) -> SourceTerm:
-        """The term of a counter-vs-samples comparison (%: `collection_counter_vs_samples`)."""
-        v = counter_vs_samples.value if counter_vs_samples is not None else None
-        return cls(abs(float(v)) if v is not None else None)
+        """The term of a counter-vs-samples comparison (%: `collection_counter_vs_samples`): the disagreement beyond
+        its own noise, sqrt(max(0, d² - half²)) with half its CI's half-width (d itself without a CI)."""
+        e = counter_vs_samples
+        if e is None or e.value is None:
+            return cls(None)
+        d = abs(float(e.value))
+        if e.ci_low is None or e.ci_high is None:
+            return cls(d)
+        half = 0.5 * (float(e.ci_high) - float(e.ci_low))
+        return cls(math.sqrt(max(0.0, d * d - half * half)))
 
     def widen(self, e: Estimate) -> Estimate:
         """`e` with the term in its CI, each half-width combined with it in quadrature (unchanged without a term, a

@@ -60,3 +60,12 @@ def test_no_counter_no_term() -> None:
     assert s["row"]["counter_vs_samples_pct"] is None
     runs = d["runs"].with_columns(pl.lit(None, dtype=pl.Float64).alias("energy_start_mj"))
     assert collection_counter_vs_samples(runs, pl.DataFrame(), d["samples"], 0).value is None
+
+
+def test_the_term_is_the_disagreement_beyond_its_own_noise() -> None:
+    """A comparison within its own noise (the counter's resolution and update period) adds nothing; beyond it, the
+    part beyond: sqrt(d² - half²)."""
+    assert SourceTerm.of(Estimate.of(0.3, -0.1, 0.7, "%")).pct == 0.0
+    assert SourceTerm.of(Estimate.of(-0.5, -0.8, -0.2, "%")).pct == pytest.approx(0.4)
+    assert SourceTerm.of(Estimate.of(-0.5, unit="%")).pct == pytest.approx(0.5)  # no CI: all of it
+    assert SourceTerm.of(Estimate(unit="%")).pct is None

@@ -44,6 +44,7 @@ from fingrav.analysis.energy import trapezoid_energy_mj
 from fingrav.backends import EnergyCounter
 from fingrav.contracts.result import Estimate
 from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +93,15 @@ def collection_counter_vs_samples(
     if not integral:
         return none
     pct = (counter_mj - integral) / integral * 100.0
-    return Estimate.of(
-        pct, unit="%", method=f"counter vs samples over the collection ({(end_ns - start_ns) / 1e9:.1f} s)"
-    )
+    method = f"counter vs samples over the collection ({(end_ns - start_ns) / 1e9:.1f} s)"
+    if counter is None:
+        return Estimate.of(pct, unit="%", method=method)
+    p = smp["power_mw"].to_numpy()
+    p_start, p_end = (float(np.interp(x, t, p)) for x in (start_ns, end_ns))
+    e_u = (p_start * counter.update_ns * MJ_PER_MW_NS, p_end * counter.update_ns * MJ_PER_MW_NS)  # mJ
+    sigma = 100.0 / integral * math.sqrt((2.0 * counter.resolution_mj**2 + e_u[0] ** 2 + e_u[1] ** 2) / 12.0)
+    half = Z95 * sigma
+    return Estimate.of(pct, pct - half, pct + half, "%", f"{method}; CI: the counter's resolution and update period")
 
 
 @dataclass(frozen=True)

@@ -69,3 +69,19 @@ def test_the_term_is_the_disagreement_beyond_its_own_noise() -> None:
     assert SourceTerm.of(Estimate.of(-0.5, -0.8, -0.2, "%")).pct == pytest.approx(0.4)
     assert SourceTerm.of(Estimate.of(-0.5, unit="%")).pct == pytest.approx(0.5)  # no CI: all of it
     assert SourceTerm.of(Estimate(unit="%")).pct is None
+
+
+def test_the_comparison_has_the_counters_own_noise_as_its_ci() -> None:
+    from fingrav.analysis.loi import host_executions
+    from fingrav.backends import EnergyCounter
+
+    d = generate(SynthSpec(runs=30, sse_runs=0, seed=5, reference_executions=5_000, counter_scale=1.004))
+    hx = host_executions(d["executions"], d["runs"], d["plan"], d["clock_fit"], None)
+    plain = collection_counter_vs_samples(d["runs"], hx, d["samples"], 0)
+    fine = collection_counter_vs_samples(d["runs"], hx, d["samples"], 0, EnergyCounter(1e-6, 1.0, "ideal"))
+    coarse = collection_counter_vs_samples(d["runs"], hx, d["samples"], 0, EnergyCounter(1.0, 100e6, "H200-like"))
+    assert plain.value == fine.value == coarse.value == pytest.approx(0.4, abs=0.05) and plain.ci_low is None
+    half_fine, half_coarse = (0.5 * (e.ci_high - e.ci_low) for e in (fine, coarse))
+    assert 0 < half_fine < 1e-3 < half_coarse
+    assert SourceTerm.of(fine).pct == pytest.approx(abs(fine.value), rel=1e-3)
+    assert SourceTerm.of(coarse).pct < abs(coarse.value)

@@ -50,6 +50,20 @@ def post_ns(sensor: SensorModel) -> float:
     return float(sensor.window_ns or 0.0) + 4.0 * float(sensor.lag_ns or 0.0)
 
 
+def settled_idle(runs: pl.DataFrame, sensor: SensorModel) -> pl.DataFrame:
+    """run, pre_ns: how much of each run's idle before it (ns) is settled (past the sensor's settle time), at most
+    IDLE_PERIODS sensor periods (`kernel_power.target_samples`' rule)."""
+    period = float(sensor.period_ns or 0.0)
+    settle = float(sensor.settle_ns or 0.0)
+    return runs.select(
+        pl.col("run").cast(pl.Int32),
+        pre_ns=pl.min_horizontal(
+            pl.lit(IDLE_PERIODS * period),
+            pl.max_horizontal(pl.lit(0.0), (pl.col("idle_ns") + pl.col("delay_ns")).cast(pl.Float64) - settle),
+        ),
+    )
+
+
 def steady_samples(
     samples: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -76,15 +90,7 @@ def steady_samples(
         .agg(t_end_ns=pl.col("cycle_end_ns").last())
     )
     tgt = first.join(last, on="run").with_columns(sse_run=pl.lit(False))
-    period = float(sensor.period_ns or 0.0)
-    settle = float(sensor.settle_ns or 0.0)
-    idle = runs.select(
-        pl.col("run").cast(pl.Int32),
-        pre_ns=pl.min_horizontal(
-            pl.lit(IDLE_PERIODS * period),
-            pl.max_horizontal(pl.lit(0.0), (pl.col("idle_ns") + pl.col("delay_ns")).cast(pl.Float64) - settle),
-        ),
-    )
+    idle = settled_idle(runs, sensor)
     win = (
         tgt.with_columns(pl.col("run").cast(pl.Int32))
         .join(starts.with_columns(pl.col("run").cast(pl.Int32)), on="run")

@@ -627,6 +627,34 @@ def assemble(
     )
 
 
+def scenario_labels(plan: Plan, scenario: str | None, backend: str | None, prov: Provenance) -> R.Labels:
+    """The plan's labels (`describe_plan`), the scenario and backend given by the caller first."""
+    labels = describe_plan(plan)
+    return labels.model_copy(
+        update={
+            "scenario": scenario or labels.scenario,
+            "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
+        }
+    )
+
+
+def with_truths(
+    channels: Mapping[str, Mapping[str, RoleStats]], kernel: Mapping[str, KernelPower], validation: Validation
+) -> tuple[dict[str, dict[str, RoleStats]], dict[str, KernelPower]]:
+    """The statistic groups and kernel powers with the simulator's truth of each (mW) where it has one."""
+    out = {
+        ch: {
+            g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})
+            if g in validation.groups.get(ch, {})
+            else st
+            for g, st in per.items()
+        }
+        for ch, per in channels.items()
+    }
+    truths = validation.groups.get(TOTAL, {})
+    return out, {t: k.model_copy(update={"truth_mw": truths.get(t)}) for t, k in kernel.items()}
+
+
 def differentiate(
     executions: pl.DataFrame,
     runs: pl.DataFrame,
@@ -667,14 +695,8 @@ def differentiate(
     fl = flag_step(
         loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps, cons[1]
     )
-    labels = describe_plan(plan)
     prov = provenance if provenance is not None else Provenance()
-    labels = labels.model_copy(
-        update={
-            "scenario": scenario or labels.scenario,
-            "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
-        }
-    )
+    labels = scenario_labels(plan, scenario, backend, prov)
     sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns, energy_counter_of(plan))
     source = SourceTerm.of(sources)
     result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, gpu_seconds(loi.samples), cons, source)
@@ -683,18 +705,7 @@ def differentiate(
     channels = prof.channels
     if validation is not None:
         result = result.model_copy(update={"truth": truth_group(validation, result, with_sources(hs, ssp, source)[0])})
-        channels = {
-            ch: {
-                g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})
-                if g in validation.groups.get(ch, {})
-                else st
-                for g, st in per.items()
-            }
-            for ch, per in channels.items()
-        }
-        kernel = {
-            t: k.model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get(t)}) for t, k in kernel.items()
-        }
+        channels, kernel = with_truths(channels, kernel, validation)
     if cons[0] is not None:
         kernel = {**kernel, cons[0].target: cons[0]}
     summary = summary_of(result, prof, channels, loi, hs, fl, kernel, validation, plan, sensors, clock, binning, prov)

@@ -24,8 +24,9 @@ combined in quadrature with each CI half-width (an error independent of the run-
 
 for every absolute power or energy the samples give (the headline power and energy per execution, the method SSP's
 power and energy). The simulator's counter and samples are its own two sources (the true energy, floored and
-updated like the real counter; the sensor model's samples): there the term is what they disagree on, the
-measurement's own noise (the simulated sources agree). Comparisons of two numbers of the same source (the method
+updated like the real counter; the sensor model's samples): there the term is what they disagree on beyond the
+comparison's noise, which is the samples' own bias (a quantized sensor with little noise reads a few tenths of a
+% off; experiments/RESULTS.md, issue 22). Comparisons of two numbers of the same source (the method
 SSP vs the reference run, a reading vs the SSP) keep their CIs: the term cancels. The `imprecise` flag judges the
 CIs without it: more runs cannot narrow it. Without the counter there is no term (`SourceTerm.pct` None). Powers
 mW, energies mJ.
@@ -48,7 +49,7 @@ from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
-METHOD = "sensor-source systematic (|counter vs samples| over the collection, in quadrature)"
+METHOD = "sensor-source systematic (counter vs samples over the collection beyond its noise, in quadrature)"
 #: shortest span (ns) over which the two sources are compared
 MIN_SPAN_NS = 100_000_000
 

@@ -179,7 +179,16 @@ _ROW_KEYS = (
     "sustained_run_s",
     "limit_cycles",
     "ssp_power_w",
+    "ssp_power_ci_low_w",
+    "ssp_power_ci_high_w",
+    "ssp_valid",
     "truth_ssp_power_w",
+    "ssp_vs_truth_pct",
+    "ssp_consistent",
+    "ssp_steady_kernel_power_w",
+    "ssp_steady_kernel_power_vs_ssp_pct",
+    "counter_vs_samples_pct",
+    "reference_counter_vs_samples_pct",
     "ssp_cycle_vs_sustained_cycle_pct",
     "ssp_vs_unstamped_burst_pct",
     "collect_gpu_s",
@@ -228,6 +237,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cyc = [r for r in valid if (r.get("limit_cycles") or 0) > 0]
     by_source["limit_cycling_valid"] = len(cyc)
     by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["power_vs_truth_pct"]) for r in cyc), default=None)
+    method_ssp = _method_ssp(ok)
     gpu_s = [float(r["collect_gpu_s"]) for r in ok if r.get("collect_gpu_s") is not None]
     return {
         "scenarios": len(rows),
@@ -250,8 +260,50 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             and abs(r["power_vs_truth_pct"]) > 2.0
             and not _covers(r, "power_ci_low_w", "power_ci_high_w", "truth_power_w")
         ),
+        "headline_err_over_half_p50": _ratio_pct(valid, "power_w", 50),
+        "headline_err_over_half_p95": _ratio_pct(valid, "power_w", 95),
+        **method_ssp,
         **secondary,
         **by_source,
+    }
+
+
+def _err_over_half(r: dict[str, Any], col: str, truth: str) -> float | None:
+    """|measured - truth| over the CI's half-width on the truth's side (1: the truth on the CI's edge)."""
+    lo, hi = ci_columns(col)
+    v, t = r.get(col), r.get(truth)
+    if v is None or t is None or r.get(lo) is None or r.get(hi) is None:
+        return None
+    half = (v - r[lo]) if t < v else (r[hi] - v)
+    return abs(v - t) / half if half > 0 else math.inf
+
+
+def _ratio_pct(rows: list[dict[str, Any]], col: str, q: float) -> float | None:
+    """The q-th percentile of |error| / CI half-width over rows (a calibrated 95 % CI: ~0.34 at p50, ~1 at p95)."""
+    x = [e for r in rows if (e := _err_over_half(r, col, f"truth_{col}")) is not None]
+    return round(float(np.percentile(x, q)), 3) if x else None
+
+
+def _method_ssp(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """The method SSP on its own validity (`ssp_valid`): count, errors, CI coverage and |error| / half-width; its
+    self-consistency check (tested, failed; failed among rows valid on their headline or on the SSP)."""
+    sv = [r for r in ok if r.get("ssp_valid")]
+    errs = [abs(r["ssp_vs_truth_pct"]) for r in sv if r.get("ssp_vs_truth_pct") is not None]
+    cov = [c for r in sv if (c := _covers(r, *ci_columns("ssp_power_w"), "truth_ssp_power_w")) is not None]
+    every = [c for r in ok if (c := _covers(r, *ci_columns("ssp_power_w"), "truth_ssp_power_w")) is not None]
+    return {
+        "method_ssp_valid": len(sv),
+        "method_ssp_max_abs_error_pct": max(errs, default=None),
+        "method_ssp_over_2pct": sum(e > 2.0 for e in errs),
+        "method_ssp_ci_coverage": sum(cov) / len(cov) if cov else None,
+        "method_ssp_ci_coverage_every_row": sum(every) / len(every) if every else None,
+        "method_ssp_err_over_half_p50": _ratio_pct(sv, "ssp_power_w", 50),
+        "method_ssp_err_over_half_p95": _ratio_pct(sv, "ssp_power_w", 95),
+        "ssp_consistency_tested": sum(r.get("ssp_consistent") is not None for r in ok),
+        "ssp_consistency_failed": sum(r.get("ssp_consistent") is False for r in ok),
+        "ssp_consistency_failed_valid": sum(
+            r.get("ssp_consistent") is False and bool(r.get("valid") or r.get("ssp_valid")) for r in ok
+        ),
     }
 
 

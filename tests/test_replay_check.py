@@ -83,3 +83,30 @@ def test_new_summaries_compare_as_they_are(tmp_path: Path) -> None:
     with open(a / "summary.csv") as fh:
         assert len(next(csv.reader(fh))) <= 25
     assert pl.read_csv(a / "metrics.csv").columns[:3] == ["scenario", "metric", "value"]
+
+
+def test_the_sensor_source_term_and_the_consistency_note_are_intended_changes() -> None:
+    """Issue 22: a CI of an absolute number that only widens where the replay measured the counter against the
+    samples, and the note ssp_inconsistent, are listed as intended; a narrower CI or another new flag are not."""
+    from fingrav.replay_check import compare
+
+    committed = {
+        "s": {"power_w": "500", "power_ci_low_w": "499", "power_ci_high_w": "501", "notes": "power_limit_cycling"}
+    }
+    new = {
+        "power_w": 500.0,
+        "power_ci_low_w": 497.0,
+        "power_ci_high_w": 503.0,
+        "notes": "ssp_inconsistent;power_limit_cycling",
+        "counter_vs_samples_pct": 0.6,
+        "power_source": "sustained",
+    }
+    rep = compare(committed, {"s": new})
+    assert rep.ok and len(rep.intended) == 3 and not rep.differences
+    assert {w for *_, w in rep.intended} >= {"the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"}
+    narrower = compare(committed, {"s": {**new, "power_ci_high_w": 499.0}})
+    assert not narrower.ok and [c for _, c, *_ in narrower.differences] == ["power_ci_high_w"]
+    no_term = compare(committed, {"s": {**new, "counter_vs_samples_pct": None}})
+    assert not no_term.ok
+    other_flag = compare(committed, {"s": {**new, "notes": "power_limit_cycling;reference_drifting"}})
+    assert [c for _, c, *_ in other_flag.differences] == ["notes"]

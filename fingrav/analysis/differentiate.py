@@ -10,6 +10,7 @@ Units: frames carry ns / mW / mJ; the result reports W, µs, mJ, % (`fingrav.con
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,12 +18,14 @@ from typing import Any
 
 import polars as pl
 
+from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
 from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
-from fingrav.analysis.reference import reference_stats
+from fingrav.analysis.reference import energy_counter_of, reference_stats
 from fingrav.analysis.samples import screen_samples
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
 from fingrav.analysis.ssp_stop import SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
 from fingrav.analysis.tdist import t_critical
@@ -286,6 +289,35 @@ def kernel_powers(
     return out
 
 
+def ssp_consistency(
+    loi: LoiStep,
+    runs: pl.DataFrame,
+    plan: Plan,
+    sensors: Mapping[str, SensorModel],
+    prof: ProfileResult,
+    analysis: AnalysisConfig,
+) -> tuple[KernelPower | None, Consistency]:
+    """Step 5b: the self-consistency check of the method SSP (`fingrav.analysis.consistency`): the sensor-model
+    estimator's power of the SSP tail (mW; None without golden runs) and whether it equals the SSP within their
+    combined CI."""
+    ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
+    if prof.boot is None or not prof.golden_runs.size:
+        return None, check(KernelPower(target="ssp_steady", measurable=False, reason="no golden runs"), ssp)
+    kp = steady_kernel_power(
+        loi.samples,
+        loi.host_execs,
+        runs,
+        plan,
+        sensors[TOTAL],
+        loi.delay_ns,
+        prof.golden_runs,
+        prof.boot.counts,
+        analysis.ci_level,
+        float(analysis.min_lois),
+    )
+    return kp, check(kp, ssp)
+
+
 @dataclass(frozen=True)
 class FlagStep:
     """Step 6: the flags (invalidating / notes), whether the row is valid, which flags invalidate the method SSP
@@ -312,6 +344,7 @@ def flag_step(
     ssp: R.MethodSSP,
     max_clock_residual_us: float,
     gaps: Sequence[Sequence[int]],
+    consistency: Consistency | None = None,
 ) -> FlagStep:
     """Step 6: every flag of the registry (`fingrav.analysis.flags`), split into invalidating and notes."""
     tot = prof.channels.get(TOTAL, {})
@@ -356,6 +389,7 @@ def flag_step(
         energy_mj=(hl.energy.value, hl.energy.ci_low, hl.energy.ci_high),
         method_ssp_mw=ssp_mw.value,
         method_ssp_energy_mj=(e.value, e.ci_low, e.ci_high),
+        ssp_consistent=consistency.passed if consistency is not None else None,
     )
     flags, valid = compute_flags(inp)
     split = R.Flags(
@@ -428,6 +462,26 @@ def executions_vs_ssp(
     return sse, inter
 
 
+def counter_vs_samples(ref: ReferenceStats | None) -> Estimate:
+    """The reference run's energy counter vs its samples over the same span (%; CI: interval arithmetic of the
+    counter's bounds and the samples' batch-means CI); no value without a reference run or a counter."""
+    if ref is None:
+        return Estimate(unit="%")
+    counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
+    samples = ref.samples_power or Estimate(unit="mW")
+    return counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs")
+
+
+def with_sources(hs: HeadlineStep, ssp: R.MethodSSP, term: SourceTerm) -> tuple[HeadlineStep, R.MethodSSP]:
+    """The headline and the method SSP with the sensor-source term in the CIs of their absolute numbers (power,
+    energy per execution: `fingrav.analysis.sources`); the comparisons between them keep theirs."""
+    hl = hs.headline
+    widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy))
+    return HeadlineStep(hs.reference, widened), ssp.model_copy(
+        update={"power": term.widen(ssp.power), "energy_per_exec": term.widen(ssp.energy_per_exec)}
+    )
+
+
 def sustained_group(
     hs: HeadlineStep, prof: ProfileResult, ssp: Estimate, plan: Plan, analysis: AnalysisConfig
 ) -> R.Sustained:
@@ -439,11 +493,10 @@ def sustained_group(
     if ref is None:
         return R.Sustained()
     counter = ref.counter_power or Estimate.of(ref.energy_power_mw, unit="mW", method="energy counter / span")
-    samples = ref.samples_power or Estimate(unit="mW")
     out: dict[str, Any] = {
         "reference_power": ref.power.scaled(W_PER_MW, "W"),
         "reference_counter_power": counter.scaled(W_PER_MW, "W"),
-        "reference_counter_vs_samples": counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs"),
+        "reference_counter_vs_samples": counter_vs_samples(ref),
         "ssp_vs_reference": ssp.vs(ref.power),
     }
     if hl.source == "burst":
@@ -500,7 +553,7 @@ def throughput_group(
     hl, n = hs.headline, prof.numbers
     if hl.source == "burst":
         cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level)
-        return throughput(work, cycle, n.energy_per_exec_mj)
+        return throughput(work, cycle, hl.energy)  # the SSP's energy (with its sensor-source term)
     cycle = cycle_estimate(n.cycle_time_mean_ns, prof.cycle_replicates, analysis.ci_level, scale_to_ns=hl.cycle_ns)
     return throughput(work, cycle, hl.energy)
 
@@ -557,13 +610,24 @@ def assemble(
     plan: Plan,
     analysis: AnalysisConfig,
     loi: LoiStep,
+    consistency: tuple[KernelPower | None, Consistency] | None = None,
+    source: SourceTerm | None = None,
 ) -> R.ScenarioResult:
     """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); from `loi` the collection's GPU time
-    (`gpu_seconds`) and the SSP stop asked again (`ssp_stop_check`)."""
-    hl, n = hs.headline, prof.numbers
+    (`gpu_seconds`) and the SSP stop asked again (`ssp_stop_check`); `source`: the sensor-source term of the
+    absolute numbers' CIs (`with_sources`; comparisons, the sustained group's, keep theirs)."""
+    hs_abs, ssp = with_sources(hs, ssp, source) if source is not None else (hs, ssp)
+    hl, n = hs_abs.headline, prof.numbers
     stop = ssp_stop_check(loi, plan, analysis.ci_level)
     tot = prof.channels.get(TOTAL, {})
     ssp_mw = _power(tot.get("ssp"))
+    tail: dict[str, Any] = {}
+    if consistency is not None:
+        kp, cons = consistency
+        if kp is not None and kp.measurable:
+            tail["steady_kernel_power"] = kp.power.scaled(W_PER_MW, "W")
+        tail["steady_kernel_power_vs_ssp"] = cons.vs_ssp
+        tail["consistent"] = cons.passed
     return R.ScenarioResult(
         labels=labels,
         valid=fl.valid,
@@ -573,11 +637,11 @@ def assemble(
             energy_per_exec=hl.energy,
             exec_time=n.exec_time_ns.scaled(US_PER_NS, "µs"),
         ),
-        ssp=ssp.model_copy(update={"valid": not fl.ssp_invalid_by, "invalid_by": fl.ssp_invalid_by}),
+        ssp=ssp.model_copy(update={"valid": not fl.ssp_invalid_by, "invalid_by": fl.ssp_invalid_by, **tail}),
         sse=readings[0],
         interleaved=readings[1],
         sustained=sustained_group(hs, prof, ssp_mw, plan, analysis),
-        throughput=throughput_group(plan_work(plan), hs, prof, analysis),
+        throughput=throughput_group(plan_work(plan), hs_abs, prof, analysis),
         counts=R.Counts(
             ssp_runs_total=fl.counts["ssp"].total,
             ssp_runs_golden=fl.counts["ssp"].golden,
@@ -592,6 +656,34 @@ def assemble(
         ),
         flags=fl.flags,
     )
+
+
+def scenario_labels(plan: Plan, scenario: str | None, backend: str | None, prov: Provenance) -> R.Labels:
+    """The plan's labels (`describe_plan`), the scenario and backend given by the caller first."""
+    labels = describe_plan(plan)
+    return labels.model_copy(
+        update={
+            "scenario": scenario or labels.scenario,
+            "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
+        }
+    )
+
+
+def with_truths(
+    channels: Mapping[str, Mapping[str, RoleStats]], kernel: Mapping[str, KernelPower], validation: Validation
+) -> tuple[dict[str, dict[str, RoleStats]], dict[str, KernelPower]]:
+    """The statistic groups and kernel powers with the simulator's truth of each (mW) where it has one."""
+    out = {
+        ch: {
+            g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})
+            if g in validation.groups.get(ch, {})
+            else st
+            for g, st in per.items()
+        }
+        for ch, per in channels.items()
+    }
+    truths = validation.groups.get(TOTAL, {})
+    return out, {t: k.model_copy(update={"truth_mw": truths.get(t)}) for t, k in kernel.items()}
 
 
 def differentiate(
@@ -630,32 +722,23 @@ def differentiate(
     hs = sustained_headline(executions, runs, loi, plan, clock, analysis, prof)
     kernel = kernel_powers(loi, runs, plan, sensors, prof, analysis)
     readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
-    fl = flag_step(loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps)
-    labels = describe_plan(plan)
-    prov = provenance if provenance is not None else Provenance()
-    labels = labels.model_copy(
-        update={
-            "scenario": scenario or labels.scenario,
-            "backend": backend or labels.backend or (prov.device.backend if prov.device is not None else None),
-        }
+    cons = ssp_consistency(loi, runs, plan, sensors, prof, analysis)
+    fl = flag_step(
+        loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps, cons[1]
     )
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi)
+    prov = provenance if provenance is not None else Provenance()
+    labels = scenario_labels(plan, scenario, backend, prov)
+    sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns, energy_counter_of(plan))
+    source = SourceTerm.of(sources)
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi, cons, source)
+    result = result.model_copy(update={"headline": result.headline.model_copy(update={"counter_vs_samples": sources})})
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:
-        result = result.model_copy(update={"truth": truth_group(validation, result, hs)})
-        channels = {
-            ch: {
-                g: st.model_copy(update={"truth_mw": validation.groups.get(ch, {}).get(g)})
-                if g in validation.groups.get(ch, {})
-                else st
-                for g, st in per.items()
-            }
-            for ch, per in channels.items()
-        }
-        kernel = {
-            t: k.model_copy(update={"truth_mw": validation.groups.get(TOTAL, {}).get(t)}) for t, k in kernel.items()
-        }
+        result = result.model_copy(update={"truth": truth_group(validation, result, with_sources(hs, ssp, source)[0])})
+        channels, kernel = with_truths(channels, kernel, validation)
+    if cons[0] is not None:
+        kernel = {**kernel, cons[0].target: cons[0]}
     summary = summary_of(result, prof, channels, loi, hs, fl, kernel, validation, plan, sensors, clock, binning, prov)
     logger.info(
         "differentiate %s: power %s (%s), SSP %s (%d LOIs), SSE reading %s (%d LOIs), SSE kernel power %s, "

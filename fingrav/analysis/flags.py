@@ -142,6 +142,7 @@ class FlagInputs:
     reference_drifting: bool = False  # the reference run's power still drifts over its last half (warming)
     method_ssp_mw: float | None = None  # the method SSP (short stamped runs after idle); its CI is ssp_ci_mw
     method_ssp_energy_mj: tuple[float | None, float | None, float | None] = (None, None, None)  # its energy
+    ssp_consistent: bool | None = None  # the SSP self-consistency check (`analysis.consistency`); None: not tested
 
 
 # with a sustained headline these concern the burst SSP (burst_power_w) alone: they fire as their burst_* flags
@@ -189,6 +190,8 @@ def _data_flags(inp: FlagInputs) -> set[str]:
         fired.add("clock_residual")
     if (inp.probe is not None and not inp.probe.settled) or inp.tail_unsettled:
         fired.add("unsettled")
+    if inp.ssp_consistent is False:
+        fired.add("ssp_inconsistent")
     if inp.runs_total == 0 or inp.runs_golden / inp.runs_total < MIN_GOLDEN_FRACTION:
         fired.add("low_golden_fraction")
     if inp.sse_runs_total and inp.sse_runs_golden / inp.sse_runs_total < MIN_GOLDEN_FRACTION:
@@ -257,7 +260,7 @@ SSP_DATA_FLAGS = ("sample_gaps", "clock_residual")
 def ssp_invalidating(inp: FlagInputs, flags: Sequence[str]) -> list[str]:
     """The invalidating flags of the method SSP alone (summary `ssp_valid` is true without any): too few SSP LOIs,
     the probe or the SSP tail not settled, the SSP's or its energy's CI wider than ±max_ci_pct, and the data flags
-    (`SSP_DATA_FLAGS`) that fired, in the registry's order."""
+    (`SSP_DATA_FLAGS`) that fired, in the registry's order (`ssp_inconsistent` is a note: see its meaning)."""
     fired = {f for f in SSP_DATA_FLAGS if f in flags}
     if inp.ssp_lois < inp.min_lois:
         fired.add("too_few_lois")

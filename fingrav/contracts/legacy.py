@@ -56,22 +56,51 @@ ZERO_WIDTH_BEFORE: Final = frozenset(
 #: flags that no longer fire where they contradicted the row: the method SSP vs the reference run is reported as
 #: ssp_vs_power_pct where the headline is the reference run (power_source sustained / sustained_stamped)
 RETIRED_UNDER_SUSTAINED: Final = frozenset({"ssp_reference_mismatch"})
+#: absolute numbers whose CIs carry the sensor-source term since issue 22 (`fingrav.analysis.sources`): their CIs
+#: widen where the replay measures the counter against the samples (`counter_vs_samples_pct`)
+SOURCE_TERM_VALUES: Final = frozenset(
+    {
+        "power_w",
+        "energy_per_exec_mj",
+        "ssp_power_w",
+        "ssp_energy_per_exec_mj",
+        "energy_efficiency_tflop_s_per_w",
+        "energy_per_flop_pj",
+        "energy_per_byte_pj",
+    }
+)
+#: notes added since (issue 22): the method SSP's self-consistency check (`fingrav.analysis.consistency`)
+ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 
 
 def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
-    """Why a number differs on purpose ("" when it should not): a CI that was zero width."""
+    """Why a number differs on purpose ("" when it should not): a CI that was zero width; a CI of an absolute number
+    widened by the sensor-source term (only wider, and only where the replay measured the term)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
         if committed.get(lo) not in (None, "") and committed.get(lo) == committed.get(hi):
             return "was a zero-width CI: the cycle's uncertainty is now carried over"
+    if R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct")):
+        try:
+            old, new = float(committed[column]), float(replayed[column])
+        except (KeyError, TypeError, ValueError):
+            return ""
+        if (new <= old) if "_ci_low_" in column else (new >= old):
+            return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"
     return ""
 
 
 def intended_flag_change(gone: set[str], added: set[str], replayed: Mapping[str, Any]) -> str:
     """Why the flags differ on purpose ("" when they should not)."""
     sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")
-    if not added and gone and gone <= RETIRED_UNDER_SUSTAINED and sustained:
+    if gone and not (gone <= RETIRED_UNDER_SUSTAINED and sustained):
+        return ""
+    if added and added <= ADDED_NOTES:
+        return "the note ssp_inconsistent: the method SSP's self-consistency check (issue 22)" + (
+            "; ssp_reference_mismatch no longer fires where the headline is the reference run" if gone else ""
+        )
+    if not added and gone:
         return "ssp_reference_mismatch no longer fires where the headline is the reference run"
     return ""
 

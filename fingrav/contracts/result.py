@@ -195,18 +195,25 @@ class Labels(_Model):
 
 class Headline(_Model):
     """What the kernel draws as users run it (`power_source`): power (W), energy per execution (mJ) and the
-    execution time of the stamped runs (µs)."""
+    execution time of the stamped runs (µs); the card's two sources over the collection (`counter_vs_samples`, %:
+    energy counter vs samples), whose absolute value is the sensor-source term in the CIs of the absolute numbers
+    (`fingrav.analysis.sources`)."""
 
     power: Estimate = NONE
     power_source: PowerSource = "burst"
     energy_per_exec: Estimate = NONE
     exec_time: Estimate = NONE
+    counter_vs_samples: Estimate = NONE
 
 
 class MethodSSP(_Model):
     """The method's SSP: the FinGraV steady-state power of the short stamped runs after idle (W), per channel,
     its cycle (start to start, µs) and energy per execution (mJ), and its own validity (`valid`, `invalid_by`:
-    the flags of `SSP_INVALIDATING` that fired for it)."""
+    the flags of `SSP_INVALIDATING` that fired for it). Its self-consistency check (`fingrav.analysis.consistency`):
+    the sensor-model estimator's power of the executions at and after the SSP index (the tail and the trailing
+    executions: `steady_kernel_power`, W: a kernel power, not a
+    reading), that against the SSP (%, CI: both CIs in quadrature) and whether 0 lies in that CI (`consistent`;
+    None: not tested, the estimator did not resolve the tail)."""
 
     power: Estimate = NONE
     valid: bool = False
@@ -214,6 +221,9 @@ class MethodSSP(_Model):
     cycle_time: Estimate = NONE
     energy_per_exec: Estimate = NONE
     channels: dict[str, Estimate] = {}
+    steady_kernel_power: Estimate = NONE
+    steady_kernel_power_vs_ssp: Estimate = NONE
+    consistent: bool | None = None
 
 
 class Execution(_Model):
@@ -460,10 +470,29 @@ METRICS: Final[tuple[Metric, ...]] = (
     _s("power_source", "headline.power_source", "str", "", "sustained: the reference run; burst: the method SSP"),
     _e("energy_per_exec_mj", "headline.energy_per_exec", "mJ", "headline power x the headline's cycle time"),
     _e("exec_time_us", "headline.exec_time", "µs", "execution time (median over golden SSP runs)"),
+    _e(
+        "counter_vs_samples_pct",
+        "headline.counter_vs_samples",
+        "%",
+        "energy counter vs samples over the collection: the sensor-source term in every absolute CI",
+    ),
     _e("ssp_power_w", "ssp.power", "W", "the method's SSP: short stamped runs after idle"),
     _s("ssp_valid", "ssp.valid", "bool", "", "no invalidating flag fired for the method SSP"),
     _e("ssp_cycle_time_us", "ssp.cycle_time", "µs", "start-to-start time of the SSP executions (stamped runs)"),
     _e("ssp_energy_per_exec_mj", "ssp.energy_per_exec", "mJ", "method SSP x its cycle time"),
+    _e(
+        "ssp_steady_kernel_power_w",
+        "ssp.steady_kernel_power",
+        "W",
+        "the executions from the SSP index on through the sensor model (self-consistency check)",
+    ),
+    _e(
+        "ssp_steady_kernel_power_vs_ssp_pct",
+        "ssp.steady_kernel_power_vs_ssp",
+        "%",
+        "their kernel power vs the method SSP; CI: both CIs in quadrature",
+    ),
+    _s("ssp_consistent", "ssp.consistent", "bool", "", "0 lies in ssp_steady_kernel_power_vs_ssp_pct's CI"),
     _e("sse_reading_w", "sse.reading", "W", "the sensor's mean reading during the SSE"),
     _e("sse_reading_vs_ssp_pct", "sse.reading_vs_ssp", "%", "SSE reading vs the method SSP"),
     _e("sse_kernel_power_w", "sse.kernel_power", "W", "the SSE's own power through the sensor model"),

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from fingrav.analysis import differentiate as D
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.profiles import ProfileNumbers, ProfileResult
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
 from fingrav.config import AnalysisConfig
 from fingrav.contracts import result as R
 from fingrav.contracts.profile import KernelPower, ReferenceStats, ScenarioSummary
@@ -72,10 +73,15 @@ def test_the_steps_compose_to_what_differentiate_returns(data: dict) -> None:
     prof = D.profiles_step(loi, d["plan"], ANALYSIS, d["sensor"], 0)
     assert isinstance(prof, ProfileResult) and isinstance(prof.numbers, ProfileNumbers)
     ssp = D.method_ssp(prof)
-    assert ssp.power == summary.result.ssp.power and ssp.power.unit == "W" and ssp.power.has_ci
     hs = D.sustained_headline(d["executions"], d["runs"], loi, d["plan"], d["clock_fit"], ANALYSIS, prof)
     assert isinstance(hs.reference, ReferenceStats) and hs.headline.source in R.POWER_SOURCES
-    assert hs.headline.power.scaled(1e-3, "W") == summary.result.headline.power
+    # the absolute numbers carry the sensor-source term of the collection (analysis.sources) in their CIs
+    term = SourceTerm.of(collection_counter_vs_samples(d["runs"], loi.host_execs, loi.samples, loi.delay_ns))
+    assert term.pct is not None and summary.result.headline.counter_vs_samples.value is not None
+    hs_abs, ssp_abs = D.with_sources(hs, ssp, term)
+    assert ssp_abs.power == summary.result.ssp.power and ssp.power.unit == "W" and ssp.power.has_ci
+    assert hs_abs.headline.power.scaled(1e-3, "W") == summary.result.headline.power
+    assert hs_abs.headline.power.ci_low <= hs.headline.power.ci_low <= hs.headline.power.value
     kernel = D.kernel_powers(loi, d["runs"], d["plan"], d["sensor"], prof, ANALYSIS)
     assert set(kernel) == {"sse", "first"} and all(isinstance(k, KernelPower) for k in kernel.values())
     fl = D.flag_step(loi, d["runs"], d["binned"], d["plan"], d["clock_fit"], d["sensor"], ANALYSIS, prof, hs, ssp,

@@ -1,0 +1,138 @@
+"""The sensor-source systematic: what the card's two power sources disagree on, in every absolute power CI.
+
+A GPU reports its power twice: the sample buffer (the power samples every statistic of fingrav rests on) and the
+energy counter. On an H200 the two disagree by up to ~2 % over one run, and neither is the truth an independent
+instrument would read; the run-to-run scatter that a bootstrap or a batch-means CI holds says nothing about it.
+
+The disagreement is measured per scenario over its whole collection (`collection_counter_vs_samples`): the
+counter's energy from the first run's start reading to the last run's end reading against the samples' integral
+over the same span (delay-corrected, idle between the runs included). That span is tens of seconds, so the
+counter's update period and resolution (100 ms and 1 mJ on an H200) cost ~0.1 % where the reference run's own
+comparison (`reference.counter_vs_samples`, 3 s: worst-case bounds of several %) cannot resolve it. The comparison's
+own noise is the counter's: each of the two readings is floored to one step (resolution r) and up to one update
+period u old, so it misses a uniform share of the last u of energy before it; its standard deviation (% of the
+samples' energy E over the span)
+
+    sigma = 100 / E x sqrt(2 r² / 12 + ((P_start u)² + (P_end u)²) / 12)
+
+(P_start, P_end: the samples' power at the two readings). The sensor-source term is the disagreement beyond that
+noise, d' = sqrt(max(0, d² - (1.96 sigma)²)) (as the tail-trend bias is the slope beyond its noise, `settling`): a
+simulator whose two sources agree gets ~0, a counter and samples that disagree get their disagreement. It is
+combined in quadrature with each CI half-width (an error independent of the run-to-run scatter):
+
+    half' = sqrt(half² + (d' / 100 x value)²)
+
+for every absolute power or energy the samples give (the headline power and energy per execution, the method SSP's
+power and energy). The simulator's counter and samples are its own two sources (the true energy, floored and
+updated like the real counter; the sensor model's samples): there the term is what they disagree on beyond the
+comparison's noise, which is the samples' own bias (a quantized sensor with little noise reads a few tenths of a
+% off; experiments/RESULTS.md, issue 22). Comparisons of two numbers of the same source (the method
+SSP vs the reference run, a reading vs the SSP) keep their CIs: the term cancels. The `imprecise` flag judges the
+CIs without it: more runs cannot narrow it. Without the counter there is no term (`SourceTerm.pct` None). Powers
+mW, energies mJ.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from fingrav.analysis.energy import trapezoid_energy_mj
+from fingrav.backends import EnergyCounter
+from fingrav.contracts.result import Estimate
+from fingrav.contracts.roles import TOTAL
+from fingrav.contracts.units import MJ_PER_MW_NS
+
+logger = logging.getLogger(__name__)
+
+METHOD = "sensor-source systematic (counter vs samples over the collection beyond its noise, in quadrature)"
+#: shortest span (ns) over which the two sources are compared
+MIN_SPAN_NS = 100_000_000
+
+
+#: z of the two-sided 95 % level: the disagreement beyond 1.96 of the comparison's own standard deviation counts
+Z95 = 1.96
+
+
+def collection_counter_vs_samples(
+    runs: pl.DataFrame,
+    host_execs: pl.DataFrame,
+    samples: pl.DataFrame,
+    delay_ns: int,
+    counter: EnergyCounter | None = None,
+) -> Estimate:
+    """The energy counter vs the samples over the scenario's collection (%): (counter - samples integral) / samples
+    integral x 100, from the earliest run's start reading (`runs.host_start_ns`, `energy_start_mj`) to the latest
+    run's end reading (its last execution's end, `energy_end_mj`); samples of the total channel, delay-corrected.
+    Its CI: ± 1.96 sigma of the counter's own noise (module docstring; `counter`: the device's counter, None: no
+    CI). No value without counter readings, samples over the span, or a span of `MIN_SPAN_NS`."""
+    none = Estimate(unit="%", method="counter vs samples over the collection")
+    need = ("host_start_ns", "energy_start_mj", "energy_end_mj")
+    if runs.height == 0 or any(c not in runs.columns for c in need) or host_execs.height == 0:
+        return none
+    ends = host_execs.group_by(pl.col("run").cast(pl.Int32)).agg(end_ns=pl.col("exec_end_ns").max())
+    r = (
+        runs.select(pl.col("run").cast(pl.Int32), *need)
+        .join(ends, on="run")
+        .filter(pl.col("energy_start_mj").is_not_null() & pl.col("energy_end_mj").is_not_null())
+    )
+    if r.height == 0:
+        return none
+    first = r.sort("host_start_ns").row(0, named=True)
+    last = r.sort("end_ns").row(-1, named=True)
+    start_ns, end_ns = int(first["host_start_ns"]), int(last["end_ns"])
+    counter_mj = float(last["energy_end_mj"]) - float(first["energy_start_mj"])
+    if end_ns - start_ns < MIN_SPAN_NS or not math.isfinite(counter_mj) or counter_mj <= 0:
+        return none
+    smp = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns", "power_mw").sort("t_ns").collect()
+    t = smp["t_ns"].to_numpy().astype(np.int64) - int(delay_ns)
+    integral = trapezoid_energy_mj(t, smp["power_mw"].to_numpy(), start_ns, end_ns)
+    if not integral:
+        return none
+    pct = (counter_mj - integral) / integral * 100.0
+    method = f"counter vs samples over the collection ({(end_ns - start_ns) / 1e9:.1f} s)"
+    if counter is None:
+        return Estimate.of(pct, unit="%", method=method)
+    p = smp["power_mw"].to_numpy()
+    p_start, p_end = (float(np.interp(x, t, p)) for x in (start_ns, end_ns))
+    e_u = (p_start * counter.update_ns * MJ_PER_MW_NS, p_end * counter.update_ns * MJ_PER_MW_NS)  # mJ
+    sigma = 100.0 / integral * math.sqrt((2.0 * counter.resolution_mj**2 + e_u[0] ** 2 + e_u[1] ** 2) / 12.0)
+    half = Z95 * sigma
+    return Estimate.of(pct, pct - half, pct + half, "%", f"{method}; CI: the counter's resolution and update period")
+
+
+@dataclass(frozen=True)
+class SourceTerm:
+    """The sensor-source term (%, of the value; None: not measured) and how it was obtained."""
+
+    pct: float | None
+    method: str = METHOD
+
+    @classmethod
+    def of(cls, counter_vs_samples: Estimate | None) -> SourceTerm:
+        """The term of a counter-vs-samples comparison (%: `collection_counter_vs_samples`): the disagreement beyond
+        its own noise, sqrt(max(0, d² - half²)) with half its CI's half-width (d itself without a CI)."""
+        e = counter_vs_samples
+        if e is None or e.value is None:
+            return cls(None)
+        d = abs(float(e.value))
+        if e.ci_low is None or e.ci_high is None:
+            return cls(d)
+        half = 0.5 * (float(e.ci_high) - float(e.ci_low))
+        return cls(math.sqrt(max(0.0, d * d - half * half)))
+
+    def widen(self, e: Estimate) -> Estimate:
+        """`e` with the term in its CI, each half-width combined with it in quadrature (unchanged without a term, a
+        value or a CI)."""
+        if not self.pct or e.value is None or e.ci_low is None or e.ci_high is None:
+            return e
+        v = float(e.value)
+        t = abs(v) * self.pct / 100.0
+        lo = v - math.hypot(v - float(e.ci_low), t)
+        hi = v + math.hypot(float(e.ci_high) - v, t)
+        method = f"{e.method}; {self.method} ±{self.pct:.3g} %" if e.method else self.method
+        return Estimate.of(v, lo, hi, e.unit, method)

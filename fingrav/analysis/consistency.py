@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from fingrav.analysis.kernel_power import IDLE_PERIODS, estimate_kernel_power
+from fingrav.analysis.kernel_power import IDLE_PERIODS, TARGET_COLUMNS, estimate_kernel_power
 from fingrav.contracts.flags import CONSISTENCY_FLOOR_PCT
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPower
@@ -64,6 +64,25 @@ def settled_idle(runs: pl.DataFrame, sensor: SensorModel) -> pl.DataFrame:
     )
 
 
+def _empty_frame() -> pl.DataFrame:
+    """`steady_samples` of no run (built when needed: no polars work at import time, which would start polars'
+    thread pool in the analysis worker before it forks its jobs)."""
+    return pl.DataFrame(
+        schema={
+            "run": pl.Int32,
+            "t_ns": pl.Int64,
+            "power_mw": pl.Float64,
+            "run_start_ns": pl.Int64,
+            "t_start_ns": pl.Int64,
+            "t_end_ns": pl.Int64,
+            "sse_run": pl.Boolean,
+            "main_start_ns": pl.Int64,
+            "target_index": pl.Int32,
+            "warm_gap": pl.Float64,
+        }
+    ).select(TARGET_COLUMNS)
+
+
 def steady_samples(
     samples: pl.DataFrame,
     host_execs: pl.DataFrame,
@@ -80,7 +99,10 @@ def steady_samples(
     gold = host_execs.filter(pl.col("golden"))
     if "phase" in gold.columns:
         gold = gold.filter(pl.col("phase").cast(pl.String) != SSE)
-    starts = gold.group_by("run").agg(run_start_ns=pl.col("exec_start_ns").min())
+    starts = gold.group_by("run").agg(
+        run_start_ns=pl.col("exec_start_ns").min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+    )
     main = gold.filter(pl.col("segment").cast(pl.String) == MAIN)
     first = main.filter(pl.col("exec_index") == plan.ssp_index).select("run", t_start_ns="exec_start_ns")
     last = (  # the run's last execution: the trailing ones run at the SSP level too and make the span resolvable
@@ -89,7 +111,9 @@ def steady_samples(
         .group_by("run")
         .agg(t_end_ns=pl.col("cycle_end_ns").last())
     )
-    tgt = first.join(last, on="run").with_columns(sse_run=pl.lit(False))
+    tgt = first.join(last, on="run").with_columns(  # the executions before the SSP index are its warm-ups
+        sse_run=pl.lit(False), target_index=pl.lit(plan.ssp_index, pl.Int32), warm_gap=pl.lit(0.0)
+    )
     idle = settled_idle(runs, sensor)
     win = (
         tgt.with_columns(pl.col("run").cast(pl.Int32))
@@ -107,20 +131,10 @@ def steady_samples(
         .collect()
     )
     if win.height == 0 or smp.height == 0:
-        return pl.DataFrame(
-            schema={
-                "run": pl.Int32,
-                "t_ns": pl.Int64,
-                "power_mw": pl.Float64,
-                "run_start_ns": pl.Int64,
-                "t_start_ns": pl.Int64,
-                "t_end_ns": pl.Int64,
-                "sse_run": pl.Boolean,
-            }
-        )
+        return _empty_frame()
     joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
     return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        "run", "t_ns", "power_mw", "run_start_ns", "t_start_ns", "t_end_ns", "sse_run"
+        TARGET_COLUMNS
     )
 
 

@@ -579,16 +579,11 @@ def _measure_runs(
         rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows, plan.idle_ns)
         done += b1 - b0
         if lois is not None and stops is not None:
-            lois.add_last(rec)
-            rec.samples.append(device.drain_samples())
-            d = lois.decide(rec)
-            stops.append(d)
-            if not any(rec.sync.all_gather(d.extend)) and (kinds[b1:] == "ssp").any():
-                keep = kinds[b1:] != "ssp"  # stopped: the SSP runs left are dropped, the SSE runs left still run
+            keep = _ssp_check(rec, lois, stops, kinds, b1, name)
+            if keep is not None:  # stopped: the SSP runs left are dropped, the SSE runs left still run
                 kinds = np.concatenate([kinds[:b1], kinds[b1:][keep]])
                 delays = np.concatenate([delays[:b1], delays[b1:][keep]])
                 run_ids = np.arange(first_run_id, first_run_id + len(kinds))
-                logger.info("%s: SSP runs stopped after %d: %s", name, d.runs, SSP_STOP_REASONS[d.reason])
         elif b1 % DRAIN_EVERY == 0:
             rec.samples.append(device.drain_samples())
         b0 = b1
@@ -599,6 +594,21 @@ def _measure_runs(
             logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, b1, len(kinds), el, eta)
             last_log = now
     return done
+
+
+def _ssp_check(
+    rec: _Recorder, lois: _SSPLois, stops: list[SSPStopDecision], kinds: np.ndarray, b1: int, name: str
+) -> np.ndarray | None:
+    """After the runs up to schedule index `b1`: the adaptive stop's decision on the SSP runs so far (appended to
+    `stops`); the mask of the runs after `b1` to keep when every rank says stop and SSP runs are left, else None."""
+    lois.add_last(rec)
+    rec.samples.append(rec.device.drain_samples())
+    d = lois.decide(rec)
+    stops.append(d)
+    if any(rec.sync.all_gather(d.extend)) or not (kinds[b1:] == "ssp").any():
+        return None
+    logger.info("%s: SSP runs stopped after %d: %s", name, d.runs, SSP_STOP_REASONS[d.reason])
+    return kinds[b1:] != "ssp"
 
 
 def _next_check(kinds: np.ndarray, b0: int, n_ssp: int) -> int:

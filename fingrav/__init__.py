@@ -5,7 +5,11 @@ This package stays light: GPU-side code imports it, so the API (which needs pola
 `fingrav.profile` or `fingrav.ProfileResult` is first used.
 """
 
-from typing import Any
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing itself is not imported: every stage job's client imports this package
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

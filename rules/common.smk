@@ -7,7 +7,6 @@
 # folder (`U`); `UNITS` maps each folder to the device config its jobs run with (GPU i: a one-GPU sweep of device i).
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from fingrav.backends import get_backend
 from fingrav.config import config_hash, merge_config, parse_config, read_yaml
 from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
+from fingrav.stages import rule_command
 from fingrav.preflight import check_sweep, estimate_line
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
@@ -109,8 +109,9 @@ def params_file(params_json):
 
 
 def stage(name):
-    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params file."""
-    return f"{shlex.quote(sys.executable)} -m fingrav.stages {name} --log {{log:q}} --params-file {{params.file:q}}"
+    """The one shell line of a rule: run stage `name` (fingrav.stages.__main__) with the rule's params file
+    (`fingrav.stages.rule_command`)."""
+    return rule_command(name, sys.executable)
 
 
 wildcard_constraints:

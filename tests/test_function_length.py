@@ -19,7 +19,6 @@ STILL_LONG: dict[str, int] = {
     "fingrav/device/sim/presets.py:preset_summary": 94,
     "fingrav/report/collectives.py:fig10_data": 64,
     "fingrav/report/figures.py:binning_chart": 86,
-    "fingrav/report/figures.py:profile_chart": 182,
     "fingrav/report/figures.py:sse_error_chart": 60,
     "fingrav/report/figures.py:timeline_sync_chart": 116,
     "fingrav/report/figures.py:timeline_sync_chart.panel": 55,

@@ -1009,9 +1009,8 @@ def test_profile_chart_caps_points() -> None:
         {"exec_time_us": 100.0, "kernel": "k", "valid": True},
         {c: {r: dict(stats) for r in ("ssp", "sse")} for c in ("total", "memory")},
     )
-    chart = profile_chart(ScenarioData("big", summary, SweepLayout(Path("."))), lois, max_points=3000)
-    assert chart is not None
-    spec = chart.to_dict()
+    spec = profile_chart(ScenarioData("big", summary, SweepLayout(Path("."))), lois, max_points=3000)
+    assert spec is not None
     points = sum(len(v) for v in spec.get("datasets", {}).values() if v and "role" in v[0] and "toi_us" in v[0])
     assert 0 < points <= 3000
 
@@ -1128,7 +1127,7 @@ def test_profile_chart_draws_the_analysis_fit_band() -> None:
         {"exec_time_us": 200.0, "kernel": "k", "valid": True},
         {"total": {"ssp": {**stats, "fit_coeffs": [300_000.0], "fit_band": band}}},
     )
-    spec = profile_chart(ScenarioData("banded", summary, SweepLayout(Path("."))), None).to_dict()
+    spec = profile_chart(ScenarioData("banded", summary, SweepLayout(Path("."))), None)
     areas = [lay for lay in spec["layer"] if (lay.get("mark") or {}).get("type") == "area"]
     assert len(areas) == 1 and areas[0]["encoding"]["y2"]["field"] == "hi_w"
     rows = spec["datasets"][areas[0]["data"]["name"]]
@@ -1142,8 +1141,52 @@ def test_profile_chart_draws_the_analysis_fit_band() -> None:
         {"exec_time_us": 200.0, "kernel": "k", "valid": True},
         {"total": {"ssp": {**stats, "fit_coeffs": [300_000.0]}}},
     )
-    spec = profile_chart(ScenarioData("plain", summary, SweepLayout(Path("."))), None).to_dict()
+    spec = profile_chart(ScenarioData("plain", summary, SweepLayout(Path("."))), None)
     assert not [lay for lay in spec["layer"] if (lay.get("mark") or {}).get("type") == "area"]
+
+
+def _profile_scenario(channels: tuple[str, ...]) -> ScenarioData:
+    stats = {"mean_mw": 300_000.0, "ci_low_mw": 299_000.0, "ci_high_mw": 301_000.0, "lois": 100}
+    band = {"toi_frac": [0.0, 0.5, 1.0], "ci_low_mw": [299_000.0] * 3, "ci_high_mw": [301_000.0] * 3, "level": 0.95}
+    roles = {"ssp": {**stats, "fit_coeffs": [1.0, 300_000.0], "fit_band": {**band, "runs": 9, "replicates": 99}}}
+    summary = summary_of(
+        "s", {"exec_time_us": 50.0, "kernel": "k", "valid": True}, {c: {**roles, "sse": dict(stats)} for c in channels}
+    )
+    return ScenarioData("s", summary, SweepLayout(Path(".")))
+
+
+@pytest.mark.parametrize(("channels", "n"), [(("total",), 200), (("total", "memory"), 5000)])
+def test_the_profile_spec_is_valid_vega_lite(channels: tuple[str, ...], n: int) -> None:
+    import jsonschema
+
+    from fingrav.report import vegalite as VL
+    from fingrav.report.build import figure_spec
+    from fingrav.report.figures import profile_chart
+
+    """One channel (a layer) with points, two (a concat) with density cells: both conform to the schema, and the
+    report's strict mode accepts the dict as it is."""
+    rng = np.random.default_rng(1)
+    lois = pl.DataFrame(
+        {
+            "run": rng.integers(0, 20, n).astype(np.int32),
+            "golden": np.ones(n, bool),
+            "role": rng.choice(["ssp", "sse"], n),
+            "channel": rng.choice(list(channels), n),
+            "toi_ns": rng.integers(0, 50_000, n),
+            "toi_frac": rng.random(n),
+            "power_mw": rng.normal(300_000, 1_000, n),
+        }
+    )
+    spec = profile_chart(_profile_scenario(channels), lois)
+    assert spec is not None
+    VL.validate(spec)
+    assert figure_spec(spec, validate=True) == spec
+    assert ("concat" in spec) == (len(channels) > 1)
+    marks = {lay["mark"]["type"] for p in spec.get("concat", [spec]) for lay in p["layer"]}
+    assert marks == {"rect", "rule", "area", "line"} | (set() if n > 1000 else {"circle"})
+    broken = {**spec, "layer": [{"mark": {"type": "no-such-mark"}}]} if "layer" in spec else {**spec, "concat": 3}
+    with pytest.raises(jsonschema.ValidationError):
+        VL.validate(broken)
 
 
 def test_core_table_has_the_core_columns_signed_with_cis_and_the_paper_beside() -> None:

@@ -29,6 +29,7 @@ from fingrav.layout import SweepLayout
 from fingrav.report import collectives as G
 from fingrav.report import figures as F
 from fingrav.report import fleet as FLT
+from fingrav.report import vegalite as VL
 from fingrav.report.html import FigureOut, render_html
 from fingrav.report.lazy import LAZY_ABOVE, LAZY_MAX_POINTS, pack_spec
 from fingrav.report.load import (
@@ -92,6 +93,16 @@ def vegalite_spec(chart: alt.TopLevelMixin, validate: bool = False) -> dict[str,
     (validation against the schema only when asked: it does not change the spec and is slow)."""
     with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
         return chart.to_dict(validate=validate, context={"pre_transform": False})
+
+
+def figure_spec(figure: alt.TopLevelMixin | Mapping[str, Any], validate: bool = False) -> dict[str, Any]:
+    """A figure's Vega-Lite spec: an altair chart's (`vegalite_spec`), or a spec a builder wrote itself
+    (`fingrav.report.vegalite`) as is; `validate`: against the Vega-Lite schema either way."""
+    if not isinstance(figure, Mapping):
+        return vegalite_spec(figure, validate=validate)
+    if validate:
+        VL.validate(figure)
+    return dict(figure)
 
 
 def render_png(spec: Mapping[str, Any], path: Path, scale: float = PNG_SCALE) -> bytes:
@@ -265,7 +276,7 @@ class _Renderer:
             if chart is None:
                 logger.info("figure %s: not applicable", key)
                 return
-            spec = vegalite_spec(chart, validate=self.strict)
+            spec = figure_spec(chart, validate=self.strict)
         except Exception as err:
             if self.strict:
                 raise

@@ -23,6 +23,7 @@ from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.paper import norm_name
 from fingrav.contracts.result import Estimate, ScenarioResult, Truth, is_finite
 from fingrav.contracts.units import MW_PER_W, NS_PER_MS, NS_PER_US, ms, us, w
+from fingrav.report import vegalite as VL
 from fingrav.report.load import ScenarioData, subsample
 
 logger = logging.getLogger(__name__)
@@ -51,30 +52,41 @@ PROFILE_ROLES: tuple[str, ...] = (R.SSP, R.FIRST, R.SSE)  # drawing order: SSP f
 FONT = "sans-serif"
 
 
-def _role_color(labels: Sequence[str], title: str = "execution") -> alt.Color:
-    """The role colour encoding, restricted to the roles present."""
+def _role_color_spec(labels: Sequence[str], title: str = "execution") -> dict[str, Any]:
+    """The role colour encoding as a Vega-Lite dict, restricted to the roles present."""
     domain = [lab for lab in ROLE_COLORS if lab in set(labels)]
-    return alt.Color(
-        "role_label:N",
-        title=title,
-        scale=alt.Scale(domain=domain, range=[ROLE_COLORS[d] for d in domain]),
-        legend=alt.Legend(orient="right", symbolOpacity=0.9, symbolType="circle", symbolSize=80),
-    )
+    legend = {"orient": "right", "symbolOpacity": 0.9, "symbolType": "circle", "symbolSize": 80}
+    scale = {"domain": domain, "range": [ROLE_COLORS[d] for d in domain]}
+    return VL.field("role_label", "nominal", title=title, scale=scale, legend=legend)
+
+
+def _role_color(labels: Sequence[str], title: str = "execution") -> alt.Color:
+    """The role colour encoding (`_role_color_spec`) for an altair chart."""
+    return alt.Color(**_role_color_spec(labels, title))
 
 
 def _title(text: str, subtitle: str | Sequence[str] | None = None) -> alt.TitleParams:
     """A left-aligned chart title with an optional subtitle."""
-    return alt.TitleParams(text=text, subtitle=subtitle or "", anchor="start", fontSize=13, subtitleFontSize=11)
+    return alt.TitleParams(**VL.titled(text, subtitle))
+
+
+# the shared look of every figure (Vega-Lite `config`)
+LOOK: dict[str, Any] = {
+    "font": FONT,
+    "background": "white",
+    "view": {"stroke": "#dddddd"},
+    "axis": {"labelFontSize": 10, "titleFontSize": 11, "gridColor": "#eeeeee"},
+}
 
 
 def configure(chart: Chart) -> Chart:
-    """Shared look of every figure (set in place on a freshly built chart: the same spec as
+    """Shared look of every figure (`LOOK`, set in place on a freshly built chart: the same spec as
     `chart.configure(...).configure_view(...).configure_axis(...)` without three deep copies of it)."""
     chart.config = alt.Config(
-        font=FONT,
-        background="white",
-        view=alt.ViewConfig(stroke="#dddddd"),
-        axis=alt.AxisConfig(labelFontSize=10, titleFontSize=11, gridColor="#eeeeee"),
+        font=LOOK["font"],
+        background=LOOK["background"],
+        view=alt.ViewConfig(**LOOK["view"]),
+        axis=alt.AxisConfig(**LOOK["axis"]),
     )
     return chart
 
@@ -95,15 +107,23 @@ def exec_time_us(scn: ScenarioData, lois: pl.DataFrame | None) -> float | None:
 DENSITY_ABOVE_POINTS = 800  # a panel with more LOIs than this shows their density instead of the points
 
 
-def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int = 5000) -> Chart | None:
-    """TOI-power scatter of the golden runs' LOIs (SSE, SSP and the interleaved first execution), the
-    cross-validated fits from summary.json with their pointwise CI bands (`RoleStats.fit_band`, shaded around each
-    fit line) and the mean with its CI (dashed, light box) per role; one panel per channel. Where points would
-    overplot (more than DENSITY_ABOVE_POINTS), their density in TOI x power cells instead."""
-    exec_us = exec_time_us(scn, lois)
-    if exec_us is None:
-        logger.warning("%s: no execution time; no profile figure", scn.name)
-        return None
+@dataclass
+class _ProfileLines:
+    """What the analysis computed for a profile's lines (summary.json, never recomputed): the fits evaluated on a
+    TOI grid, their pointwise CI bands, and each role's mean with its CI, as rows per channel and role."""
+
+    fits: list[dict[str, Any]]
+    fit_bands: list[dict[str, Any]]
+    bands: list[dict[str, Any]]
+    degrees: set[int]
+    band_levels: set[float]
+
+
+def _profile_points(
+    scn: ScenarioData, lois: pl.DataFrame | None, exec_us: float, max_points: int
+) -> tuple[pl.DataFrame, list[str], int, int]:
+    """The golden runs' LOIs to draw (subsampled to `max_points`, in drawing order: SSP first), the channels to
+    draw, and how many LOIs are shown of how many."""
     channels = scn.channels
     pts = pl.DataFrame(schema={"channel": pl.String, "role": pl.String, "toi_us": pl.Float64, "power_w": pl.Float64})
     shown = total = 0
@@ -128,12 +148,13 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         .sort("_rank", maintain_order=True)
         .drop("_rank")
     )
+    return pts, channels, shown, total
 
-    fits: list[dict[str, Any]] = []
-    fit_bands: list[dict[str, Any]] = []  # the fits' pointwise CI bands, as the analysis computed them
-    bands: list[dict[str, Any]] = []
-    degrees: set[int] = set()
-    band_levels: set[float] = set()
+
+def _profile_lines(scn: ScenarioData, channels: Sequence[str], exec_us: float) -> _ProfileLines:
+    """The fits (fit_coeffs on 41 TOIs), their CI bands (fit_band) and the means with CIs of every channel and
+    role the summary has (none for an SSE that is not measurable)."""
+    out = _ProfileLines([], [], [], set(), set())
     frac = np.linspace(0.0, 1.0, 41)
     for ch in channels:
         for role in PROFILE_ROLES:
@@ -144,130 +165,73 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
             coeffs = stats.fit_coeffs
             if coeffs and all(is_finite(c) for c in coeffs):
                 ys = np.polyval(np.asarray(coeffs, dtype=float), frac) / MW_PER_W
-                degrees.add(len(coeffs) - 1)
-                fits += [
+                out.degrees.add(len(coeffs) - 1)
+                out.fits += [
                     {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "power_w": float(y)}
                     for f, y in zip(frac, ys, strict=True)
                 ]
                 fb = stats.fit_band
                 if fb is not None and all(is_finite(v) for v in (*fb.ci_low_mw, *fb.ci_high_mw)):
-                    band_levels.add(fb.level)
-                    fit_bands += [
+                    out.band_levels.add(fb.level)
+                    out.fit_bands += [
                         {"channel": ch, "role_label": label, "toi_us": float(f * exec_us), "lo_w": w(lo), "hi_w": w(hi)}
                         for f, lo, hi in zip(fb.toi_frac, fb.ci_low_mw, fb.ci_high_mw, strict=True)
                     ]
             mean, lo, hi = stats.power.value, stats.power.ci_low, stats.power.ci_high
             if is_finite(mean):
-                bands.append(
-                    {
-                        "channel": ch,
-                        "role_label": label,
-                        "mean_w": w(mean),
-                        "lo_w": w(lo) if is_finite(lo) else w(mean),
-                        "hi_w": w(hi) if is_finite(hi) else w(mean),
-                        "x0": 0.0,
-                        "x1": exec_us,
-                    }
-                )
-    labels = pts["role_label"].unique().to_list() + [b["role_label"] for b in bands]
-    if not labels:
-        logger.warning("%s: no LOIs and no role statistics; no profile figure", scn.name)
-        return None
-    color = _role_color(labels)
-    size = alt.Size(
-        "role_label:N", scale=alt.Scale(domain=["SSP", "interleaved (1st)", "SSE"], range=[12, 30, 30]), legend=None
-    )
-    fits_df = pl.DataFrame(fits) if fits else None
-    fit_bands_df = pl.DataFrame(fit_bands) if fit_bands else None
-    bands_df = pl.DataFrame(bands) if bands else None
-    multi = len(channels) > 1
-    width, height = (330, 190) if multi else (560, 260)
-    x_scale = alt.Scale(domain=[0, exec_us], nice=False)
-    x_title = "TOI (µs into the execution)"
+                lo_w, hi_w = (w(lo) if is_finite(lo) else w(mean)), (w(hi) if is_finite(hi) else w(mean))
+                row = {"channel": ch, "role_label": label, "mean_w": w(mean), "lo_w": lo_w, "hi_w": hi_w}
+                out.bands.append({**row, "x0": 0.0, "x1": exec_us})
+    return out
 
-    panels = []
-    dense = False  # whether any panel shows the LOIs' density instead of the points
-    for ch in channels:
-        y_scale = alt.Scale(zero=False, domain=_y_domain(pts, bands_df, ch), nice=True)
-        layers: list[alt.Chart] = []
-        if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
-            layers.append(
-                alt.Chart(b)
-                .mark_rect(opacity=0.13)
-                .encode(
-                    x=alt.X("x0:Q", scale=x_scale, title=x_title),
-                    x2="x1:Q",
-                    y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale),
-                    y2="hi_w:Q",
-                    color=color,
-                )
-            )
-        p = pts.filter(pl.col("channel") == ch)
-        if p.height > DENSITY_ABOVE_POINTS:  # where points would overplot: their density (darker: more LOIs)
-            dense = True
-            layers.append(
-                alt.Chart(p)
-                .mark_rect(clip=True)
-                .encode(
-                    x=alt.X("toi_us:Q", bin=alt.Bin(maxbins=48), scale=x_scale, title=x_title),
-                    y=alt.Y("power_w:Q", bin=alt.Bin(maxbins=36), title="power (W)", scale=y_scale),
-                    color=color,
-                    opacity=alt.Opacity("count():Q", scale=alt.Scale(range=[0.08, 0.9]), legend=None),
-                )
-            )
-        elif p.height:
-            layers.append(
-                alt.Chart(p)
-                .mark_circle(opacity=0.5, clip=True)
-                .encode(
-                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
-                    y=alt.Y("power_w:Q", title="power (W)", scale=y_scale),
-                    color=color,
-                    size=size,
-                )
-            )
-        if bands_df is not None and (b := bands_df.filter(pl.col("channel") == ch)).height:
-            layers.append(
-                alt.Chart(b)
-                .mark_rule(strokeDash=[5, 3], size=1.2)
-                .encode(
-                    y=alt.Y("mean_w:Q", title="power (W)"),
-                    color=color,
-                )
-            )
-        if fit_bands_df is not None and (fb := fit_bands_df.filter(pl.col("channel") == ch)).height:
-            layers.append(
-                alt.Chart(fb)
-                .mark_area(opacity=0.28, clip=True)
-                .encode(
-                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
-                    y=alt.Y("lo_w:Q", title="power (W)", scale=y_scale),
-                    y2="hi_w:Q",
-                    color=color,
-                    detail="role_label:N",
-                )
-            )
-        if fits_df is not None and (f := fits_df.filter(pl.col("channel") == ch)).height:
-            layers.append(
-                alt.Chart(f)
-                .mark_line(size=2.2, clip=True)
-                .encode(
-                    x=alt.X("toi_us:Q", scale=x_scale, title=x_title),
-                    y=alt.Y("power_w:Q", title="power (W)"),
-                    color=color,
-                    detail="role_label:N",
-                )
-            )
-        if not layers:
-            continue
-        panel_title = f"channel: {ch}" if multi else ""
-        panels.append(alt.layer(*layers).properties(width=width, height=height, title=panel_title))
-    if not panels:
-        return None
+
+def _profile_layers(
+    ch: str, pts: pl.DataFrame, frames: Mapping[str, pl.DataFrame | None], enc: Mapping[str, Any], data: dict
+) -> tuple[list[dict[str, Any]], bool]:
+    """The layers of one channel's panel (CI boxes of the means, LOIs or their density, mean rules, fit bands,
+    fits) as Vega-Lite dicts, and whether the LOIs are drawn as their density."""
+    x, y, y_mean, color = enc["x"], enc["y"], enc["y_mean"], enc["color"]
+    x_y = {"x": x("toi_us"), "y": y("power_w")}
+    sel = {k: f.filter(pl.col("channel") == ch) if f is not None else None for k, f in frames.items()}
+    b, fb, f = sel["bands"], sel["fit_bands"], sel["fits"]
+    p = pts.filter(pl.col("channel") == ch)
+    dense = p.height > DENSITY_ABOVE_POINTS  # where points would overplot: their density (darker: more LOIs)
+    layers = []
+    if b is not None and b.height:
+        boxes = {"x": x("x0"), "x2": VL.field("x1"), "y": y("lo_w"), "y2": VL.field("hi_w"), "color": color}
+        layers.append(VL.layer(VL.dataset(b, data), "rect", boxes, opacity=0.13))
+    if dense:
+        cells = {
+            "x": {**x_y["x"], "bin": {"maxbins": 48}},
+            "y": {**x_y["y"], "bin": {"maxbins": 36}},
+            "color": color,
+            "opacity": {"aggregate": "count", "type": "quantitative", "scale": {"range": [0.08, 0.9]}, "legend": None},
+        }
+        layers.append(VL.layer(VL.dataset(p, data), "rect", cells, clip=True))
+    elif p.height:
+        dots = {**x_y, "color": color, "size": enc["size"]}
+        layers.append(VL.layer(VL.dataset(p, data), "circle", dots, opacity=0.5, clip=True))
+    if b is not None and b.height:
+        rule = {"y": y_mean("mean_w"), "color": color}
+        layers.append(VL.layer(VL.dataset(b, data), "rule", rule, strokeDash=[5, 3], size=1.2))
+    if fb is not None and fb.height:
+        area = {"x": x("toi_us"), "y": y("lo_w"), "y2": VL.field("hi_w"), "color": color, "detail": enc["detail"]}
+        layers.append(VL.layer(VL.dataset(fb, data), "area", area, opacity=0.28, clip=True))
+    if f is not None and f.height:
+        line = {"x": x("toi_us"), "y": y_mean("power_w"), "color": color, "detail": enc["detail"]}
+        layers.append(VL.layer(VL.dataset(f, data), "line", line, size=2.2, clip=True))
+    return layers, dense
+
+
+def _profile_subtitle(
+    scn: ScenarioData, exec_us: float, shown: int, total: int, lines: _ProfileLines, dense: bool
+) -> list[str]:
+    """The profile's subtitle lines: the kernel, its execution time, LOIs shown, what the lines and boxes are."""
     kernel = f"{scn.result.labels.kernel}; " if scn.result.labels.kernel else ""
-    fit_line = f"lines: cross-validated degree-{'/'.join(map(str, sorted(degrees)))} fits" if degrees else ""
-    if band_levels:
-        levels = "/".join(f"{lv * 100:.4g}" for lv in sorted(band_levels))
+    degrees = "/".join(map(str, sorted(lines.degrees)))
+    fit_line = f"lines: cross-validated degree-{degrees} fits" if lines.degrees else ""
+    if lines.band_levels:
+        levels = "/".join(f"{lv * 100:.4g}" for lv in sorted(lines.band_levels))
         fit_line += f"; shaded around them: their {levels} % CI bands (cluster bootstrap over runs)"
     subtitle = [  # one short line each: a long subtitle widens the PNG, and the page then shrinks the panels
         f"{kernel}execution ≈ {_duration(exec_us / 1000.0)}; LOIs of golden runs: {shown} of {total} shown "
@@ -279,14 +243,65 @@ def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int 
         subtitle.append("SSE: not measurable (too_few_lois_sse): its few LOIs are drawn, without fit or mean")
     if not scn.valid:
         subtitle.append("INVALID: " + ", ".join(scn.flags))
-    title = _title(f"{scn.name}: TOI-power profile", subtitle)
-    chart = alt.concat(*panels, columns=2, title=title) if multi else panels[0].properties(title=title)
-    return configure(chart)
+    return subtitle
 
 
-def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> list[float] | alt.UndefinedType:
-    """The power axis of a profile panel: spans the LOIs and the CI bands (not the fit curves, which may
-    swing wildly where LOIs are sparse and are clipped instead)."""
+def _profile_encodings(labels: Sequence[str], exec_us: float) -> dict[str, Any]:
+    """The encodings every panel of a profile shares: x (TOI, µs) and y (power, W) builders, colour, size, detail."""
+    x_scale = {"domain": [0, exec_us], "nice": False}
+    x_title, y_title = "TOI (µs into the execution)", "power (W)"
+    size_scale = {"domain": ["SSP", "interleaved (1st)", "SSE"], "range": [12, 30, 30]}
+    return {
+        "x": lambda col: VL.field(col, "quantitative", scale=x_scale, title=x_title),
+        "y_mean": lambda col: VL.field(col, "quantitative", title=y_title),
+        "color": _role_color_spec(labels),
+        "size": VL.field("role_label", "nominal", scale=size_scale, legend=None),
+        "detail": VL.field("role_label", "nominal"),
+        "y_title": y_title,
+    }
+
+
+def profile_chart(scn: ScenarioData, lois: pl.DataFrame | None, max_points: int = 5000) -> VL.Spec | None:
+    """TOI-power scatter of the golden runs' LOIs (SSE, SSP and the interleaved first execution), the
+    cross-validated fits from summary.json with their pointwise CI bands (`RoleStats.fit_band`, shaded around each
+    fit line) and the mean with its CI (dashed, light box) per role; one panel per channel. Where points would
+    overplot (more than DENSITY_ABOVE_POINTS), their density in TOI x power cells instead. Returned as the
+    Vega-Lite spec itself (`fingrav.report.vegalite`: the spec altair would write, without its copies)."""
+    exec_us = exec_time_us(scn, lois)
+    if exec_us is None:
+        logger.warning("%s: no execution time; no profile figure", scn.name)
+        return None
+    pts, channels, shown, total = _profile_points(scn, lois, exec_us, max_points)
+    lines = _profile_lines(scn, channels, exec_us)
+    labels = pts["role_label"].unique().to_list() + [b["role_label"] for b in lines.bands]
+    if not labels:
+        logger.warning("%s: no LOIs and no role statistics; no profile figure", scn.name)
+        return None
+    frames = {k: pl.DataFrame(v) if v else None for k, v in (("fits", lines.fits), ("fit_bands", lines.fit_bands))}
+    frames["bands"] = pl.DataFrame(lines.bands) if lines.bands else None
+    enc = _profile_encodings(labels, exec_us)
+    multi = len(channels) > 1
+    width, height = (330, 190) if multi else (560, 260)
+    data: dict[str, list[dict[str, Any]]] = {}
+    panels, dense = [], False
+    for ch in channels:
+        y_scale = {"zero": False, "nice": True, **_y_domain(pts, frames["bands"], ch)}
+        enc["y"] = lambda col, s=y_scale: VL.field(col, "quantitative", scale=s, title=enc["y_title"])
+        layers, dense_here = _profile_layers(ch, pts, frames, enc, data)
+        dense |= dense_here
+        if layers:
+            panel_title = f"channel: {ch}" if multi else ""
+            panels.append({"layer": layers, "width": width, "height": height, "title": panel_title})
+    if not panels:
+        return None
+    title = VL.titled(f"{scn.name}: TOI-power profile", _profile_subtitle(scn, exec_us, shown, total, lines, dense))
+    body = {"concat": panels, "columns": 2, "title": title} if multi else {**panels[0], "title": title}
+    return VL.top_level(body, LOOK, data)
+
+
+def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> dict[str, list[float]]:
+    """The power axis of a profile panel ({"domain": [low, high]}, {} when nothing is finite): spans the LOIs and
+    the CI bands (not the fit curves, which may swing wildly where LOIs are sparse and are clipped instead)."""
     vals: list[float] = []
     p = pts.filter(pl.col("channel") == channel)["power_w"]
     if p.len():
@@ -297,10 +312,10 @@ def _y_domain(pts: pl.DataFrame, bands: pl.DataFrame | None, channel: str) -> li
             vals += [float(b["lo_w"].min()), float(b["hi_w"].max())]  # type: ignore[arg-type]
     vals = [v for v in vals if np.isfinite(v)]
     if not vals:
-        return alt.Undefined
+        return {}
     lo, hi = min(vals), max(vals)
     pad = max((hi - lo) * 0.08, abs(hi) * 0.01, 1e-6)
-    return [lo - pad, hi + pad]
+    return {"domain": [lo - pad, hi + pad]}
 
 
 # --------------------------------------------------------------------------- 2a. timeline: clock sync

@@ -45,11 +45,14 @@ _HDR = struct.Struct("!I")
 def source_stamp() -> str:
     """A hash of the fingrav package's source files (paths, sizes, mtimes): a worker serves only clients
     that import the same code."""
-    root = Path(__file__).resolve().parent.parent
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    files = []
+    for top, _, names in os.walk(root):  # strings, not pathlib: this runs in every job's client
+        files += [os.path.join(top, n) for n in names if n.endswith(".py")]
     h = hashlib.sha1(usedforsecurity=False)
-    for p in sorted(root.rglob("*.py")):
-        st = p.stat()
-        h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for f in sorted(files):
+        st = os.stat(f)
+        h.update(f"{os.path.relpath(f, root)}:{st.st_size}:{st.st_mtime_ns};".encode())
     h.update(sys.executable.encode())
     return h.hexdigest()[:16]
 

@@ -51,3 +51,30 @@ def test_a_job_runs_in_a_worker_and_reports_its_status(tmp_path: Path, monkeypat
     assert status == 1  # the stage failed: no raw data
     assert "bin:" in log.read_text() and "nope" in log.read_text()
     assert worker.socket_path().exists()  # the worker listens until it has been idle for IDLE_S
+
+
+@pytest.mark.parametrize("worker_on", [True, False])
+def test_the_analysis_rules_client_starts_without_site_packages(tmp_path: Path, worker_on: bool) -> None:
+    """The analysis rules' shell line (`fingrav.stages.rule_command`: `python -S`) runs the stage through the
+    worker, and in its own process (site-packages loaded then) when there is no worker; a GPU stage's line is
+    `python -m fingrav.stages` as before."""
+    import shlex
+    import subprocess
+    import sys
+
+    from fingrav.stages import rule_command
+
+    assert rule_command("collect", sys.executable).startswith(f"{shlex.quote(sys.executable)} -m fingrav.stages ")
+    line = rule_command("bin", sys.executable)
+    assert " -S -c " in line
+    log, params = tmp_path / "logs" / "bin.log", tmp_path / "params.json"
+    job = {"root": str(tmp_path / "results" / "x"), "scenario": "nope", "rank": 0, "analysis": {}}
+    params.write_text(json.dumps(job))
+    line = line.replace("{log:q}", shlex.quote(str(log))).replace("{params.file:q}", shlex.quote(str(params)))
+    env = {k: v for k, v in os.environ.items() if k != "FINGRAV_NO_WORKER"}
+    if not worker_on:
+        env["FINGRAV_NO_WORKER"] = "1"
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr  # the stage ran and failed: no raw data
+    assert "bin:" in log.read_text() and "nope" in log.read_text()
+    assert worker.socket_path(str(tmp_path)).exists() == worker_on

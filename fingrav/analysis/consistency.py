@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from fingrav.analysis.kernel_power import IDLE_PERIODS, TARGET_COLUMNS, estimate_kernel_power
+from fingrav.analysis.kernel_power import estimate_kernel_power, window_samples
 from fingrav.contracts.flags import CONSISTENCY_FLOOR_PCT
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPower
 from fingrav.contracts.result import Estimate
-from fingrav.contracts.roles import MAIN, SSE, TOTAL
+from fingrav.contracts.roles import MAIN, SSE
 from fingrav.contracts.sensor import SensorModel
 
 logger = logging.getLogger(__name__)
@@ -43,44 +43,6 @@ logger = logging.getLogger(__name__)
 #: the estimator's target name for the executions from the SSP index on (summary.json `kernel_power["ssp_steady"]`)
 TARGET = "ssp_steady"
 METHOD = "sensor-model estimate from the SSP index on vs the method SSP; CI: the two CIs in quadrature"
-
-
-def post_ns(sensor: SensorModel) -> float:
-    """How long after the run's end (ns) a reading still sees it: window + 4 x lag (`kernel_power`'s span)."""
-    return float(sensor.window_ns or 0.0) + 4.0 * float(sensor.lag_ns or 0.0)
-
-
-def settled_idle(runs: pl.DataFrame, sensor: SensorModel) -> pl.DataFrame:
-    """run, pre_ns: how much of each run's idle before it (ns) is settled (past the sensor's settle time), at most
-    IDLE_PERIODS sensor periods (`kernel_power.target_samples`' rule)."""
-    period = float(sensor.period_ns or 0.0)
-    settle = float(sensor.settle_ns or 0.0)
-    return runs.select(
-        pl.col("run").cast(pl.Int32),
-        pre_ns=pl.min_horizontal(
-            pl.lit(IDLE_PERIODS * period),
-            pl.max_horizontal(pl.lit(0.0), (pl.col("idle_ns") + pl.col("delay_ns")).cast(pl.Float64) - settle),
-        ),
-    )
-
-
-def _empty_frame() -> pl.DataFrame:
-    """`steady_samples` of no run (built when needed: no polars work at import time, which would start polars'
-    thread pool in the analysis worker before it forks its jobs)."""
-    return pl.DataFrame(
-        schema={
-            "run": pl.Int32,
-            "t_ns": pl.Int64,
-            "power_mw": pl.Float64,
-            "run_start_ns": pl.Int64,
-            "t_start_ns": pl.Int64,
-            "t_end_ns": pl.Int64,
-            "sse_run": pl.Boolean,
-            "main_start_ns": pl.Int64,
-            "target_index": pl.Int32,
-            "warm_gap": pl.Float64,
-        }
-    ).select(TARGET_COLUMNS)
 
 
 def steady_samples(
@@ -114,28 +76,8 @@ def steady_samples(
     tgt = first.join(last, on="run").with_columns(  # the executions before the SSP index are its warm-ups
         sse_run=pl.lit(False), target_index=pl.lit(plan.ssp_index, pl.Int32), warm_gap=pl.lit(0.0)
     )
-    idle = settled_idle(runs, sensor)
-    win = (
-        tgt.with_columns(pl.col("run").cast(pl.Int32))
-        .join(starts.with_columns(pl.col("run").cast(pl.Int32)), on="run")
-        .join(idle, on="run", how="left")
-        .with_columns(lo_ns=(pl.col("run_start_ns") - pl.col("pre_ns").fill_null(0.0)).cast(pl.Int64))
-        .sort("lo_ns")
-    )
-    post = int(round(post_ns(sensor)))
-    smp = (
-        samples.lazy()
-        .filter(pl.col("channel") == TOTAL)
-        .select((pl.col("t_ns").cast(pl.Int64) - int(delay_ns)).alias("t_ns"), "power_mw")
-        .sort("t_ns")
-        .collect()
-    )
-    if win.height == 0 or smp.height == 0:
-        return _empty_frame()
-    joined = smp.join_asof(win, left_on="t_ns", right_on="lo_ns", strategy="backward")
-    return joined.filter(pl.col("run").is_not_null() & (pl.col("t_ns") <= pl.col("t_end_ns") + post)).select(
-        TARGET_COLUMNS
-    )
+    cast = pl.col("run").cast(pl.Int32)
+    return window_samples(samples, tgt.with_columns(cast), starts.with_columns(cast), runs, sensor, delay_ns)
 
 
 def steady_kernel_power(

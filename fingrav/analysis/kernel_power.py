@@ -313,18 +313,37 @@ def target_samples(
         sse_run=pl.col("phase").cast(pl.String) == SSE,
         target_index=pl.lit(index, pl.Int32),
     )
+    return window_samples(samples, tgt, starts, runs, sensor, delay_ns)
+
+
+def settled_idle(runs: pl.DataFrame, sensor: SensorModel) -> pl.DataFrame:
+    """run, pre_ns: how much of each run's idle before it (ns) is settled (past the sensor's settle time), at most
+    IDLE_PERIODS sensor periods: the idle level the fit sees before each run."""
     period = float(sensor.period_ns or 0.0)
     settle = float(sensor.settle_ns or 0.0)
-    idle = runs.select(
+    return runs.select(
         pl.col("run").cast(pl.Int32),
         pre_ns=pl.min_horizontal(
             pl.lit(IDLE_PERIODS * period),
             pl.max_horizontal(pl.lit(0.0), (pl.col("idle_ns") + pl.col("delay_ns")).cast(pl.Float64) - settle),
         ),
     )
+
+
+def window_samples(
+    samples: pl.DataFrame,
+    tgt: pl.DataFrame,
+    starts: pl.DataFrame,
+    runs: pl.DataFrame,
+    sensor: SensorModel,
+    delay_ns: int,
+) -> pl.DataFrame:
+    """The "total" samples (t_ns delay-corrected) from settled idle before each run (`settled_idle`) to `_post_ns`
+    after its window's end, each with its run's window: `tgt` (run, t_start_ns, t_end_ns, sse_run, target_index,
+    ...) and `starts` (run, run_start_ns, main_start_ns, ...) per run; the frame of `TARGET_COLUMNS`."""
     win = (
         tgt.join(starts, on="run")
-        .join(idle, on="run", how="left")
+        .join(settled_idle(runs, sensor), on="run", how="left")
         .with_columns(lo_ns=(pl.col("run_start_ns") - pl.col("pre_ns").fill_null(0.0)).cast(pl.Int64))
         .sort("lo_ns")
     )

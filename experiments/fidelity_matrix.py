@@ -21,10 +21,12 @@ A fixed-seed slice runs in the tests (tests/experiments/test_fidelity_slice.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
 import multiprocessing
+import shutil
 import sys
 import tempfile
 import time
@@ -108,8 +110,9 @@ def _draw_kernel(rng: np.random.Generator) -> dict[str, Any]:
     return {"kind": "gemv", "m": m, "k": k, "dtype": dtype}
 
 
-def run_sweep(cfg_dict: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run one sweep through the stages in a temporary folder; one result row per scenario."""
+def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[str, Any]]:
+    """Run one sweep through the stages in a temporary folder; one result row per scenario. With `keep`, the sweep's
+    folder (raw data and analysis) is copied to keep/<sweep> for re-analysis."""
     from fingrav import rawio
     from fingrav.config import parse_config
     from fingrav.contracts.profile import ScenarioSummary
@@ -148,6 +151,8 @@ def run_sweep(cfg_dict: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
         logger.info("%s: %d scenarios in %.1f s", cfg.sweep, len(cfg.scenarios), time.perf_counter() - t0)
+        if keep is not None:
+            shutil.copytree(tmp, keep / cfg.sweep, dirs_exist_ok=True)
     return rows
 
 
@@ -314,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/fidelity.jsonl"))
+    ap.add_argument("--keep", type=Path, help="copy every sweep's folder (raw data, analysis) to KEEP/<sweep>")
     ap.add_argument(
         "--sse", choices=("auto", "always", "never"), help="run_policy.sse of every sweep (issue 20; default: auto)"
     )
@@ -326,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         c["run_policy"]["sse"] = args.sse
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        results = pool.map(run_sweep, cfgs, chunksize=1)
+        results = pool.map(functools.partial(run_sweep, keep=args.keep), cfgs, chunksize=1)
     rows = [r for rs in results for r in rs]
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = summarize(rows)

@@ -1,0 +1,68 @@
+"""What a Snakemake command line names, read before Snakemake parses it (fingrav/snakemake_argv.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fingrav.snakemake_argv import (
+    SNAKEFILE_MARK,
+    configfiles_in,
+    is_fingrav_command,
+    is_fingrav_snakefile,
+    snakefile_of,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("argv", "files"),
+    [
+        (["-n", "--configfile", "a.yaml", "--cores", "1"], ["a.yaml"]),
+        (["--configfiles", "a.yaml", "b.yaml", "-n"], ["a.yaml", "b.yaml"]),
+        (["--configfile=a.yaml", "-n"], ["a.yaml"]),
+        (["--configfiles=a.yaml", "t"], ["a.yaml"]),
+        (["--configfil", "a.yaml"], ["a.yaml"]),  # an abbreviation (argparse calls it ambiguous): screened anyway
+        (["--config", "sweep=x", "-n"], []),  # values, not files
+        (["-s", "Snakefile", "x.yaml"], []),  # a target, not a config file
+    ],
+)
+def test_config_files_on_a_snakemake_command_line(argv: list[str], files: list[str]) -> None:
+    assert configfiles_in(argv) == files
+
+
+@pytest.mark.parametrize(
+    ("argv", "snakefile"),
+    [
+        (["-s", "w/Snakefile", "-n"], "w/Snakefile"),
+        (["-sw/Snakefile"], "w/Snakefile"),
+        (["--snakefile=w/Snakefile"], "w/Snakefile"),
+        (["--snakef", "w/Snakefile"], "w/Snakefile"),  # an abbreviation argparse accepts
+        (["-s", "a", "-n", "--snakefile", "w/Snakefile"], "w/Snakefile"),  # the last one counts, as for argparse
+        (["-n", "--configfile", "c.yaml"], "workflow/Snakefile"),  # none given: Snakemake's default places
+    ],
+)
+def test_the_snakefile_of_a_command_line(tmp_path: Path, argv: list[str], snakefile: str) -> None:
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "workflow" / "Snakefile").write_text("rule all:\n")
+    assert snakefile_of(argv, tmp_path) == tmp_path / snakefile
+
+
+def test_no_snakefile_or_a_remote_one_is_not_fingrav(tmp_path: Path) -> None:
+    assert snakefile_of(["-n"], tmp_path) is None
+    assert snakefile_of(["-s", "https://example.org/Snakefile"], tmp_path) is None
+    assert not is_fingrav_command(["-n"], tmp_path)
+    assert not is_fingrav_command(["-s", "missing/Snakefile"], tmp_path)
+
+
+def test_fingrav_workflow_is_known_by_its_snakefile_mark(tmp_path: Path) -> None:
+    """fingrav's Snakefile (and a copy of it) carries the mark; another workflow does not."""
+    assert is_fingrav_snakefile(ROOT / "Snakefile")
+    assert is_fingrav_command(["-s", str(ROOT / "Snakefile")], tmp_path)
+    assert is_fingrav_command([], ROOT)  # the Snakefile of the folder the command starts in
+    (tmp_path / "Snakefile").write_text("rule all:\n    input: 'fingrav.txt'\n")
+    assert not is_fingrav_command([], tmp_path)
+    (tmp_path / "Snakefile").write_text(f"# my copy\n{SNAKEFILE_MARK}: copied\nrule all:\n")
+    assert is_fingrav_command([], tmp_path)

@@ -21,7 +21,7 @@ from fingrav.config import DeviceConfig, SweepConfig, read_yaml
 from fingrav.errors import ConfigError, FingravError
 from fingrav.guard import check_write, dataset_of, verify_dataset
 from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
-from fingrav.snakemake_argv import configfiles_in
+from fingrav.snakemake_argv import config_files_of
 
 logger = logging.getLogger(__name__)
 
@@ -166,13 +166,14 @@ def claim_results(layout: SweepLayout, device: DeviceConfig) -> None:
 
 # --------------------------------------------------------------------------- before Snakemake reads a config file
 def screen_snakemake_command_line(argv: Sequence[str] | None = None) -> None:
-    """Parse every config file of a Snakemake command line with fingrav's safe YAML reader (`read_yaml`: no YTE
-    templates, no duplicate keys, no alias bombs, size-limited) before Snakemake loads it itself: Snakemake renders
+    """Parse every config file of a Snakemake command line, those it names and those its profiles name
+    (`fingrav.snakemake_argv.config_files_of`), with fingrav's safe YAML reader (`read_yaml`: no YTE templates, no
+    duplicate keys, no alias bombs, size-limited) before Snakemake loads it itself: Snakemake renders
     a YAML config that sets __use_yte__ with YTE, evaluating its Python, even for a dry run. Called by fingrav's
     Snakemake logger plugin (snakemake_logger_plugin_fingrav), which Snakemake imports when it builds its argument
     parser, before it reads any profile or config file, whatever profile is named; exits with one line, no
     traceback, when a file is refused."""
-    for path in configfiles_in(sys.argv[1:] if argv is None else argv):
+    for path in config_files_of(sys.argv[1:] if argv is None else argv):
         try:
             read_yaml(path)
         except ConfigError as err:

@@ -5,12 +5,13 @@ Snakemake renders a YAML config file that sets `__use_yte__` as a YTE template, 
 it loads the file, even for a dry run, and before any code of the Snakefile runs. Snakemake imports every installed
 logger plugin (a top-level package named `snakemake_logger_plugin_*`, found by `pkgutil.iter_modules`) when it
 builds its argument parser, which is the first thing `snakemake` does: before it reads the profiles (the workflow
-profile, `--workflow-profile none`, `--profile`, a user's own) and the `--configfile` files. So importing this
-package runs `fingrav.preflight.screen_snakemake_command_line` over the command line: a refused file stops
-Snakemake with one line, no traceback. Only for fingrav's workflow (`fingrav.snakemake_argv.is_fingrav_command`:
-the Snakefile that the command runs carries `# fingrav-workflow`); any other workflow in the environment keeps
-Snakemake's YTE. The screen reads `sys.argv`: `snakemake.cli.main(argv)` called from Python with another argv is
-not screened (the Snakefile still refuses a YTE file, after Snakemake has rendered it).
+profile, `--workflow-profile none`, `--profile`, a user's own) and the config files. So importing this package
+runs `fingrav.preflight.screen_snakemake_command_line` over the command line (the config files it names and those
+its profiles name): a refused file stops Snakemake with one line, no traceback. Only for fingrav's workflow
+(`fingrav.snakemake_argv.is_fingrav_command`: the Snakefile that the command runs carries `# fingrav-workflow`);
+any other workflow in the environment keeps Snakemake's YTE. The screen reads `sys.argv`:
+`snakemake.cli.main(argv)` called from Python with another argv is not screened (the Snakefile still refuses a
+YTE file, after Snakemake has rendered it).
 
 It is a complete logger plugin too (snakemake-interface-logger-plugins 2.x): `snakemake --logger fingrav` writes
 Snakemake's console lines to stderr as plain text, without colors.

@@ -25,7 +25,7 @@ from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import energy_counter_of, reference_stats
 from fingrav.analysis.samples import screen_samples
-from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples, collection_mean_power_mw
 from fingrav.analysis.ssp_stop import SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import BATCHES, SustainedHeadline, headline
 from fingrav.analysis.tdist import t_critical
@@ -476,9 +476,9 @@ def with_sources(hs: HeadlineStep, ssp: R.MethodSSP, term: SourceTerm) -> tuple[
     """The headline and the method SSP with the sensor-source term in the CIs of their absolute numbers (power,
     energy per execution: `fingrav.analysis.sources`); the comparisons between them keep theirs."""
     hl = hs.headline
-    widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy))
+    widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy, hl.power))
     return HeadlineStep(hs.reference, widened), ssp.model_copy(
-        update={"power": term.widen(ssp.power), "energy_per_exec": term.widen(ssp.energy_per_exec)}
+        update={"power": term.widen(ssp.power), "energy_per_exec": term.widen(ssp.energy_per_exec, ssp.power)}
     )
 
 
@@ -729,7 +729,7 @@ def differentiate(
     prov = provenance if provenance is not None else Provenance()
     labels = scenario_labels(plan, scenario, backend, prov)
     sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns, energy_counter_of(plan))
-    source = SourceTerm.of(sources)
+    source = SourceTerm.of(sources, collection_mean_power_mw(runs, loi.host_execs, loi.samples, loi.delay_ns))
     result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi, cons, source)
     result = result.model_copy(update={"headline": result.headline.model_copy(update={"counter_vs_samples": sources})})
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)

@@ -17,10 +17,17 @@ samples' energy E over the span)
 
 (P_start, P_end: the samples' power at the two readings). The sensor-source term is the disagreement beyond that
 noise, d' = sqrt(max(0, d² - (1.96 sigma)²)) (as the tail-trend bias is the slope beyond its noise, `settling`): a
-simulator whose two sources agree gets ~0, a counter and samples that disagree get their disagreement. It is
-combined in quadrature with each CI half-width (an error independent of the run-to-run scatter):
+simulator whose two sources agree gets ~0, a counter and samples that disagree get their disagreement. The
+disagreement is an energy over the span, i.e. a mean power offset: D = d' / 100 x P_coll (mW), P_coll the samples'
+mean power over the span (idle between the runs included). A sensor's quantization and offset errors are offsets in
+W, not shares of the power: the collection's d' in % of a mean that is mostly idle (P_coll ~0.3-0.9 of the kernel's
+power) overstates the share it is of a kernel's power (issue 22: on the fidelity matrix the headline's error was
+0.2-0.8 of d', as 1 - P_coll / P would have it). The term is D, in mW, combined in quadrature with each CI
+half-width (an error independent of the run-to-run scatter):
 
-    half' = sqrt(half² + (d' / 100 x value)²)
+    half' = sqrt(half² + (D / P x value)²)
+
+(P: the power the number stands for, mW; value x D / P = D for a power, D x the cycle for an energy per execution).
 
 for every absolute power or energy the samples give (the headline power and energy per execution, the method SSP's
 power and energy). The simulator's counter and samples are its own two sources (the true energy, floored and
@@ -49,13 +56,51 @@ from fingrav.contracts.units import MJ_PER_MW_NS
 
 logger = logging.getLogger(__name__)
 
-METHOD = "sensor-source systematic (counter vs samples over the collection beyond its noise, in quadrature)"
+METHOD = "sensor-source systematic (counter vs samples over the collection beyond its noise, in W, in quadrature)"
 #: shortest span (ns) over which the two sources are compared
 MIN_SPAN_NS = 100_000_000
 
 
 #: z of the two-sided 95 % level: the disagreement beyond 1.96 of the comparison's own standard deviation counts
 Z95 = 1.96
+
+
+def _collection_span(runs: pl.DataFrame, host_execs: pl.DataFrame) -> tuple[int, int, float] | None:
+    """(start ns, end ns, counter energy mJ) of the collection: from the earliest run's start reading to the latest
+    run's end reading; None without counter readings or over less than `MIN_SPAN_NS`."""
+    need = ("host_start_ns", "energy_start_mj", "energy_end_mj")
+    if runs.height == 0 or any(c not in runs.columns for c in need) or host_execs.height == 0:
+        return None
+    ends = host_execs.group_by(pl.col("run").cast(pl.Int32)).agg(end_ns=pl.col("exec_end_ns").max())
+    r = (
+        runs.select(pl.col("run").cast(pl.Int32), *need)
+        .join(ends, on="run")
+        .filter(pl.col("energy_start_mj").is_not_null() & pl.col("energy_end_mj").is_not_null())
+    )
+    if r.height == 0:
+        return None
+    first = r.sort("host_start_ns").row(0, named=True)
+    last = r.sort("end_ns").row(-1, named=True)
+    start_ns, end_ns = int(first["host_start_ns"]), int(last["end_ns"])
+    counter_mj = float(last["energy_end_mj"]) - float(first["energy_start_mj"])
+    if end_ns - start_ns < MIN_SPAN_NS or not math.isfinite(counter_mj) or counter_mj <= 0:
+        return None
+    return start_ns, end_ns, counter_mj
+
+
+def collection_mean_power_mw(
+    runs: pl.DataFrame, host_execs: pl.DataFrame, samples: pl.DataFrame, delay_ns: int
+) -> float | None:
+    """The samples' mean power (mW) over the span of `collection_counter_vs_samples` (idle between the runs
+    included): the power its disagreement is a share of. None where that comparison has no value."""
+    span = _collection_span(runs, host_execs)
+    if span is None:
+        return None
+    start_ns, end_ns, _ = span
+    smp = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns", "power_mw").sort("t_ns").collect()
+    t = smp["t_ns"].to_numpy().astype(np.int64) - int(delay_ns)
+    integral = trapezoid_energy_mj(t, smp["power_mw"].to_numpy(), start_ns, end_ns)
+    return integral / ((end_ns - start_ns) * MJ_PER_MW_NS) if integral else None
 
 
 def collection_counter_vs_samples(
@@ -71,23 +116,10 @@ def collection_counter_vs_samples(
     Its CI: ± 1.96 sigma of the counter's own noise (module docstring; `counter`: the device's counter, None: no
     CI). No value without counter readings, samples over the span, or a span of `MIN_SPAN_NS`."""
     none = Estimate(unit="%", method="counter vs samples over the collection")
-    need = ("host_start_ns", "energy_start_mj", "energy_end_mj")
-    if runs.height == 0 or any(c not in runs.columns for c in need) or host_execs.height == 0:
+    span = _collection_span(runs, host_execs)
+    if span is None:
         return none
-    ends = host_execs.group_by(pl.col("run").cast(pl.Int32)).agg(end_ns=pl.col("exec_end_ns").max())
-    r = (
-        runs.select(pl.col("run").cast(pl.Int32), *need)
-        .join(ends, on="run")
-        .filter(pl.col("energy_start_mj").is_not_null() & pl.col("energy_end_mj").is_not_null())
-    )
-    if r.height == 0:
-        return none
-    first = r.sort("host_start_ns").row(0, named=True)
-    last = r.sort("end_ns").row(-1, named=True)
-    start_ns, end_ns = int(first["host_start_ns"]), int(last["end_ns"])
-    counter_mj = float(last["energy_end_mj"]) - float(first["energy_start_mj"])
-    if end_ns - start_ns < MIN_SPAN_NS or not math.isfinite(counter_mj) or counter_mj <= 0:
-        return none
+    start_ns, end_ns, counter_mj = span
     smp = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns", "power_mw").sort("t_ns").collect()
     t = smp["t_ns"].to_numpy().astype(np.int64) - int(delay_ns)
     integral = trapezoid_energy_mj(t, smp["power_mw"].to_numpy(), start_ns, end_ns)
@@ -105,34 +137,52 @@ def collection_counter_vs_samples(
     return Estimate.of(pct, pct - half, pct + half, "%", f"{method}; CI: the counter's resolution and update period")
 
 
+_MW_PER = {"mW": 1.0, "W": 1e3}  # the power units an Estimate comes in
+
+
 @dataclass(frozen=True)
 class SourceTerm:
-    """The sensor-source term (%, of the value; None: not measured) and how it was obtained."""
+    """The sensor-source term: the disagreement beyond its noise in % of the collection's mean power (`pct`; None:
+    not measured), the same as a power offset (`mw`, mW; None: the collection's mean power unknown: then `pct` is
+    taken as a share of every number), and how it was obtained."""
 
     pct: float | None
+    mw: float | None = None
     method: str = METHOD
 
     @classmethod
-    def of(cls, counter_vs_samples: Estimate | None) -> SourceTerm:
+    def of(cls, counter_vs_samples: Estimate | None, mean_mw: float | None = None) -> SourceTerm:
         """The term of a counter-vs-samples comparison (%: `collection_counter_vs_samples`): the disagreement beyond
-        its own noise, sqrt(max(0, d² - half²)) with half its CI's half-width (d itself without a CI)."""
+        its own noise, sqrt(max(0, d² - half²)) with half its CI's half-width (d itself without a CI); with the
+        collection's mean power `mean_mw` (`collection_mean_power_mw`), also as a power offset (mW)."""
         e = counter_vs_samples
         if e is None or e.value is None:
             return cls(None)
         d = abs(float(e.value))
-        if e.ci_low is None or e.ci_high is None:
-            return cls(d)
-        half = 0.5 * (float(e.ci_high) - float(e.ci_low))
-        return cls(math.sqrt(max(0.0, d * d - half * half)))
+        if e.ci_low is not None and e.ci_high is not None:
+            half = 0.5 * (float(e.ci_high) - float(e.ci_low))
+            d = math.sqrt(max(0.0, d * d - half * half))
+        mw = d / 100.0 * float(mean_mw) if mean_mw is not None and math.isfinite(mean_mw) and mean_mw > 0 else None
+        return cls(d, mw)
 
-    def widen(self, e: Estimate) -> Estimate:
+    def share_pct(self, power: Estimate | None) -> float | None:
+        """The term in % of `power` (an Estimate in mW or W): the offset over the power, else `pct`."""
+        if not self.pct:
+            return self.pct
+        if self.mw is None or power is None or power.value is None or power.unit not in _MW_PER:
+            return self.pct
+        p = abs(float(power.value)) * _MW_PER[power.unit]
+        return 100.0 * self.mw / p if p > 0 else self.pct
+
+    def widen(self, e: Estimate, power: Estimate | None = None) -> Estimate:
         """`e` with the term in its CI, each half-width combined with it in quadrature (unchanged without a term, a
-        value or a CI)."""
-        if not self.pct or e.value is None or e.ci_low is None or e.ci_high is None:
+        value or a CI); power: the power `e` stands for (`share_pct`; None: `e` itself, a power)."""
+        share = self.share_pct(power if power is not None else e)
+        if not share or e.value is None or e.ci_low is None or e.ci_high is None:
             return e
         v = float(e.value)
-        t = abs(v) * self.pct / 100.0
+        t = abs(v) * share / 100.0
         lo = v - math.hypot(v - float(e.ci_low), t)
         hi = v + math.hypot(float(e.ci_high) - v, t)
-        method = f"{e.method}; {self.method} ±{self.pct:.3g} %" if e.method else self.method
+        method = f"{e.method}; {self.method} ±{share:.3g} %" if e.method else self.method
         return Estimate.of(v, lo, hi, e.unit, method)

@@ -21,7 +21,8 @@ bins of 1.5-3 sample intervals; the mean by < 0.2 %): the cycle's numbers come f
 mean's CI is the widest of the bin widths that see >= 3 cycles (a systematic part, as in
 `fingrav.analysis.kernel_power`). Without cycling the sustained power is the mean of the run's last half
 (`drift`): the die warms for seconds (the H200: +0.6 % from 0.5 to 3 s), so the latest half is the closest to
-sustained use; its batch-means CI is widened by half the change across that half. Powers mW, times ns.
+sustained use; its batch-means CI is combined in quadrature with half the change across that half beyond the
+change's own noise (`drift_term_pct`). Powers mW, times ns.
 """
 
 from __future__ import annotations
@@ -241,6 +242,16 @@ def limit_cycle(
     return lc
 
 
+def drift_term_pct(dr: Drift, level: float = 0.95) -> float:
+    """Half the drift beyond its own noise (% of the mean): 0.5 x sqrt(max(0, c² - (t se)²)), c the change across the
+    last half, se its standard error, t the two-sided `level` t-quantile of its BATCHES - 2 degrees of freedom (as
+    the sensor-source term counts the disagreement beyond its noise, `fingrav.analysis.sources`). The change's noise
+    is the batch means' own scatter, already in their CI: counted once, not twice. It is combined with the batch-means
+    CI in quadrature (the power still moving inside the window, an error independent of the scatter)."""
+    c, noise = float(dr.change_pct), t_critical(level, BATCHES - 2) * float(dr.se_pct)
+    return 0.5 * math.sqrt(max(0.0, c * c - noise * noise))
+
+
 @dataclass(frozen=True)
 class SustainedHeadline:
     """The headline power (mW) and energy per execution (mJ), the cycle they rest on (ns) and where they come from
@@ -261,7 +272,8 @@ def headline(
     """What the kernel draws in the state users run it in. With a settled reference run: its sustained power
     (the whole-cycle mean where the limiter cycles, else the settled mean) and its cycle time (uninstrumented
     when the device ran it without stamps: source "sustained", else "sustained_stamped"); where it does not cycle,
-    the mean of the run's last half (`drift`), its CI widened by half the change across it; with fewer than
+    the mean of the run's last half (`drift`), its CI and half the change across it beyond its noise in quadrature
+    (`drift_term_pct`); with fewer than
     `MIN_CYCLES_FOR_CI` cycles the batch-means CI widened to include the settled mean. Without one: the FinGraV
     SSP of the short runs after idle (burst: mW, its cycle ns, its energy mJ), source "burst"."""
     ok = reference is not None and not reference.unsettled and reference.power_mw is not None
@@ -285,10 +297,13 @@ def headline(
         # the run's last half, the closest to sustained use (the die still warms for seconds); its CI widened by
         # half the change across it (the power still moves inside the window the number stands for)
         power = float(dr.mean_mw)
-        extra = abs(float(dr.change_pct)) / 200.0 * power
-        method = "mean of the last half; CI: batch means widened by half its drift"
+        extra = drift_term_pct(dr) / 100.0 * power
+        method = "mean of the last half; CI: batch means and half its drift beyond its noise, in quadrature"
         if dr.ci_low_mw is not None and dr.ci_high_mw is not None:
-            lo, hi = float(dr.ci_low_mw) - extra, float(dr.ci_high_mw) + extra
+            lo, hi = (
+                power - math.hypot(power - float(dr.ci_low_mw), extra),
+                power + math.hypot(float(dr.ci_high_mw) - power, extra),
+            )
     else:
         power = settled
     cycle = float(reference.cycle_ns)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from fingrav.analysis import differentiate as D
 from fingrav.analysis.binning import bin_runs
 from fingrav.analysis.profiles import ProfileNumbers, ProfileResult
-from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples, collection_mean_power_mw
 from fingrav.config import AnalysisConfig
 from fingrav.contracts import result as R
 from fingrav.contracts.profile import KernelPower, ReferenceStats, ScenarioSummary
@@ -76,8 +76,10 @@ def test_the_steps_compose_to_what_differentiate_returns(data: dict) -> None:
     hs = D.sustained_headline(d["executions"], d["runs"], loi, d["plan"], d["clock_fit"], ANALYSIS, prof)
     assert isinstance(hs.reference, ReferenceStats) and hs.headline.source in R.POWER_SOURCES
     # the absolute numbers carry the sensor-source term of the collection (analysis.sources) in their CIs
-    term = SourceTerm.of(collection_counter_vs_samples(d["runs"], loi.host_execs, loi.samples, loi.delay_ns))
-    assert term.pct is not None and summary.result.headline.counter_vs_samples.value is not None
+    # (a power offset: its share of the collection's mean power)
+    cmp_args = (d["runs"], loi.host_execs, loi.samples, loi.delay_ns)
+    term = SourceTerm.of(collection_counter_vs_samples(*cmp_args), collection_mean_power_mw(*cmp_args))
+    assert term.pct is not None and term.mw is not None and summary.result.headline.counter_vs_samples.value is not None
     hs_abs, ssp_abs = D.with_sources(hs, ssp, term)
     assert ssp_abs.power == summary.result.ssp.power and ssp.power.unit == "W" and ssp.power.has_ci
     assert hs_abs.headline.power.scaled(1e-3, "W") == summary.result.headline.power

@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples
+from fingrav.analysis.loi import host_executions
+from fingrav.analysis.sources import SourceTerm, collection_counter_vs_samples, collection_mean_power_mw
 from fingrav.config import AnalysisConfig
 from fingrav.contracts.result import Estimate, ci_columns
 from fingrav.testing.synthetic import SynthSpec, analyze, generate
@@ -40,11 +41,15 @@ def test_the_counter_vs_the_samples_is_measured_over_the_collection(seed: int) -
     row = s["row"]
     # the synthetic counter reads the true energy x scale, the samples the true power: the disagreement is the scale
     assert row["counter_vs_samples_pct"] == pytest.approx((scale - 1.0) * 100.0, abs=0.05)
-    term = abs(row["counter_vs_samples_pct"]) / 100.0
-    for col in ("power_w", "ssp_power_w", "energy_per_exec_mj"):
+    # the term is the disagreement as a power offset (W): its share of the collection's mean power
+    hx = host_executions(d["executions"], d["runs"], d["plan"], d["clock_fit"], None)
+    mean_w = collection_mean_power_mw(d["runs"], hx, d["samples"], 0) / 1e3
+    offset_w = abs(row["counter_vs_samples_pct"]) / 100.0 * mean_w
+    for col, power in (("power_w", "power_w"), ("ssp_power_w", "ssp_power_w"), ("energy_per_exec_mj", "power_w")):
         lo, hi = ci_columns(col)
-        assert row[hi] - row[col] >= term * row[col] * (1 - 1e-9), col
-        assert row[col] - row[lo] >= term * row[col] * (1 - 1e-9), col
+        t = offset_w / row[power] * row[col]  # the offset, in the number's own unit
+        assert row[hi] - row[col] >= t * (1 - 1e-3), col
+        assert row[col] - row[lo] >= t * (1 - 1e-3), col
     # comparisons of one source with itself keep their CIs: the method SSP vs the reference run is narrower than
     # the term where the term is large
     if abs(scale - 1.0) > 0.01:
@@ -72,7 +77,6 @@ def test_the_term_is_the_disagreement_beyond_its_own_noise() -> None:
 
 
 def test_the_comparison_has_the_counters_own_noise_as_its_ci() -> None:
-    from fingrav.analysis.loi import host_executions
     from fingrav.backends import EnergyCounter
 
     d = generate(SynthSpec(runs=30, sse_runs=0, seed=5, reference_executions=5_000, counter_scale=1.004))
@@ -85,3 +89,21 @@ def test_the_comparison_has_the_counters_own_noise_as_its_ci() -> None:
     assert 0 < half_fine < 1e-3 < half_coarse
     assert SourceTerm.of(fine).pct == pytest.approx(abs(fine.value), rel=1e-3)
     assert SourceTerm.of(coarse).pct < abs(coarse.value)
+
+
+def test_the_term_is_a_power_offset_not_a_share_of_every_power() -> None:
+    """Issue 22: a disagreement of d % over a collection whose mean power is P_coll is an offset of d x P_coll; a
+    kernel at P > P_coll gets d x P_coll / P % (the idle between runs no longer inflates it), a power in W the same
+    offset, an energy per execution the offset's share of its power."""
+    term = SourceTerm.of(Estimate.of(-0.5, -0.8, -0.2, "%"), mean_mw=300e3)  # 0.4 % of 300 W beyond noise: 1.2 W
+    assert term.pct == pytest.approx(0.4) and term.mw == pytest.approx(1.2e3)
+    p_mw = Estimate.of(600e3, 599e3, 601e3, "mW", "batch means")
+    assert term.share_pct(p_mw) == pytest.approx(0.2)
+    w = term.widen(p_mw)
+    assert w.ci_high - w.value == pytest.approx(math.hypot(1e3, 1.2e3))
+    p_w = Estimate.of(600.0, 599.0, 601.0, "W", "bootstrap")  # the same power in W: the same offset
+    assert term.widen(p_w).ci_high - 600.0 == pytest.approx(math.hypot(1.0, 1.2))
+    e = Estimate.of(60.0, 59.9, 60.1, "mJ", "x cycle")  # 600 W x 100 µs: the offset's share of 600 W, 0.2 %
+    assert term.widen(e, p_w).ci_high - 60.0 == pytest.approx(math.hypot(0.1, 0.12))
+    # without the collection's mean power the term stays a share of every number (as before)
+    assert SourceTerm.of(Estimate.of(-0.5, -0.8, -0.2, "%")).share_pct(p_mw) == pytest.approx(0.4)

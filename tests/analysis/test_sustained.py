@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from fingrav.analysis.sustained import headline, limit_cycle
+from fingrav.analysis.sustained import BATCHES, drift_term_pct, headline, limit_cycle
+from fingrav.analysis.tdist import t_critical
 from fingrav.contracts.profile import ReferenceStats
 from fingrav.contracts.result import Estimate
 
@@ -115,13 +118,23 @@ def test_drift_sees_a_warming_run_and_not_noise() -> None:
     expected = (warming[t >= 2_000 * MS][-40:].mean() - warming[t >= 2_000 * MS][:40].mean()) / 500e3 * 100
     assert d is not None and d.drifting(0.35) and d.change_pct == pytest.approx(expected, rel=0.3)
     assert d.mean_mw == pytest.approx(warming[t >= t[-1] // 2].mean(), rel=1e-3)  # the last half's mean
-    # the headline of a run that does not cycle: its last half, the CI widened by half the change across it
+    # the headline of a run that does not cycle: its last half, its batch-means CI and half the change across it
+    # beyond the change's noise in quadrature (issue 22: not added, and the noise not counted twice)
     ref = _ref(
         power_mw=float(warming[20:].mean()), ci_low_mw=0.0, ci_high_mw=1e9, cycle_ns=1e4, unstamped=True, drift=d
     )
     one = Estimate(value=1.0, ci_low=0.9, ci_high=1.1)
     hl = headline(ref, one, 1e4, one)
-    assert hl.power.value == d.mean_mw and hl.power.ci_high - hl.power.ci_low > abs(d.change_pct) / 100 * d.mean_mw
+    noise_pct = t_critical(0.95, BATCHES - 2) * d.se_pct
+    term = 0.5 * math.sqrt(d.change_pct**2 - noise_pct**2) / 100 * d.mean_mw
+    assert 0 < term < abs(d.change_pct) / 200 * d.mean_mw
+    assert hl.power.value == d.mean_mw
+    assert hl.power.ci_high - hl.power.value == pytest.approx(math.hypot(d.ci_high_mw - d.mean_mw, term))
+    assert hl.power.value - hl.power.ci_low == pytest.approx(math.hypot(d.mean_mw - d.ci_low_mw, term))
+    # a flat run's change is its noise: its CI is the batch-means CI alone
+    assert drift_term_pct(flat) == 0.0
+    hl_flat = headline(ref.model_copy(update={"drift": flat}), one, 1e4, one)
+    assert (hl_flat.power.ci_low, hl_flat.power.ci_high) == pytest.approx((flat.ci_low_mw, flat.ci_high_mw))
     # an adaptive run goes on while the power still drifts
     assert _decide(t, warming, 4000, min_ms=2000).reason == "drifting"
     assert _decide(t, 500e3 + noise, 4000, min_ms=2000).reason == "steady"

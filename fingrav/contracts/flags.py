@@ -149,8 +149,8 @@ REGISTRY: Final[tuple[Flag, ...]] = (
         "reference_drifting",
         False,
         "the reference run's power still drifts over its last half (the die warming; sustained_drift_pct) even at "
-        "run_policy.reference_max_ms: the headline is the mean of that last half, its CI widened by half the drift; "
-        "a longer run reads the warmer state",
+        "run_policy.reference_max_ms: the headline is the mean of that last half, its CI and half the drift beyond "
+        "its noise in quadrature; a longer run reads the warmer state",
         "change over the last half > run_policy.reference_ci_pct / 2 + 2 standard errors",
     ),
     Flag(

@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--sweeps", type=int, default=50)
     ap.add_argument("--scenarios", type=int, default=4)
+    ap.add_argument("--first", type=int, default=0, help="the first sweep to read")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reanalyse", action="store_true", help="run the differentiate stage again (this code)")
     args = ap.parse_args(argv)
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
     seen = _captured()
     rows = []
-    for cfg_dict in cfgs:
+    for cfg_dict in cfgs[args.first :]:
         cfg = parse_config(cfg_dict)
         layout = SweepLayout(args.keep / cfg.sweep)
         if not (args.keep / cfg.sweep).exists():

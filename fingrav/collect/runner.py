@@ -30,7 +30,9 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
+from fingrav.collect.estimate import REFERENCE_PART_NS
 from fingrav.collect.plan import analyze_probe, make_plan
+from fingrav.collect.sweep_estimate import timing_of_device
 from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -58,7 +60,6 @@ CLOCK_BURST = 50
 PROGRESS_EVERY_S = 10.0
 DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
 SSP_CHECK_EVERY = 2  # the adaptive SSP stop is asked again after every this many SSP runs (after MIN_RUNS)
-REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
 
 
 class Lockstep(Protocol):
@@ -763,7 +764,10 @@ def collect_scenario(
     probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
-    plan = sync.broadcast(make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count))
+    timing = timing_of_device(device.describe())  # the plan's price only (power limit, limit cycle, host gap)
+    plan = sync.broadcast(
+        make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count, timing=timing)
+    )
     _log_plan(scenario.name, plan, kernels)
     run_id = 2
     reference = None

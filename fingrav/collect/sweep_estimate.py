@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,12 +244,32 @@ def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: 
 class SeenProbes:
     """What earlier stability probes on this GPU found (ns; `probes_seen`): the median settling time of kernels the
     preset's power limiter holds back (`stable_heavy_ns`) and of the others (`stable_light_ns`; None: no such
-    kernel seen), the median recovery time, and how many probes."""
+    kernel seen), the median recovery time, and how many probes; `kernels`: what was measured of each kernel
+    (`kernel_key`): its probe and its execution and launch-to-launch times (ns), the last one seen."""
 
     stable_light_ns: float | None
     stable_heavy_ns: float | None
     recover_ns: float
     count: int
+    kernels: dict[str, SeenKernel] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SeenKernel:
+    """One kernel as an earlier collection on this GPU measured it: its stability probe and its timing run's
+    execution and launch-to-launch times (ns)."""
+
+    probe: Probe
+    exec_time_ns: int
+    cycle_ns: int
+
+
+def kernel_key(kernel: object) -> str:
+    """A kernel's identity across sweeps: its config, as canonical JSON."""
+    import json
+
+    dump = kernel.model_dump(mode="json") if hasattr(kernel, "model_dump") else kernel
+    return json.dumps(dump, sort_keys=True, default=str)
 
 
 def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
@@ -263,21 +283,26 @@ def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
     from fingrav.config import Scenario
 
     light, heavy, recover = [], [], []
+    kernels: dict[str, SeenKernel] = {}
     for path in sorted(Path(folder).glob("**/gpu0/*/plan.json")):
         try:
             plan = json.loads(path.read_text())
             probe, scen = plan.get("probe") or {}, (plan.get("provenance") or {}).get("scenario")
             if not probe or not isinstance(scen, dict):
                 continue
-            is_heavy = kernel_model(p, Scenario.model_validate(scen).kernel)[2]
-        except (OSError, ValueError, FingravError):
+            kernel = Scenario.model_validate(scen).kernel
+            is_heavy = kernel_model(p, kernel)[2]
+            if not scen.get("predecessor"):
+                seen = SeenKernel(Probe.model_validate(probe), int(plan["exec_time_ns"]), int(plan["cycle_ns"]))
+                kernels[kernel_key(kernel)] = seen
+        except (OSError, ValueError, KeyError, FingravError):
             continue
         (heavy if is_heavy else light).append(float(probe["t_stable_ns"]))
         recover.append(float(probe["t_recover_ns"]))
     if not recover:
         return None
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
-    return SeenProbes(med(light), med(heavy), float(statistics.median(recover)), len(recover))
+    return SeenProbes(med(light), med(heavy), float(statistics.median(recover)), len(recover), kernels)
 
 
 def expected_probe(
@@ -321,10 +346,14 @@ def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object
                       p: Preset, sensor: PlanSensor, world_size: int = 1,
                       seen: SeenProbes | None = None,
                       timing: DeviceTiming | None = None) -> ScenarioEstimate:  # fmt: skip
-    """One scenario's expected plan and cost (module docstring); `seen`: earlier probes of this GPU; `timing`: the
+    """One scenario's expected plan and cost (module docstring); `seen`: earlier probes of this GPU (a kernel they
+    measured, on one GPU and without a predecessor, is priced with its own probe and timing); `timing`: the
     device's (`preset_timing`)."""
     exec_ns, cycle_ns, heavy = kernel_model(p, kernel, world_size)
     pred_cycle = kernel_model(p, pred, world_size)[1] if pred is not None else 0.0
+    own = seen.kernels.get(kernel_key(kernel)) if seen is not None and pred is None and world_size == 1 else None
+    if own is not None:
+        exec_ns, cycle_ns = float(own.exec_time_ns), float(own.cycle_ns)
     e, c = int(round(exec_ns)), int(round(cycle_ns))
 
     timing = timing if timing is not None else preset_timing(None, p)
@@ -333,7 +362,8 @@ def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object
         plan = make_plan(e, c, sensor, probe, policy, pred_count, pred_cycle, timing)
         return plan, plan_cost(plan, policy, pred_cycle, timing)
 
-    plan, cost = cost_with(expected_probe(policy, sensor, p, cycle_ns, heavy, seen, timing))
+    plan, cost = cost_with(own.probe if own is not None else expected_probe(policy, sensor, p, cycle_ns, heavy, seen,
+                                                                             timing))  # fmt: skip
     low = min(cost.total_s, cost_with(None)[1].total_s)
     return ScenarioEstimate(name, plan, cost, low, cost_with(unsettled_probe(policy, sensor, cycle_ns))[1])
 
@@ -354,11 +384,13 @@ def estimate_sweep(
     sensor, calibrated = sweep_sensor(cfg, p, results_root)
     own = SweepLayout.of(cfg.sweep, results_root).root
     seen = probes_seen(probes_from if probes_from is not None else own, p)
+    n_own = sum(kernel_key(s.kernel) in seen.kernels for s in cfg.scenarios) if seen is not None else 0
     basis = [
         f"sensor: {'the sweep calibration' if calibrated else f'the simulator preset {p.name} (not calibrated yet)'}"
         f" (period {sensor.period_ns / 1e6:.1f} ms, settling {sensor.settle_ns / 1e6:.1f} ms)",
         f"kernel times: the simulator's {p.name} roofline model",
-        f"probe: not run yet: expected from {seen.count} earlier probes of this GPU"
+        f"probe: not run yet: expected from {seen.count} earlier probes of this GPU ({n_own} of the kernels their own,"
+        " with their measured times)"
         if seen is not None
         else f"probe: not run yet: expected from the {p.name} model's transient (limiter, clock ramp-down)",
         "probe and reference ranges: from "

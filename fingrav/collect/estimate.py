@@ -83,11 +83,18 @@ def settle_wait_ns(plan: Plan) -> int:
     return int(plan.sensor.settle_ns + plan.sensor.period_ns)
 
 
+def probe_watch_ns(policy: Any, settle_ns: int) -> int:
+    """The idle after the stability probe, in which its return to idle is watched (ns): run_policy.probe_idle_ms
+    (None: probe_ms), at least two settle waits (`settle_ns`: the runner's, settling + one period)."""
+    watch_ms = policy.probe_idle_ms if getattr(policy, "probe_idle_ms", None) is not None else policy.probe_ms
+    return max(2 * int(settle_ns), int(watch_ms * NS_PER_MS))
+
+
 def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: DeviceTiming | None = None) -> PlanCost:
     """The GPU time (s) `plan` will take, by run kind, as `collect_scenario` issues it:
 
     * probe: the timing run (a settle wait, the guard, warm-ups + timing_reps executions) and the stability probe
-      (a settle wait, the guard, probe_ms of executions, then max(2 settle waits, probe_ms) of idle);
+      (a settle wait, the guard, probe_ms of executions, then `probe_watch_ns` of idle);
     * reference: its idle, the guard and the executions `reference_expected_ns` expects (in `reference_s`; at most
       reference_max_ms in `reference_max_s`);
     * SSE / SSP: each run's idle, guard, mean random delay and executions (predecessor included: `pred_cycle_ns`,
@@ -102,7 +109,7 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: Devic
     cycle = max(plan.cycle_ns, 1)
     timing_run = settle + READ_GUARD_NS + (int(policy.warmups) + int(policy.timing_reps)) * cycle + gap
     n_probe = max(int(policy.warmups) + 2, -(-int(policy.probe_ms * NS_PER_MS) // cycle))
-    probe = settle + READ_GUARD_NS + n_probe * cycle + max(2 * settle, int(policy.probe_ms * NS_PER_MS)) + gap
+    probe = settle + READ_GUARD_NS + n_probe * cycle + probe_watch_ns(policy, settle) + gap
     ref_lo = ref_hi = 0.0
     if plan.reference_executions:
         busy = max(plan.reference_executions * cycle, reference_expected_ns(plan, timing))

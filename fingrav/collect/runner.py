@@ -30,7 +30,7 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
-from fingrav.collect.estimate import REFERENCE_PART_NS
+from fingrav.collect.estimate import REFERENCE_PART_NS, probe_watch_ns
 from fingrav.collect.plan import analyze_probe, make_plan
 from fingrav.collect.sweep_estimate import timing_of_device
 from fingrav.collect.targeting import SseAim
@@ -465,13 +465,14 @@ def _time_kernel(rec: _Recorder, k: Kernels, policy: RunPolicy, settle_ns: int, 
 def _stability_probe(
     rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int
 ) -> Probe:
-    """Step 2: back to back for probe_ms (METHOD.md step 4), between two drains of the samples; this rank's."""
+    """Step 2: back to back for probe_ms (METHOD.md step 4), then idle while its return to idle is watched
+    (`probe_watch_ns`), between two drains of the samples; this rank's."""
     device = rec.device
     n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
     device.sleep_ns(settle_ns)
     rec.samples.append(device.drain_samples())
     probe_rec = rec.run(1, "probe", [(k.main, n_probe)], ["main"], 0, 0)
-    device.sleep_ns(max(2 * settle_ns, int(policy.probe_ms * 1e6)))
+    device.sleep_ns(probe_watch_ns(policy, settle_ns))
     rec.samples.append(device.drain_samples())
     return _probe(rec, probe_rec, n_probe, policy, noise_mw, settle_ns, cycle_ns)
 

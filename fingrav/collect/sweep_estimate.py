@@ -10,7 +10,7 @@ What the estimate stands on, each said in its `basis`:
 * the stability probe, which has not run: the expected one (`expected_probe`) settles with the sensor and, for a
   kernel the preset's power limiter holds back, once the limiter has pulled it down; the range runs from a probe
   that settles with the sensor (the plan without a probe) to one that never settles (the SSP at the end of
-  probe_ms, the idle after each run as long as the probe's own wait). The adaptive reference run is expected at
+  probe_ms, the idle after each run as long as the probe's own watch). The adaptive reference run is expected at
   reference_ms and lies between reference_ms and reference_max_ms; for a kernel the preset's power limiter holds
   back (its expected probe reaches the power limit) on a device whose limiter cycles, at the first clamp plus
   `fingrav.collect.estimate.REFERENCE_CYCLES` limit cycles (the run goes on until it has seen 3 whole cycles and
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fingrav.collect.estimate import DeviceTiming, plan_cost
+from fingrav.collect.estimate import DeviceTiming, plan_cost, probe_watch_ns
 from fingrav.collect.plan import make_plan
 from fingrav.contracts.plan import Plan, PlanCost, Probe
 from fingrav.contracts.sensor import PlanSensor
@@ -338,7 +338,7 @@ def expected_probe(
 def unsettled_probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float) -> Probe:
     """A probe that never settles: the SSP at the end of probe_ms, recovery as long as the probe's own wait."""
     probe_ns = int(policy.probe_ms * NS_PER_MS)
-    wait = max(2 * (sensor.settle_ns + sensor.period_ns), probe_ns)
+    wait = probe_watch_ns(policy, sensor.settle_ns + sensor.period_ns)
     return _probe(policy, sensor, cycle_ns, probe_ns, wait / 1.2, False)
 
 

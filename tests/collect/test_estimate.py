@@ -226,3 +226,21 @@ def test_timing_of_device_from_its_record() -> None:
     assert timing_of_device({"backend": "nvml"}).limit_mw is None  # no limit recorded: nothing limiter-bound
     sim = timing_of_device({"vendor": "sim", "backend": "sim", "preset": "mi300x"})
     assert sim.host_gap_ns == 0.0 and sim.limit_mw == pytest.approx(PRESETS["mi300x"].cap_target_mw)
+
+
+def test_probe_watch_from_probe_idle_ms() -> None:
+    """run_policy.probe_idle_ms shortens the idle after the probe (at least two settle waits); None keeps probe_ms,
+    and leaves the collection hash of a config without it as it was."""
+    from fingrav.collect.estimate import probe_watch_ns
+    from fingrav.config import Scenario, collection_hash
+
+    assert probe_watch_ns(_policy(probe_ms=600), 80 * MS) == 600 * MS
+    assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=250), 80 * MS) == 250 * MS
+    assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=100), 80 * MS) == 160 * MS
+    a = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600))
+    b = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600, probe_idle_ms=250))
+    assert a.cost.probe_s - b.cost.probe_s == pytest.approx(0.35)
+    scen = Scenario.model_validate({"name": "x", "kernel": {"kind": "gemm", "m": 8, "n": 8, "k": 8}})
+    pol = RunPolicy()
+    assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_idle_ms=None), 1)
+    assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_idle_ms=250), 1)

@@ -5,7 +5,8 @@ with the current cost model, against the GPU time that collection then took (`co
 
 For every scenario under SWEEP_GPU_FOLDER/raw/gpu0: `fingrav.collect.plan.make_plan` is called again with the
 plan's execution and cycle times, sensor, probe and predecessor count, the config's run policy for the scenario and
-the device timing of the recorded device (`fingrav.collect.sweep_estimate.timing_of_device`), and its `cost` is
+the device timing of the recorded device (`fingrav.collect.sweep_estimate.timing_of_device`; a predecessor's cycle
+from its preset model, as the runner prices it), and its `cost` is
 compared with the GPU seconds the raw runs took (`plan_vs_collect.spent_by_kind`; their sum is collect_gpu_s). The
 price plan.json holds (the model of the code that collected it) is printed beside it. Nothing is measured or
 written.
@@ -22,8 +23,8 @@ from pathlib import Path
 from plan_vs_collect import KINDS, spent_by_kind
 
 from fingrav.collect.plan import make_plan
-from fingrav.collect.sweep_estimate import timing_of_device
-from fingrav.config import load_config
+from fingrav.collect.sweep_estimate import predecessor_cycle_ns, timing_of_device
+from fingrav.config import Scenario, load_config
 from fingrav.contracts.plan import Plan
 
 WITHIN_PCT = 25.0
@@ -41,8 +42,10 @@ def reprice(config: str, sweep_gpu: Path) -> list[dict[str, float | str]]:
         device = (raw.get("provenance") or {}).get("device") or {}
         timing = timing_of_device(device)
         policy = cfg.policy_for(d.name)
+        scen = Scenario.model_validate((raw.get("provenance") or {}).get("scenario") or {"name": d.name})
+        pred = predecessor_cycle_ns(device, scen.predecessor.kernel) if scen.predecessor is not None else 0.0
         new = make_plan(plan.exec_time_ns, plan.cycle_ns, plan.sensor, plan.probe, policy, plan.predecessor_count,
-                        timing=timing)  # fmt: skip
+                        pred, timing)  # fmt: skip
         spent = spent_by_kind(d)
         gpu_s = sum(spent.values())
         c, o = new.cost, plan.cost

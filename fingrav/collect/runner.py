@@ -32,7 +32,7 @@ from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecisio
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
 from fingrav.collect.estimate import REFERENCE_PART_NS, probe_watch_ns
 from fingrav.collect.plan import analyze_probe, make_plan
-from fingrav.collect.sweep_estimate import timing_of_device
+from fingrav.collect.sweep_estimate import predecessor_cycle_ns, timing_of_device
 from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -765,9 +765,13 @@ def collect_scenario(
     probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
-    timing = timing_of_device(device.describe())  # the plan's price only (power limit, limit cycle, host gap)
+    # the plan's price only: the device's power limit, limit cycle and host gap, the predecessor's modelled cycle
+    desc = device.describe()
+    timing = timing_of_device(desc)
+    pred = scenario.predecessor
+    pred_cycle = predecessor_cycle_ns(desc, pred.kernel, sync.world_size) if pred is not None else 0.0
     plan = sync.broadcast(
-        make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count, timing=timing)
+        make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count, pred_cycle, timing)
     )
     _log_plan(scenario.name, plan, kernels)
     run_id = 2

@@ -84,19 +84,33 @@ def device_timing(describe: Any, p: Preset) -> DeviceTiming:
     return DeviceTiming(limit_mw, float(start), float(cycle), float(HOST_GAP_NS.get(backend, 0.0)))
 
 
-def timing_of_device(describe: Any) -> DeviceTiming:
-    """`device_timing` of an opened device (`GPUDevice.describe()`): a simulator with its own preset, a real GPU with
-    the preset that models its backend's GPU (BACKEND_PRESET); a backend without one: its power limit and host gap,
-    no limit cycle."""
+def device_preset(describe: Any) -> Preset | None:
+    """The simulator preset that models an opened device (`GPUDevice.describe()`): a simulator's own, a real GPU's
+    backend's (BACKEND_PRESET); None: none."""
     from fingrav.config import SimConfig
     from fingrav.device.sim.presets import resolve_preset
 
     d = dict(describe or {})
     name = d.get("preset") if d.get("vendor") == "sim" else BACKEND_PRESET.get(str(d.get("backend") or ""))
     try:
-        p = resolve_preset(SimConfig(preset=name)) if name else None
+        return resolve_preset(SimConfig(preset=name)) if name else None
     except (FingravError, ValueError):
-        p = None
+        return None
+
+
+def predecessor_cycle_ns(describe: Any, kernel: object | None, world_size: int = 1) -> float:
+    """A predecessor's launch-to-launch time (ns) for the plan's price at collection (the runner times only the
+    measured kernel): the device's preset model (`kernel_model`; 0: no predecessor or no model)."""
+    p = device_preset(describe)
+    return kernel_model(p, kernel, world_size)[1] if p is not None and kernel is not None else 0.0
+
+
+def timing_of_device(describe: Any) -> DeviceTiming:
+    """`device_timing` of an opened device (`GPUDevice.describe()`): a simulator with its own preset, a real GPU with
+    the preset that models its backend's GPU (BACKEND_PRESET); a backend without one: its power limit and host gap,
+    no limit cycle."""
+    d = dict(describe or {})
+    p = device_preset(d)
     if p is None:
         limit_w = None
         try:

@@ -11,8 +11,9 @@ What the probe cannot show comes from the device (`DeviceTiming`): its power lim
 cycles, and the host's time between two runs. A kernel whose probe level reaches the power limit
 (`limiter_bound`) is priced with the adaptive reference run it will take (`reference_expected_ns`: the limit cycles
 the whole-cycle mean needs) and with more SSP runs (`LIMITED_SSP_RUNS`: the limiter scatters the LOIs between runs).
-Fitted on results/h200-db2 (106 H200 scenarios; benchmarks/RESULTS.md "Issue 20: the plan's price"): `REFERENCE_CYCLES`
-and `LIMITED_SSP_RUNS` (and, in `fingrav.collect.sweep_estimate`, the NVML host gap); nothing else.
+Fitted on results/h200-db2 (106 H200 scenarios; benchmarks/RESULTS.md "Issue 20: the plan's price and db3"):
+`REFERENCE_CYCLES` and `LIMITED_SSP_RUNS` (and, in `fingrav.collect.sweep_estimate`, the NVML host gap); nothing
+else.
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ BACKEND_PRESET = {"nvml": "h200", "amdsmi": "mi300x"}
 
 #: the host's time from the end of one run to the start of the next one's idle on a real GPU (draining the sampler,
 #: the stop's decision, Python): fitted on results/h200-db2 (one H200 over NVML; median 43 ms over its 106
-#: scenarios' SSP runs, 33 ms over the SSE runs). A simulator's virtual clock has none.
-HOST_GAP_NS = {"nvml": 40e6, "amdsmi": 40e6}
+#: scenarios' SSP runs, 33 ms over the SSE runs). A simulator's virtual clock has none; other backends: not measured
+#: yet (0).
+HOST_GAP_NS = {"nvml": 40e6}
 
 
 def device_timing(describe: Any, p: Preset) -> DeviceTiming:

@@ -18,6 +18,15 @@ SNAKEFILE = ROOT / "Snakefile"
 _SESSION_ENV = dict(os.environ)  # the zygote's environment: the session's, whatever a test sets later
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files with a `slow` test first (the order within a file and among the rest kept): the suite runs two
+    files at a time (pytest-xdist, `--dist loadfile` in pyproject.toml), and a slow file collected last (the SLURM
+    run, whose module sorts after tests/stages/) would otherwise end the run alone on one worker. Every worker
+    collects the same order (xdist checks it)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT

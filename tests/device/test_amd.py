@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drain_until
 
 from fingrav.device.amd import AMDSMIDevice, AMDSMIPower, same_gpu_check
 from fingrav.device.amd import library as amdlib
@@ -377,19 +378,6 @@ def test_sampling_api_requires_start():
 
 
 # ----------------------------------------------------------------------------------------- the process
-def _drain_until(drain, instants: int, deadline_s: float = 60.0) -> PowerSamples:
-    """Drain a running sampler every 20 ms until `instants` sample instants (rows of its "total" channel) have
-    come, and return them as one PowerSamples: a count with a generous deadline rather than a fixed sleep, so that
-    the test holds on a loaded machine (two tests at a time, other jobs) and still fails on a sampler that stalls."""
-    parts: list[PowerSamples] = []
-    end = time.monotonic() + deadline_s
-    while sum(int((p.channel == "total").sum()) for p in parts) < instants:
-        assert time.monotonic() < end, f"fewer than {instants} samples in {deadline_s:.0f} s: {parts}"
-        time.sleep(0.02)
-        parts.append(drain())
-    return PowerSamples.concat(parts)
-
-
 def test_sampler_process_against_the_fake():
     setup = (FAKE_MODULE, "configure", {"power_w": 420.0, "components": {"hbm_energy_acc": 80.0}})
     fake.configure(**setup[2])
@@ -397,8 +385,8 @@ def test_sampler_process_against_the_fake():
         power = AMDSMIPower(module_name=FAKE_MODULE, sampler_setup=setup)
         assert power.channels == ("total", "hbm")
         power.start_sampling()
-        first = _drain_until(power.drain_samples, 150)
-        rest = PowerSamples.concat([_drain_until(power.drain_samples, 60), power.stop_sampling()])
+        first = drain_until(power.drain_samples, 150)
+        rest = PowerSamples.concat([drain_until(power.drain_samples, 60), power.stop_sampling()])
         power.close()
     for s in (first, rest):
         assert len(s) > 0 and set(s.channel) == {"total", "hbm"}
@@ -501,7 +489,7 @@ def test_amdsmi_device_delegates_the_power_side(stub_torch_device):
         assert d["same_gpu_check"] == "same" and d["component_channels_available"] is False
         assert dev.energy_mj() > 0
         dev.start_sampling()
-        s = PowerSamples.concat([_drain_until(dev.drain_samples, 31), dev.stop_sampling()])
+        s = PowerSamples.concat([drain_until(dev.drain_samples, 31), dev.stop_sampling()])
         dev.close()
     assert len(s) > 30
     np.testing.assert_allclose(s.power_mw, 333_000.0, atol=16)

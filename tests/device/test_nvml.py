@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drain_until
 
 from fingrav.config import GemmKernel
 from fingrav.device.base import PowerSamples
@@ -305,8 +306,7 @@ def test_nvml_power_end_to_end_in_a_thread(fake):
         assert isinstance(e0, float)
         assert len(p.drain_samples()) == 0  # not started
         p.start_sampling()
-        time.sleep(0.3)
-        s = p.drain_samples()
+        s = drain_until(p.drain_samples, 10)
         assert (s.channel == "total").sum() >= 10 and "memory" in set(s.channel)
         time.sleep(0.05)
         rest = p.stop_sampling()
@@ -347,8 +347,7 @@ def test_sampler_process_with_the_fake(monkeypatch):
         info = sampler.open()
         assert info["nvml_index"] == 0 and sampler.alive
         sampler.start()
-        time.sleep(0.4)
-        s = sampler.drain()
+        s = drain_until(sampler.drain, 15)
         assert (s.channel == "total").sum() >= 15 and s.gaps == []
         assert np.all(np.diff(s.t_ns[s.channel == "total"]) == 10_000_000)
         rest = sampler.stop()

@@ -1,4 +1,6 @@
 # fingrav: the FinGraV method as a Snakemake pipeline.
+# fingrav-workflow: the mark by which fingrav's Snakemake logger plugin (snakemake_logger_plugin_fingrav), imported
+# first, knows this workflow and screens its --configfile files before Snakemake reads them (no YTE; fingrav.preflight)
 # calibrate -> collect (per scenario) -> bin -> differentiate (per scenario and GPU) -> [combine | fleet] -> report
 # Run the default sweep on the simulated GPU:  snakemake --cores 1
 # Another sweep:                               snakemake --cores 1 --configfile config/sim-h200.yaml

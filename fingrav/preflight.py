@@ -2,7 +2,7 @@
 the config alone cannot tell (files, libraries, the results folder), each failure one message naming the field.
 
 GPU-side module (stdlib + the config). `check_sweep` is called by rules/common.smk when the workflow is parsed;
-`screen_snakemake_command_line` by the workflow profile, before Snakemake reads the config files itself.
+`screen_snakemake_command_line` by fingrav's Snakemake logger plugin, before Snakemake reads the config files.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from fingrav.config import DeviceConfig, SweepConfig, read_yaml
 from fingrav.errors import ConfigError, FingravError
 from fingrav.guard import check_write, dataset_of, verify_dataset
 from fingrav.layout import RESULTS_ROOT, WRITTEN_DIRS, SweepLayout, card_root, dataset
+from fingrav.snakemake_argv import config_files_of
 
 logger = logging.getLogger(__name__)
 
@@ -164,31 +165,16 @@ def claim_results(layout: SweepLayout, device: DeviceConfig) -> None:
 
 
 # --------------------------------------------------------------------------- before Snakemake reads a config file
-def configfiles_in(argv: Sequence[str]) -> list[str]:
-    """The files a Snakemake command line names with --configfile / --configfiles (or an abbreviation of them, as
-    argparse accepts them, and the `--configfile=x` form)."""
-    files: list[str] = []
-    taking = False
-    for tok in argv:
-        opt, eq, val = tok.partition("=")
-        if tok.startswith("-"):
-            taking = len(opt) >= len("--configf") and "--configfiles".startswith(opt)
-            if taking and eq:
-                files.append(val)
-                taking = False
-        elif taking:
-            files.append(tok)
-    return files
-
-
 def screen_snakemake_command_line(argv: Sequence[str] | None = None) -> None:
-    """Parse every config file of a Snakemake command line with fingrav's safe YAML reader (`read_yaml`: no YTE
-    templates, no duplicate keys, no alias bombs, size-limited) before Snakemake loads it itself: Snakemake renders
-    a YAML config that sets __use_yte__ with YTE, evaluating its Python, even for a dry run. Called from the
-    workflow profile (profiles/default/config.yaml), which Snakemake reads before the config files; exits with one
-    message, no traceback, when a file is refused."""
-    for path in configfiles_in(sys.argv[1:] if argv is None else argv):
+    """Parse every config file of a Snakemake command line, those it names and those its profiles name
+    (`fingrav.snakemake_argv.config_files_of`), with fingrav's safe YAML reader (`read_yaml`: no YTE templates, no
+    duplicate keys, no alias bombs, size-limited) before Snakemake loads it itself: Snakemake renders
+    a YAML config that sets __use_yte__ with YTE, evaluating its Python, even for a dry run. Called by fingrav's
+    Snakemake logger plugin (snakemake_logger_plugin_fingrav), which Snakemake imports when it builds its argument
+    parser, before it reads any profile or config file, whatever profile is named; exits with one line, no
+    traceback, when a file is refused."""
+    for path in config_files_of(sys.argv[1:] if argv is None else argv):
         try:
             read_yaml(path)
         except ConfigError as err:
-            raise SystemExit(f"fingrav refuses the config file before Snakemake reads it:\n  {err}") from None
+            raise SystemExit(f"fingrav refuses the config file before Snakemake reads it: {err}") from None

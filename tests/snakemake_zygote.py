@@ -7,7 +7,8 @@ Protocol, one JSON line each way on stdin / stdout: a request {"argv", "cwd", "e
 last two: files for the command's output); the reply {"pid": <child>} as soon as the child runs, then
 {"rc": <exit status>} when it has ended (a negative status: killed by that signal). The child is the command as
 `python -m snakemake argv` would run it: the working directory and environment of the request, its stdout and
-stderr on the given files, `sys.argv` set, then `snakemake.cli.main()`. Only requests whose PYTHONPATH is the
+stderr on the given files, `sys.argv` set, fingrav's logger plugin's screen of the command line (which a fresh
+process runs when it imports the plugin), then `snakemake.cli.main()`. Only requests whose PYTHONPATH is the
 zygote's own can be served this way (sys.path is fixed when an interpreter starts): conftest runs the others as a
 subprocess. One command at a time.
 """
@@ -26,6 +27,18 @@ def _preload() -> None:
     import snakemake.cli
 
     snakemake.cli.get_argument_parser()
+
+
+def _screen_as_on_import() -> None:
+    """What importing fingrav's logger plugin does in a fresh `snakemake` process (it screens the command line's
+    config files), which the zygote did once, in _preload, with its own command line: again, for this command,
+    when Snakemake's registry has collected the plugin (as a fresh process would, or would not)."""
+    from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
+
+    if "fingrav" in LoggerPluginRegistry().plugins:
+        import snakemake_logger_plugin_fingrav
+
+        snakemake_logger_plugin_fingrav.screen_command_line()
 
 
 def _child(req: dict) -> None:
@@ -47,7 +60,7 @@ def _child(req: dict) -> None:
         from snakemake.cli import main
 
         sys.argv = [str(Path(snakemake.__file__).with_name("__main__.py")), *req["argv"]]  # as `-m snakemake` has it
-
+        _screen_as_on_import()
         main(list(req["argv"]))
         code = 0
     except SystemExit as exc:  # as the interpreter ends on it: a message (not a number) goes to stderr, status 1

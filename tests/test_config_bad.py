@@ -426,19 +426,3 @@ def test_snakemake_dry_run_refuses_a_bad_config(tmp_path: Path, case: str, needl
     rc, out = _snakemake_dry_run(tmp_path, path)
     _assert_refused_before_any_job(tmp_path, rc, out, needle)
     assert len(problems(out[out.index("invalid sweep config:") :])) == 1, out
-
-
-@pytest.mark.slow
-def test_snakemake_never_evaluates_a_yte_config(tmp_path: Path) -> None:
-    """Snakemake renders a YAML config that sets __use_yte__ as a YTE template (Python expressions, evaluated while
-    it loads the file, even for a dry run): the workflow profile has fingrav refuse the file before that."""
-    marker = tmp_path / "evaluated"
-    path = tmp_path / "yte.yaml"
-    path.write_text(
-        "__use_yte__: true\nsweep: s\n"
-        f"seed: ?__import__('pathlib').Path({str(marker)!r}).touch() or 1\n"
-        "scenarios:\n  - {name: a, kernel: {kind: gemm, m: 64, n: 64, k: 64}}\n"
-    )
-    rc, out = _snakemake_dry_run(tmp_path, path)
-    _assert_refused_before_any_job(tmp_path, rc, out, "YTE templates are not allowed")
-    assert not marker.exists(), "Snakemake evaluated the config file's Python"

@@ -52,7 +52,7 @@ def test_an_alias_bomb_under_the_alias_limit_is_refused_before_it_is_built(tmp_p
     with pytest.raises(ConfigError, match=rf"expands to \d+ YAML nodes .*at most {MAX_CONFIG_NODES}") as exc:
         load_config(path)
     assert str(path) in str(exc.value)
-    with pytest.raises(SystemExit, match="expands to"):  # the workflow profile's screen, before Snakemake reads it
+    with pytest.raises(SystemExit, match="expands to"):  # the logger plugin's screen, before Snakemake reads it
         screen_snakemake_command_line(["-n", "--configfile", str(path)])
 
 

@@ -85,23 +85,6 @@ def test_a_results_folder_of_another_sweep_is_refused(tmp_path: Path) -> None:
         check_sweep(cfg(), tmp_path)
 
 
-@pytest.mark.parametrize(
-    ("argv", "files"),
-    [
-        (["-n", "--configfile", "a.yaml", "--cores", "1"], ["a.yaml"]),
-        (["--configfiles", "a.yaml", "b.yaml", "-n"], ["a.yaml", "b.yaml"]),
-        (["--configfile=a.yaml", "-n"], ["a.yaml"]),
-        (["--configfiles=a.yaml", "t"], ["a.yaml"]),
-        (["--configfil", "a.yaml"], ["a.yaml"]),  # an abbreviation (argparse calls it ambiguous): screened anyway
-        (["--config", "sweep=x", "-n"], []),  # values, not files
-    ],
-)
-def test_config_files_on_a_snakemake_command_line(argv: list[str], files: list[str]) -> None:
-    from fingrav.preflight import configfiles_in
-
-    assert configfiles_in(argv) == files
-
-
 def test_the_command_line_screen_refuses_a_yte_file_with_one_message(tmp_path: Path) -> None:
     from fingrav.preflight import screen_snakemake_command_line
 

@@ -6,6 +6,7 @@ GPU-side: standard library only (plus whatever is already imported)."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import logging
 import os
@@ -64,13 +65,21 @@ def git_commit(repo: Path | None = None) -> str:
 
 
 def package_versions() -> dict[str, str]:
-    out: dict[str, str] = {}
+    """The versions of the packages fingrav's results depend on, as installed when this process first asked (once
+    per process, `_installed_versions`: the modules it has imported are those; a stage worker asks before it forks
+    its jobs)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
     for name in _PACKAGES:
         try:
-            out[name] = importlib.metadata.version(name)
+            out.append((name, importlib.metadata.version(name)))
         except importlib.metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out)
 
 
 def scheduler_job(env: Mapping[str, str] | None = None) -> SchedulerJob | None:

@@ -172,6 +172,7 @@ def serve(path: Path) -> None:
         return
     for mod in PRELOAD:
         importlib.import_module(mod)
+    importlib.import_module("fingrav.provenance").package_versions()  # once here, not in every job's child
     stamp = source_stamp()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()

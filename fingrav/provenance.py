@@ -39,11 +39,12 @@ SLURM_ENV = {
 _PACKAGES = ("numpy", "pyarrow", "pydantic", "polars", "altair", "snakemake", "torch", "nvidia-ml-py", "amdsmi")
 
 
+GIT_COMMIT_ENV = "FINGRAV_GIT_COMMIT"  # the commit to record, when the caller knows it (a tarball, the workflow)
+
+
 def git_commit(repo: Path | None = None) -> str:
     """The checkout's commit (with '-dirty' when modified), or FINGRAV_GIT_COMMIT, or 'unknown'."""
-    import os
-
-    env = os.environ.get("FINGRAV_GIT_COMMIT")
+    env = os.environ.get(GIT_COMMIT_ENV)
     if env:
         return env
     cwd = repo or Path(__file__).resolve().parent.parent
@@ -62,6 +63,14 @@ def git_commit(repo: Path | None = None) -> str:
         return commit + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def export_git_commit() -> str:
+    """Find the checkout's commit once and put it in this process's environment (FINGRAV_GIT_COMMIT, unless already
+    set), so that the processes it starts record it without asking git again: the workflow calls this as it starts
+    (rules/common.smk) instead of two git processes in each of its jobs. Returns the commit."""
+    os.environ[GIT_COMMIT_ENV] = commit = git_commit()
+    return commit
 
 
 def package_versions() -> dict[str, str]:

@@ -6,7 +6,6 @@
 # (device.gpus) results/<sweep>/cards/<i>/ for GPU i (fingrav.layout). Their paths have a `{root}` wildcard, that
 # folder (`U`); `UNITS` maps each folder to the device config its jobs run with (GPU i: a one-GPU sweep of device i).
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
 from fingrav.stages import rule_command
 from fingrav.preflight import check_sweep, estimate_line
-from fingrav.provenance import git_commit
+from fingrav.provenance import export_git_commit
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
@@ -48,9 +47,9 @@ CFG = _load_sweep_config()
 
 # Every job records the checkout's commit in its provenance (`fingrav.provenance.git_commit`: `git rev-parse` and
 # `git status`, two processes); found once here, for the checkout as the workflow starts, and handed to every job
-# through the environment instead of being asked again by each of a sweep's jobs. A value already set is kept.
-if not os.environ.get("FINGRAV_GIT_COMMIT"):
-    os.environ["FINGRAV_GIT_COMMIT"] = git_commit()
+# through the environment (`export_git_commit`) instead of being asked again by each of a sweep's jobs.
+export_git_commit()
+
 L = SweepLayout.of(CFG.sweep)
 ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]

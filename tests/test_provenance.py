@@ -57,3 +57,21 @@ def test_package_versions_are_read_once_per_process_and_each_caller_gets_its_own
     assert P.package_versions()["numpy"] != "changed"
     assert len(calls) == n  # not read again
     P._installed_versions.cache_clear()
+
+
+def test_export_git_commit_hands_the_checkout_commit_to_child_processes_and_keeps_a_given_one(monkeypatch) -> None:
+    """The workflow finds the commit once (rules/common.smk); what it starts records the same value without git."""
+    import os
+    import subprocess
+    import sys
+
+    from fingrav import provenance as P
+
+    monkeypatch.delenv(P.GIT_COMMIT_ENV, raising=False)
+    commit = P.git_commit()
+    assert P.export_git_commit() == commit and os.environ[P.GIT_COMMIT_ENV] == commit
+    child = "from fingrav.provenance import provenance; print(provenance(stage='t').git_commit)"
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == commit
+    monkeypatch.setenv(P.GIT_COMMIT_ENV, "given")
+    assert P.export_git_commit() == "given" and os.environ[P.GIT_COMMIT_ENV] == "given"

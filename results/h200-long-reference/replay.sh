@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Re-renders peers.md of results/h200-long-reference from its committed peers.json into results/h200-long-reference-replay/
-# (no GPU needed); this folder is only read. Run from anywhere after `pip install -e .` (see README.md).
+# Rebuilds summary.csv and peers.md of results/h200-long-reference from its committed gpu/peers.json into
+# results/h200-long-reference-replay/ (no GPU needed) and checks both against the committed ones; this folder is only
+# read. Run from anywhere after `pip install -e .` (see README.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-mkdir -p "$root/results/h200-long-reference-replay"
-cp "$root/results/h200-long-reference/peers.json" "$root/results/h200-long-reference-replay/peers.json"
-python3 "$root/experiments/peers.py" --out "$root/results/h200-long-reference-replay" \
-  --from-json "$root/results/h200-long-reference-replay/peers.json"
-diff <(grep "reference |" "$root/results/h200-long-reference/peers.md") \
-  <(grep "reference |" "$root/results/h200-long-reference-replay/peers.md") && echo "every reference row reproduced"
+here="$root/results/h200-long-reference"
+out="$root/results/h200-long-reference-replay"
+mkdir -p "$out"
+cp "$here/gpu/peers.json" "$out/peers.json"
+python3 "$root/experiments/peers.py" --out "$out" --from-json "$out/peers.json" > /dev/null
+python3 "$here/summarize.py" "$out/peers.json" "$out/summary.csv"
+diff "$here/summary.csv" "$out/summary.csv"
+diff <(grep "reference |" "$here/peers.md") <(grep "reference |" "$out/peers.md")
+echo "summary.csv and every reference row of peers.md reproduced"

@@ -475,6 +475,12 @@ class RunPolicy(_Model):
     min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(30, description="LOIs wanted per profile (SSE and SSP)")
     max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
     probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
+    probe_idle_ms: DurationMs | None = Field(
+        None,
+        description="idle after the stability probe, in which its return to idle (t_recover) is watched: at least "
+        "two sensor settling times; None: probe_ms (as before). A recovery longer than the watch is read as the "
+        "watch's length (the idle before each run then follows it)",
+    )
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
         3000.0,
         description="shortest length of the reference run: the kernel back to back, launched as users launch it "
@@ -1027,16 +1033,26 @@ def config_hash(part: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def _default_new_fields(policy: RunPolicy) -> set[str]:
+    """Run-policy fields added after collections were committed, where they hold their default (which is what
+    those collections did): left out of `collection_hash`."""
+    out = set()
+    if policy.sse_targeting == "off":
+        out.add("sse_targeting")
+    if policy.probe_idle_ms is None:
+        out.add("probe_idle_ms")
+    return out
+
+
 def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
     """The config hash of one scenario's collection (recorded in its raw data's provenance): the scenario (its own
     run_policy left out: `policy` is the merged one), the merged run policy and the seed."""
     return config_hash(
         {
             "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
-            # sse_targeting 'off' (its default) is left out: collections from before it keep their hash
-            "policy": policy.model_dump(
-                mode="json", exclude={"sse_targeting"} if policy.sse_targeting == "off" else None
-            ),
+            # sse_targeting 'off' and probe_idle_ms None (their defaults) are left out: collections from before them
+            # keep their hash
+            "policy": policy.model_dump(mode="json", exclude=_default_new_fields(policy) or None),
             "seed": seed,
         }
     )

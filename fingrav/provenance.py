@@ -6,6 +6,7 @@ GPU-side: standard library only (plus whatever is already imported)."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import logging
 import os
@@ -38,11 +39,12 @@ SLURM_ENV = {
 _PACKAGES = ("numpy", "pyarrow", "pydantic", "polars", "altair", "snakemake", "torch", "nvidia-ml-py", "amdsmi")
 
 
+GIT_COMMIT_ENV = "FINGRAV_GIT_COMMIT"  # the commit to record, when the caller knows it (a tarball, the workflow)
+
+
 def git_commit(repo: Path | None = None) -> str:
     """The checkout's commit (with '-dirty' when modified), or FINGRAV_GIT_COMMIT, or 'unknown'."""
-    import os
-
-    env = os.environ.get("FINGRAV_GIT_COMMIT")
+    env = os.environ.get(GIT_COMMIT_ENV)
     if env:
         return env
     cwd = repo or Path(__file__).resolve().parent.parent
@@ -63,14 +65,30 @@ def git_commit(repo: Path | None = None) -> str:
         return "unknown"
 
 
+def export_git_commit() -> str:
+    """Find the checkout's commit once and put it in this process's environment (FINGRAV_GIT_COMMIT, unless already
+    set), so that the processes it starts record it without asking git again: the workflow calls this as it starts
+    (rules/common.smk) instead of two git processes in each of its jobs. Returns the commit."""
+    os.environ[GIT_COMMIT_ENV] = commit = git_commit()
+    return commit
+
+
 def package_versions() -> dict[str, str]:
-    out: dict[str, str] = {}
+    """The versions of the packages fingrav's results depend on, as installed when this process first asked (once
+    per process, `_installed_versions`: the modules it has imported are those; a stage worker asks before it forks
+    its jobs)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
     for name in _PACKAGES:
         try:
-            out[name] = importlib.metadata.version(name)
+            out.append((name, importlib.metadata.version(name)))
         except importlib.metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out)
 
 
 def scheduler_job(env: Mapping[str, str] | None = None) -> SchedulerJob | None:

@@ -16,6 +16,7 @@ from fingrav.errors import ConfigError
 from fingrav.layout import SweepLayout
 from fingrav.stages import rule_command
 from fingrav.preflight import check_sweep, estimate_line
+from fingrav.provenance import export_git_commit
 from fingrav.contracts.paper import SSE_VS_SSP_PCT
 
 
@@ -43,6 +44,12 @@ def _load_sweep_config():
 
 
 CFG = _load_sweep_config()
+
+# Every job records the checkout's commit in its provenance (`fingrav.provenance.git_commit`: `git rev-parse` and
+# `git status`, two processes); found once here, for the checkout as the workflow starts, and handed to every job
+# through the environment (`export_git_commit`) instead of being asked again by each of a sweep's jobs.
+export_git_commit()
+
 L = SweepLayout.of(CFG.sweep)
 ROOT = str(L.root)
 SCENARIOS = [s.name for s in CFG.scenarios]

@@ -9,13 +9,44 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEFILE = ROOT / "Snakefile"
 _SESSION_ENV = dict(os.environ)  # the zygote's environment: the session's, whatever a test sets later
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files with a `waits` test first, then those with a `slow` test, then the rest (the order within a file
+    and within each of the three kept): the suite runs two files at a time (pytest-xdist, `--dist loadfile
+    --no-loadscope-reorder` in pyproject.toml), and a slow file collected last (the SLURM run, whose module sorts
+    after tests/stages/) would otherwise end the run alone on one worker; a file that mostly waits on other
+    processes goes first, so that the other worker runs the CPU-bound files meanwhile. Every worker collects the
+    same order (xdist checks it)."""
+    waits = {item.path for item in items if item.get_closest_marker("waits") is not None}
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: (item.path not in waits, item.path not in slow))
+
+
+def drain_until(drain: Callable[[], Any], instants: int, deadline_s: float = 60.0) -> Any:
+    """Call a running power sampler's `drain` every 20 ms until `instants` sample instants (rows of its "total"
+    channel) have come; return the drains as one PowerSamples. A count with a generous deadline rather than a
+    fixed sleep: the test holds on a loaded machine (two tests at a time, other jobs) and still fails on a sampler
+    that stalls."""
+    from fingrav.device.base import PowerSamples
+
+    parts: list[PowerSamples] = []
+    end = time.monotonic() + deadline_s
+    while sum(int((p.channel == "total").sum()) for p in parts) < instants:
+        assert time.monotonic() < end, f"fewer than {instants} samples in {deadline_s:.0f} s: {parts}"
+        time.sleep(0.02)
+        parts.append(drain())
+    return PowerSamples.concat(parts)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from conftest import ROOT, SNAKEFILE, run_snakemake, tiny_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.waits]  # waits: the plugin polls squeue, backing off by 10 s
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "srun", "sinfo", "scancel")

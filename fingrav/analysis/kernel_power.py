@@ -545,9 +545,9 @@ def estimate_kernel_power(
         alternatives = [(2 * pieces[0], 2 * pieces[1], 2 * pieces[2]), tuple((k + 1) // 2 for k in pieces)]
     gram_r, rhs_r = fit(pieces, window, lag)
     point = float(target_level(_solve(gram_r.sum(axis=0), rhs_r.sum(axis=0), pen(pieces)), pieces))
-    reps = target_level(
-        _solve(np.einsum("br,rij->bij", counts, gram_r), np.einsum("br,ri->bi", counts, rhs_r), pen(pieces)), pieces
-    )
+    k = rhs_r.shape[1]  # the replicates' normal equations: counts (reps x runs) times the per-run ones (BLAS)
+    gram_b = (counts @ gram_r.reshape(n_runs, k * k)).reshape(-1, k, k)
+    reps = target_level(_solve(gram_b, counts @ rhs_r, pen(pieces)), pieces)
     reps = reps[np.isfinite(reps)]
     if not math.isfinite(point) or reps.size < 2:
         return _not(target, "the fit is singular", **base)

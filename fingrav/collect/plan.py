@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from fingrav.analysis.ssp_stop import MIN_RUNS
-from fingrav.collect.estimate import NS_PER_S, plan_cost, run_ns
+from fingrav.collect.estimate import LIMITED_SSP_RUNS, NS_PER_S, DeviceTiming, limiter_bound, plan_cost, run_ns
 from fingrav.contracts import FORMAT_VERSION
 from fingrav.contracts.plan import Plan, Probe, SSEDecision, guidance
 from fingrav.contracts.sensor import PlanSensor
@@ -350,9 +350,12 @@ def _ssp_shape(
     lois_wanted: int,
     ssp_runs: int,
     notes: list[str],
-) -> tuple[RunShape, int | None]:
+    limited: bool = False,
+) -> tuple[RunShape, int | None, int | None]:
     """The SSP runs' shape (`_run_shape`: a flat tail of TAIL_PERIODS where the adaptive stop runs and the probe
-    settled) and, with an adaptive stop, the runs expected of it within the budget `ssp_runs` (else None)."""
+    settled) and, with an adaptive stop, the runs expected of it within the budget `ssp_runs` on a steady kernel and
+    on this one (`limited`: limiter-bound, `expected_ssp_runs`; else None, None). The SSE top-up (`_sse_for_ssp`)
+    counts the first, the price the second."""
     g_runs = guidance(exec_time_ns)[0]
     adaptive = adaptive_ssp(policy)
     flat = adaptive and (probe is None or probe.settled)
@@ -361,8 +364,10 @@ def _ssp_shape(
         notes, flat,
     )  # fmt: skip
     period = max(sensor.period_ns, 1)
-    expected = expected_ssp_runs(shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs) if adaptive else None
-    return shape, expected
+    if not adaptive:
+        return shape, None, None
+    args = (shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs)
+    return shape, expected_ssp_runs(*args), expected_ssp_runs(*args, limited=limited)
 
 
 def adaptive_ssp(policy: Any) -> bool:
@@ -371,12 +376,18 @@ def adaptive_ssp(policy: Any) -> bool:
     return getattr(policy, "ssp_ci_pct", None) is not None and policy.mode != "explicit"
 
 
-def expected_ssp_runs(tail: int, cycle_ns: int, period_ns: int, min_lois: int, max_runs: int) -> int:
+def expected_ssp_runs(
+    tail: int, cycle_ns: int, period_ns: int, min_lois: int, max_runs: int, limited: bool = False
+) -> int:
     """SSP runs the adaptive stop is expected to take: enough for min_lois LOIs at tail x cycle / period LOIs per
     run, at least `fingrav.analysis.ssp_stop.MIN_RUNS`, at most max_runs (the CI target is assumed met by then: on
-    a flat tail the LOIs of a run scatter by the sensor noise only)."""
+    a flat tail the LOIs of a run scatter by the sensor noise only); for a limiter-bound kernel (`limited`: the
+    limiter scatters the LOIs from run to run) `fingrav.collect.estimate.LIMITED_SSP_RUNS` times as many."""
     per_run = max(tail * max(cycle_ns, 1) / max(period_ns, 1), 1e-9)
-    return int(min(max_runs, max(MIN_RUNS, math.ceil(min_lois / per_run))))
+    runs = max(MIN_RUNS, math.ceil(min_lois / per_run))
+    if limited:
+        runs = math.ceil(runs * LIMITED_SSP_RUNS)
+    return int(min(max_runs, runs))
 
 
 def _reference_fields(policy: Any, cycle_ns: int) -> dict[str, Any]:
@@ -398,6 +409,7 @@ def make_plan(
     policy: Any,
     predecessor_count: int = 0,
     pred_cycle_ns: float = 0.0,
+    timing: DeviceTiming | None = None,
 ) -> Plan:
     """Choose runs, executions per run, idle and delay (METHOD.md steps 1, 3, 4, 5, 8), whether to run the SSE runs
     (`sse_decision`), and what it all costs (`fingrav.collect.estimate.plan_cost`).
@@ -405,6 +417,7 @@ def make_plan(
     sensor: the total channel's calibrated sensor (ns).
     policy: a `fingrav.config.RunPolicy`. Explicit values in it override the automatic choice.
     pred_cycle_ns: the predecessor's launch-to-launch time (ns), for the cost only (0: unknown, not counted).
+    timing: the device's power limit, limit cycle and host gap, for the cost only (`fingrav.collect.estimate`).
     """
     notes: list[str] = []
     g_runs, spacing_ns, _ = guidance(exec_time_ns)
@@ -419,8 +432,9 @@ def make_plan(
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
-    shape, expected = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index, lois_wanted,
-                                 ssp_runs, notes)  # fmt: skip
+    limited = limiter_bound(probe, timing)
+    shape, expected, priced = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index,
+                                         lois_wanted, ssp_runs, notes, limited)  # fmt: skip
     adaptive = expected is not None
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
@@ -441,7 +455,7 @@ def make_plan(
         sse_decision=sse,
         ssp_ci_pct=float(policy.ssp_ci_pct) if adaptive else None,
         ssp_min_lois=int(policy.min_lois) if adaptive else None,
-        ssp_runs_expected=expected,
+        ssp_runs_expected=priced,
         **_reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
         sse_targeting=getattr(policy, "sse_targeting", "off") == "on",
@@ -453,4 +467,4 @@ def make_plan(
         mode=policy.mode,
         notes=notes,
     )
-    return plan.model_copy(update={"cost": plan_cost(plan, policy, pred_cycle_ns)})
+    return plan.model_copy(update={"cost": plan_cost(plan, policy, pred_cycle_ns, timing)})

@@ -30,7 +30,9 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
+from fingrav.collect.estimate import REFERENCE_PART_NS, probe_watch_ns
 from fingrav.collect.plan import analyze_probe, make_plan
+from fingrav.collect.sweep_estimate import predecessor_cycle_ns, timing_of_device
 from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
@@ -58,7 +60,6 @@ CLOCK_BURST = 50
 PROGRESS_EVERY_S = 10.0
 DRAIN_EVERY = 256  # measure runs between two drains of the samples (one batch of `GPUDevice.measure_runs`)
 SSP_CHECK_EVERY = 2  # the adaptive SSP stop is asked again after every this many SSP runs (after MIN_RUNS)
-REFERENCE_PART_NS = 250_000_000  # the adaptive reference run asks whether to go on every ~250 ms of GPU time
 
 
 class Lockstep(Protocol):
@@ -464,13 +465,14 @@ def _time_kernel(rec: _Recorder, k: Kernels, policy: RunPolicy, settle_ns: int, 
 def _stability_probe(
     rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int
 ) -> Probe:
-    """Step 2: back to back for probe_ms (METHOD.md step 4), between two drains of the samples; this rank's."""
+    """Step 2: back to back for probe_ms (METHOD.md step 4), then idle while its return to idle is watched
+    (`probe_watch_ns`), between two drains of the samples; this rank's."""
     device = rec.device
     n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
     device.sleep_ns(settle_ns)
     rec.samples.append(device.drain_samples())
     probe_rec = rec.run(1, "probe", [(k.main, n_probe)], ["main"], 0, 0)
-    device.sleep_ns(max(2 * settle_ns, int(policy.probe_ms * 1e6)))
+    device.sleep_ns(probe_watch_ns(policy, settle_ns))
     rec.samples.append(device.drain_samples())
     return _probe(rec, probe_rec, n_probe, policy, noise_mw, settle_ns, cycle_ns)
 
@@ -763,7 +765,14 @@ def collect_scenario(
     probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
-    plan = sync.broadcast(make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count))
+    # the plan's price only: the device's power limit, limit cycle and host gap, the predecessor's modelled cycle
+    desc = device.describe()
+    timing = timing_of_device(desc)
+    pred = scenario.predecessor
+    pred_cycle = predecessor_cycle_ns(desc, pred.kernel, sync.world_size) if pred is not None else 0.0
+    plan = sync.broadcast(
+        make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count, pred_cycle, timing)
+    )
     _log_plan(scenario.name, plan, kernels)
     run_id = 2
     reference = None

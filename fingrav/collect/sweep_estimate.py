@@ -10,12 +10,16 @@ What the estimate stands on, each said in its `basis`:
 * the stability probe, which has not run: the expected one (`expected_probe`) settles with the sensor and, for a
   kernel the preset's power limiter holds back, once the limiter has pulled it down; the range runs from a probe
   that settles with the sensor (the plan without a probe) to one that never settles (the SSP at the end of
-  probe_ms, the idle after each run as long as the probe's own wait). The adaptive reference run is expected at
+  probe_ms, the idle after each run as long as the probe's own watch). The adaptive reference run is expected at
   reference_ms and lies between reference_ms and reference_max_ms; for a kernel the preset's power limiter holds
-  back on a preset whose limiter cycles, at the first clamp plus REFERENCE_CYCLES limit cycles
-  (`expected_reference_ms`: the run goes on until it has seen 3 whole cycles and their mean is precise). The
-  adaptive SSP runs are expected at the count the plan expects (`fingrav.collect.plan.expected_ssp_runs`) and lie
-  between it and the budget. Both ranges are printed as such.
+  back (its expected probe reaches the power limit) on a device whose limiter cycles, at the first clamp plus
+  `fingrav.collect.estimate.REFERENCE_CYCLES` limit cycles (the run goes on until it has seen 3 whole cycles and
+  their mean is precise). The adaptive SSP runs are expected at the count the plan expects
+  (`fingrav.collect.plan.expected_ssp_runs`, more for a limiter-bound kernel) and lie between it and the budget.
+  Both ranges are printed as such;
+* the device's timing (`device_timing`): the power limit (NVML's, else the simulator's cap target), the limit
+  cycle of the simulator preset that models the GPU, the host gap between runs (`HOST_GAP_NS`). The plan made at
+  collection (`fingrav.collect.runner`) is priced with the same.
 
 GPU-side module (numpy + stdlib + the simulator's kernel model).
 """
@@ -24,11 +28,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fingrav.collect.estimate import plan_cost
+from fingrav.collect.estimate import DeviceTiming, plan_cost, probe_watch_ns
 from fingrav.collect.plan import make_plan
 from fingrav.contracts.plan import Plan, PlanCost, Probe
 from fingrav.contracts.sensor import PlanSensor
@@ -46,21 +50,87 @@ SETTLE_TIME_CONSTANTS = math.log(100.0)  # a first-order lag is within 1 % of a 
 BACKEND_PRESET = {"nvml": "h200", "amdsmi": "mi300x"}
 
 
-#: limit cycles an adaptive reference run of a cycling kernel is expected to take past its first clamp: 3 whole
-#: cycles (`fingrav.analysis.sustained.MIN_CYCLES_FOR_CI`) need 4 clamp starts, and their mean's CI one or two more
-#: (the simulated H200 ran 6-7.5 s with the target 0.7 %, the real H200 4-5 s with 0.8 %)
-REFERENCE_CYCLES = 5
+#: the host's time from the end of one run to the start of the next one's idle on a real GPU (draining the sampler,
+#: the stop's decision, Python): fitted on results/h200-db2 (one H200 over NVML; median 43 ms over its 106
+#: scenarios' SSP runs, 33 ms over the SSE runs). A simulator's virtual clock has none; other backends: not measured
+#: yet (0).
+HOST_GAP_NS = {"nvml": 40e6}
 
 
-def expected_reference_ms(policy: RunPolicy, p: Preset, heavy: bool) -> float:
-    """The adaptive reference run's expected length (ms): reference_ms, or, for a kernel the preset's limiter holds
-    back (`heavy`) on a preset whose limiter cycles, its first clamp + REFERENCE_CYCLES cycles, within
-    [reference_ms, reference_max_ms]."""
-    lo, hi = float(policy.reference_ms), float(policy.reference_max_ms)
-    period_ns = p.limit_cycle_high_ns + p.limit_cycle_low_ns
-    if not (heavy and period_ns > 0 and lo > 0 and hi > lo):
-        return lo
-    return min(hi, max(lo, (p.limit_cycle_start_ns + REFERENCE_CYCLES * period_ns) / 1e6))
+def device_timing(describe: Any, p: Preset) -> DeviceTiming:
+    """The device's timing for the plan's price (`fingrav.collect.estimate.DeviceTiming`) from its identity record
+    (`GPUDevice.describe()`) and the simulator preset that models it (`p`): a real GPU's power limit (NVML's
+    enforced limit, else its management limit), a simulated one's cap target (the effective parameters where the
+    record has them); the limit cycle of the effective parameters, else the preset's; HOST_GAP_NS."""
+    from fingrav.contracts.provenance import DeviceInfo
+
+    d = dict(describe or {})
+    backend = str(d.get("backend") or "")
+    limit_w = None
+    try:
+        limit_w = DeviceInfo.model_validate(d).power_limit_w
+    except ValueError:
+        limit_w = None
+    params = d.get("parameters") or {}
+    power, transient = params.get("power") or {}, params.get("transient") or {}
+    ms = 1e6
+    start = transient.get("limit_cycle_start_ms", p.limit_cycle_start_ns / ms) * ms
+    cycle = (
+        transient.get("limit_cycle_high_ms", p.limit_cycle_high_ns / ms)
+        + transient.get("limit_cycle_low_ms", p.limit_cycle_low_ns / ms)
+    ) * ms
+    limit_mw = limit_w * 1e3 if limit_w is not None else None
+    if limit_mw is None and d.get("vendor") == "sim":
+        limit_mw = power.get("cap_target_w", p.cap_target_mw / 1e3) * 1e3
+    return DeviceTiming(limit_mw, float(start), float(cycle), float(HOST_GAP_NS.get(backend, 0.0)))
+
+
+def device_preset(describe: Any) -> Preset | None:
+    """The simulator preset that models an opened device (`GPUDevice.describe()`): a simulator's own, a real GPU's
+    backend's (BACKEND_PRESET); None: none."""
+    from fingrav.config import SimConfig
+    from fingrav.device.sim.presets import resolve_preset
+
+    d = dict(describe or {})
+    name = d.get("preset") if d.get("vendor") == "sim" else BACKEND_PRESET.get(str(d.get("backend") or ""))
+    try:
+        return resolve_preset(SimConfig(preset=name)) if name else None
+    except (FingravError, ValueError):
+        return None
+
+
+def predecessor_cycle_ns(describe: Any, kernel: object | None, world_size: int = 1) -> float:
+    """A predecessor's launch-to-launch time (ns) for the plan's price at collection (the runner times only the
+    measured kernel): the device's preset model (`kernel_model`; 0: no predecessor or no model)."""
+    p = device_preset(describe)
+    return kernel_model(p, kernel, world_size)[1] if p is not None and kernel is not None else 0.0
+
+
+def timing_of_device(describe: Any) -> DeviceTiming:
+    """`device_timing` of an opened device (`GPUDevice.describe()`): a simulator with its own preset, a real GPU with
+    the preset that models its backend's GPU (BACKEND_PRESET); a backend without one: its power limit and host gap,
+    no limit cycle."""
+    d = dict(describe or {})
+    p = device_preset(d)
+    if p is None:
+        limit_w = None
+        try:
+            from fingrav.contracts.provenance import DeviceInfo
+
+            limit_w = DeviceInfo.model_validate(d).power_limit_w
+        except ValueError:
+            pass
+        gap = HOST_GAP_NS.get(str(d.get("backend") or ""), 0.0)
+        return DeviceTiming(limit_w * 1e3 if limit_w is not None else None, 0.0, 0.0, gap)
+    return device_timing(d, p)
+
+
+def preset_timing(cfg: SweepConfig | None, p: Preset) -> DeviceTiming:
+    """`device_timing` before the device is opened: the simulator preset's cap target on a simulator, the preset's
+    model of the GPU on a real backend (its cap target standing for the power limit) and its host gap (none without
+    `cfg`)."""
+    gap = HOST_GAP_NS.get(cfg.device.backend, 0.0) if cfg is not None else 0.0
+    return DeviceTiming(p.cap_target_mw, p.limit_cycle_start_ns, p.limit_cycle_high_ns + p.limit_cycle_low_ns, gap)
 
 
 @dataclass(frozen=True)
@@ -167,15 +237,16 @@ def kernel_model(p: Preset, kernel: object, world_size: int = 1) -> tuple[float,
 
 
 def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: float, t_recover_ns: float,
-           settled: bool) -> Probe:  # fmt: skip
-    """A stability probe that has not run, with the settling and recovery times given (ns)."""
+           settled: bool, level_mw: float = 0.0) -> Probe:  # fmt: skip
+    """A stability probe that has not run, with the settling and recovery times given (ns) and its level (mW; 0:
+    unknown)."""
     probe_ns = int(policy.probe_ms * NS_PER_MS)
     return Probe(
         busy_ns=probe_ns,
         executions=int(probe_ns / max(cycle_ns, 1.0)),
         idle_level_mw=0.0,
-        level_mw=0.0,
-        peak_mw=0.0,
+        level_mw=float(level_mw),
+        peak_mw=float(level_mw),
         tol_mw=0.0,
         t_stable_ns=int(t_stable_ns),
         t_recover_ns=int(t_recover_ns),
@@ -188,12 +259,32 @@ def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: 
 class SeenProbes:
     """What earlier stability probes on this GPU found (ns; `probes_seen`): the median settling time of kernels the
     preset's power limiter holds back (`stable_heavy_ns`) and of the others (`stable_light_ns`; None: no such
-    kernel seen), the median recovery time, and how many probes."""
+    kernel seen), the median recovery time, and how many probes; `kernels`: what was measured of each kernel
+    (`kernel_key`): its probe and its execution and launch-to-launch times (ns), the last one seen."""
 
     stable_light_ns: float | None
     stable_heavy_ns: float | None
     recover_ns: float
     count: int
+    kernels: dict[str, SeenKernel] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SeenKernel:
+    """One kernel as an earlier collection on this GPU measured it: its stability probe and its timing run's
+    execution and launch-to-launch times (ns)."""
+
+    probe: Probe
+    exec_time_ns: int
+    cycle_ns: int
+
+
+def kernel_key(kernel: object) -> str:
+    """A kernel's identity across sweeps: its config, as canonical JSON."""
+    import json
+
+    dump = kernel.model_dump(mode="json") if hasattr(kernel, "model_dump") else kernel
+    return json.dumps(dump, sort_keys=True, default=str)
 
 
 def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
@@ -207,68 +298,87 @@ def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
     from fingrav.config import Scenario
 
     light, heavy, recover = [], [], []
+    kernels: dict[str, SeenKernel] = {}
     for path in sorted(Path(folder).glob("**/gpu0/*/plan.json")):
         try:
             plan = json.loads(path.read_text())
             probe, scen = plan.get("probe") or {}, (plan.get("provenance") or {}).get("scenario")
             if not probe or not isinstance(scen, dict):
                 continue
-            is_heavy = kernel_model(p, Scenario.model_validate(scen).kernel)[2]
-        except (OSError, ValueError, FingravError):
+            kernel = Scenario.model_validate(scen).kernel
+            is_heavy = kernel_model(p, kernel)[2]
+            if not scen.get("predecessor"):
+                seen = SeenKernel(Probe.model_validate(probe), int(plan["exec_time_ns"]), int(plan["cycle_ns"]))
+                kernels[kernel_key(kernel)] = seen
+        except (OSError, ValueError, KeyError, FingravError):
             continue
         (heavy if is_heavy else light).append(float(probe["t_stable_ns"]))
         recover.append(float(probe["t_recover_ns"]))
     if not recover:
         return None
     med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
-    return SeenProbes(med(light), med(heavy), float(statistics.median(recover)), len(recover))
+    return SeenProbes(med(light), med(heavy), float(statistics.median(recover)), len(recover), kernels)
 
 
 def expected_probe(
-    policy: RunPolicy, sensor: PlanSensor, p: Preset, cycle_ns: float, heavy: bool, seen: SeenProbes | None = None
+    policy: RunPolicy,
+    sensor: PlanSensor,
+    p: Preset,
+    cycle_ns: float,
+    heavy: bool,
+    seen: SeenProbes | None = None,
+    timing: DeviceTiming | None = None,
 ) -> Probe:
     """What the probe is expected to find. With earlier probes of this GPU (`seen`): their median settling time for
     a kernel of the same class (held back by the power limiter or not) and their median recovery. Else on the
     preset's GPU: power settled once the sensor has (its settling), and, for a kernel the power limiter holds back,
     once the limiter has pulled it down (limiter_start + limiter_tau later); back at idle once the sensor has
     settled and the clock has ramped half way down (half its time constant clock_down: what the probes of the
-    simulated H200 and MI300X default sweeps found, within ~10 ms and ~2 ms)."""
+    simulated H200 and MI300X default sweeps found, within ~10 ms and ~2 ms). A heavy kernel's probe is at the power
+    limit (`timing.limit_mw`, else the preset's cap target; `fingrav.collect.estimate.limiter_bound`), a light one's
+    level unknown (0)."""
+    limit = timing.limit_mw if timing is not None and timing.limit_mw is not None else p.cap_target_mw
+    level = float(limit) if heavy else 0.0
     if seen is not None:
         own, other = (
             (seen.stable_heavy_ns, seen.stable_light_ns) if heavy else (seen.stable_light_ns, seen.stable_heavy_ns)
         )
         stable = own if own is not None else other
-        return _probe(policy, sensor, cycle_ns, max(float(stable or 0.0), sensor.settle_ns), seen.recover_ns, True)
+        stable_ns = max(float(stable or 0.0), sensor.settle_ns)
+        return _probe(policy, sensor, cycle_ns, stable_ns, seen.recover_ns, True, level)
     stable = sensor.settle_ns + (p.limiter_start_ns + p.limiter_tau_ns if heavy else 0.0)
-    return _probe(policy, sensor, cycle_ns, stable, sensor.settle_ns + 0.5 * p.clock_down_ns, True)
+    return _probe(policy, sensor, cycle_ns, stable, sensor.settle_ns + 0.5 * p.clock_down_ns, True, level)
 
 
 def unsettled_probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float) -> Probe:
     """A probe that never settles: the SSP at the end of probe_ms, recovery as long as the probe's own wait."""
     probe_ns = int(policy.probe_ms * NS_PER_MS)
-    wait = max(2 * (sensor.settle_ns + sensor.period_ns), probe_ns)
+    wait = probe_watch_ns(policy, sensor.settle_ns + sensor.period_ns)
     return _probe(policy, sensor, cycle_ns, probe_ns, wait / 1.2, False)
 
 
 def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object | None, pred_count: int,
                       p: Preset, sensor: PlanSensor, world_size: int = 1,
-                      seen: SeenProbes | None = None) -> ScenarioEstimate:  # fmt: skip
-    """One scenario's expected plan and cost (module docstring); `seen`: earlier probes of this GPU."""
+                      seen: SeenProbes | None = None,
+                      timing: DeviceTiming | None = None) -> ScenarioEstimate:  # fmt: skip
+    """One scenario's expected plan and cost (module docstring); `seen`: earlier probes of this GPU (a kernel they
+    measured, on one GPU and without a predecessor, is priced with its own probe and timing); `timing`: the
+    device's (`preset_timing`)."""
     exec_ns, cycle_ns, heavy = kernel_model(p, kernel, world_size)
     pred_cycle = kernel_model(p, pred, world_size)[1] if pred is not None else 0.0
+    own = seen.kernels.get(kernel_key(kernel)) if seen is not None and pred is None and world_size == 1 else None
+    if own is not None:
+        exec_ns, cycle_ns = float(own.exec_time_ns), float(own.cycle_ns)
     e, c = int(round(exec_ns)), int(round(cycle_ns))
 
-    ref_ms = expected_reference_ms(policy, p, heavy)
+    timing = timing if timing is not None else preset_timing(None, p)
 
     def cost_with(probe: Probe | None) -> tuple[Plan, PlanCost]:
-        plan = make_plan(e, c, sensor, probe, policy, pred_count, pred_cycle)
-        cost = plan_cost(plan, policy, pred_cycle)
-        if ref_ms > plan.reference_ms:  # the adaptive reference run of a cycling kernel: expected longer
-            extra_s = (ref_ms - plan.reference_ms) / 1e3
-            cost = cost.model_copy(update={"reference_s": cost.reference_s + extra_s})
-        return plan, cost
+        plan = make_plan(e, c, sensor, probe, policy, pred_count, pred_cycle, timing)
+        return plan, plan_cost(plan, policy, pred_cycle, timing)
 
-    plan, cost = cost_with(expected_probe(policy, sensor, p, cycle_ns, heavy, seen))
+    plan, cost = cost_with(own.probe if own is not None else expected_probe(policy, sensor, p, cycle_ns, heavy, seen,
+                                                                             timing))  # fmt: skip
     low = min(cost.total_s, cost_with(None)[1].total_s)
     return ScenarioEstimate(name, plan, cost, low, cost_with(unsettled_probe(policy, sensor, cycle_ns))[1])
 
@@ -289,11 +399,13 @@ def estimate_sweep(
     sensor, calibrated = sweep_sensor(cfg, p, results_root)
     own = SweepLayout.of(cfg.sweep, results_root).root
     seen = probes_seen(probes_from if probes_from is not None else own, p)
+    n_own = sum(kernel_key(s.kernel) in seen.kernels for s in cfg.scenarios) if seen is not None else 0
     basis = [
         f"sensor: {'the sweep calibration' if calibrated else f'the simulator preset {p.name} (not calibrated yet)'}"
         f" (period {sensor.period_ns / 1e6:.1f} ms, settling {sensor.settle_ns / 1e6:.1f} ms)",
         f"kernel times: the simulator's {p.name} roofline model",
-        f"probe: not run yet: expected from {seen.count} earlier probes of this GPU"
+        f"probe: not run yet: expected from {seen.count} earlier probes of this GPU ({n_own} of the kernels their own,"
+        " with their measured times)"
         if seen is not None
         else f"probe: not run yet: expected from the {p.name} model's transient (limiter, clock ramp-down)",
         "probe and reference ranges: from "
@@ -301,6 +413,7 @@ def estimate_sweep(
         "reference_ms to reference_max_ms",
     ]
     world = cfg.device.world_size
+    timing = preset_timing(cfg, p)
     out = []
     for s in cfg.scenarios:
         pred = s.predecessor
@@ -315,6 +428,7 @@ def estimate_sweep(
                 sensor,
                 world,
                 seen,
+                timing,
             )  # fmt: skip
         )
     cal_s = 0.0 if calibrated else calibration_cost(cfg.calibration).seconds

@@ -170,8 +170,7 @@ def serve(path: Path) -> None:
     lock = _only_worker(path)
     if lock is None:
         return
-    for mod in PRELOAD:
-        importlib.import_module(mod)
+    _preload()
     stamp = source_stamp()
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -214,6 +213,16 @@ def serve(path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if path.exists():
                 path.unlink()
+
+
+def _preload() -> None:
+    """Import the analysis libraries (`PRELOAD`) and read the installed package versions every job's provenance
+    records (`fingrav.provenance.package_versions`): once here, not in every job's child."""
+    import importlib
+
+    for mod in PRELOAD:
+        importlib.import_module(mod)
+    importlib.import_module("fingrav.provenance").package_versions()
 
 
 def _only_worker(path: Path, wait_s: float = 10.0):  # noqa: ANN202 - an open file or None

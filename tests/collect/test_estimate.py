@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from fingrav.cli import main
-from fingrav.collect.estimate import READ_GUARD_NS, plan_cost
+from fingrav.collect.estimate import (
+    READ_GUARD_NS,
+    REFERENCE_CYCLES,
+    REFERENCE_PART_NS,
+    DeviceTiming,
+    limiter_bound,
+    plan_cost,
+)
 from fingrav.collect.plan import make_plan, sse_decision
 from fingrav.collect.sweep_estimate import estimate_sweep, preset_sensor
 from fingrav.config import RunPolicy, SweepConfig
@@ -74,7 +81,8 @@ def test_plan_cost_adds_up_the_runs() -> None:
     assert c.ssp_s == pytest.approx(plan.ssp_runs_expected * run(plan.executions_per_run) / 1e9)
     assert c.ssp_max_s == pytest.approx(plan.runs * run(plan.executions_per_run) / 1e9)
     assert c.sse_s == pytest.approx(plan.sse_runs * run(plan.sse_executions_per_run) / 1e9)
-    assert 1.0 < c.reference_s < 1.02 and 5.0 < c.reference_max_s < 5.02
+    # the adaptive reference run: reference_ms (reference_max_ms) + the part in flight when the decision stops it
+    assert 1.25 < c.reference_s < 1.27 and 5.25 < c.reference_max_s < 5.27
     assert 0.8 < c.probe_s < 0.85  # 400 ms of probe + 400 ms of wait + the timing run
     assert c.total_max_s - c.total_s == pytest.approx(c.reference_max_s - c.reference_s + c.ssp_max_s - c.ssp_s)
 
@@ -176,3 +184,63 @@ def test_an_adaptive_plan_prices_the_runs_it_expects_and_its_budget() -> None:
     unsettled = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), pol)
     assert unsettled.tail == fixed.tail and unsettled.ssp_runs_expected is not None
     assert unsettled.ssp_runs_expected <= 50
+
+
+def _probe_at(level_w: float, tol_w: float = 10.0) -> Probe:
+    return Probe(busy_ns=600 * MS, executions=1000, idle_level_mw=100e3, level_mw=level_w * 1e3,
+                 peak_mw=level_w * 1e3, tol_mw=tol_w * 1e3, t_stable_ns=150 * MS, t_recover_ns=100 * MS,
+                 settled=True, samples=30)  # fmt: skip
+
+
+def test_limiter_bound_kernel_priced_with_its_limit_cycles_and_more_ssp_runs() -> None:
+    """A probe at the power limit: the reference run until the first clamp + REFERENCE_CYCLES cycles and more SSP
+    runs; below it, reference_ms and the steady count; every run pays the host gap."""
+    timing = DeviceTiming(700e3, 700 * MS, 900 * MS, 40 * MS)
+    pol = _policy(reference_ms=2000, reference_max_ms=20000, runs=24, ssp_ci_pct=0.5)
+    hot, cool = _probe_at(705.0), _probe_at(600.0)
+    assert limiter_bound(hot, timing) and not limiter_bound(cool, timing)
+    assert limiter_bound(_probe_at(692.0, 10.0), timing)  # within its allowance of the limit
+    assert not limiter_bound(hot, DeviceTiming())  # no known limit: nothing is limiter-bound
+    ph = make_plan(100_000, 102_000, SENSOR_H200, hot, pol, timing=timing)
+    pc = make_plan(100_000, 102_000, SENSOR_H200, cool, pol, timing=timing)
+    busy_hot = 700 * MS + REFERENCE_CYCLES * 900 * MS + REFERENCE_PART_NS
+    assert ph.cost.reference_s == pytest.approx((ph.idle_ns + READ_GUARD_NS + busy_hot + 40 * MS) / 1e9)
+    assert pc.cost.reference_s == pytest.approx(
+        (pc.idle_ns + READ_GUARD_NS + 2000 * MS + REFERENCE_PART_NS + 40 * MS) / 1e9
+    )
+    assert ph.ssp_runs_expected > pc.ssp_runs_expected
+    # the SSE top-up (the runs collected) does not depend on the price
+    assert ph.sse_runs == pc.sse_runs and ph.runs == pc.runs == 24
+    # the host gap: per SSP run
+    no_gap = make_plan(100_000, 102_000, SENSOR_H200, cool, pol, timing=DeviceTiming(700e3, 700 * MS, 900 * MS))
+    assert pc.cost.ssp_s - no_gap.cost.ssp_s == pytest.approx(pc.ssp_runs_expected * 0.040)
+
+
+def test_timing_of_device_from_its_record() -> None:
+    from fingrav.collect.sweep_estimate import HOST_GAP_NS, timing_of_device
+
+    t = timing_of_device({"backend": "nvml", "enforced_power_limit_mw": 700000.0})
+    h200 = PRESETS["h200"]
+    assert t.limit_mw == 700000.0 and t.host_gap_ns == HOST_GAP_NS["nvml"]
+    assert t.cycle_ns == h200.limit_cycle_high_ns + h200.limit_cycle_low_ns
+    assert timing_of_device({"backend": "nvml"}).limit_mw is None  # no limit recorded: nothing limiter-bound
+    sim = timing_of_device({"vendor": "sim", "backend": "sim", "preset": "mi300x"})
+    assert sim.host_gap_ns == 0.0 and sim.limit_mw == pytest.approx(PRESETS["mi300x"].cap_target_mw)
+
+
+def test_probe_watch_from_probe_idle_ms() -> None:
+    """run_policy.probe_idle_ms shortens the idle after the probe (at least two settle waits); None keeps probe_ms,
+    and leaves the collection hash of a config without it as it was."""
+    from fingrav.collect.estimate import probe_watch_ns
+    from fingrav.config import Scenario, collection_hash
+
+    assert probe_watch_ns(_policy(probe_ms=600), 80 * MS) == 600 * MS
+    assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=250), 80 * MS) == 250 * MS
+    assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=100), 80 * MS) == 160 * MS
+    a = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600))
+    b = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600, probe_idle_ms=250))
+    assert a.cost.probe_s - b.cost.probe_s == pytest.approx(0.35)
+    scen = Scenario.model_validate({"name": "x", "kernel": {"kind": "gemm", "m": 8, "n": 8, "k": 8}})
+    pol = RunPolicy()
+    assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_idle_ms=None), 1)
+    assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_idle_ms=250), 1)

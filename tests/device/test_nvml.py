@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drain_until
 
 from fingrav.config import GemmKernel
 from fingrav.device.base import PowerSamples
@@ -305,14 +306,13 @@ def test_nvml_power_end_to_end_in_a_thread(fake):
         assert isinstance(e0, float)
         assert len(p.drain_samples()) == 0  # not started
         p.start_sampling()
-        time.sleep(0.3)
-        s = p.drain_samples()
+        s = drain_until(p.drain_samples, 30)  # >= 0.3 s of the fake's 10 ms samples: >= 60 polls' time at 5 ms
         assert (s.channel == "total").sum() >= 10 and "memory" in set(s.channel)
         time.sleep(0.05)
         rest = p.stop_sampling()
         rest_total = rest.t_ns[rest.channel == "total"]
         assert len(rest_total) >= 1 and rest_total.min() > s.t_ns[s.channel == "total"].max()
-        assert p.sampler.stats["polls"] > 20
+        assert p.sampler.stats["polls"] > 20, p.sampler.stats
     assert fake.STATE.initialized == 0
 
 
@@ -347,8 +347,7 @@ def test_sampler_process_with_the_fake(monkeypatch):
         info = sampler.open()
         assert info["nvml_index"] == 0 and sampler.alive
         sampler.start()
-        time.sleep(0.4)
-        s = sampler.drain()
+        s = drain_until(sampler.drain, 15)
         assert (s.channel == "total").sum() >= 15 and s.gaps == []
         assert np.all(np.diff(s.t_ns[s.channel == "total"]) == 10_000_000)
         rest = sampler.stop()

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, snakemake, tiny_config
+from conftest import ROOT, SNAKEFILE, run_snakemake, snakemake, tiny_config
 
+from fingrav import rawio
 from fingrav.config import load_config
+from fingrav.provenance import git_commit
 from fingrav.replay_check import replayed_columns
 
 SHIPPED_CONFIGS = sorted(f"config/{p.name}" for p in (ROOT / "config").glob("*.yaml"))
@@ -88,6 +91,42 @@ def test_margin_change_reruns_only_analysis(tiny_run: Path) -> None:
     out = proc.stdout + proc.stderr
     assert "bin" in out and "differentiate" in out and "report" in out
     assert "collect" not in out and "calibrate" not in out
+
+
+def _recorded_commits(res: Path) -> dict[str, str]:
+    """The git commit every analysis output of a tiny sweep records in its provenance, by file."""
+    out = {}
+    for f in sorted((res / "binned" / "gpu0").glob("*.parquet")) + sorted((res / "profiles" / "gpu0").glob("*/*")):
+        prov = json.loads(f.read_text())["provenance"] if f.suffix == ".json" else rawio.read_metadata(f)["provenance"]
+        out[str(f.relative_to(res))] = prov["git_commit"]
+    return out
+
+
+def test_a_margin_change_reruns_the_analysis_and_every_job_records_the_checkout_commit(
+    tiny_run: Path, tmp_path: Path
+) -> None:
+    """A real margin re-analysis (not a dry run) redoes bin, differentiate and report and nothing else; the
+    workflow finds the checkout's commit once (rules/common.smk) and hands it to every job: each binned file,
+    lois.parquet and summary.json records fingrav's checkout commit (not the sweep folder's, which is no git
+    checkout here), and a FINGRAV_GIT_COMMIT already set is kept."""
+    work = tmp_path / "w"
+    shutil.copytree(tiny_run, work, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
+    res = work / "results" / "tiny"
+    raw_before = {p: p.stat().st_mtime_ns for p in (res / "raw").rglob("*") if p.is_file()}
+    env = {k: v for k, v in os.environ.items() if k != "FINGRAV_GIT_COMMIT"}
+    for margin, given in ((0.03, "commit-given-by-the-caller"), (0.04, None)):
+        cfg = write_config(work / f"m{margin}.yaml", tiny_config(analysis={"margin": margin}))
+        run_env = {**env, "FINGRAV_GIT_COMMIT": given} if given else env
+        proc = run_snakemake(
+            ["-s", str(SNAKEFILE), "-d", str(work), "--configfile", str(cfg), "--cores", "2"], env=run_env
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = proc.stdout + proc.stderr
+        assert "rule collect" not in out and "rule calibrate" not in out
+        commits = _recorded_commits(res)
+        assert len(commits) == 3 * 3  # 3 scenarios: binned, lois.parquet, summary.json
+        assert set(commits.values()) == {given or git_commit()}, commits
+    assert {p: p.stat().st_mtime_ns for p in (res / "raw").rglob("*") if p.is_file()} == raw_before
 
 
 @pytest.mark.parametrize(

@@ -166,7 +166,10 @@ def compare(
                         else rep.differences.append((name, col, a, str(b)))
                     )
             elif str(a).lower() != str(b).lower():
-                rep.differences.append((name, col, a, str(b)))
+                why = legacy.intended_valid_change(old, new) if col == "valid" else ""
+                (rep.intended if why else rep.differences).append(
+                    (name, col, a, str(b), why) if why else (name, col, a, str(b))
+                )
     return rep
 
 

@@ -104,9 +104,52 @@ def test_the_sensor_source_term_and_the_consistency_note_are_intended_changes() 
     rep = compare(committed, {"s": new})
     assert rep.ok and len(rep.intended) == 3 and not rep.differences
     assert {w for *_, w in rep.intended} >= {"the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"}
-    narrower = compare(committed, {"s": {**new, "power_ci_high_w": 499.0}})
-    assert not narrower.ok and [c for _, c, *_ in narrower.differences] == ["power_ci_high_w"]
-    no_term = compare(committed, {"s": {**new, "counter_vs_samples_pct": None}})
-    assert not no_term.ok
+    moved = compare(committed, {"s": {**new, "power_w": 500.2, "power_ci_high_w": 499.0}})
+    assert not moved.ok and {c for _, c, *_ in moved.differences} >= {"power_ci_high_w"}
     other_flag = compare(committed, {"s": {**new, "notes": "power_limit_cycling;reference_drifting"}})
     assert [c for _, c, *_ in other_flag.differences] == ["notes"]
+
+
+def test_a_recalibrated_ci_of_an_unchanged_number_is_intended_and_a_moved_number_is_not() -> None:
+    """Issue 22's CI calibration (the drift beyond its noise in quadrature, the sensor-source term in W) moves the
+    CIs of committed rows either way while their numbers stay: listed as intended, with the recommendation derived
+    from the CI's width and `imprecise` that stops firing; a number that moves, or another flag, stays a difference."""
+    from fingrav.replay_check import compare
+
+    committed = {
+        "s": {
+            "power_w": "500",
+            "power_ci_low_w": "494",
+            "power_ci_high_w": "506",
+            "recommended_sustained_run_s": "9.5",
+            "valid": "false",
+            "flags": "imprecise",
+        }
+    }
+    new = {
+        "power_w": 500.0,
+        "power_ci_low_w": 497.5,
+        "power_ci_high_w": 502.5,
+        "recommended_sustained_run_s": 3.1,
+        "valid": True,
+        "flags": "",
+        "power_source": "sustained",
+    }
+    rep = compare(committed, {"s": new})
+    assert rep.ok and not rep.differences
+    assert {c for _, c, *_ in rep.intended} == {
+        "power_ci_low_w",
+        "power_ci_high_w",
+        "recommended_sustained_run_s",
+        "valid",
+        "flags",
+    }
+    moved = compare(committed, {"s": {**new, "power_w": 503.0}})
+    assert {c for _, c, *_ in moved.differences} >= {
+        "power_w",
+        "power_ci_low_w",
+        "valid",
+        "recommended_sustained_run_s",
+    }
+    other = compare(committed, {"s": {**new, "flags": "reference_unsettled", "valid": False}})
+    assert [c for _, c, *_ in other.differences] == ["flags"]

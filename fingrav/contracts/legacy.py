@@ -6,6 +6,7 @@ results and `fingrav replay --check` use it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -71,6 +72,14 @@ SOURCE_TERM_VALUES: Final = frozenset(
 )
 #: notes added since (issue 22): the method SSP's self-consistency check (`fingrav.analysis.consistency`)
 ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
+#: numbers whose CIs issue 22's calibration recomputed while the numbers stayed (`fingrav.analysis.sustained`
+#: `drift_term_pct`: the drift beyond its noise, in quadrature; `fingrav.analysis.sources`: the sensor-source term as
+#: a watt offset): their CI columns may move either way where the number itself is unchanged
+RECALIBRATED_CI_VALUES: Final = SOURCE_TERM_VALUES | {"ssp_vs_power_pct"}
+#: numbers derived from the headline CI's width (a recommendation, not a measurement)
+FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
+#: the flag that can stop firing when a CI narrows (the validity limit analysis.max_ci_pct)
+CI_WIDTH_FLAGS: Final = frozenset({"imprecise"})
 
 
 def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
@@ -88,11 +97,40 @@ def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping
             return ""
         if (new <= old) if "_ci_low_" in column else (new >= old):
             return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"
+    base = R.value_column_of_ci(column)
+    if base in RECALIBRATED_CI_VALUES and _same_number(committed.get(base), replayed.get(base)):
+        return (
+            "the CI recalibrated (issue 22: drift beyond its noise in quadrature, sensor-source term in W); "
+            "the number unchanged"
+        )
+    if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
+        return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
+    return ""
+
+
+def _same_number(a: Any, b: Any, rel: float = 1e-9) -> bool:
+    """Both finite and equal within `rel` (relative)."""
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= rel * max(abs(x), abs(y), 1e-300)
+
+
+def intended_valid_change(committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+    """Why `valid` differs on purpose ("" when it should not): a row invalid only for `imprecise` whose headline
+    (unchanged) now has a CI within the limit, after issue 22's calibration."""
+    old = set(R.split_flags(committed.get("flags") or None))
+    new = set(R.split_flags(replayed.get("flags") if isinstance(replayed.get("flags"), str) else None))
+    if old and old <= CI_WIDTH_FLAGS and not new and _same_number(committed.get("power_w"), replayed.get("power_w")):
+        return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
     return ""
 
 
 def intended_flag_change(gone: set[str], added: set[str], replayed: Mapping[str, Any]) -> str:
     """Why the flags differ on purpose ("" when they should not)."""
+    if gone and gone <= CI_WIDTH_FLAGS and not added:
+        return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
     sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")
     if gone and not (gone <= RETIRED_UNDER_SUSTAINED and sustained):
         return ""

@@ -16,15 +16,8 @@ cd "$(dirname "$0")/.."
 part="${1:?usage: h200_db2.sh collect|peers}"
 out="${OUT:?set OUT to the output folder}"
 if [ "$part" = peers ]; then limit="${LIMIT_S:-320}"; else limit="${LIMIT_S:-500}"; fi
-if compgen -G ".whl/*.whl" > /dev/null; then  # pydantic & co. for the device's Python (README "The H200 database")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site:$PWD"
-else
-  export PYTHONPATH="$PWD"
-fi
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,temperature.gpu,uuid --format=csv \
-  > "$out/gpu-$part-$(date -u +%H%M%S).csv"
+source benchmarks/device_env.sh
+device_env "$out" "$part"
 rc=0
 timeout "$limit" python3 -m fingrav.cli gpu-sweep --config config/h200-db2.yaml >> "$out/sweep.log" 2>&1 || rc=$?
 if [ "$part" = peers ]; then

@@ -24,15 +24,8 @@ case "$part" in
   part2) limit="${LIMIT_S:-400}" ;;
   *) echo "usage: h200_db3.sh part1|part2" >&2; exit 2 ;;
 esac
-if compgen -G ".whl/*.whl" > /dev/null; then  # pydantic & co. for the device's Python (README "The H200 database")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site:$PWD"
-else
-  export PYTHONPATH="$PWD"
-fi
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,temperature.gpu,uuid --format=csv \
-  > "$out/gpu-$part-$(date -u +%H%M%S).csv"
+source benchmarks/device_env.sh
+device_env "$out" "$part"
 rc=0
 timeout "$limit" python3 -m fingrav.cli gpu-sweep --config config/h200-db3.yaml >> "$out/sweep.log" 2>&1 || rc=$?
 if [ "$part" = part2 ]; then

@@ -10,15 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:?set OUT to the output folder}"
 limit="${LIMIT_S:-330}"
-if compgen -G ".whl/*.whl" > /dev/null; then  # pydantic & co. for the device's Python (README "The H200 database")
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site:$PWD"
-else
-  export PYTHONPATH="$PWD"
-fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,temperature.gpu,uuid --format=csv \
-  > "$out/gpu-method-$(date -u +%H%M%S).csv"
+source benchmarks/device_env.sh
+device_env "$out" "method"
 rc=0
 timeout "$limit" python3 -m fingrav.cli gpu-sweep --config config/h200-method.yaml >> "$out/sweep.log" 2>&1 || rc=$?
 timeout 100 python3 experiments/peers.py --out "$out/peers" --config config/h200-method.yaml \

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -93,14 +94,38 @@ def collection_mean_power_mw(
 ) -> float | None:
     """The samples' mean power (mW) over the span of `collection_counter_vs_samples` (idle between the runs
     included): the power its disagreement is a share of. None where that comparison has no value."""
+    both = _collection_energies(runs, host_execs, samples, delay_ns)
+    if both is None:
+        return None
+    return both.integral_mj / ((both.end_ns - both.start_ns) * MJ_PER_MW_NS)
+
+
+class _CollectionEnergies(NamedTuple):
+    """The collection's span (ns), the counter's energy over it and the samples' integral (mJ), and the samples
+    (delay-corrected ns, mW) the integral is of."""
+
+    start_ns: int
+    end_ns: int
+    counter_mj: float
+    integral_mj: float
+    t_ns: np.ndarray
+    power_mw: np.ndarray
+
+
+def _collection_energies(
+    runs: pl.DataFrame, host_execs: pl.DataFrame, samples: pl.DataFrame, delay_ns: int
+) -> _CollectionEnergies | None:
+    """The counter's energy and the samples' integral over the collection's span (`_collection_span`; samples of
+    the total channel, delay-corrected); None without a span or a non-zero integral."""
     span = _collection_span(runs, host_execs)
     if span is None:
         return None
-    start_ns, end_ns, _ = span
+    start_ns, end_ns, counter_mj = span
     smp = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns", "power_mw").sort("t_ns").collect()
     t = smp["t_ns"].to_numpy().astype(np.int64) - int(delay_ns)
-    integral = trapezoid_energy_mj(t, smp["power_mw"].to_numpy(), start_ns, end_ns)
-    return integral / ((end_ns - start_ns) * MJ_PER_MW_NS) if integral else None
+    p = smp["power_mw"].to_numpy()
+    integral = trapezoid_energy_mj(t, p, start_ns, end_ns)
+    return _CollectionEnergies(start_ns, end_ns, counter_mj, integral, t, p) if integral else None
 
 
 def collection_counter_vs_samples(
@@ -116,20 +141,14 @@ def collection_counter_vs_samples(
     Its CI: ± 1.96 sigma of the counter's own noise (module docstring; `counter`: the device's counter, None: no
     CI). No value without counter readings, samples over the span, or a span of `MIN_SPAN_NS`."""
     none = Estimate(unit="%", method="counter vs samples over the collection")
-    span = _collection_span(runs, host_execs)
-    if span is None:
+    both = _collection_energies(runs, host_execs, samples, delay_ns)
+    if both is None:
         return none
-    start_ns, end_ns, counter_mj = span
-    smp = samples.lazy().filter(pl.col("channel") == TOTAL).select("t_ns", "power_mw").sort("t_ns").collect()
-    t = smp["t_ns"].to_numpy().astype(np.int64) - int(delay_ns)
-    integral = trapezoid_energy_mj(t, smp["power_mw"].to_numpy(), start_ns, end_ns)
-    if not integral:
-        return none
+    start_ns, end_ns, counter_mj, integral, t, p = both
     pct = (counter_mj - integral) / integral * 100.0
     method = f"counter vs samples over the collection ({(end_ns - start_ns) / 1e9:.1f} s)"
     if counter is None:
         return Estimate.of(pct, unit="%", method=method)
-    p = smp["power_mw"].to_numpy()
     p_start, p_end = (float(np.interp(x, t, p)) for x in (start_ns, end_ns))
     e_u = (p_start * counter.update_ns * MJ_PER_MW_NS, p_end * counter.update_ns * MJ_PER_MW_NS)  # mJ
     sigma = 100.0 / integral * math.sqrt((2.0 * counter.resolution_mj**2 + e_u[0] ** 2 + e_u[1] ** 2) / 12.0)

@@ -1,17 +1,20 @@
 """The report stage: summary.csv, one PNG per figure and a self-contained index.html (`build_report`).
 
-Figures are built (altair, Python) on the calling thread and rendered to PNG (vl-convert, which releases the
-GIL) on one worker thread, so that building the next chart overlaps rendering the last; the worker's first
-conversion starts vl-convert's JavaScript engine while the inputs are read.
+Figures are built (altair, Python) in this process and rendered to PNG (vl-convert) in one forked child process,
+so that building the next chart overlaps rendering the last on another core: vl-convert holds the GIL while its
+JavaScript engine starts (~0.4 s) and in parts of every conversion, so a render thread would stall the builder (and
+every call of the builder that releases the GIL: file reads, polars). The child starts the engine while the inputs
+are read. A report whose figures are all drawn by the browser (`fingrav.report.lazy`) starts no child.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -252,17 +255,34 @@ class _Pending:
     t_build_s: float
 
 
-class _Renderer:
-    """Builds charts on the calling thread and renders them to PNG on one worker thread (vl-convert runs one
-    conversion at a time anyway). A figure that fails is kept with its error, or raised with `strict`; with
-    `strict` every spec is also validated against the Vega-Lite schema."""
+def _start_engine() -> None:
+    """Start vl-convert's JavaScript engine (the render process' initializer: its first conversion)."""
+    vlc.vegalite_to_png(_WARMUP_SPEC)
 
-    def __init__(self, out_dir: Path, strict: bool) -> None:
+
+def _render_pool() -> Executor:
+    """One process that renders PNGs (forked: it inherits the loaded modules, and starts its engine at once), or,
+    where processes cannot be forked, one thread."""
+    if "fork" not in multiprocessing.get_all_start_methods():  # pragma: no cover - not on Linux
+        pool: Executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
+        pool.submit(_start_engine)
+        return pool
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_start_engine)
+    pool.submit(int)  # forks the child now (it starts the engine while the inputs are read), not at the first PNG
+    return pool
+
+
+class _Renderer:
+    """Builds charts in this process and renders them to PNG in one child process (`_render_pool`; vl-convert runs
+    one conversion at a time anyway). A figure that fails is kept with its error, or raised with `strict`; with
+    `strict` every spec is also validated against the Vega-Lite schema. `lazy`: every figure drawn by the browser,
+    none rendered to PNG (`fingrav.report.lazy`), and no render process."""
+
+    def __init__(self, out_dir: Path, strict: bool, lazy: bool = False) -> None:
         self.out_dir, self.strict = out_dir, strict
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
-        self.pool.submit(vlc.vegalite_to_png, _WARMUP_SPEC)  # starts the JS engine while inputs are read
+        self.lazy = lazy
+        self.pool: Executor | None = None if lazy else _render_pool()
         self.pending: list[_Pending] = []
-        self.lazy = False  # every figure drawn by the browser, none rendered to PNG (`fingrav.report.lazy`)
 
     def add(
         self, key: str, section: str, title: str, caption: str, build: Callable[[], Any], lazy: bool = False
@@ -289,6 +309,8 @@ class _Renderer:
             self.pending.append(_Pending(fig, None, time.perf_counter() - t))
             return
         fig.filename = f"{key}.png"
+        if self.pool is None:
+            self.pool = _render_pool()
         png = self.pool.submit(render_png, spec, self.out_dir / fig.filename)
         self.pending.append(_Pending(fig, png, time.perf_counter() - t))
 
@@ -308,7 +330,8 @@ class _Renderer:
                 logger.debug("figure %s: built in %.2f s", p.fig.key, p.t_build_s)
                 out.append(p.fig)
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
         return out
 
 
@@ -370,7 +393,7 @@ def build_report(
     t_start = time.perf_counter()
     out_dir = layout.report_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    renderer = _Renderer(out_dir, strict)
+    renderer = _Renderer(out_dir, strict, lazy=len(scenarios) > LAZY_ABOVE)
     try:
         ci = _ci_pct(meta)
         scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)

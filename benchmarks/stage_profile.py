@@ -18,8 +18,8 @@ import io
 import json
 import os
 import pstats
-import resource
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{stage:<14}{count[stage]:>6}{wall[stage]:>10.2f}{cpu[stage]:>10.2f}")
     print(
         f"{'all':<14}{len(todo):>6}{total:>10.2f}{sum(cpu.values()):>10.2f}"
-        f"  (load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus; cpu: this process, every thread, under cProfile, and its child processes: the report's PNG renderer)"
+        f"  (load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cpus; cpu: this process, every thread, under cProfile,"
+        " and its child processes: the report's PNG renderer)"
     )
     for stage, prof in profiles.items():
         if args.stage and stage not in args.stage:

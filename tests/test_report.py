@@ -36,6 +36,7 @@ from fingrav.errors import DataError
 from fingrav.layout import SweepLayout
 from fingrav.replay_check import replayed_columns
 from fingrav.report import build_report, summary_frame
+from fingrav.report.build import PNG_KEYS
 from fingrav.report.figures import binning_chart, pick_run, reference_data, sse_error_data, validation_data
 from fingrav.report.lazy import unpack_spec
 from fingrav.report.load import ScenarioData, fair_quotas, load_scenario, load_scenarios, subsample
@@ -794,6 +795,29 @@ def test_rerun_removes_stale_figures(tmp_path: Path) -> None:
     assert (out / "keep_me.png").exists()
     assert not (out / "interleaved_vs_ssp.png").exists()  # no predecessor in this sweep
     assert not (out / "ssp_vs_reference.png").exists()  # nor a reference run
+
+
+def test_an_unchanged_figure_reuses_its_png(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A report whose figure specs did not change writes the earlier PNGs again (same bytes, not rendered); a PNG
+    whose bytes are not what the record says is rendered again."""
+    specs = [Spec("gemm2k", "gemm 2048x2048x2048 bf16", 180_000, 400_000.0)]
+    sweep = make_sweep(tmp_path, specs, truth=False, backend="nvml")
+    out = sweep.report_dir
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
+    first = {p.name: p.read_bytes() for p in out.glob("*.png")}
+    assert first and json.loads((out / PNG_KEYS).read_text()).keys() == first.keys()
+    caplog.set_level(logging.DEBUG, logger="fingrav.report.build")
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
+    reused = {m.split(":")[0].removeprefix("figure ") + ".png" for m in caplog.messages if "PNG reused" in m}
+    assert reused == first.keys()
+    assert {p.name: p.read_bytes() for p in out.glob("*.png")} == first
+    tampered = sorted(first)[0]
+    (out / tampered).write_bytes(b"not the rendered PNG")
+    caplog.clear()
+    build_report(sweep, [s.name for s in specs], sweep_meta("nvml"), strict=True)
+    reused = {m.split(":")[0].removeprefix("figure ") + ".png" for m in caplog.messages if "PNG reused" in m}
+    assert reused == first.keys() - {tampered}
+    assert (out / tampered).read_bytes() == first[tampered]  # rendered again: the same bytes as the first time
 
 
 def test_missing_summary_is_a_data_error(tmp_path: Path) -> None:

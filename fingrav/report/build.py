@@ -1,17 +1,22 @@
 """The report stage: summary.csv, one PNG per figure and a self-contained index.html (`build_report`).
 
-Figures are built (altair, Python) on the calling thread and rendered to PNG (vl-convert, which releases the
-GIL) on one worker thread, so that building the next chart overlaps rendering the last; the worker's first
-conversion starts vl-convert's JavaScript engine while the inputs are read.
+Figures are built (altair, Python) in this process and rendered to PNG (vl-convert) in one forked child process,
+so that building the next chart overlaps rendering the last on another core: vl-convert holds the GIL while its
+JavaScript engine starts (~0.4 s) and in parts of every conversion, so a render thread would stall the builder (and
+every call of the builder that releases the GIL: file reads, polars). The child starts the engine while the inputs
+are read. A report whose figures are all drawn by the browser (`fingrav.report.lazy`) starts no child.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import multiprocessing
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -56,6 +61,9 @@ _OWN_PNG: Final = re.compile(
     r"|ssp_vs_reference|validation_truth|sensor_readings|gpus_ssp|gpus_profiles|collectives_fig10|fleet_spread"
     r"|overview)\.png$"
 )
+# in the report folder: what each PNG was rendered from (its name -> {"spec": `render_key`, "png": sha256 of its
+# bytes}), so that a report whose figure did not change (a re-analysis changes some figures only) reuses the PNG
+PNG_KEYS: Final = ".png-specs.json"
 _WARMUP_SPEC: Final = {"mark": "point", "data": {"values": [{"x": 0}]}, "encoding": {"x": {"field": "x"}}}
 
 
@@ -105,16 +113,32 @@ def figure_spec(figure: alt.TopLevelMixin | Mapping[str, Any], validate: bool = 
     return dict(figure)
 
 
-def render_png(spec: Mapping[str, Any], path: Path, scale: float = PNG_SCALE) -> bytes:
-    """Render a Vega-Lite spec to PNG with vl-convert (offline), write it atomically and return the bytes
-    (the same call and bytes as `altair.Chart.save(path, format="png", scale_factor=scale)`)."""
-    vl_version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])
-    png = vlc.vegalite_to_png(dict(spec), vl_version=vl_version, scale=scale, ppi=PNG_PPI)
+def _vl_version() -> str:
+    return "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+
+
+def render_key(spec: Mapping[str, Any], scale: float = PNG_SCALE) -> str:
+    """What a PNG is a function of: the sha256 of the spec (JSON, sorted keys), the Vega-Lite and vl-convert
+    versions, the scale and the resolution."""
+    head = f"{getattr(vlc, '__version__', '')}|{_vl_version()}|{scale}|{PNG_PPI}|"
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256((head + text).encode()).hexdigest()
+
+
+def _write_png(png: bytes, path: Path) -> bytes:
+    """Write PNG bytes atomically; return them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.png")
     tmp.write_bytes(png)
     tmp.replace(path)
     return png
+
+
+def render_png(spec: Mapping[str, Any], path: Path, scale: float = PNG_SCALE) -> bytes:
+    """Render a Vega-Lite spec to PNG with vl-convert (offline), write it atomically and return the bytes
+    (the same call and bytes as `altair.Chart.save(path, format="png", scale_factor=scale)`)."""
+    png = vlc.vegalite_to_png(dict(spec), vl_version=_vl_version(), scale=scale, ppi=PNG_PPI)
+    return _write_png(png, path)
 
 
 def _sensor_ns(scn: ScenarioData, calibration: Calibration | None) -> dict[str, Any]:
@@ -236,11 +260,39 @@ TRUTH_CAPTION = (
 )
 
 
-def _clean_pngs(out_dir: Path) -> None:
-    """Remove PNGs an earlier report wrote (only names this stage produces)."""
+def _clean_pngs(out_dir: Path) -> dict[str, bytes]:
+    """Remove PNGs an earlier report wrote (only names this stage produces) and their record (`PNG_KEYS`); return
+    the bytes of those the record names with the bytes it saw, by `render_key` (what an unchanged figure reuses)."""
+    keys = out_dir / PNG_KEYS
+    try:
+        recorded = json.loads(keys.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    reusable: dict[str, bytes] = {}
     for p in out_dir.glob("*.png"):
-        if _OWN_PNG.match(p.name):
-            p.unlink()
+        if not _OWN_PNG.match(p.name):
+            continue
+        rec = recorded.get(p.name) if isinstance(recorded, dict) else None
+        if isinstance(rec, dict) and isinstance(rec.get("spec"), str):
+            png = p.read_bytes()
+            if hashlib.sha256(png).hexdigest() == rec.get("png"):
+                reusable[rec["spec"]] = png
+        p.unlink()
+    keys.unlink(missing_ok=True)
+    return reusable
+
+
+def _write_png_keys(out_dir: Path, figures: Sequence[FigureOut], keys: Mapping[str, str]) -> None:
+    """Record what each PNG written was rendered from (`PNG_KEYS`)."""
+    record = {
+        f.filename: {"spec": keys[f.filename], "png": hashlib.sha256(f.png).hexdigest()}
+        for f in figures
+        if f.png is not None and f.filename in keys
+    }
+    path = out_dir / PNG_KEYS
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    tmp.replace(path)
 
 
 @dataclass
@@ -252,17 +304,36 @@ class _Pending:
     t_build_s: float
 
 
-class _Renderer:
-    """Builds charts on the calling thread and renders them to PNG on one worker thread (vl-convert runs one
-    conversion at a time anyway). A figure that fails is kept with its error, or raised with `strict`; with
-    `strict` every spec is also validated against the Vega-Lite schema."""
+def _start_engine() -> None:
+    """Start vl-convert's JavaScript engine (the render process' initializer: its first conversion)."""
+    vlc.vegalite_to_png(_WARMUP_SPEC)
 
-    def __init__(self, out_dir: Path, strict: bool) -> None:
+
+def _render_pool() -> Executor:
+    """One process that renders PNGs (forked: it inherits the loaded modules, and starts its engine at once), or,
+    where processes cannot be forked, one thread."""
+    if "fork" not in multiprocessing.get_all_start_methods():  # pragma: no cover - not on Linux
+        pool: Executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
+        pool.submit(_start_engine)
+        return pool
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_start_engine)
+    pool.submit(int)  # forks the child now (it starts the engine while the inputs are read), not at the first PNG
+    return pool
+
+
+class _Renderer:
+    """Builds charts in this process and renders them to PNG in one child process (`_render_pool`; vl-convert runs
+    one conversion at a time anyway). A figure that fails is kept with its error, or raised with `strict`; with
+    `strict` every spec is also validated against the Vega-Lite schema. `lazy`: every figure drawn by the browser,
+    none rendered to PNG (`fingrav.report.lazy`), and no render process."""
+
+    def __init__(self, out_dir: Path, strict: bool, lazy: bool = False) -> None:
         self.out_dir, self.strict = out_dir, strict
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vl-convert")
-        self.pool.submit(vlc.vegalite_to_png, _WARMUP_SPEC)  # starts the JS engine while inputs are read
+        self.lazy = lazy
+        self.pool: Executor | None = None if lazy else _render_pool()
         self.pending: list[_Pending] = []
-        self.lazy = False  # every figure drawn by the browser, none rendered to PNG (`fingrav.report.lazy`)
+        self.reuse: dict[str, bytes] = {}  # PNGs of an earlier report by `render_key` (`_clean_pngs`)
+        self.keys: dict[str, str] = {}  # PNG name -> `render_key` of its spec
 
     def add(
         self, key: str, section: str, title: str, caption: str, build: Callable[[], Any], lazy: bool = False
@@ -289,7 +360,16 @@ class _Renderer:
             self.pending.append(_Pending(fig, None, time.perf_counter() - t))
             return
         fig.filename = f"{key}.png"
-        png = self.pool.submit(render_png, spec, self.out_dir / fig.filename)
+        self.keys[fig.filename] = rkey = render_key(spec)
+        png: Future[bytes]
+        if rkey in self.reuse:  # the same spec as the earlier report's PNG: the same bytes, not rendered again
+            png = Future()
+            png.set_result(_write_png(self.reuse[rkey], self.out_dir / fig.filename))
+            logger.debug("figure %s: unchanged, PNG reused", key)
+        else:
+            if self.pool is None:
+                self.pool = _render_pool()
+            png = self.pool.submit(render_png, spec, self.out_dir / fig.filename)
         self.pending.append(_Pending(fig, png, time.perf_counter() - t))
 
     def finish(self) -> list[FigureOut]:
@@ -308,7 +388,8 @@ class _Renderer:
                 logger.debug("figure %s: built in %.2f s", p.fig.key, p.t_build_s)
                 out.append(p.fig)
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
         return out
 
 
@@ -370,7 +451,7 @@ def build_report(
     t_start = time.perf_counter()
     out_dir = layout.report_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    renderer = _Renderer(out_dir, strict)
+    renderer = _Renderer(out_dir, strict, lazy=len(scenarios) > LAZY_ABOVE)
     try:
         ci = _ci_pct(meta)
         scns = load_scenarios(layout, scenarios) if not cards else FLT.load_card_scenarios(layout, scenarios, cards)
@@ -378,7 +459,7 @@ def build_report(
         fleet = FLT.load_fleet(layout, scenarios) if cards else {}
         written = _write_tables(layout, scns, combined, FLT.gpu_rows(cards, fleet) if cards else {})
         calibration = load_calibration(scns[0].layout if cards and scns else layout)
-        _clean_pngs(out_dir)
+        renderer.reuse = _clean_pngs(out_dir)
         unknown = {f for s in scns for f in s.flags} - set(FL.BY_NAME)
         if unknown:
             logger.warning("flags the registry (fingrav.contracts.flags) does not know: %s", sorted(unknown))
@@ -389,6 +470,7 @@ def build_report(
             renderer.add("fleet_spread", "fleet", "Card-to-card spread", caption, lambda: FLT.fleet_chart(fleet, order))
     finally:
         figures = renderer.finish()
+    _write_png_keys(out_dir, figures, renderer.keys)
     validation = F.validation_data(scns) if F.has_truth(scns) else None
     page = render_html(
         sweep_meta=meta,

@@ -178,9 +178,9 @@ def load_lois(
     if not path.exists():
         logger.info("%s: not found", path)
         return None
-    try:
+    try:  # the footer's schema alone (~0.1 ms; a lazy scan's collect_schema: ~1-30 ms)
+        names = list(pl.read_parquet_schema(path))
         lf = pl.scan_parquet(path)
-        names = lf.collect_schema().names()
     except Exception as err:  # a damaged or truncated file: named, with what to do
         from fingrav.layout import rerun_hint
 

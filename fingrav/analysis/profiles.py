@@ -181,6 +181,49 @@ def cv_degree(x: np.ndarray, y: np.ndarray, max_degree: int, seed: int = 0) -> i
         pick = rng.choice(x.size, CV_MAX_POINTS, replace=False)
         x, y = x[pick], y[pick]
     fold = rng.permutation(x.size) % CV_FOLDS
+    errs = _cv_errors(x, y, fold, max_degree)
+    if errs is None:  # a training fold too degenerate for the batched solve: numpy.polyfit fold by fold
+        errs = _cv_errors_polyfit(x, y, fold, max_degree)
+    mean = errs.mean(axis=1)
+    se = errs.std(axis=1, ddof=1) / np.sqrt(CV_FOLDS)
+    best = int(np.argmin(mean))
+    return int(np.flatnonzero(mean <= mean[best] + se[best])[0])
+
+
+#: a fold's triangular factor with a diagonal entry below this fraction of its largest: too few distinct TOIs for the
+#: batched solve (numpy.polyfit's minimum-norm answer is used then)
+CV_MIN_DIAG = 1e-8
+
+
+def _cv_errors(x: np.ndarray, y: np.ndarray, fold: np.ndarray, max_degree: int) -> np.ndarray | None:
+    """Test-fold mean squared errors (degrees 0..max_degree x folds) of the least-squares polynomials fitted on the
+    other folds: one QR factorization (R only) per fold of the column-scaled Vandermonde matrix in increasing powers
+    (the test rows zeroed), all folds in one stacked call; Q^T y = R^-T A^T y, and the fit of degree d is the
+    triangular solve of the leading (d + 1) block, since the first d + 1 columns of Q span the same space as the
+    first d + 1 powers. The same least-squares problems numpy.polyfit solves one by one (test errors within ~1e-10
+    relative of its); None where a fold's factor is near singular."""
+    p = max_degree + 1
+    v = np.vander(x, p, increasing=True)
+    v /= np.sqrt((v * v).sum(axis=0))
+    test = fold[None, :] == np.arange(CV_FOLDS)[:, None]  # (folds, points)
+    a = v[None, :, :] * ~test[:, :, None]  # (folds, points, p)
+    r = np.linalg.qr(a, mode="r")
+    diag = np.abs(np.diagonal(r, axis1=1, axis2=2))
+    if not (diag.min(axis=1) > CV_MIN_DIAG * diag.max(axis=1)).all():
+        return None
+    aty = np.swapaxes(a, 1, 2) @ np.where(test, 0.0, y)[:, :, None]  # (folds, p, 1)
+    z = np.linalg.solve(np.swapaxes(r, 1, 2), aty)[:, :, 0]  # Q^T y = R^-T A^T y per fold
+    n_test = test.sum(axis=1)
+    errs = np.empty((p, CV_FOLDS))
+    for d in range(p):
+        c = np.linalg.solve(r[:, : d + 1, : d + 1], z[:, : d + 1, None])[:, :, 0]  # (folds, d + 1)
+        resid = v[:, : d + 1] @ c.T - y[:, None]  # (points, folds)
+        errs[d] = np.where(test.T, resid * resid, 0.0).sum(axis=0) / n_test
+    return errs
+
+
+def _cv_errors_polyfit(x: np.ndarray, y: np.ndarray, fold: np.ndarray, max_degree: int) -> np.ndarray:
+    """`_cv_errors` by numpy.polyfit, one fit per degree and fold."""
     errs = np.zeros((max_degree + 1, CV_FOLDS))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.RankWarning)
@@ -189,10 +232,7 @@ def cv_degree(x: np.ndarray, y: np.ndarray, max_degree: int, seed: int = 0) -> i
                 tr, te = fold != k, fold == k
                 c = np.polyfit(x[tr], y[tr], d)
                 errs[d, k] = float(np.mean((np.polyval(c, x[te]) - y[te]) ** 2))
-    mean = errs.mean(axis=1)
-    se = errs.std(axis=1, ddof=1) / np.sqrt(CV_FOLDS)
-    best = int(np.argmin(mean))
-    return int(np.flatnonzero(mean <= mean[best] + se[best])[0])
+    return errs
 
 
 def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:

@@ -72,6 +72,12 @@ def group_exprs(view: Plan, phase: str | None = "phase") -> dict[str, pl.Expr]:
 
 
 # --------------------------------------------------------------------------- bootstrap
+def ratio_of(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise (replicates of a ratio mean), nan where den is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
 class ClusterBootstrap:
     """Resampling of `n_runs` clusters (runs): counts (reps x n_runs, float64).
 
@@ -101,10 +107,8 @@ class ClusterBootstrap:
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
         """Replicates of sum(num) / sum(den) over resampled runs (nan where the denominator is 0)."""
-        n = self.counts @ np.asarray(num, dtype=np.float64)
-        d = self.counts @ np.asarray(den, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(d > 0, n / np.where(d > 0, d, 1.0), np.nan)
+        nd = self.counts @ np.column_stack([num, den]).astype(np.float64)  # one pass over the counts for both
+        return ratio_of(nd[:, 0], nd[:, 1])
 
     def median(self, values: np.ndarray, members: np.ndarray | None = None) -> np.ndarray:
         """Replicates of the median of per-run `values` (weighted by the resampling counts), over the
@@ -515,6 +519,7 @@ def group_stats(
     data_ssp = _golden_arrays(ssp_lois, golden.run_ids, with_exec=False) if ssp_lois is not None else None
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
     out = _GroupStats({}, {}, {})
+    pending: list[tuple[str, str, np.ndarray, np.ndarray, float | None]] = []  # (channel, group, sums, counts, mean)
     for ci, ch in enumerate(data["channel_names"]):
         out.channels[ch] = {}
         lo_c, hi_c = data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)]
@@ -538,21 +543,27 @@ def group_stats(
             s = np.bincount(pos, weights=power, minlength=n_runs).astype(np.float64)
             n = np.bincount(pos, minlength=n_runs).astype(np.float64)
             mean = float(power.mean()) if power.size else None
-            rep = boot.ratio(s, n)
-            lo, hi = boot.ci(rep) if mean is not None else (None, None)
-            out.replicates[(ch, g)] = rep
-            out.points[(ch, g)] = mean
+            pending.append((ch, g, s, n, mean))
             n_sse = int(strata[pos].sum()) if pos.size else 0
             out.channels[ch][g] = {
                 "mean_mw": _f(mean),
-                "ci_low_mw": _f(lo),
-                "ci_high_mw": _f(hi),
                 "lois": int(power.size),
                 "lois_by_phase": {"sse": n_sse, "ssp": int(power.size) - n_sse},
                 "runs_with_lois": int((n > 0).sum()),
                 "fit_coeffs": fit,
                 "fit_band": band,
             }
+    # every group's bootstrap replicates from one matrix product (sums and counts of all groups side by side)
+    sums = boot.counts @ np.column_stack([c for _, _, s, n, _ in pending for c in (s, n)]) if pending else None
+    for i, (ch, g, _, _, mean) in enumerate(pending):
+        rep = ratio_of(sums[:, 2 * i], sums[:, 2 * i + 1])  # type: ignore[index]
+        lo, hi = boot.ci(rep) if mean is not None else (None, None)
+        out.replicates[(ch, g)] = rep
+        out.points[(ch, g)] = mean
+        st = out.channels[ch][g]
+        out.channels[ch][g] = {"mean_mw": st["mean_mw"], "ci_low_mw": _f(lo), "ci_high_mw": _f(hi)} | {
+            k: v for k, v in st.items() if k != "mean_mw"
+        }
     return out
 
 

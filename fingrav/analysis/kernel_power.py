@@ -251,12 +251,41 @@ def _design(t: np.ndarray, segs: list[tuple[np.ndarray, np.ndarray]], window_ns:
     return np.column_stack([1.0 - a.sum(axis=1), a])
 
 
+#: a Gram matrix (its exactly-zero rows and columns left out) better conditioned than this is solved by LU: within
+#: ~cond x 1e-16 of the pseudo-inverse's answer; worse ones (and singular ones) by the pseudo-inverse
+SOLVE_MAX_COND = 1e6
+
+
 def _solve(gram: np.ndarray, rhs: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
-    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular."""
+    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular.
+
+    The pseudo-inverse's answer (rcond 1e-12): pieces no sample sees leave exactly-zero rows and columns, whose
+    levels it sets to 0; where the rest of every stacked matrix is well conditioned (`SOLVE_MAX_COND`), that rest
+    is solved by LU (an SVD per matrix costs several times more), else by the pseudo-inverse."""
     if penalty is not None:
         gram = gram + penalty
     with np.errstate(all="ignore"):
-        theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+        theta = _solve_conditioned(gram, rhs)
+        if theta is None:
+            theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+    return theta
+
+
+def _solve_conditioned(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """`_solve` by LU on the rows and columns that are not exactly zero, when they are the same in every stacked
+    matrix and what they leave is finite and better conditioned than SOLVE_MAX_COND; else None."""
+    zero = np.all(gram == 0.0, axis=-1).reshape(-1, gram.shape[-1])
+    if zero.shape[0] == 0 or not (zero == zero[0]).all() or zero[0].all():
+        return None
+    keep = ~zero[0]
+    g = gram[..., keep, :][..., :, keep]
+    if not np.isfinite(g).all() or not np.isfinite(rhs).all():
+        return None
+    eig = np.linalg.eigvalsh(g)  # symmetric: cond = largest / smallest eigenvalue (ascending)
+    if not (eig[..., 0] > eig[..., -1] / SOLVE_MAX_COND).all():
+        return None
+    theta = np.zeros(np.broadcast_shapes(rhs.shape, gram.shape[:-1]))
+    theta[..., keep] = np.linalg.solve(g, rhs[..., keep][..., None])[..., 0]
     return theta
 
 

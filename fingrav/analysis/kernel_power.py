@@ -327,19 +327,19 @@ def target_samples(
     (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles)."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
-    warm = (pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") < index)
+    warm = (pl.col("segment") == MAIN) & (pl.col("exec_index") < index)
     starts = gold.group_by("run").agg(
         run_start_ns=pl.col("exec_start_ns").min(),
-        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment") == MAIN).min(),
         # the launch gaps' share of the warm-ups' cycles (0 without warm-ups)
         warm_gap=((pl.col("cycle_end_ns") - pl.col("exec_end_ns")).filter(warm).sum().cast(pl.Float64))
         / pl.max_horizontal(pl.lit(1.0), (pl.col("cycle_end_ns") - pl.col("exec_start_ns")).filter(warm).sum()),
     )
-    tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
+    tgt = gold.filter((pl.col("segment") == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
         t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
-        sse_run=pl.col("phase").cast(pl.String) == SSE,
+        sse_run=pl.col("phase") == SSE,
         target_index=pl.lit(index, pl.Int32),
     )
     return window_samples(samples, tgt, starts, runs, sensor, delay_ns)

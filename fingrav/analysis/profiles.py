@@ -60,10 +60,10 @@ MAX_BOOT_CELLS_PER_CHUNK = 4_000_000
 def group_exprs(view: Plan, phase: str | None = "phase") -> dict[str, pl.Expr]:
     """Membership of an execution (columns segment, exec_index and `phase`, the run kind "sse" |
     "ssp") in each statistic group. phase None: every execution is of an SSP run."""
-    seg = pl.col("segment").cast(pl.String)
+    seg = pl.col("segment")  # String or Enum: compared with a literal directly (no per-row cast)
     i = pl.col("exec_index")
     main = seg == MAIN
-    ssp_run = pl.col(phase).cast(pl.String) != SSE if phase is not None else pl.lit(True)
+    ssp_run = pl.col(phase) != SSE if phase is not None else pl.lit(True)
     ssp = main & ssp_run & (i >= view.ssp_index) & (i < view.trail_index)
     trail = main & ssp_run & (i >= view.trail_index)
     sse = main & (i == view.sse_index)

@@ -55,20 +55,17 @@ def host_executions(
         gold = binned.select(pl.col("run").cast(pl.Int32), pl.col("golden").cast(pl.Boolean))
     else:
         gold = pl.DataFrame(schema={"run": pl.Int32, "golden": pl.Boolean})
-    mapped = ex.select(
-        pl.col("run").cast(pl.Int32),
-        pl.col("phase").cast(pl.String).cast(PHASE_DTYPE),
-        pl.col("segment").cast(pl.String).cast(SEGMENT_DTYPE),
-        pl.col("exec_index").cast(pl.Int32),
-        cp.host_expr("gpu_start_ns").alias("exec_start_ns"),
-        cp.host_expr("gpu_end_ns").alias("exec_end_ns"),
-    ).with_columns(role=role_expr(plan), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
-    frame = mapped.collect()
-    in_order = _run_then_time_order(frame)
-    if not in_order:
-        frame = frame.sort("run", "exec_start_ns")
     out = (
-        frame.lazy()
+        ex.select(
+            pl.col("run").cast(pl.Int32),
+            pl.col("phase").cast(pl.String).cast(PHASE_DTYPE),
+            pl.col("segment").cast(pl.String).cast(SEGMENT_DTYPE),
+            pl.col("exec_index").cast(pl.Int32),
+            cp.host_expr("gpu_start_ns").alias("exec_start_ns"),
+            cp.host_expr("gpu_end_ns").alias("exec_end_ns"),
+        )
+        .with_columns(role=role_expr(plan), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
+        .sort("run", "exec_start_ns")
         # sorted by run: the next row's start where it is of the same run (what shift(-1).over("run") gives, without
         # its per-run grouping)
         .with_columns(
@@ -80,14 +77,10 @@ def host_executions(
         )
         .with_columns(cycle_ns=pl.col("cycle_end_ns") - pl.col("exec_start_ns"))
         .drop("next_start")
-        .join(gold.lazy(), on="run", how="left", maintain_order="left" if in_order else "none")
+        .join(gold.lazy(), on="run", how="left")
         .with_columns(pl.col("golden").fill_null(False))
-    )
-    # in run order with every start later than the one before: already the order the sort by start gives (no ties)
-    out = (
-        out.collect().with_columns(pl.col("exec_start_ns").set_sorted())
-        if in_order
-        else out.sort("exec_start_ns").collect()
+        .sort("exec_start_ns")
+        .collect()
     )
     n_overlap = out.select((pl.col("exec_start_ns").shift(-1) < pl.col("exec_end_ns")).sum()).item()
     if n_overlap:
@@ -96,17 +89,6 @@ def host_executions(
             n_overlap,
         )
     return out
-
-
-def _run_then_time_order(frame: pl.DataFrame) -> bool:
-    """Whether `frame` is sorted by run and its exec_start_ns strictly increase row by row (no ties): then it is the
-    one order both a sort by (run, exec_start_ns) and a sort by exec_start_ns give (as raw executions are written:
-    runs one after another)."""
-    if frame.height < 2:
-        return True
-    run = frame["run"].to_numpy()
-    start = frame["exec_start_ns"].to_numpy()
-    return bool((run[1:] >= run[:-1]).all() and (start[1:] > start[:-1]).all())
 
 
 def assign_lois(

@@ -102,7 +102,11 @@ class ClusterBootstrap:
                 b1 = min(self.reps, b0 + rows)
                 idx = rng.integers(0, m, size=(b1 - b0, m))
                 idx += (np.arange(b1 - b0) * m)[:, None]
-                counts[b0:b1, members] = np.bincount(idx.ravel(), minlength=(b1 - b0) * m).reshape(b1 - b0, m)
+                drawn = np.bincount(idx.ravel(), minlength=(b1 - b0) * m).reshape(b1 - b0, m).astype(np.float64)
+                if members[-1] - members[0] == m - 1:  # the stratum's runs side by side: a slice, not a scatter
+                    counts[b0:b1, members[0] : members[-1] + 1] = drawn
+                else:
+                    counts[b0:b1, members] = drawn
         self.counts = counts
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:

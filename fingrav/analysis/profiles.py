@@ -452,7 +452,12 @@ def fit_band(
     local = np.searchsorted(members, pos)
     cols = [v[:, i] * v[:, j] for i, j in zip(iu, ju, strict=True)] + [v[:, i] * y for i in range(p)]
     per_run = np.stack([np.bincount(local, weights=c, minlength=n_with) for c in cols], axis=1)
-    agg = boot.counts[:, members] @ per_run  # (replicates, columns): every replicate's weighted sums at once
+    if 2 * n_with > boot.n_runs:  # most runs: the whole counts matrix times zero-padded sums (no column copy)
+        padded = np.zeros((boot.n_runs, per_run.shape[1]))
+        padded[members] = per_run
+        agg = boot.counts @ padded  # (replicates, columns): every replicate's weighted sums at once
+    else:
+        agg = boot.counts[:, members] @ per_run
     g_b = np.empty((agg.shape[0], p, p))
     g_b[:, iu, ju] = agg[:, : iu.size]
     g_b[:, ju, iu] = agg[:, : iu.size]

@@ -260,12 +260,13 @@ def _solve(gram: np.ndarray, rhs: np.ndarray, penalty: np.ndarray | None = None)
     """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular.
 
     The pseudo-inverse's answer (rcond 1e-12): pieces no sample sees leave exactly-zero rows and columns, whose
-    levels it sets to 0; where the rest of every stacked matrix is well conditioned (`SOLVE_MAX_COND`), that rest
-    is solved by LU (an SVD per matrix costs several times more), else by the pseudo-inverse."""
+    levels it sets to 0; for the bootstrap's stacked matrices, where the rest of every one is well conditioned
+    (`SOLVE_MAX_COND`), that rest is solved by LU (an SVD per matrix costs several times more), else (and for a
+    single matrix: the point estimates) by the pseudo-inverse."""
     if penalty is not None:
         gram = gram + penalty
     with np.errstate(all="ignore"):
-        theta = _solve_conditioned(gram, rhs)
+        theta = _solve_conditioned(gram, rhs) if gram.ndim > 2 else None  # one matrix: its SVD is cheap
         if theta is None:
             theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
     return theta

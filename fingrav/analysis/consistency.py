@@ -60,12 +60,12 @@ def steady_samples(
     before each run (at most IDLE_PERIODS sensor periods) to window + 4 x lag after the run."""
     gold = host_execs.filter(pl.col("golden"))
     if "phase" in gold.columns:
-        gold = gold.filter(pl.col("phase").cast(pl.String) != SSE)
+        gold = gold.filter(pl.col("phase") != SSE)
     starts = gold.group_by("run").agg(
         run_start_ns=pl.col("exec_start_ns").min(),
-        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment") == MAIN).min(),
     )
-    main = gold.filter(pl.col("segment").cast(pl.String) == MAIN)
+    main = gold.filter(pl.col("segment") == MAIN)
     first = main.filter(pl.col("exec_index") == plan.ssp_index).select("run", t_start_ns="exec_start_ns")
     last = (  # the run's last execution: the trailing ones run at the SSP level too and make the span resolvable
         main.filter(pl.col("exec_index") >= plan.ssp_index)

@@ -127,9 +127,7 @@ def ssp_stop_check(loi: LoiStep, plan: Plan, level: float) -> SSPStopDecision:
     (min_lois, ssp_ci_pct): would these runs have stopped there."""
     lois = loi.ssp_lois if loi.ssp_lois is not None else loi.lois
     runs = (
-        loi.host_execs.filter(pl.col("golden") & (pl.col("phase").cast(pl.String) == SSP))
-        .select(pl.col("run").cast(pl.Int32))
-        .unique()
+        loi.host_execs.filter(pl.col("golden") & (pl.col("phase") == SSP)).select(pl.col("run").cast(pl.Int32)).unique()
     )
     per = (
         lois.filter(pl.col("golden") & (pl.col("channel") == TOTAL) & (pl.col("role").cast(pl.String) == SSP))

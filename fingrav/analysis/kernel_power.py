@@ -251,12 +251,42 @@ def _design(t: np.ndarray, segs: list[tuple[np.ndarray, np.ndarray]], window_ns:
     return np.column_stack([1.0 - a.sum(axis=1), a])
 
 
+#: a Gram matrix (its exactly-zero rows and columns left out) better conditioned than this is solved by LU: within
+#: ~cond x 1e-16 of the pseudo-inverse's answer; worse ones (and singular ones) by the pseudo-inverse
+SOLVE_MAX_COND = 1e6
+
+
 def _solve(gram: np.ndarray, rhs: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
-    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular."""
+    """Least-squares levels from (stacked) normal equations (+ a quadratic `penalty`); nan where singular.
+
+    The pseudo-inverse's answer (rcond 1e-12): pieces no sample sees leave exactly-zero rows and columns, whose
+    levels it sets to 0; for the bootstrap's stacked matrices, where the rest of every one is well conditioned
+    (`SOLVE_MAX_COND`), that rest is solved by LU (an SVD per matrix costs several times more), else (and for a
+    single matrix: the point estimates) by the pseudo-inverse."""
     if penalty is not None:
         gram = gram + penalty
     with np.errstate(all="ignore"):
-        theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+        theta = _solve_conditioned(gram, rhs) if gram.ndim > 2 else None  # one matrix: its SVD is cheap
+        if theta is None:
+            theta = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+    return theta
+
+
+def _solve_conditioned(gram: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
+    """`_solve` by LU on the rows and columns that are not exactly zero, when they are the same in every stacked
+    matrix and what they leave is finite and better conditioned than SOLVE_MAX_COND; else None."""
+    zero = np.all(gram == 0.0, axis=-1).reshape(-1, gram.shape[-1])
+    if zero.shape[0] == 0 or not (zero == zero[0]).all() or zero[0].all():
+        return None
+    keep = ~zero[0]
+    g = gram[..., keep, :][..., :, keep]
+    if not np.isfinite(g).all() or not np.isfinite(rhs).all():
+        return None
+    eig = np.linalg.eigvalsh(g)  # symmetric: cond = largest / smallest eigenvalue (ascending)
+    if not (eig[..., 0] > eig[..., -1] / SOLVE_MAX_COND).all():
+        return None
+    theta = np.zeros(np.broadcast_shapes(rhs.shape, gram.shape[:-1]))
+    theta[..., keep] = np.linalg.solve(g, rhs[..., keep][..., None])[..., 0]
     return theta
 
 
@@ -298,19 +328,19 @@ def target_samples(
     (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles)."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
-    warm = (pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") < index)
+    warm = (pl.col("segment") == MAIN) & (pl.col("exec_index") < index)
     starts = gold.group_by("run").agg(
         run_start_ns=pl.col("exec_start_ns").min(),
-        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment").cast(pl.String) == MAIN).min(),
+        main_start_ns=pl.col("exec_start_ns").filter(pl.col("segment") == MAIN).min(),
         # the launch gaps' share of the warm-ups' cycles (0 without warm-ups)
         warm_gap=((pl.col("cycle_end_ns") - pl.col("exec_end_ns")).filter(warm).sum().cast(pl.Float64))
         / pl.max_horizontal(pl.lit(1.0), (pl.col("cycle_end_ns") - pl.col("exec_start_ns")).filter(warm).sum()),
     )
-    tgt = gold.filter((pl.col("segment").cast(pl.String) == MAIN) & (pl.col("exec_index") == index)).select(
+    tgt = gold.filter((pl.col("segment") == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
         t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
-        sse_run=pl.col("phase").cast(pl.String) == SSE,
+        sse_run=pl.col("phase") == SSE,
         target_index=pl.lit(index, pl.Int32),
     )
     return window_samples(samples, tgt, starts, runs, sensor, delay_ns)

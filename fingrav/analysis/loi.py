@@ -66,7 +66,11 @@ def host_executions(
         )
         .with_columns(role=role_expr(plan), dur_ns=pl.col("exec_end_ns") - pl.col("exec_start_ns"))
         .sort("run", "exec_start_ns")
-        .with_columns(next_start=pl.col("exec_start_ns").shift(-1).over("run"))
+        # sorted by run: the next row's start where it is of the same run (what shift(-1).over("run") gives, without
+        # its per-run grouping)
+        .with_columns(
+            next_start=pl.when(pl.col("run").shift(-1) == pl.col("run")).then(pl.col("exec_start_ns").shift(-1))
+        )
         .with_columns(
             has_next=pl.col("next_start").is_not_null(),
             cycle_end_ns=pl.coalesce("next_start", "exec_end_ns"),

@@ -60,10 +60,10 @@ MAX_BOOT_CELLS_PER_CHUNK = 4_000_000
 def group_exprs(view: Plan, phase: str | None = "phase") -> dict[str, pl.Expr]:
     """Membership of an execution (columns segment, exec_index and `phase`, the run kind "sse" |
     "ssp") in each statistic group. phase None: every execution is of an SSP run."""
-    seg = pl.col("segment").cast(pl.String)
+    seg = pl.col("segment")  # String or Enum: compared with a literal directly (no per-row cast)
     i = pl.col("exec_index")
     main = seg == MAIN
-    ssp_run = pl.col(phase).cast(pl.String) != SSE if phase is not None else pl.lit(True)
+    ssp_run = pl.col(phase) != SSE if phase is not None else pl.lit(True)
     ssp = main & ssp_run & (i >= view.ssp_index) & (i < view.trail_index)
     trail = main & ssp_run & (i >= view.trail_index)
     sse = main & (i == view.sse_index)
@@ -72,6 +72,12 @@ def group_exprs(view: Plan, phase: str | None = "phase") -> dict[str, pl.Expr]:
 
 
 # --------------------------------------------------------------------------- bootstrap
+def ratio_of(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den elementwise (replicates of a ratio mean), nan where den is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
 class ClusterBootstrap:
     """Resampling of `n_runs` clusters (runs): counts (reps x n_runs, float64).
 
@@ -96,15 +102,17 @@ class ClusterBootstrap:
                 b1 = min(self.reps, b0 + rows)
                 idx = rng.integers(0, m, size=(b1 - b0, m))
                 idx += (np.arange(b1 - b0) * m)[:, None]
-                counts[b0:b1, members] = np.bincount(idx.ravel(), minlength=(b1 - b0) * m).reshape(b1 - b0, m)
+                drawn = np.bincount(idx.ravel(), minlength=(b1 - b0) * m).reshape(b1 - b0, m).astype(np.float64)
+                if members[-1] - members[0] == m - 1:  # the stratum's runs side by side: a slice, not a scatter
+                    counts[b0:b1, members[0] : members[-1] + 1] = drawn
+                else:
+                    counts[b0:b1, members] = drawn
         self.counts = counts
 
     def ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
         """Replicates of sum(num) / sum(den) over resampled runs (nan where the denominator is 0)."""
-        n = self.counts @ np.asarray(num, dtype=np.float64)
-        d = self.counts @ np.asarray(den, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(d > 0, n / np.where(d > 0, d, 1.0), np.nan)
+        nd = self.counts @ np.column_stack([num, den]).astype(np.float64)  # one pass over the counts for both
+        return ratio_of(nd[:, 0], nd[:, 1])
 
     def median(self, values: np.ndarray, members: np.ndarray | None = None) -> np.ndarray:
         """Replicates of the median of per-run `values` (weighted by the resampling counts), over the
@@ -181,6 +189,49 @@ def cv_degree(x: np.ndarray, y: np.ndarray, max_degree: int, seed: int = 0) -> i
         pick = rng.choice(x.size, CV_MAX_POINTS, replace=False)
         x, y = x[pick], y[pick]
     fold = rng.permutation(x.size) % CV_FOLDS
+    errs = _cv_errors(x, y, fold, max_degree)
+    if errs is None:  # a training fold too degenerate for the batched solve: numpy.polyfit fold by fold
+        errs = _cv_errors_polyfit(x, y, fold, max_degree)
+    mean = errs.mean(axis=1)
+    se = errs.std(axis=1, ddof=1) / np.sqrt(CV_FOLDS)
+    best = int(np.argmin(mean))
+    return int(np.flatnonzero(mean <= mean[best] + se[best])[0])
+
+
+#: a fold's triangular factor with a diagonal entry below this fraction of its largest: too few distinct TOIs for the
+#: batched solve (numpy.polyfit's minimum-norm answer is used then)
+CV_MIN_DIAG = 1e-8
+
+
+def _cv_errors(x: np.ndarray, y: np.ndarray, fold: np.ndarray, max_degree: int) -> np.ndarray | None:
+    """Test-fold mean squared errors (degrees 0..max_degree x folds) of the least-squares polynomials fitted on the
+    other folds: one QR factorization (R only) per fold of the column-scaled Vandermonde matrix in increasing powers
+    (the test rows zeroed), all folds in one stacked call; Q^T y = R^-T A^T y, and the fit of degree d is the
+    triangular solve of the leading (d + 1) block, since the first d + 1 columns of Q span the same space as the
+    first d + 1 powers. The same least-squares problems numpy.polyfit solves one by one (test errors within ~1e-10
+    relative of its); None where a fold's factor is near singular."""
+    p = max_degree + 1
+    v = np.vander(x, p, increasing=True)
+    v /= np.sqrt((v * v).sum(axis=0))
+    test = fold[None, :] == np.arange(CV_FOLDS)[:, None]  # (folds, points)
+    a = v[None, :, :] * ~test[:, :, None]  # (folds, points, p)
+    r = np.linalg.qr(a, mode="r")
+    diag = np.abs(np.diagonal(r, axis1=1, axis2=2))
+    if not (diag.min(axis=1) > CV_MIN_DIAG * diag.max(axis=1)).all():
+        return None
+    aty = np.swapaxes(a, 1, 2) @ np.where(test, 0.0, y)[:, :, None]  # (folds, p, 1)
+    z = np.linalg.solve(np.swapaxes(r, 1, 2), aty)[:, :, 0]  # Q^T y = R^-T A^T y per fold
+    n_test = test.sum(axis=1)
+    errs = np.empty((p, CV_FOLDS))
+    for d in range(p):
+        c = np.linalg.solve(r[:, : d + 1, : d + 1], z[:, : d + 1, None])[:, :, 0]  # (folds, d + 1)
+        resid = v[:, : d + 1] @ c.T - y[:, None]  # (points, folds)
+        errs[d] = np.where(test.T, resid * resid, 0.0).sum(axis=0) / n_test
+    return errs
+
+
+def _cv_errors_polyfit(x: np.ndarray, y: np.ndarray, fold: np.ndarray, max_degree: int) -> np.ndarray:
+    """`_cv_errors` by numpy.polyfit, one fit per degree and fold."""
     errs = np.zeros((max_degree + 1, CV_FOLDS))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.RankWarning)
@@ -189,10 +240,7 @@ def cv_degree(x: np.ndarray, y: np.ndarray, max_degree: int, seed: int = 0) -> i
                 tr, te = fold != k, fold == k
                 c = np.polyfit(x[tr], y[tr], d)
                 errs[d, k] = float(np.mean((np.polyval(c, x[te]) - y[te]) ** 2))
-    mean = errs.mean(axis=1)
-    se = errs.std(axis=1, ddof=1) / np.sqrt(CV_FOLDS)
-    best = int(np.argmin(mean))
-    return int(np.flatnonzero(mean <= mean[best] + se[best])[0])
+    return errs
 
 
 def _legendre_fit(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
@@ -404,7 +452,12 @@ def fit_band(
     local = np.searchsorted(members, pos)
     cols = [v[:, i] * v[:, j] for i, j in zip(iu, ju, strict=True)] + [v[:, i] * y for i in range(p)]
     per_run = np.stack([np.bincount(local, weights=c, minlength=n_with) for c in cols], axis=1)
-    agg = boot.counts[:, members] @ per_run  # (replicates, columns): every replicate's weighted sums at once
+    if 2 * n_with > boot.n_runs:  # most runs: the whole counts matrix times zero-padded sums (no column copy)
+        padded = np.zeros((boot.n_runs, per_run.shape[1]))
+        padded[members] = per_run
+        agg = boot.counts @ padded  # (replicates, columns): every replicate's weighted sums at once
+    else:
+        agg = boot.counts[:, members] @ per_run
     g_b = np.empty((agg.shape[0], p, p))
     g_b[:, iu, ju] = agg[:, : iu.size]
     g_b[:, ju, iu] = agg[:, : iu.size]
@@ -475,6 +528,7 @@ def group_stats(
     data_ssp = _golden_arrays(ssp_lois, golden.run_ids, with_exec=False) if ssp_lois is not None else None
     groups_wanted = [g for g in GROUPS if view.predecessor_count > 0 or g not in ("first", "pred")]
     out = _GroupStats({}, {}, {})
+    pending: list[tuple[str, str, np.ndarray, np.ndarray, float | None]] = []  # (channel, group, sums, counts, mean)
     for ci, ch in enumerate(data["channel_names"]):
         out.channels[ch] = {}
         lo_c, hi_c = data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)]
@@ -498,21 +552,27 @@ def group_stats(
             s = np.bincount(pos, weights=power, minlength=n_runs).astype(np.float64)
             n = np.bincount(pos, minlength=n_runs).astype(np.float64)
             mean = float(power.mean()) if power.size else None
-            rep = boot.ratio(s, n)
-            lo, hi = boot.ci(rep) if mean is not None else (None, None)
-            out.replicates[(ch, g)] = rep
-            out.points[(ch, g)] = mean
+            pending.append((ch, g, s, n, mean))
             n_sse = int(strata[pos].sum()) if pos.size else 0
             out.channels[ch][g] = {
                 "mean_mw": _f(mean),
-                "ci_low_mw": _f(lo),
-                "ci_high_mw": _f(hi),
                 "lois": int(power.size),
                 "lois_by_phase": {"sse": n_sse, "ssp": int(power.size) - n_sse},
                 "runs_with_lois": int((n > 0).sum()),
                 "fit_coeffs": fit,
                 "fit_band": band,
             }
+    # every group's bootstrap replicates from one matrix product (sums and counts of all groups side by side)
+    sums = boot.counts @ np.column_stack([c for _, _, s, n, _ in pending for c in (s, n)]) if pending else None
+    for i, (ch, g, _, _, mean) in enumerate(pending):
+        rep = ratio_of(sums[:, 2 * i], sums[:, 2 * i + 1])  # type: ignore[index]
+        lo, hi = boot.ci(rep) if mean is not None else (None, None)
+        out.replicates[(ch, g)] = rep
+        out.points[(ch, g)] = mean
+        st = out.channels[ch][g]
+        out.channels[ch][g] = {"mean_mw": st["mean_mw"], "ci_low_mw": _f(lo), "ci_high_mw": _f(hi)} | {
+            k: v for k, v in st.items() if k != "mean_mw"
+        }
     return out
 
 

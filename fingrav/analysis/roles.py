@@ -21,9 +21,9 @@ def role_expr(
     SSP runs: pred | trail | ssp | sse | first | warmup (that precedence). SSE runs: pred | sse (main
     sse_index) | first (main 0 with a predecessor) | warmup. `phase`: the column holding the run kind
     ("sse" | "ssp"); None: every execution is of an SSP run."""
-    seg = pl.col(segment).cast(pl.String)
+    seg = pl.col(segment)  # String or Enum: compared with a literal directly (no per-row cast)
     i = pl.col(exec_index)
-    is_sse_run = pl.col(phase).cast(pl.String) == R.SSE if phase is not None else pl.lit(False)
+    is_sse_run = pl.col(phase) == R.SSE if phase is not None else pl.lit(False)
     return (
         pl.when(seg == R.PRED)
         .then(pl.lit(R.PRED))

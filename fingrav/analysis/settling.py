@@ -70,10 +70,10 @@ def _tail_window(plan: Plan, has_phase: bool) -> tuple[int, int, int, int, pl.Ex
             plan.ssp_index,
             plan.ssp_index + half,
             plan.ssp_index + 2 * half - 1,
-            pl.col("role").cast(pl.String) == SSP,
+            pl.col("role") == SSP,
         )
     if plan.ssp_index >= 1 and has_phase:
-        return 1, plan.ssp_index - 1, plan.ssp_index, plan.ssp_index, pl.col("phase").cast(pl.String) == SSP
+        return 1, plan.ssp_index - 1, plan.ssp_index, plan.ssp_index, pl.col("phase") == SSP
     return None
 
 
@@ -115,7 +115,7 @@ def tail_trend(
             pl.col("golden")
             & (pl.col("channel") == channel)
             & in_window
-            & (pl.col("segment").cast(pl.String) == MAIN)
+            & (pl.col("segment") == MAIN)
             & pl.col("exec_index").is_between(first_lo, hi)
         )
         .select("run", (pl.col("exec_index") >= split).alias("late"), "power_mw")

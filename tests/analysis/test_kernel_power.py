@@ -202,3 +202,22 @@ def test_joint_estimator_recovers_the_known_pattern_of_the_calibration_kernel() 
     assert est.measurable, est.reason
     assert est.power.ci_low <= want <= est.power.ci_high
     assert abs(est.power.value - want) / want < 0.05
+
+
+def test_solve_matches_the_pseudo_inverse_with_unseen_pieces_and_falls_back_where_singular():
+    from fingrav.analysis.kernel_power import _solve
+
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(50, 40, 5))
+    a[:, :, 3] = 0.0  # a piece no sample sees: a zero row and column in every replicate
+    gram = np.einsum("bni,bnj->bij", a, a)
+    rhs = np.einsum("bni,bn->bi", a, rng.normal(size=(50, 40)))
+    pinv = np.einsum("...ij,...j->...i", np.linalg.pinv(gram, rcond=1e-12), rhs)
+    theta = _solve(gram, rhs)
+    np.testing.assert_allclose(theta, pinv, rtol=1e-10, atol=1e-12)
+    assert (theta[:, 3] == 0).all()
+    singular = gram.copy()
+    singular[:, :, 1] = singular[:, :, 0]  # two equal columns: rank-deficient -> the pseudo-inverse itself
+    singular[:, 1, :] = singular[:, 0, :]
+    want = np.einsum("...ij,...j->...i", np.linalg.pinv(singular, rcond=1e-12), rhs)
+    np.testing.assert_allclose(_solve(singular, rhs), want, rtol=1e-12, atol=1e-12)

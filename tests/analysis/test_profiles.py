@@ -437,3 +437,20 @@ def test_profile_fits_carry_their_band_in_the_summary() -> None:
     fit = np.polyval(st.fit_coeffs, band.toi_frac)
     assert (np.asarray(band.ci_low_mw) <= fit).all() and (fit <= np.asarray(band.ci_high_mw)).all()
     assert 0 < min(np.subtract(band.ci_high_mw, band.ci_low_mw)) < 40_000  # mW: a band, not a wall
+
+
+def test_cv_errors_batched_match_polyfit_fold_by_fold_and_degenerate_folds_fall_back():
+    from fingrav.analysis.profiles import CV_FOLDS, _cv_errors, _cv_errors_polyfit, cv_degree
+
+    rng = np.random.default_rng(4)
+    x = rng.uniform(0, 1.2, 600)
+    y = 300 + 40 * x - 25 * x**2 + rng.normal(0, 2, x.size)
+    fold = rng.permutation(x.size) % CV_FOLDS
+    batched, one_by_one = _cv_errors(x, y, fold, 4), _cv_errors_polyfit(x, y, fold, 4)
+    assert batched is not None
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-9)
+    # three distinct TOIs, all of one of them in fold 0: fold 0's training set has only two -> no batched solve
+    x3 = np.repeat([0.0, 0.5, 1.0], 20)
+    fold3 = np.where(x3 == 1.0, 0, np.arange(x3.size) % (CV_FOLDS - 1) + 1)
+    assert _cv_errors(x3, 1.0 + x3, fold3, 2) is None
+    assert cv_degree(x3, 1.0 + x3 + rng.normal(0, 0.01, x3.size), 4) in (0, 1, 2)

@@ -531,18 +531,8 @@ def group_stats(
     pending: list[tuple[str, str, np.ndarray, np.ndarray, float | None]] = []  # (channel, group, sums, counts, mean)
     for ci, ch in enumerate(data["channel_names"]):
         out.channels[ch] = {}
-        lo_c, hi_c = data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)]
         for g in groups_wanted:
-            if g in edge:  # members by execution index, among all LOIs of the channel
-                sl = slice(lo_c, hi_c)
-                main = data["main"][sl]
-                idx = data["exec_index"][sl]
-                mask = main & (idx == (view.sse_index if g == "sse" else 0))
-                pos, power, toi = data["pos"][sl][mask], data["power"][sl][mask], data["toi"][sl][mask]
-            else:
-                k = ci * len(ROLES) + ROLES.index(g)
-                sl = slice(data["bounds"][k], data["bounds"][k + 1])
-                pos, power, toi = data["pos"][sl], data["power"][sl], data["toi"][sl]
+            pos, power, toi = _group_members(data, ci, g, edge, view)
             fit = poly_fit(toi, power, cv_degree(toi, power, degree)) if toi.size else None
             band = fit_band(pos, toi, power, fit, boot)
             if g == "ssp" and data_ssp is not None and ch in data_ssp["channel_names"]:
@@ -562,7 +552,29 @@ def group_stats(
                 "fit_coeffs": fit,
                 "fit_band": band,
             }
-    # every group's bootstrap replicates from one matrix product (sums and counts of all groups side by side)
+    _bootstrap_groups(out, pending, boot)
+    return out
+
+
+def _group_members(
+    data: dict[str, Any], ci: int, g: str, edge: set[str], view: Plan
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(run positions, power mW, TOI fraction) of the golden LOIs of group `g` on channel number `ci`: by
+    execution index among all the channel's LOIs for an edge group (`_edge_groups`), else its role's slice."""
+    if g in edge:
+        sl = slice(data["bounds"][ci * len(ROLES)], data["bounds"][(ci + 1) * len(ROLES)])
+        mask = data["main"][sl] & (data["exec_index"][sl] == (view.sse_index if g == "sse" else 0))
+        return data["pos"][sl][mask], data["power"][sl][mask], data["toi"][sl][mask]
+    k = ci * len(ROLES) + ROLES.index(g)
+    sl = slice(data["bounds"][k], data["bounds"][k + 1])
+    return data["pos"][sl], data["power"][sl], data["toi"][sl]
+
+
+def _bootstrap_groups(
+    out: _GroupStats, pending: list[tuple[str, str, np.ndarray, np.ndarray, float | None]], boot: ClusterBootstrap
+) -> None:
+    """Every group's bootstrap replicates and CI (mW) from one matrix product (the per-run sums and counts of all
+    groups side by side), into `out` (CI keys after mean_mw)."""
     sums = boot.counts @ np.column_stack([c for _, _, s, n, _ in pending for c in (s, n)]) if pending else None
     for i, (ch, g, _, _, mean) in enumerate(pending):
         rep = ratio_of(sums[:, 2 * i], sums[:, 2 * i + 1])  # type: ignore[index]
@@ -573,7 +585,6 @@ def group_stats(
         out.channels[ch][g] = {"mean_mw": st["mean_mw"], "ci_low_mw": _f(lo), "ci_high_mw": _f(hi)} | {
             k: v for k, v in st.items() if k != "mean_mw"
         }
-    return out
 
 
 def _role_stats(st: dict[str, Any]) -> RoleStats:

@@ -67,3 +67,41 @@ def test_reference_coverage_compare() -> None:
     f = rc.compare(fg, far)
     assert f["covered"] is False and f["diff_over_combined"] == pytest.approx(10.0 / np.hypot(4.0, 2.0))
     assert rc.compare(peers.ToolResult("k", "fingrav", power_w=500.0), near) == {"covered": None}
+
+
+def _cycling_reference(cycles: int) -> dict:
+    """A peers.json reference row whose settled samples cycled (`limit_cycle` as peers.py stores it)."""
+    lc = {"cycles": cycles, "mean_w": {"value": 690.5, "ci_low": 688.0, "ci_high": 693.0}}
+    return {"kernel": "k", "tool": "reference", "status": "ok", "power_w": 694.0, "cycle_us": 10.0,
+            "detail": {"limit_cycle": lc}}  # fmt: skip
+
+
+def test_reference_coverage_reads_a_cycling_reference_over_whole_cycles() -> None:
+    rc = _load("reference_coverage")
+    three = rc.whole_cycle_reference(_cycling_reference(3))
+    assert three.tool == rc.WHOLE and three.power_w == 690.5 and (three.ci_low_w, three.ci_high_w) == (688.0, 693.0)
+    two = rc.whole_cycle_reference(_cycling_reference(2))  # unbiased, but too few cycles for its own t-interval
+    assert two.power_w == 690.5 and two.ci_low_w is None and two.ci_high_w is None
+    assert rc.whole_cycle_reference(_cycling_reference(1)) is None
+    steady = dict(_cycling_reference(3), detail={"limit_cycle": None})
+    assert rc.whole_cycle_reference(steady) is None
+    assert rc.whole_cycle_reference(dict(_cycling_reference(3), tool="zeus")) is None
+
+
+def test_reference_coverage_counts_the_whole_cycle_row_in_place_of_the_window(tmp_path: Path) -> None:
+    rc = _load("reference_coverage")
+    peers = sys.modules["peers"]
+    fg = peers.ToolResult("k", "fingrav", power_w=690.0, ci_low_w=687.0, ci_high_w=693.0, cycle_us=10.0,
+                          detail={"valid": "true"})  # fmt: skip
+    rc.read_fingrav_summary = lambda *_: {"k": fg}
+    (tmp_path / "ds" / "peers").mkdir(parents=True)
+    doc = {"meta": {"labels": {"k": "gemm"}}, "results": [_cycling_reference(3)]}
+    (tmp_path / "ds" / "peers" / "peers.json").write_text(__import__("json").dumps(doc))
+    rows = rc.rows(tmp_path, "ds")
+    assert [(r["tool"], r["counted"], r["covered"]) for r in rows] == [
+        ("reference", False, False),
+        (rc.WHOLE, True, True),
+    ]
+    md = rc.markdown(rows)
+    assert "settled window, every kernel) (valid rows, same cycle time): headline CI covers the value in 0 of 1" in md
+    assert "else the settled window) (valid rows, same cycle time): headline CI covers the value in 1 of 1" in md

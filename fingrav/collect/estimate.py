@@ -42,8 +42,9 @@ LIMITED_SSP_RUNS: Final = 1.5
 class DeviceTiming:
     """What a plan is priced with beyond its sensor and probe (ns, mW): the power limit (`limit_mw`; None: unknown,
     no kernel is limiter-bound), the limiter's first clamp after the start of a back-to-back run and its cycle
-    (`first_clamp_ns`, `cycle_ns`; 0: it does not cycle) and the host's time from the end of one run to the start of
-    the next one's idle (`host_gap_ns`: draining the samples, the stop's decision; 0 on a simulator's virtual clock)."""
+    (`first_clamp_ns`, `cycle_ns`; 0: it does not cycle) and the host's time per run that the next run's idle does
+    not hide (`host_gap_ns`: `GPUDevice.idle_left_ns` counts the draining and the stop's decision towards the idle;
+    the pre-run reads and the launch remain; 0 on a simulator's virtual clock)."""
 
     limit_mw: float | None = None
     first_clamp_ns: float = 0.0

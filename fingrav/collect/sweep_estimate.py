@@ -50,11 +50,13 @@ SETTLE_TIME_CONSTANTS = math.log(100.0)  # a first-order lag is within 1 % of a 
 BACKEND_PRESET = {"nvml": "h200", "amdsmi": "mi300x"}
 
 
-#: the host's time from the end of one run to the start of the next one's idle on a real GPU (draining the sampler,
-#: the stop's decision, Python): fitted on results/h200-db2 (one H200 over NVML; median 43 ms over its 106
-#: scenarios' SSP runs, 33 ms over the SSE runs). A simulator's virtual clock has none; other backends: not measured
-#: yet (0).
-HOST_GAP_NS = {"nvml": 40e6}
+#: the host's time per run on a real GPU that the idle before the next run does not hide. Between two runs the host
+#: drains the sampler, decides whether to stop and reads the energy counter and telemetry; since stop 27 the device
+#: counts that time towards the next run's idle (`GPUDevice.idle_left_ns`), so only what follows the idle is paid on
+#: top (the pre-run reads; the launch). results/h200-db2 / db3 (before): 33-43 ms per run in all, ~22 ms of it before
+#: the idle; so 18 ms, until a collection with the overlap refits it (benchmarks/RESULTS.md, stop 27). A simulator's
+#: virtual clock has none; other backends: not measured yet (0).
+HOST_GAP_NS = {"nvml": 18e6}
 
 
 def device_timing(describe: Any, p: Preset) -> DeviceTiming:

@@ -232,8 +232,9 @@ class ClockTelemetry:
 
 @dataclass(frozen=True)
 class MeasureRuns:
-    """A batch of measure runs for `GPUDevice.measure_runs`, each run after the same protocol: idle for `idle_ns`,
-    read the telemetry and the energy counter, one GPU-clock read, idle for `guard_ns` + its own delay, its
+    """A batch of measure runs for `GPUDevice.measure_runs`, each run after the same protocol: idle for `idle_ns`
+    (the GPU's: the host's time since the previous run ended counts towards it, `GPUDevice.idle_left_ns`), read the
+    telemetry and the energy counter, one GPU-clock read, idle for `guard_ns` + its own delay, its
     segments back to back (`execute`), then the energy counter and the telemetry again.
 
     kinds: the segments of each kind of run (e.g. SSE and SSP runs: the same kernels, other counts);
@@ -314,6 +315,23 @@ class GPUDevice(abc.ABC):
     def sleep_ns(self, duration_ns: int) -> None:
         """Idle the GPU and the host for `duration_ns`."""
 
+    #: host clock (ns) when the device's last measure run finished (`mark_busy_end`); None before the first
+    _busy_end_host_ns: int | None = None
+
+    def mark_busy_end(self) -> None:
+        """Note that the GPU went idle now (the end of a run), for `idle_left_ns`."""
+        self._busy_end_host_ns = int(self.host_time_ns())
+
+    def idle_left_ns(self, idle_ns: int) -> int:
+        """The part of an `idle_ns` idle still to wait before the next run (ns, 0 … idle_ns): the GPU has been idle
+        since the last run ended (`mark_busy_end`) while the host drained samples and decided what to run next, and
+        that time counts towards the idle instead of adding to it (on the H200 ~25 ms per run). The full idle when
+        no run has ended yet."""
+        idle_ns = int(idle_ns)
+        if self._busy_end_host_ns is None:
+            return idle_ns
+        return max(0, min(idle_ns, idle_ns - (int(self.host_time_ns()) - self._busy_end_host_ns)))
+
     @abc.abstractmethod
     def read_gpu_clock(self, n: int) -> ClockReads:
         """`n` GPU-timestamp reads, each bracketed by host-clock reads (one launch + sync each)."""
@@ -330,18 +348,20 @@ class GPUDevice(abc.ABC):
 
     def measure_runs(self, batch: MeasureRuns) -> MeasuredRuns:
         """Run a batch of measure runs (`MeasureRuns`: its protocol) one after the other. This default runs them one
-        by one through `sleep_ns`, `read_telemetry`, `energy_mj`, `read_gpu_clock` and `execute`; the simulator
+        by one through `sleep_ns`, `read_telemetry`, `energy_mj`, `read_gpu_clock` and `execute`, each idle less the
+        host's time since the previous run ended (`idle_left_ns`: the GPU idles all the same); the simulator
         generates a whole batch with array operations (the same protocol, the same model)."""
         starts, e0s, e1s, reads, recs, tels, truths = [], [], [], [], [], [], []
         for r in range(len(batch)):
-            if batch.idle_ns > 0:
-                self.sleep_ns(int(batch.idle_ns))
+            if batch.idle_ns > 0:  # the host's time since the last run ended is idle already (`idle_left_ns`)
+                self.sleep_ns(self.idle_left_ns(int(batch.idle_ns)))
             tel0 = self.read_telemetry()
             e0 = self.energy_mj()
             reads.append(self.read_gpu_clock(1))
             self.sleep_ns(int(batch.guard_ns) + int(batch.delay_ns[r]))
             starts.append(int(self.host_time_ns()))
             recs.append(self.execute(batch.segments(r)))
+            self.mark_busy_end()
             e1 = self.energy_mj()
             tels.append((tel0, self.read_telemetry()))
             e0s.append(np.nan if e0 is None else e0)

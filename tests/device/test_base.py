@@ -115,3 +115,19 @@ def test_an_unfinished_device_cannot_be_made() -> None:
 
     with pytest.raises(TypeError):
         Half()
+
+
+def test_the_hosts_time_after_a_run_counts_towards_the_next_runs_idle() -> None:
+    from fingrav.device.base import MeasureRuns
+
+    d = _Device()
+    assert d.idle_left_ns(500) == 500  # no run has ended yet: the whole idle
+    batch = MeasureRuns([[(_Handle(), 2)]], np.zeros(2, np.int64), 5000, np.array([0, 0]), 10)
+    out = d.measure_runs(batch)
+    # run 0: 5000 ns idle from t=0; run 1 right after run 0 ended: the whole idle again (no host time in between)
+    ends = out.records.gpu_end_ns[[1, 3]]
+    assert out.host_start_ns[0] == 5000 + 10 and out.host_start_ns[1] - ends[0] == 5000 + 10
+    d.t += 3000  # the host drains and decides for 3 µs: only 2 µs of the next 5 µs idle are left to wait
+    assert d.idle_left_ns(5000) == 2000 and d.idle_left_ns(2000) == 0
+    nxt = d.measure_runs(MeasureRuns([[(_Handle(), 1)]], np.zeros(1, np.int64), 5000, np.array([0]), 10))
+    assert nxt.host_start_ns[0] - ends[1] == 5000 + 10  # the GPU idled the full 5 µs, the host waited 2 µs of it

@@ -5,8 +5,8 @@
 #
 #   bash benchmarks/h200_state.sh      # ~5 min wall: ~70 s of references, the sweep (~81 GPU-s planned), ~70 s again
 #
-# Leaves $OUT/h200-state-gpu.tgz (the sweep folder: raw data, calibration, logs), $OUT/before and $OUT/after (the
-# peers runs), the logs and $OUT/temps.csv (the card's temperature and power between the steps).
+# Leaves $OUT/h200-state-gpu.tgz (the sweep folder: raw data, calibration, logs), $OUT/before.tgz and $OUT/after.tgz
+# (the peers runs), the logs and $OUT/temps.csv (the card's temperature and power between the steps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:?set OUT to the output folder}"
@@ -31,5 +31,9 @@ temps sweep-done
 references after
 temps after-done
 tar czf "$out/h200-state-gpu.tgz" results/h200-state-gpu
+# the device returns at most 8 files from $OUT: the two peers runs travel as one archive each (stop 27 lost
+# before/peers.json by returning them as loose files)
+for r in before after; do tar czf "$out/$r.tgz" -C "$out" "$r" && rm -r "${out:?}/$r"; done
 echo "gpu-sweep rc $rc"
-cat "$out/temps.csv"; tail -2 "$out/sweep.log"; grep -h "| reference |" "$out/before/peers.md" "$out/after/peers.md" || true
+cat "$out/temps.csv"; tail -2 "$out/sweep.log"; tar xzOf "$out/before.tgz" before/peers.md | grep "| reference |" || true
+tar xzOf "$out/after.tgz" after/peers.md | grep "| reference |" || true

@@ -178,6 +178,8 @@ class _Recorder:
         self.host_start = host_start
         ((handle, count),) = segments
         rec = dev.run_unstamped(handle, int(count), more=more, part=part)
+        # the next run's idle counts from here (`GPUDevice.idle_left_ns`), not from the last stamped run's end
+        dev.mark_busy_end()
         self.issued += int(rec.exec_index[-1]) + 1
         e1 = dev.energy_mj()
         tel1 = dev.read_telemetry()

@@ -387,7 +387,9 @@ class GPUDevice(abc.ABC):
     #: whether `run_unstamped` really runs without stamps between executions
     unstamped_runs: bool = False
 
-    def run_unstamped(self, handle: KernelHandle, count: int, more: Callable[[int], int] | None = None) -> ExecRecords:
+    def run_unstamped(
+        self, handle: KernelHandle, count: int, more: Callable[[int], int] | None = None, part: int | None = None
+    ) -> ExecRecords:
         """`count` back-to-back executions of one kernel launched as a user launches them, with no stamp between
         them: one record from the first start to the last end, exec_index = the executions run - 1.
 
@@ -399,7 +401,8 @@ class GPUDevice(abc.ABC):
         device's own choice when None).
 
         Devices that cannot run without stamps (`unstamped_runs` False) run the executions stamped, one `execute`
-        per part (with a launch gap between parts), and return the same one record."""
+        per part (with a launch gap between parts), and return the same one record (`part` is `more`'s to choose
+        here)."""
         rec = self.execute([(handle, int(count))])
         start, end, total = rec.gpu_start_ns[:1], rec.gpu_end_ns[-1:], int(count)
         while more is not None and (n := int(more(total))) > 0:

@@ -131,3 +131,20 @@ def test_the_hosts_time_after_a_run_counts_towards_the_next_runs_idle() -> None:
     assert d.idle_left_ns(5000) == 2000 and d.idle_left_ns(2000) == 0
     nxt = d.measure_runs(MeasureRuns([[(_Handle(), 1)]], np.zeros(1, np.int64), 5000, np.array([0]), 10))
     assert nxt.host_start_ns[0] - ends[1] == 5000 + 10  # the GPU idled the full 5 µs, the host waited 2 µs of it
+
+
+def test_the_idle_after_an_unstamped_run_counts_from_its_end() -> None:
+    """The collector's unstamped (reference) run marks the GPU idle at its end: the first measure run after it idles
+    its whole idle from there, not from the end of the stamped run before the reference (stop 27's h200-state: the
+    first SSP run began 36-99 ms after the reference ended, planned 121-163 ms)."""
+    from fingrav.collect.runner import _Recorder
+    from fingrav.device.base import MeasureRuns
+
+    d = _Device()
+    rec = _Recorder(d)
+    rec.run(0, "timing", [(_Handle(), 2)], ["main"], 100, 0)
+    d.t += 50_000  # long after the stamped run: its end would leave nothing of the next idle
+    ref = rec.run(1, "reference", [(_Handle(), 5)], ["main"], 0, 0, unstamped=True)
+    assert d.idle_left_ns(5000) == 5000
+    nxt = d.measure_runs(MeasureRuns([[(_Handle(), 1)]], np.zeros(1, np.int64), 5000, np.array([0]), 10))
+    assert nxt.host_start_ns[0] - ref.gpu_end_ns[-1] >= 5000

@@ -13,11 +13,15 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fingrav.config import SweepConfig, collection_hash, config_hash, json_schema, load_config
 from fingrav.errors import FingravError
 from fingrav.guard import check_write
 from fingrav.layout import SweepLayout
+
+if TYPE_CHECKING:
+    from fingrav.stages.collect import KeptDevice
 
 logger = logging.getLogger(__name__)
 
@@ -168,12 +172,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect_one(cfg: SweepConfig, name: str, layout: SweepLayout) -> None:
+def _collect_one(cfg: SweepConfig, name: str, layout: SweepLayout, keep: KeptDevice | None = None) -> None:
+    """Collect scenario `name` with its own log file (`SweepLayout.log`); `keep`: on the device it keeps open across
+    scenarios (`fingrav.stages.collect.KeptDevice`), else on one opened for this scenario."""
     from fingrav.logs import logging_to
     from fingrav.stages import collect
 
     with logging_to(layout.log("collect", name)):
-        collect.run(layout, cfg.device, cfg.scenario(name), cfg.policy_for(name), cfg.seed)
+        collect.run(layout, cfg.device, cfg.scenario(name), cfg.policy_for(name), cfg.seed, keep=keep)
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -206,8 +212,10 @@ def _collected(cfg: SweepConfig, name: str, layout: SweepLayout) -> bool:
 def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     """Calibrate (unless a calibration of this layout exists) and collect every scenario not yet collected:
     rerunning after an interruption resumes where it stopped; nothing measured is ever deleted
-    (`fingrav.rawio.archive`)."""
+    (`fingrav.rawio.archive`). One GPU: every scenario on one device opened once (`KeptDevice`: each measured as on
+    a newly opened one; a failing scenario closes it and stops the sweep, as before)."""
     from fingrav import rawio
+    from fingrav.stages.collect import KeptDevice
 
     cfg = load_config(args.config)
     layout = _layout(cfg, args.out)
@@ -220,12 +228,13 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     else:
         _cmd_calibrate(args)
     names = args.scenario or [s.name for s in cfg.scenarios]
-    for i, name in enumerate(names):
-        if _collected(cfg, name, layout):
-            logger.info("scenario %d/%d: %s already collected: kept", i + 1, len(names), name)
-            continue
-        logger.info("scenario %d/%d: %s", i + 1, len(names), name)
-        _collect_one(cfg, name, layout)
+    with KeptDevice() as keep:
+        for i, name in enumerate(names):
+            if _collected(cfg, name, layout):
+                logger.info("scenario %d/%d: %s already collected: kept", i + 1, len(names), name)
+                continue
+            logger.info("scenario %d/%d: %s", i + 1, len(names), name)
+            _collect_one(cfg, name, layout, keep)
     (layout.root / "gpu-sweep.json").write_text(
         json.dumps({"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n"
     )

@@ -1,14 +1,22 @@
-"""`fingrav gpu-sweep` resumes where it stopped and never deletes an earlier measurement."""
+"""`fingrav gpu-sweep` resumes where it stopped, never deletes an earlier measurement, and collects every scenario on
+one device opened once (`fingrav.stages.collect.KeptDevice`) with the raw data of a device opened per scenario."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import tiny_config
 
 from fingrav.cli import main
+from fingrav.config import parse_config
+from fingrav.device.sim import SimulatedGPU
+from fingrav.errors import DeviceError
+from fingrav.layout import SweepLayout
 
 
 @pytest.mark.slow
@@ -53,3 +61,121 @@ def test_version_and_one_argument_style(capsys) -> None:
         opts = {o for a in sub.choices[name]._actions for o in a.option_strings}
         assert "--config" in opts, name
     assert main(["validate", "--config", "config/config.yaml"]) == 0
+
+
+def _without_created(doc: Any) -> Any:
+    """A plan.json without its creation times (the only field two collections of one config differ in)."""
+    if isinstance(doc, dict):
+        return {k: _without_created(v) for k, v in doc.items() if k != "created_utc"}
+    return [_without_created(v) for v in doc] if isinstance(doc, list) else doc
+
+
+@pytest.mark.slow
+def test_gpu_sweep_on_one_kept_device_gives_the_raw_data_of_a_device_per_scenario(tmp_path: Path, monkeypatch) -> None:
+    """gpu-sweep opens the device once for its scenarios (plus once to calibrate); the Snakemake rule's way, a device
+    opened for each scenario (`fingrav.stages.collect.run` alone), gives the same raw tables and truth, bit for bit,
+    and the same plans (the simulator's state is reset between scenarios: `SimulatedGPU.reset_for_next_scenario`)."""
+    import fingrav.device
+    from fingrav.stages import collect
+
+    data = tiny_config(sweep="kept", max_runs=30)  # 3 scenarios, one with a predecessor: two kernels prepared
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(yaml.safe_dump(data))
+    opened: list[int] = []
+    real_open = fingrav.device.open_device
+
+    def counting_open(device_cfg: Any, seed: int = 0) -> Any:
+        opened.append(seed)
+        return real_open(device_cfg, seed=seed)
+
+    monkeypatch.setattr(fingrav.device, "open_device", counting_open)
+    kept, each = tmp_path / "kept", tmp_path / "each"
+    assert main(["gpu-sweep", "--config", str(cfg_path), "--out", str(kept)]) == 0
+    assert len(opened) == 2  # calibrate, then every scenario
+    assert main(["calibrate", "--config", str(cfg_path), "--out", str(each)]) == 0
+    cfg, layout = parse_config(data), SweepLayout(each)
+    for s in cfg.scenarios:
+        collect.run(layout, cfg.device, s, cfg.policy_for(s.name), cfg.seed)
+    assert len(opened) == 2 + 1 + len(cfg.scenarios)
+    tables = sorted(p.relative_to(kept) for p in kept.rglob("*.parquet"))
+    assert tables == sorted(p.relative_to(each) for p in each.rglob("*.parquet"))
+    assert sum(p.parts[0] == "truth" for p in tables) == 2 * len(cfg.scenarios)  # truth and reading truth
+    for rel in tables:
+        assert pq.read_table(kept / rel).equals(pq.read_table(each / rel)), rel
+    for s in cfg.scenarios:
+        a, b = (json.loads(SweepLayout(r).plan(s.name, 0).read_text()) for r in (kept, each))
+        assert _without_created(a) == _without_created(b), s.name
+
+
+class _Recording(SimulatedGPU):
+    """A simulated GPU that logs its opening, kernel releases and closing in `events`."""
+
+    events: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.events.append("open")
+
+    def release_kernels(self) -> None:
+        self.events.append(f"release {len(self._kernels)}")
+        super().release_kernels()
+
+    def close(self) -> None:
+        self.events.append("close")
+        super().close()
+
+
+def _fake_sweep(monkeypatch, fail: str | None = None) -> list[str]:
+    """gpu-sweep's own steps with a recording device (`_Recording`) and a collection that only prepares the
+    scenario's kernels (it fails with a DeviceError on scenario `fail`); no calibration, no raw files. Returns
+    the event log: "open", "collect <scenario> <kernels held at its start>", "release <kernels>", "close"."""
+    import fingrav.cli
+    import fingrav.device
+    from fingrav.collect import runner
+    from fingrav.stages import collect
+
+    events: list[str] = []
+    monkeypatch.setattr(_Recording, "events", events)
+    monkeypatch.setattr(fingrav.device, "open_device", lambda c, seed=0: _Recording(c.sim, c.index, seed))
+
+    def fake_collect(dev: _Recording, scenario: Any, *args: Any, **kwargs: Any) -> None:
+        events.append(f"collect {scenario.name} {len(dev._kernels)}")
+        dev.prepare(scenario.kernel)
+        if scenario.predecessor is not None:
+            dev.prepare(scenario.predecessor.kernel)
+        if scenario.name == fail:
+            raise DeviceError(f"injected fault in {fail}")
+
+    monkeypatch.setattr(runner, "collect_scenario", fake_collect)
+    monkeypatch.setattr(collect, "calibration_for_gpu", lambda *a, **k: None)
+    monkeypatch.setattr(collect, "_write_receipt", lambda layout, name, rank: layout.collected(name, rank))
+    monkeypatch.setattr(fingrav.cli, "_cmd_calibrate", lambda args: 0)
+    return events
+
+
+def test_gpu_sweep_opens_the_device_once_and_releases_the_kernels_between_scenarios(tmp_path, monkeypatch) -> None:
+    """One device for all scenarios: each scenario starts on it with no kernel of the previous one left (released,
+    as a new device holds none), and it is closed once, at the end."""
+    events = _fake_sweep(monkeypatch)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_config(sweep="kept")))
+    assert main(["gpu-sweep", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 0
+    assert events == [
+        "open",
+        "collect cb-2k 0", "release 1",
+        "collect cb-8k 0", "release 1",
+        "collect cb-2k-after-mb-4k 0", "release 2",
+        "close",
+    ]  # fmt: skip
+    assert (tmp_path / "out" / "gpu-sweep.json").exists()
+
+
+def test_a_failing_scenario_closes_the_kept_device_and_stops_the_sweep(tmp_path, monkeypatch, caplog) -> None:
+    """As with a device per scenario: the error ends gpu-sweep (exit 2, no gpu-sweep.json, later scenarios not
+    collected); the device, which may still be sampling, is closed at once, never reused."""
+    events = _fake_sweep(monkeypatch, fail="cb-8k")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_config(sweep="kept")))
+    assert main(["gpu-sweep", "--config", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    assert events == ["open", "collect cb-2k 0", "release 1", "collect cb-8k 0", "close"]
+    assert "injected fault in cb-8k" in caplog.text and not (tmp_path / "out" / "gpu-sweep.json").exists()

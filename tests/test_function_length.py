@@ -13,7 +13,6 @@ MAX_LINES = 50
 STILL_LONG: dict[str, int] = {
     "fingrav/analysis/combine.py:combine_ranks": 111,
     "fingrav/analysis/kernel_power.py:estimate_kernel_power": 129,
-    "fingrav/device/sim/device.py:SimulatedGPU.__init__": 60,
     "fingrav/device/sim/device.py:SimulatedGPU._run_calls": 96,
     "fingrav/device/sim/kernels.py:build_kernel": 64,
     "fingrav/device/sim/presets.py:preset_summary": 94,

@@ -447,6 +447,24 @@ class GPUDevice(abc.ABC):
         only validation reads, never the analysis."""
         return None
 
+    # -- reuse across scenarios -----------------------------------------------------------
+    def release_kernels(self) -> None:  # noqa: B027 - optional hook
+        """Free every kernel `prepare` made on this device: its inputs, outputs and cached graphs (a large GEMM's
+        input sets are GBs), now rather than when the last reference to its handle goes, so that a device kept open
+        across scenarios (`fingrav.stages.collect.KeptDevice`) holds none of a finished scenario's memory when the
+        next scenario prepares its own kernels. Handles prepared before are invalid afterwards. Default: nothing to
+        free (the device caches nothing per kernel)."""
+
+    def reset_for_next_scenario(self) -> None:
+        """Make this open device measure the next scenario as a newly opened one would (a device kept open across
+        scenarios, `fingrav.stages.collect.KeptDevice`): its kernels released (`release_kernels`) and the idle
+        bookkeeping forgotten (`_busy_end_host_ns`: the next scenario's first run idles in full, as on a new
+        device). Call it with sampling stopped. Backends that keep more per-open state reset it too (the torch
+        device its seed counter and launch mode, the simulator all of its state). Only the device object is reset,
+        never the GPU itself."""
+        self.release_kernels()
+        self._busy_end_host_ns = None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device (library handles, processes)."""
 

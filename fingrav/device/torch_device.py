@@ -85,10 +85,12 @@ Vendor hooks (override in a subclass: NVIDIA plugs ``%globaltimer`` in here, AMD
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -437,8 +439,10 @@ class TorchGPUDevice(GPUDevice):
         self.timestamp_impl = timestamp_impl
         self._generation = 0
         self._n_prepared = 0
+        self._opened_launch_mode = launch_mode  # what `reset_for_next_scenario` goes back to
         self.graph_capture_error: str | None = None  # why capture failed, when it did (launch_mode -> "stream")
         self._closed = False
+        self._prepared: weakref.WeakSet[TorchKernel] = weakref.WeakSet()  # live handles (`release_kernels`)
         with torch.cuda.device(self.index):
             self._stream = torch.cuda.Stream(device=self.device)
             self._capacity = 0
@@ -576,7 +580,44 @@ class TorchGPUDevice(GPUDevice):
         """Allocate and warm up a `fingrav.config` kernel model with the method its kind's registry entry names
         (`fingrav.kinds.KernelKind.torch_prepare`)."""
         prepare: Callable[[Any], TorchKernel] = getattr(self, kind_of(kernel, DeviceError).torch_prepare)
-        return prepare(kernel)
+        handle = prepare(kernel)
+        if isinstance(handle, TorchKernel):  # every kind's handle is one (`release_kernels` frees them)
+            self._prepared.add(handle)
+        return handle
+
+    def release_kernels(self) -> None:
+        """Free every kernel prepared on this device (`GPUDevice.release_kernels`): wait for the stream, drop each
+        live handle's input sets, output, CUDA graphs and launch function (a handle still referenced somewhere holds
+        no GPU memory any more, and `_check_handle` refuses it), collect the garbage and hand torch's cached blocks
+        back to the driver (``torch.cuda.empty_cache``), so that the next scenario finds the free memory
+        (``mem_get_info``: its number of input sets, `_n_sets`) of a newly opened device."""
+        if self._closed:
+            return
+        self._stream.synchronize()
+        handles = list(self._prepared)
+        freed = sum(int(h.sizes.get("set_bytes") or 0) * h.n_sets for h in handles)
+        for h in handles:
+            h.graphs.clear()
+            h.sets, h.out, h.owner = [], None, 0  # owner 0: no device's (an id is never 0)
+            if isinstance(h, TorchCallable):
+                h.fn = None  # the factory's closure owns its inputs
+        self._prepared.clear()
+        del handles
+        gc.collect()
+        empty_cache = getattr(self._torch.cuda, "empty_cache", None)
+        if empty_cache is not None:
+            empty_cache()
+        logger.info("released the prepared kernels (%.1f MB of input sets)", freed / 2**20)
+
+    def reset_for_next_scenario(self) -> None:
+        """As newly opened (`GPUDevice.reset_for_next_scenario`): the kernels released, the seeds of the next
+        kernels' random inputs counted from 0 again (each scenario's kernels get the inputs they would get on a new
+        device, `_generator`), the launch mode as opened (a capture failure in one scenario does not leave the next
+        one on stream launches) and the idle bookkeeping forgotten."""
+        super().reset_for_next_scenario()
+        self._n_prepared = 0
+        self.launch_mode = self._opened_launch_mode
+        self.graph_capture_error = None
 
     def _prepare_matmul(self, kernel: Any) -> TorchKernel:
         """Allocate a GEMM/GEMV (fingrav.config.GemmKernel / GemvKernel) in its dtype: random inputs,
@@ -735,7 +776,7 @@ class TorchGPUDevice(GPUDevice):
 
     def _check_handle(self, handle: Any) -> TorchKernel:
         if not isinstance(handle, TorchKernel) or handle.owner != id(self):
-            raise DeviceError(f"{handle!r} was not prepared by this device")
+            raise DeviceError(f"{handle!r} was not prepared by this device (or was released since: release_kernels)")
         return handle
 
     def _enqueue(self, handle: TorchKernel, size: int, offset: int, stamped: bool) -> None:

@@ -148,3 +148,18 @@ def test_the_idle_after_an_unstamped_run_counts_from_its_end() -> None:
     assert d.idle_left_ns(5000) == 5000
     nxt = d.measure_runs(MeasureRuns([[(_Handle(), 1)]], np.zeros(1, np.int64), 5000, np.array([0]), 10))
     assert nxt.host_start_ns[0] - ref.gpu_end_ns[-1] >= 5000
+
+
+def test_a_device_reset_for_the_next_scenario_releases_its_kernels_and_idles_in_full() -> None:
+    """`reset_for_next_scenario` (a device kept open across scenarios): `release_kernels` (a no-op by default) and
+    the next scenario's first run idles in full, as on a newly opened device, however short the host's pause."""
+    d = _Device()
+    released: list[int] = []
+    d.release_kernels()  # the default: nothing to free
+    d.release_kernels = lambda: released.append(d.t)  # type: ignore[method-assign]
+    d.execute([(_Handle(), 2)])
+    d.mark_busy_end()
+    d.t += 3000
+    assert d.idle_left_ns(5000) == 2000
+    d.reset_for_next_scenario()
+    assert released == [d.t] and d.idle_left_ns(5000) == 5000

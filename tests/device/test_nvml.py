@@ -450,6 +450,33 @@ def test_nvml_device_glue_matches_the_gpu_by_uuid(fake, fake_torch):
         assert dev.power.nvml_index == 0
 
 
+def test_an_nvml_device_kept_open_samples_a_second_scenario_with_the_same_sampler(fake, fake_torch):
+    """A device kept open across scenarios (`fingrav.stages.collect.KeptDevice`): after `reset_for_next_scenario`
+    the same sampler (not started again) samples the next scenario, whose kernels are prepared anew; the earlier
+    scenario's handles are released."""
+    from fingrav.device.nvidia import NVMLDevice
+
+    fake.configure(period_ms=10.0)
+    cls = device_class(fake_torch, base=NVMLDevice)
+    with cls(index=0, sample_interval_ms=5.0, sampler_mode="thread") as dev:
+        sampler = dev.power.sampler
+        handles = []
+        for _scenario in range(2):
+            k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+            handles.append(k)
+            dev.start_sampling()
+            t0 = dev.host_time_ns()
+            dev.execute([(k, 10)])
+            s = drain_until(dev.drain_samples, 3)
+            rest = dev.stop_sampling()
+            total = PowerSamples.concat([s, rest])
+            assert (total.channel == "total").sum() >= 3 and total.t_ns.max() > t0
+            dev.reset_for_next_scenario()
+        assert dev.power.sampler is sampler and sampler.alive and not sampler.sampling
+        assert all(h.sets == [] and h.graphs == {} for h in handles)
+    assert fake.STATE.initialized == 0
+
+
 # --------------------------------------------------------------------------- sampler faults (set aside, counted, loud)
 @pytest.mark.parametrize("fault", ["zero", "all_ones"])
 def test_poller_sets_aside_nonphysical_values(fake, fault):

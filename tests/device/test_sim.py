@@ -576,3 +576,38 @@ def test_a_card_draws_its_own_power() -> None:
         powers.append(float(np.mean(dev.ground_truth_of_last_execute()["total"]["power_mw"][10:])))
     spread = (max(powers) - min(powers)) / np.mean(powers)
     assert 0.002 < spread < 0.2, powers
+
+
+def _scenario_on(dev: SimulatedGPU) -> tuple[np.ndarray, ...]:
+    """A short scenario: a clock burst, sampling, two kernels' runs, a spin; its records, reads and samples."""
+    k, v = dev.prepare(gemm(2048)), dev.prepare(gemv(4096))
+    dev.start_sampling()
+    reads = dev.read_gpu_clock(20)
+    rec = dev.execute([(v, 5), (k, 40)])
+    dev.sleep_ns(3 * MS)
+    rec2 = dev.run_unstamped(k, 300)
+    dev.mark_busy_end()
+    spin = dev.spin(2 * MS)
+    dev.sleep_ns(5 * MS)
+    smp = dev.stop_sampling()
+    ends = (rec.gpu_start_ns, rec.gpu_end_ns, rec2.gpu_end_ns, spin.gpu_end_ns)
+    return (reads.gpu_ns, *ends, smp.t_ns, smp.power_mw, np.asarray(dev.energy_mj()))
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "h200"])
+def test_a_reset_simulator_measures_as_a_newly_opened_one(preset: str) -> None:
+    """`reset_for_next_scenario` (a device kept open across a sweep's scenarios): the whole simulated state starts
+    over from the seed (virtual clock, warming, limiter, sensor phases, random streams, kernels), so the next
+    scenario's numbers are those of a newly opened device, bit for bit; without it they differ."""
+    cfg = SimConfig(preset=preset)
+    kept = SimulatedGPU(cfg, seed=11)
+    first = _scenario_on(kept)
+    assert kept._theta > 0 and kept._now > 0
+    carried = _scenario_on(kept)  # on the same device, nothing reset: another GPU state, other numbers
+    assert not all(np.array_equal(a, b) for a, b in zip(first, carried, strict=True))
+    kept.reset_for_next_scenario()
+    assert kept.describe() == SimulatedGPU(cfg, seed=11).describe()  # no kernels listed, the same epoch
+    assert kept.idle_left_ns(MS) == MS
+    again = _scenario_on(kept)
+    for a, b in zip(first, again, strict=True):
+        assert np.array_equal(a, b)

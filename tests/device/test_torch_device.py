@@ -221,3 +221,38 @@ def types_namespace(**kw):
     import types
 
     return types.SimpleNamespace(**kw)
+
+
+def test_released_kernels_free_their_inputs_and_a_reset_device_prepares_as_a_new_one(fake_torch, monkeypatch):
+    """A device kept open across scenarios (`fingrav.stages.collect.KeptDevice`): `release_kernels` drops every
+    prepared kernel's input sets, output and graphs (even while a handle is still referenced) and empties torch's
+    cache; after `reset_for_next_scenario` the next kernel gets the inputs, the launch mode and the idle a newly
+    opened device would give it."""
+    emptied: list[int] = []
+    monkeypatch.setattr(sys.modules["torch"].cuda, "empty_cache", lambda: emptied.append(1), raising=False)
+    cls = device_class(fake_torch)
+    dev = cls(seed=5)
+    k = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    v = dev.prepare(GemvKernel(m=16, k=16))
+    dev.execute([(k, 3)])
+    assert k.graphs and k.n_sets > 1
+    dev.mark_busy_end()
+    fake_torch.fail_capture = True
+    dev.execute([(v, 2)])  # a capture failure switches this device to stream launches
+    assert dev.launch_mode == "stream" and dev.graph_capture_error
+    fake_torch.fail_capture = False
+    dev.reset_for_next_scenario()
+    assert emptied == [1]
+    for h in (k, v):  # still referenced here, but holding nothing, and refused
+        assert h.sets == [] and h.out is None and h.graphs == {}
+        with pytest.raises(DeviceError, match="released"):
+            dev.execute([(h, 1)])
+    assert dev.launch_mode == "graph" and dev.graph_capture_error is None
+    assert dev.idle_left_ns(10**9) == 10**9  # no run has ended on the device as reset
+    again = dev.prepare(GemmKernel(m=8, n=8, k=8))
+    new = cls(seed=5).prepare(GemmKernel(m=8, n=8, k=8))
+    assert again.n_sets == new.n_sets
+    for (a, b), (c, d) in zip(again.sets, new.sets, strict=True):  # the first kernel's inputs of a new device
+        assert np.array_equal(a.a, c.a) and np.array_equal(b.a, d.a)
+    dev.close()
+    dev.release_kernels()  # a closed device has nothing left to release: a no-op

@@ -201,15 +201,6 @@ class SimulatedGPU(GPUDevice):
         self.seed = int(seed)
         self.world_size = int(world_size)
         p = self.preset
-        preset_code = sum(ord(ch) for ch in p.name)
-        ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
-        kids = ss.spawn(4 + 2 * len(p.sensors))
-        self._rng_exec = np.random.default_rng(kids[0])
-        self._rng_clock = np.random.default_rng(kids[1])
-        rng_misc = np.random.default_rng(kids[2])
-
-        self._host0 = HOST_EPOCH_NS + int(rng_misc.integers(0, 10**9)) * _EPOCH_STEP_NS
-        self._now = 0  # host clock, ns since self._host0
         comps = p.components
         self._channels: tuple[str, ...] = tuple(p.channels)
         chan_mat = np.zeros((len(self._channels), len(comps)))
@@ -223,6 +214,26 @@ class SimulatedGPU(GPUDevice):
         self._idle_ch = chan_mat @ np.array([c.idle_mw for c in comps])
         self._gap_ch = chan_mat @ np.array([c.gap_mw for c in comps])
         self._spin_ch = chan_mat @ np.array([c.spin_mw for c in comps])
+        # each stream's channels as codes into self._channels (samples are coded: `PowerSamples.coded`)
+        self._stream_codes = [np.array([self._channels.index(ch) for ch in s.channels], np.int8) for s in p.sensors]
+        self._start_over()
+        logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
+
+    def _start_over(self) -> None:
+        """Set the whole simulated state as at the open, from the seed alone: the random streams, the virtual host
+        clock (its epoch and now), the true-power history, the sensor streams, the limit cycles, the device's
+        transient state (clock ramp, limiter age, warming, last busy end), sampling and the energy counter, the
+        last truths and the prepared kernels. Called by `__init__` and by `reset_for_next_scenario`."""
+        p = self.preset
+        preset_code = sum(ord(ch) for ch in p.name)
+        ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
+        kids = ss.spawn(4 + 2 * len(p.sensors))
+        self._rng_exec = np.random.default_rng(kids[0])
+        self._rng_clock = np.random.default_rng(kids[1])
+        rng_misc = np.random.default_rng(kids[2])
+
+        self._host0 = HOST_EPOCH_NS + int(rng_misc.integers(0, 10**9)) * _EPOCH_STEP_NS
+        self._now = 0  # host clock, ns since self._host0
         self._timeline = PowerTimeline(len(self._channels))
         self._streams = [
             SensorStream(
@@ -234,8 +245,6 @@ class SimulatedGPU(GPUDevice):
             )
             for i, s in enumerate(p.sensors)
         ]
-        # each stream's channels as codes into self._channels (samples are coded: `PowerSamples.coded`)
-        self._stream_codes = [np.array([self._channels.index(ch) for ch in s.channels], np.int8) for s in p.sensors]
         cycling = p.limit_cycle_high_ns > 0 and p.limit_cycle_low_ns > 0
         self._limit_cycles = limit_cycle_schedule(p, np.random.default_rng(kids[-1])) if cycling else None
         # device transient state
@@ -254,7 +263,21 @@ class SimulatedGPU(GPUDevice):
         self._last_part: dict[str, Any] = {}
         self._slow_x = 0.0
         self._kernels: dict[str, SimKernel] = {}
-        logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
+
+    def release_kernels(self) -> None:
+        """Forget the modelled kernels (`GPUDevice.release_kernels`; the simulator allocates no memory): `describe()`
+        lists only the kernels prepared since."""
+        self._kernels.clear()
+
+    def reset_for_next_scenario(self) -> None:
+        """As newly opened, exactly (`GPUDevice.reset_for_next_scenario`): the whole simulated state starts over from
+        the seed (`_start_over`: virtual clock, warming, limiter, last busy end, random streams, sensor phases), so a
+        scenario measured on a device kept open across a sweep gives the raw data, bit for bit, of one measured on a
+        device opened for it alone (the Snakemake rule's way). The simulator thus goes on modelling every scenario
+        after a long idle: nothing carried over from the previous scenario (a real GPU carries its warmth over
+        whether it is opened again or not)."""
+        super().reset_for_next_scenario()
+        self._start_over()
 
     # ------------------------------------------------------------------ identity
     @property

@@ -1,39 +1,4 @@
 #!/usr/bin/env bash
-# The H200 kernel power database, third run (issue 20): config/h200-db3.yaml (106 shapes of the Llama-3 grid) on one
-# H200, in two calls of <= 9.5 minutes wall each, into results/h200-db3-gpu (never results/h200-db or h200-db2,
-# committed and sealed). Run on the device machine from the repository root; README "The H200 database" gives the
-# whole procedure.
-#
-#   bash benchmarks/h200_db3.sh part1   # calibrate and collect scenarios until LIMIT_S (default 555 s)
-#   bash benchmarks/h200_db3.sh part2   # what is left until LIMIT_S (default 400 s), then the peers: aiconfigurator's
-#                                       # protocol on 10 shapes, the uninstrumented reference on them (~110 s wall)
-#
-# Wall time: the plan's GPU time (`fingrav plan --config config/h200-db3.yaml --probes-from results/h200-db2/gpu`)
-# + ~2.6 s per scenario (kernel preparation) + ~25 s start-up per call: ~1235 GPU-s expected, ~1550 s of wall. db2
-# (1314 GPU-s) took three calls of 41, 35 and 30 scenarios; two calls are NOT expected to hold all 106 shapes:
-# `part1`, `part1` again (it resumes), then `part2`. Each call leaves $OUT/h200-db3-gpu.tgz (the sweep folder so
-# far: raw data, calibration, logs); unpack it into the checkout and carry results/h200-db3-gpu into the next call,
-# which keeps every scenario already collected (`fingrav gpu-sweep` resumes; a scenario cut off by the time limit is
-# archived, never deleted, and collected again).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-part="${1:?usage: h200_db3.sh part1|part2}"
-out="${OUT:?set OUT to the output folder}"
-case "$part" in
-  part1) limit="${LIMIT_S:-555}" ;;
-  part2) limit="${LIMIT_S:-400}" ;;
-  *) echo "usage: h200_db3.sh part1|part2" >&2; exit 2 ;;
-esac
-source benchmarks/device_env.sh
-device_env "$out" "$part"
-rc=0
-timeout "$limit" python3 -m fingrav.cli gpu-sweep --config config/h200-db3.yaml >> "$out/sweep.log" 2>&1 || rc=$?
-if [ "$part" = part2 ]; then
-  # aiconfigurator's collector protocol and the uninstrumented reference (5 s back to back) on 10 shapes (~65 GPU-s)
-  timeout 200 python3 experiments/peers.py --out "$out/peers" --config config/h200-db3.yaml \
-    --tools reference aiconfigurator --reference-s 5.0 --budget-s 180 --kernels l3-8b-qkv-m1 l3-8b-o-m128 \
-    l3-8b-gateup-m1024 l3-8b-down-m4096 l3-70b-qkv-m32 l3-70b-down-m512 l3-70b-o-m2048 l3-prefill-8b-q_len2048 \
-    l3-decode-8b-kv_len4096-batch8 l3-prefill-70b-q_len8192 > "$out/peers.log" 2>&1 || echo "peers: rc $?" >> "$out/peers.log"
-fi
-tar czf "$out/h200-db3-gpu.tgz" results/h200-db3-gpu
-echo "gpu-sweep rc $rc (124: stopped at LIMIT_S=$limit s; call again to go on)"
+# The H200 kernel power database, third run (issue 20): config/h200-db3.yaml, as results/h200-db3/REPRODUCE.md ran it
+# (`LIMIT_S=470 bash benchmarks/h200_db3.sh part1`): benchmarks/h200_db.sh with the sweep h200-db3.
+exec bash "$(dirname "$0")/h200_db.sh" h200-db3 "$@"

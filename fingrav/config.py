@@ -481,6 +481,14 @@ class RunPolicy(_Model):
         "two sensor settling times; None: probe_ms (as before). A recovery longer than the watch is read as the "
         "watch's length (the idle before each run then follows it)",
     )
+    probe_source: Literal["auto", "reference", "separate"] = Field(
+        "auto",
+        description="where the stability probe comes from: 'reference' reads it from the first probe_ms of the "
+        "reference run (its start after the settle wait is the probe's back-to-back load; its return to idle is "
+        "watched for probe_idle_ms after the reference run ends) and saves the separate probe run, its idle and "
+        "the reference run's own idle (~1 s per scenario on the H200); 'separate' runs the probe on its own first, "
+        "as before; 'auto': 'reference' where there is a reference run at least probe_ms long, else 'separate'",
+    )
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
         3000.0,
         description="shortest length of the reference run: the kernel back to back, launched as users launch it "
@@ -539,6 +547,11 @@ class RunPolicy(_Model):
     def _explicit_needs_values(self) -> RunPolicy:
         if self.mode == "explicit" and (self.runs is None or self.executions_per_run is None):
             raise ValueError("mode 'explicit' needs run_policy.runs and run_policy.executions_per_run")
+        if self.probe_source == "reference" and self.reference_ms < self.probe_ms:
+            raise ValueError(
+                f"run_policy.probe_source 'reference' needs run_policy.reference_ms ({self.reference_ms:g}) >= "
+                f"run_policy.probe_ms ({self.probe_ms:g}): the probe is the reference run's first probe_ms"
+            )
         if self.executions_per_run is not None and self.executions_per_run < self.warmups + 1:
             raise ValueError(
                 f"run_policy.executions_per_run={self.executions_per_run} must be >= warmups + 1 = {self.warmups + 1}"
@@ -1041,6 +1054,8 @@ def _default_new_fields(policy: RunPolicy) -> set[str]:
         out.add("sse_targeting")
     if policy.probe_idle_ms is None:
         out.add("probe_idle_ms")
+    if policy.probe_source == "auto":  # plan.json's probe.source records which one a collection used
+        out.add("probe_source")
     return out
 
 
@@ -1050,8 +1065,8 @@ def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
     return config_hash(
         {
             "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
-            # sse_targeting 'off' and probe_idle_ms None (their defaults) are left out: collections from before them
-            # keep their hash
+            # sse_targeting 'off', probe_idle_ms None and probe_source 'auto' (their defaults) are left out:
+            # collections from before them keep their hash (and are not measured again for them)
             "policy": policy.model_dump(mode="json", exclude=_default_new_fields(policy) or None),
             "seed": seed,
         }

@@ -92,13 +92,25 @@ def probe_watch_ns(policy: Any, settle_ns: int) -> int:
     return max(2 * int(settle_ns), int(watch_ms * NS_PER_MS))
 
 
+def probe_in_reference(policy: Any) -> bool:
+    """Whether the stability probe is read from the reference run's start (run_policy.probe_source: 'reference';
+    'auto' where a reference run of at least probe_ms is planned) rather than run on its own
+    (`fingrav.collect.runner.collect_scenario`)."""
+    source = getattr(policy, "probe_source", "separate")
+    ref_ms = float(getattr(policy, "reference_ms", 0.0) or 0.0)
+    if source == "reference":
+        return True
+    return source == "auto" and ref_ms > 0 and ref_ms >= float(policy.probe_ms)
+
+
 def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: DeviceTiming | None = None) -> PlanCost:
     """The GPU time (s) `plan` will take, by run kind, as `collect_scenario` issues it:
 
     * probe: the timing run (a settle wait, the guard, warm-ups + timing_reps executions) and the stability probe
-      (a settle wait, the guard, probe_ms of executions, then `probe_watch_ns` of idle);
-    * reference: its idle, the guard and the executions `reference_expected_ns` expects (in `reference_s`; at most
-      reference_max_ms in `reference_max_s`);
+      (a settle wait, the guard, probe_ms of executions, then `probe_watch_ns` of idle); read from the reference
+      run's start (`probe_in_reference`), only its watch after the reference run;
+    * reference: its idle (a settle wait where it carries the probe), the guard and the executions
+      `reference_expected_ns` expects (in `reference_s`; at most reference_max_ms in `reference_max_s`);
     * SSE / SSP: each run's idle, guard, mean random delay and executions (predecessor included: `pred_cycle_ns`,
       its launch-to-launch time; 0 when unknown); with an adaptive SSP stop, the SSP runs the plan expects
       (`Plan.ssp_runs_expected`) and, in `ssp_max_s`, the budget (`Plan.runs`);
@@ -110,14 +122,16 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: Devic
     settle = settle_wait_ns(plan)
     cycle = max(plan.cycle_ns, 1)
     timing_run = settle + READ_GUARD_NS + (int(policy.warmups) + int(policy.timing_reps)) * cycle + gap
+    merged = bool(plan.reference_executions) and probe_in_reference(policy)
     n_probe = max(int(policy.warmups) + 2, -(-int(policy.probe_ms * NS_PER_MS) // cycle))
-    probe = settle + READ_GUARD_NS + n_probe * cycle + probe_watch_ns(policy, settle) + gap
+    probe = probe_watch_ns(policy, settle) + (0 if merged else settle + READ_GUARD_NS + n_probe * cycle + gap)
     ref_lo = ref_hi = 0.0
     if plan.reference_executions:
+        ref_idle = settle if merged else plan.idle_ns
         busy = max(plan.reference_executions * cycle, reference_expected_ns(plan, timing))
-        ref_lo = plan.idle_ns + READ_GUARD_NS + busy + gap
+        ref_lo = ref_idle + READ_GUARD_NS + busy + gap
         longest = plan.reference_max_ms * NS_PER_MS + (REFERENCE_PART_NS if busy > plan.reference_ms * NS_PER_MS else 0)
-        ref_hi = max(ref_lo, plan.idle_ns + READ_GUARD_NS + longest + gap)
+        ref_hi = max(ref_lo, ref_idle + READ_GUARD_NS + longest + gap)
     pred = plan.predecessor_count * float(pred_cycle_ns)
     sse = plan.sse_runs * (run_ns(plan.idle_ns, pred + plan.sse_executions_per_run * cycle, plan.delay_max_ns) + gap)
     per_ssp = run_ns(plan.idle_ns, pred + plan.executions_per_run * cycle, plan.delay_max_ns) + gap

@@ -23,6 +23,10 @@ from fingrav.contracts.units import NS_PER_MS
 logger = logging.getLogger(__name__)
 
 PROBE_Z = 3.0  # standard errors of the compared statistic allowed on top of the tolerance
+#: after a long load (the probe read from the reference run) the idle settles this close to the idle before it, as a
+#: fraction of the busy-to-idle swing, at most: the die is warmer (H200, results/h200-db3: 3-7 W above the idle
+#: before 2-6 s at 340-740 W); further away it has not come back, and the idle before is the target again
+WARM_IDLE_FRAC = 0.05
 TAIL_PERIODS = 4  # the longest SSP tail, in sensor periods (the whole tail with an adaptive stop on a flat probe)
 
 
@@ -40,14 +44,24 @@ class ProbeSamples:
     period: float
 
     @classmethod
-    def split(cls, t_ns: np.ndarray, power_mw: np.ndarray, busy_start_ns: int, busy_end_ns: int) -> ProbeSamples:
+    def split(
+        cls,
+        t_ns: np.ndarray,
+        power_mw: np.ndarray,
+        busy_start_ns: int,
+        busy_end_ns: int,
+        load_end_ns: int | None = None,
+    ) -> ProbeSamples:
+        """Split at the probe window [busy_start_ns, busy_end_ns]; the samples after `load_end_ns` (default: the
+        window's end; later where the load goes on past the window) are the return to idle."""
         t = np.asarray(t_ns, dtype=np.int64)
         p = np.asarray(power_mw, dtype=np.float64)
         order = np.argsort(t)
         t, p = t[order], p[order]
         before = p[t < busy_start_ns]
         busy = (t >= busy_start_ns) & (t <= busy_end_ns)
-        after = t > busy_end_ns
+        end = int(busy_end_ns) if load_end_ns is None else max(int(load_end_ns), int(busy_end_ns))
+        after = t > end
         pb = p[busy]
         if len(pb) < 4:
             raise ValueError(f"stability probe has only {len(pb)} samples inside its busy time; make probe_ms longer")
@@ -55,7 +69,7 @@ class ProbeSamples:
             before=before,
             tb=t[busy] - busy_start_ns,
             pb=pb,
-            ta=t[after] - busy_end_ns,
+            ta=t[after] - end,
             pa=p[after],
             idle_level=float(np.median(before)) if len(before) else float(np.min(p)),
             period=float(np.median(np.diff(t))) if len(t) > 2 else 1.0,
@@ -116,16 +130,30 @@ def _no_trend(s: ProbeSamples, lv: ProbeLevel) -> bool:
     return True
 
 
-def _recover_time(s: ProbeSamples, lv: ProbeLevel, tol_pct: float) -> int:
+def _idle_target(s: ProbeSamples, lv: ProbeLevel, warm: bool) -> tuple[float, int]:
+    """(idle level mW the return to idle is judged against, samples it rests on): the idle before the probe, or,
+    after a long load (`warm`), the level the watched idle settles at (the mean of its last quarter, >= 3 samples)
+    where that is within WARM_IDLE_FRAC of the swing of the idle before (a warmer die idles a few W higher)."""
+    if warm and len(s.pa) >= 4:
+        last = s.pa[len(s.pa) - max(3, len(s.pa) // 4) :]
+        final = float(np.mean(last))
+        if abs(final - s.idle_level) <= WARM_IDLE_FRAC * abs(lv.level - s.idle_level):
+            return final, len(last)
+    return s.idle_level, len(s.before)
+
+
+def _recover_time(s: ProbeSamples, lv: ProbeLevel, tol_pct: float, warm: bool = False) -> int:
     """ns after the busy end until the smoothed samples are back at the idle level (the last sample seen when
-    they never are). The idle level is a median of the few samples before the probe: its own standard error
-    (~1.25 sd / sqrt(n)) is allowed too, so a noisy idle level does not read as a device that never cools down."""
+    they never are). The idle level is a median of the few samples before the probe (after a long load, `warm`:
+    `_idle_target`): its own standard error (~1.25 sd / sqrt(n)) is allowed too, so a noisy idle level does not
+    read as a device that never cools down."""
     ta, pa = s.ta, s.pa
     t_recover = int(ta[-1]) if len(ta) else 0
     if len(pa):
-        idle_se = 1.2533 * lv.sd / np.sqrt(max(len(s.before), 1))
-        idle_tol = abs(lv.level - s.idle_level) * tol_pct / 100.0 + PROBE_Z * np.hypot(lv.se, idle_se)
-        away = np.abs(_moving_mean(pa, lv.k) - s.idle_level) > idle_tol
+        idle_level, n_idle = _idle_target(s, lv, warm)
+        idle_se = 1.2533 * lv.sd / np.sqrt(max(n_idle, 1))
+        idle_tol = abs(lv.level - idle_level) * tol_pct / 100.0 + PROBE_Z * np.hypot(lv.se, idle_se)
+        away = np.abs(_moving_mean(pa, lv.k) - idle_level) > idle_tol
         if away.any():
             last = int(np.nonzero(away)[0][-1])
             t_recover = int(ta[min(last + 1, len(ta) - 1)])
@@ -143,9 +171,14 @@ def analyze_probe(
     tol_pct: float,
     noise_mw: float = 0.0,
     cycle_ns: int = 0,
+    load_end_ns: int | None = None,
 ) -> Probe:
     """Find when the sensor output of a long back-to-back run stops changing, and how long it takes to
     return to idle after the run (METHOD.md step 4: the execution count after which power is stable).
+
+    load_end_ns: where the load goes on past the probe window [busy_start_ns, busy_end_ns] (the probe read from the
+    reference run's start, `fingrav.collect.runner`), its end (host ns): the return to idle is timed from there,
+    against the level the idle settles at when the warmer die idles a little higher (`_idle_target`).
 
     A fast sensor resolves the power shape inside each execution; the output is therefore smoothed with a
     moving mean over at least eight execution cycles (and >= 3 samples) before judging stability. The test
@@ -154,7 +187,7 @@ def analyze_probe(
     sample noise measured here: never the raw per-sample noise, which would let a noisy sensor call a
     ramp "stable"). Settled: the level is reached before the last quarter and the second half shows no
     linear trend beyond the tolerance (slope test with its standard error)."""
-    s = ProbeSamples.split(t_ns, power_mw, busy_start_ns, busy_end_ns)
+    s = ProbeSamples.split(t_ns, power_mw, busy_start_ns, busy_end_ns, load_end_ns)
     lv = ProbeLevel.of(s, tol_pct, noise_mw, cycle_ns)
     first_ok, t_stable = _stable_from(s, lv)
     settled = first_ok is not None and first_ok < len(s.pb) - max(2, lv.q) and _no_trend(s, lv)
@@ -166,7 +199,7 @@ def analyze_probe(
         peak_mw=float(s.pb.max()),
         tol_mw=lv.allow,
         t_stable_ns=t_stable,
-        t_recover_ns=_recover_time(s, lv, tol_pct),
+        t_recover_ns=_recover_time(s, lv, tol_pct, warm=load_end_ns is not None),
         settled=bool(settled),
         samples=int(len(s.pb)),
     )
@@ -390,7 +423,7 @@ def expected_ssp_runs(
     return int(min(max_runs, runs))
 
 
-def _reference_fields(policy: Any, cycle_ns: int) -> dict[str, Any]:
+def reference_fields(policy: Any, cycle_ns: int) -> dict[str, Any]:
     """The plan's reference run (none when run_policy.reference_ms is 0)."""
     on = bool(policy.reference_ms)
     return {
@@ -456,7 +489,7 @@ def make_plan(
         ssp_ci_pct=float(policy.ssp_ci_pct) if adaptive else None,
         ssp_min_lois=int(policy.min_lois) if adaptive else None,
         ssp_runs_expected=priced,
-        **_reference_fields(policy, cycle_ns),
+        **reference_fields(policy, cycle_ns),
         predecessor_count=int(predecessor_count),
         sse_targeting=getattr(policy, "sse_targeting", "off") == "on",
         idle_ns=idle_ns,

@@ -30,8 +30,8 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
-from fingrav.collect.estimate import REFERENCE_PART_NS, probe_watch_ns
-from fingrav.collect.plan import analyze_probe, make_plan
+from fingrav.collect.estimate import REFERENCE_PART_NS, probe_in_reference, probe_watch_ns
+from fingrav.collect.plan import analyze_probe, make_plan, reference_fields
 from fingrav.collect.sweep_estimate import predecessor_cycle_ns, timing_of_device
 from fingrav.collect.targeting import SseAim
 from fingrav.config import RunPolicy, Scenario, collection_hash
@@ -437,12 +437,38 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class ReferenceSpec:
+    """What the reference run needs (`_reference_run`): executions at least, the launch-to-launch cycle (ns), its
+    shortest and longest length (ms) and CI target (%; the adaptive stop), the idle before it (ns). From the plan
+    (`of_plan`), or, where it carries the stability probe, before the plan from the policy (`before_plan`)."""
+
+    executions: int
+    cycle_ns: int
+    min_ms: float
+    max_ms: float
+    ci_pct: float | None
+    idle_ns: int
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> ReferenceSpec:
+        return cls(plan.reference_executions, plan.cycle_ns, plan.reference_ms, plan.reference_max_ms,
+                   plan.reference_ci_pct, plan.idle_ns)  # fmt: skip
+
+    @classmethod
+    def before_plan(cls, policy: RunPolicy, cycle_ns: int, idle_ns: int) -> ReferenceSpec:
+        f = reference_fields(policy, cycle_ns)
+        return cls(f["reference_executions"], cycle_ns, f["reference_ms"], f["reference_max_ms"],
+                   f["reference_ci_pct"], idle_ns)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class ReferenceRun:
     """Step 4: the unstamped reference run: executions it ran and the adaptive run's decisions (the last one: why
     it stopped)."""
 
     executed: int
     decisions: list[ReferenceDecision] = field(default_factory=list)
+    busy_ns: int = 0  # first start to last end on the GPU clock
 
     def plan_fields(self, unstamped: bool) -> dict[str, Any]:
         """plan.json's reference_unstamped / reference_executed / reference_stop."""
@@ -479,6 +505,65 @@ def _stability_probe(
     return _probe(rec, probe_rec, n_probe, policy, noise_mw, settle_ns, cycle_ns)
 
 
+class _ProbeInReference:
+    """The stability probe read from the reference run (run_policy.probe_source): its first n_probe x cycle ns
+    (the executions a probe run of probe_ms would have) after the settle wait before it are the probe's load;
+    after the run, idle is watched for `probe_watch_ns` as after a probe run (the first measure run's idle counts
+    that time, `GPUDevice.idle_left_ns`), and the return to idle is timed from the run's end
+    (`fingrav.collect.plan.analyze_probe`, load_end_ns). `settle_ns` gives the adaptive run its settling time
+    once the window has been read (the first decision comes after reference_ms >= probe_ms); this rank's."""
+
+    def __init__(self, rec: _Recorder, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int) -> None:
+        self.rec, self.policy, self.noise_mw = rec, policy, noise_mw
+        self.settle_ns_before, self.cycle_ns = settle_ns, cycle_ns
+        self.n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
+        self._stable_ns: int | None = None
+
+    def _analyze(self, load_end_ns: int | None, busy_ns: int) -> Probe:
+        start = self.rec.host_start
+        window = min(self.n_probe * max(self.cycle_ns, 1), busy_ns)
+        smp = PowerSamples.concat(self.rec.samples)
+        self.rec.samples[:] = [smp]
+        tot = smp.is_channel("total") & (smp.t_ns >= start - self.settle_ns_before // 2)
+        try:
+            probe = analyze_probe(
+                smp.t_ns[tot], smp.power_mw[tot], start, start + window, self.n_probe, self.policy.stability_tol_pct,
+                self.noise_mw, self.cycle_ns, load_end_ns=load_end_ns,
+            )  # fmt: skip
+        except ValueError as err:  # too short a probe for this sensor: the field to change, no traceback
+            raise ConfigError(f"run_policy.probe_ms = {self.policy.probe_ms:g}: {err}") from None
+        return probe.model_copy(update={"source": "reference"})
+
+    def settle_ns(self) -> int:
+        """The probe window's t_stable_ns (ns after the run's start), read once from the samples drained so far."""
+        if self._stable_ns is None:
+            self.rec.samples.append(self.rec.device.drain_samples())
+            self._stable_ns = self._analyze(None, self.n_probe * max(self.cycle_ns, 1)).t_stable_ns
+        return self._stable_ns
+
+    def finish(self, busy: int) -> Probe:
+        """After the reference run (`busy` ns from its first start to its last end): watch its return to idle, then
+        the probe (the load's end: the run's start + `busy`)."""
+        device = self.rec.device
+        device.sleep_ns(probe_watch_ns(self.policy, self.settle_ns_before))
+        self.rec.samples.append(device.drain_samples())
+        return self._analyze(self.rec.host_start + busy, busy)
+
+
+def _probe_first(
+    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int, name: str
+) -> tuple[Probe, ReferenceRun | None]:
+    """Step 2 before the plan: the stability probe run (`_stability_probe`; no reference run yet), or, where the
+    reference run carries the probe (`probe_in_reference`), the reference run (step 4; run 1) and the probe read
+    from its start (`_ProbeInReference`)."""
+    if not probe_in_reference(policy):
+        return _stability_probe(rec, k, policy, noise_mw, settle_ns, cycle_ns), None
+    pir = _ProbeInReference(rec, policy, noise_mw, settle_ns, cycle_ns)
+    spec = ReferenceSpec.before_plan(policy, cycle_ns, settle_ns)
+    reference = _reference_run(rec, spec, k, rec.sync, 1, name, pir.settle_ns)
+    return pir.finish(reference.busy_ns), reference
+
+
 def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
     logger.info(
         "%s: plan %d SSE runs + %s SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
@@ -508,15 +593,24 @@ def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
         )
 
 
-def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_id: int, name: str) -> ReferenceRun:
-    """Step 4: back to back for reference_ms and, adaptively, up to reference_max_ms (`_reference_more`), as a
-    user runs it: no stamp between executions (the kernel, not the probe), where the device can."""
+def _reference_run(
+    rec: _Recorder,
+    spec: ReferenceSpec,
+    k: Kernels,
+    sync: Lockstep,
+    run_id: int,
+    name: str,
+    settle_of: Callable[[], int],
+) -> ReferenceRun:
+    """Step 4: back to back for reference_ms and, adaptively, up to reference_max_ms (`_reference_more`; its
+    statistics start `settle_of()` ns after the run's start), as a user runs it: no stamp between executions (the
+    kernel, not the probe), where the device can."""
     decisions: list[ReferenceDecision] = []
-    part = max(1, math.ceil(REFERENCE_PART_NS / max(plan.cycle_ns, 1)))
-    adaptive = plan.reference_max_ms > plan.reference_ms
-    more = _reference_more(rec, plan, sync, decisions, part) if adaptive else None
+    part = max(1, math.ceil(REFERENCE_PART_NS / max(spec.cycle_ns, 1)))
+    adaptive = spec.max_ms > spec.min_ms
+    more = _reference_more(rec, spec, sync, decisions, part, settle_of) if adaptive else None
     one = rec.run(
-        run_id, "reference", [(k.main, plan.reference_executions)], ["main"], plan.idle_ns, 0,
+        run_id, "reference", [(k.main, spec.executions)], ["main"], spec.idle_ns, 0,
         unstamped=True, more=more, part=part,
     )  # fmt: skip
     executed = int(one.exec_index[-1]) + 1
@@ -527,10 +621,10 @@ def _reference_run(rec: _Recorder, plan: Plan, k: Kernels, sync: Lockstep, run_i
         name,
         executed,
         (one.gpu_end_ns[-1] - one.gpu_start_ns[0]) / 1e6,
-        plan.reference_ms,
+        spec.min_ms,
         f", stopped: {REFERENCE_REASONS[last.reason]}" if last is not None else "",
     )
-    return ReferenceRun(executed, decisions)
+    return ReferenceRun(executed, decisions, int(one.gpu_end_ns[-1] - one.gpu_start_ns[0]))
 
 
 def _measure_runs(
@@ -736,7 +830,8 @@ def collect_scenario(
 
     1. time the kernel (warm-ups + timing_reps executions after idle; `_time_kernel`);
     2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing
-       (`_stability_probe`);
+       (`_stability_probe`), or, where the reference run carries it (`probe_in_reference`), 4. first and the
+       probe read from its start (`_ProbeInReference`: no probe run, ~1 s less per scenario on the H200);
     3. plan runs / executions per run / idle from the guidance table, calibration and probe (`make_plan`);
     4. optionally a reference run (back to back for reference_ms; `_reference_run`);
     5. SSE and SSP runs, shuffled: idle + random delay in [0, sensor period), a GPU-clock read,
@@ -764,7 +859,8 @@ def collect_scenario(
     local_timing = _time_kernel(rec, kernels, policy, settle, scenario.name)
     # several GPUs: rank 0's timing decides every count from here on (never each rank's own clock)
     exec_time, cycle = sync.broadcast((local_timing.exec_time_ns, local_timing.cycle_ns))
-    probe = _stability_probe(rec, kernels, policy, noise_mw, settle, cycle)
+    probe, reference = _probe_first(rec, kernels, policy, noise_mw, settle, cycle, scenario.name)
+    run_id = 2
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)
     # the plan's price only: the device's power limit, limit cycle and host gap, the predecessor's modelled cycle
@@ -776,10 +872,9 @@ def collect_scenario(
         make_plan(exec_time, cycle, sensor, merge_probes(probes), policy, kernels.pred_count, pred_cycle, timing)
     )
     _log_plan(scenario.name, plan, kernels)
-    run_id = 2
-    reference = None
-    if plan.reference_executions:
-        reference = _reference_run(rec, plan, kernels, sync, run_id, scenario.name)
+    if reference is None and plan.reference_executions:
+        settle_of = lambda: plan.settle_time_ns()[0]  # noqa: E731
+        reference = _reference_run(rec, ReferenceSpec.of_plan(plan), kernels, sync, run_id, scenario.name, settle_of)
         run_id += 1
     stops: list[SSPStopDecision] = []
     n_runs = _measure_runs(rec, plan, kernels, rng, run_id, scenario.name, wall0, stops)
@@ -799,21 +894,26 @@ def collect_scenario(
 
 
 def _reference_more(
-    rec: _Recorder, plan: Plan, sync: Lockstep, decisions: list[ReferenceDecision], part: int
+    rec: _Recorder,
+    spec: ReferenceSpec,
+    sync: Lockstep,
+    decisions: list[ReferenceDecision],
+    part: int,
+    settle_of: Callable[[], int],
 ) -> Callable[[int], int]:
     """The adaptive reference run's `more` (`GPUDevice.run_unstamped`): drain the samples, ask
-    `fingrav.analysis.sustained.reference_decision` whether to go on, and go on by `part` executions while it says
-    so (several GPUs in lockstep: while any rank's says so, so that every rank runs the same executions). Every
-    decision is appended to `decisions`."""
+    `fingrav.analysis.sustained.reference_decision` whether to go on (on the samples from `settle_of()` ns after the
+    run's start), and go on by `part` executions while it says so (several GPUs in lockstep: while any rank's says
+    so, so that every rank runs the same executions). Every decision is appended to `decisions`."""
     device = rec.device
-    settle_ns, _ = plan.settle_time_ns()
-    min_ns, max_ns = int(plan.reference_ms * NS_PER_MS), int(plan.reference_max_ms * NS_PER_MS)
+    min_ns, max_ns = int(spec.min_ms * NS_PER_MS), int(spec.max_ms * NS_PER_MS)
 
     def more(done: int) -> int:
         rec.samples.append(device.drain_samples())
         smp = PowerSamples.concat(rec.samples)
         rec.samples[:] = [smp]
         start = rec.host_start
+        settle_ns = settle_of()
         tot = smp.is_channel("total") & (smp.t_ns >= start)
         d = reference_decision(
             smp.t_ns[tot],
@@ -823,7 +923,7 @@ def _reference_more(
             settle_ns,
             min_ns,
             max_ns,
-            float(plan.reference_ci_pct or 1.0),
+            float(spec.ci_pct or 1.0),
         )
         decisions.append(d)
         go = any(sync.all_gather(d.extend))

@@ -13,9 +13,17 @@ Indices are main-segment execution indices:
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from fingrav.contracts.provenance import DistributedInfo, Provenance
 from fingrav.contracts.roles import FIRST, PRED, SSE, SSP, TRAIL, WARMUP
@@ -46,7 +54,9 @@ class Probe(BaseModel):
 
     t_stable_ns: first time after which the sensor output stays within the tolerance of its final level;
     t_recover_ns: time after the busy end until the output is back within tolerance of idle;
-    settled: whether the output was stable over the last part of the probe."""
+    settled: whether the output was stable over the last part of the probe;
+    source: "run", a probe run of its own, or "reference", the first busy_ns of the reference run (its return to
+    idle timed from the reference run's end; run_policy.probe_source)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -60,6 +70,15 @@ class Probe(BaseModel):
     t_recover_ns: int
     settled: bool
     samples: int
+    source: Literal["run", "reference"] = "run"
+
+    @model_serializer(mode="wrap")
+    def _no_default_source(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """plan.json keeps the keys it had before `source`: a probe run of its own writes no source."""
+        out = handler(self)
+        if out.get("source") == "run":
+            del out["source"]
+        return out
 
 
 class ReferenceStop(BaseModel):

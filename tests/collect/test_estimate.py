@@ -72,7 +72,7 @@ def test_explicit_sse_runs_are_measured_in_auto() -> None:
 
 
 def test_plan_cost_adds_up_the_runs() -> None:
-    pol = _policy(reference_ms=1000, reference_max_ms=5000, probe_ms=400)
+    pol = _policy(reference_ms=1000, reference_max_ms=5000, probe_ms=400, probe_source="separate")
     plan = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, pol, predecessor_count=4, pred_cycle_ns=200_000)
     c = plan_cost(plan, pol, 200_000)
     assert plan.cost == c
@@ -196,7 +196,7 @@ def test_limiter_bound_kernel_priced_with_its_limit_cycles_and_more_ssp_runs() -
     """A probe at the power limit: the reference run until the first clamp + REFERENCE_CYCLES cycles and more SSP
     runs; below it, reference_ms and the steady count; every run pays the host gap."""
     timing = DeviceTiming(700e3, 700 * MS, 900 * MS, 40 * MS)
-    pol = _policy(reference_ms=2000, reference_max_ms=20000, runs=24, ssp_ci_pct=0.5)
+    pol = _policy(reference_ms=2000, reference_max_ms=20000, runs=24, ssp_ci_pct=0.5, probe_source="separate")
     hot, cool = _probe_at(705.0), _probe_at(600.0)
     assert limiter_bound(hot, timing) and not limiter_bound(cool, timing)
     assert limiter_bound(_probe_at(692.0, 10.0), timing)  # within its allowance of the limit
@@ -237,10 +237,34 @@ def test_probe_watch_from_probe_idle_ms() -> None:
     assert probe_watch_ns(_policy(probe_ms=600), 80 * MS) == 600 * MS
     assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=250), 80 * MS) == 250 * MS
     assert probe_watch_ns(_policy(probe_ms=600, probe_idle_ms=100), 80 * MS) == 160 * MS
-    a = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600))
-    b = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600, probe_idle_ms=250))
+    # the idle after a separate probe (the watch after a probe read from the reference run is priced the same)
+    a = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600, probe_source="separate"))
+    b = make_plan(
+        100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=600, probe_idle_ms=250, probe_source="separate")
+    )
     assert a.cost.probe_s - b.cost.probe_s == pytest.approx(0.35)
     scen = Scenario.model_validate({"name": "x", "kernel": {"kind": "gemm", "m": 8, "n": 8, "k": 8}})
     pol = RunPolicy()
     assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_idle_ms=None), 1)
     assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_idle_ms=250), 1)
+    # probe_source 'auto' (the default) keeps the hash of collections from before it; an explicit source does not
+    assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_source="auto"), 1)
+    assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_source="separate"), 1)
+
+
+def test_a_probe_read_from_the_reference_run_costs_its_watch_only() -> None:
+    """run_policy.probe_source 'reference' (and 'auto' with a reference run >= probe_ms): no probe run of its own
+    and a settle wait (not the plan's idle) before the reference run; the watch after it stays."""
+    kw = {"reference_ms": 1000, "reference_max_ms": 5000, "probe_ms": 400}
+    sep, merged, auto = (_policy(**kw, probe_source=src) for src in ("separate", "reference", "auto"))
+    plan = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, sep)
+    a, b, c = plan_cost(plan, sep), plan_cost(plan, merged), plan_cost(plan, auto)
+    assert b == c
+    settle = SENSOR_MI300X.settle_ns + SENSOR_MI300X.period_ns
+    n_probe = -(-400 * MS // 1_010_000)
+    assert a.probe_s - b.probe_s == pytest.approx((settle + READ_GUARD_NS + n_probe * 1_010_000) / 1e9)
+    assert a.reference_s - b.reference_s == pytest.approx((plan.idle_ns - settle) / 1e9)
+    assert 0.4 < b.probe_s < 0.42  # the 400 ms watch + the timing run
+    # no reference run: the probe runs on its own whatever the source
+    none = _policy(reference_ms=0, probe_ms=400)
+    assert plan_cost(make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, none), none).probe_s > 0.8

@@ -61,6 +61,31 @@ def test_probe_sees_throttling_after_overshoot() -> None:
     assert res.peak_mw > 570_000
 
 
+def test_a_probe_window_inside_a_longer_load_times_the_return_to_idle_from_the_loads_end() -> None:
+    """The probe read from the reference run's start: stability from the window, recovery after the load's end
+    (`load_end_ns`), against the level the idle settles at where a warmer die idles a little higher."""
+    t = np.arange(-50.0, 1500.0, 1.0)
+    p = np.full_like(t, 100.0)
+    busy = (t >= 0) & (t <= 1000)
+    p[busy] = 100 + 400 * (1 - np.exp(-t[busy] / 10.0))
+    after = t > 1000
+    warm = 108.0  # 2 % of the 400 W swing above the idle before: within WARM_IDLE_FRAC
+    p[after] = warm + (500 - warm) * np.exp(-(t[after] - 1000) / 10.0)
+    tt, pp = (t * MS).astype(np.int64), p * 1000.0
+    res = analyze_probe(tt, pp, 0, 400 * MS, 400, tol_pct=1.0, load_end_ns=1000 * MS)
+    assert res.settled and 40 * MS <= res.t_stable_ns <= 50 * MS
+    assert res.level_mw == pytest.approx(500_000, rel=0.002) and res.busy_ns == 400 * MS
+    assert res.idle_level_mw == pytest.approx(100_000)  # the idle before, as recorded
+    assert 40 * MS <= res.t_recover_ns <= 60 * MS  # back at the warm idle ~50 ms after the load's end
+    # judged against the idle before (a probe run of its own), the warm idle never counts as back
+    plain = analyze_probe(tt[tt < 1000 * MS], pp[tt < 1000 * MS], 0, 400 * MS, 400, tol_pct=1.0)
+    assert plain.t_stable_ns == res.t_stable_ns
+    # an idle far above the one before (25 % of the swing) has not come back: the whole watch
+    p[after] = 200 + 300 * np.exp(-(t[after] - 1000) / 10.0)
+    res = analyze_probe(tt, p * 1000.0, 0, 400 * MS, 400, tol_pct=1.0, load_end_ns=1000 * MS)
+    assert res.t_recover_ns >= 490 * MS
+
+
 def test_probe_needs_samples() -> None:
     with pytest.raises(ValueError, match="probe_ms"):
         analyze_probe(np.array([0, 1]), np.array([1.0, 2.0]), 0, 10, 10, 1.0)

@@ -170,3 +170,40 @@ def test_probe_analysis_sees_only_the_probe_and_its_idle(tmp_path: Path) -> None
     assert p is not None and p.executions >= RunPolicy(**FAST).warmups + 2
     assert p.level_mw > p.idle_level_mw > 0 and p.samples > 10
     assert np.isfinite(p.tol_mw) and p.t_recover_ns > 0
+
+
+def test_the_probe_read_from_the_reference_run(tmp_path: Path) -> None:
+    """run_policy.probe_source 'reference': no probe run; the reference run follows the timing run, its start is
+    the probe (the same settling time as a probe run of its own, same seed), the measure runs follow it, and the
+    scenario takes less GPU time (the span of its power samples)."""
+    scen = Scenario(name="g", kernel=GEMM)
+    kw = {"reference_ms": 300.0, "reference_max_ms": 300.0}
+    sep = _collect(tmp_path / "sep", scen, **kw, probe_source="separate")
+    ref = _collect(tmp_path / "ref", scen, **kw, probe_source="reference")
+    auto = _collect(tmp_path / "auto", scen, **kw)  # probe_ms 100 <= reference_ms: 'reference'
+    runs = pl.read_parquet(tmp_path / "ref" / "runs.parquet")
+    phases = runs["phase"].to_list()
+    assert phases[:2] == ["timing", "reference"] and "probe" not in phases
+    assert runs["run"].to_list() == list(range(len(phases)))
+    assert sorted(phases[2:]) == sorted(["sse"] * ref.sse_runs + ["ssp"] * ref.runs)
+    ex = pl.read_parquet(tmp_path / "ref" / "executions.parquet")
+    assert ex.filter(pl.col("run") == 1).height == 1  # the unstamped reference run: one record
+    assert ref.probe is not None and sep.probe is not None and auto.probe is not None
+    assert ref.probe.source == auto.probe.source == "reference" and sep.probe.source == "run"
+    period = sim_calibration().total.period_ns
+    assert abs(ref.probe.t_stable_ns - sep.probe.t_stable_ns) <= 2 * period
+    assert ref.probe.settled and ref.probe.t_recover_ns > 0 and ref.probe.level_mw > ref.probe.idle_level_mw
+    assert ref.probe.busy_ns == pytest.approx(100e6, rel=0.1)  # the probe window: probe_ms of executions
+    assert ref.reference_executed == ref.reference_executions
+
+    def span(d: str) -> int:
+        t = pl.read_parquet(tmp_path / d / "samples.parquet")["t_ns"]
+        return int(t.max() - t.min())
+
+    assert span("ref") < span("sep") - 100e6  # at least the probe's 100 ms of load saved
+
+
+def test_probe_source_reference_needs_a_reference_run_as_long_as_the_probe() -> None:
+    with pytest.raises(ValueError, match=r"run_policy.probe_source 'reference' needs run_policy.reference_ms"):
+        RunPolicy(probe_source="reference", reference_ms=50.0, probe_ms=100.0)
+    assert RunPolicy(probe_source="auto", reference_ms=0.0).probe_source == "auto"  # no reference: a probe run

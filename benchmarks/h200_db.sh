@@ -33,7 +33,8 @@ device_env "$out" "$part"
 rc=0
 only=()
 if [ -n "${SCENARIOS:-}" ]; then mapfile -t only < <(tr -s ' \t' '\n\n' < "$SCENARIOS" | grep -v '^$'); fi
-timeout "$limit" python3 -m fingrav.cli gpu-sweep --config "config/$sweep.yaml" ${only[@]+--scenario "${only[@]}"} \
+args=(); for n in ${only[@]+"${only[@]}"}; do args+=(--scenario "$n"); done
+timeout "$limit" python3 -m fingrav.cli gpu-sweep --config "config/$sweep.yaml" ${args[@]+"${args[@]}"} \
   >> "$out/sweep.log" 2>&1 || rc=$?
 if [ "$part" = part2 ]; then
   peers=(l3-8b-qkv-m1 l3-8b-o-m128 l3-8b-gateup-m1024 l3-8b-down-m4096 l3-70b-qkv-m32 l3-70b-down-m512 l3-70b-o-m2048

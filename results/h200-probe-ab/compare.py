@@ -1,0 +1,48 @@
+"""results/h200-probe-ab: each shape measured with the probe read from the reference run (`-ref`) and with a probe run
+of its own (`-sep`), back to back on one H200: headline, method SSP and its validity, the probe's settling and return
+to idle, the idle before each run, the SSP runs and the GPU time, side by side (ab.md, written when no SUMMARY is
+given; with one, e.g. a replay's, only printed). Reads summary.csv (or a
+replay's) and the raw plan.json / runs.parquet of gpu/raw. Usage: python results/h200-probe-ab/compare.py [SUMMARY]"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+
+HERE = Path(__file__).resolve().parent
+
+
+def _gpu_s(d: Path) -> float:
+    """collect_gpu_s: the span of the scenario's power samples (s)."""
+    t = pl.read_parquet(d / "samples.parquet")["t_ns"]
+    return (int(t.max()) - int(t.min())) / 1e9
+
+
+def main() -> None:
+    summary = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "summary.csv"
+    s = pl.read_csv(summary).sort("scenario")
+    cols = ("scenario", "probe", "valid", "power_w", "ssp_valid", "ssp_power_w", "SSP CI ± %", "t_stable ms",
+            "settled", "t_recover ms", "idle ms", "SSP runs", "tail unsettled", "collect_gpu_s")  # fmt: skip
+    head = "| " + " | ".join(cols) + " |"
+    lines = [head, "|" + "---|" * len(cols)]
+    for r in s.iter_rows(named=True):
+        d = HERE / "gpu" / "raw" / "gpu0" / r["scenario"]
+        plan = json.loads((d / "plan.json").read_text())
+        p = plan["probe"]
+        ci = (r["ssp_power_ci_high_w"] - r["ssp_power_ci_low_w"]) / 2 / r["ssp_power_w"] * 100
+        lines.append(
+            f"| {r['scenario'].rsplit('-', 1)[0]} | {p.get('source', 'run')} | {r['valid']} | {r['power_w']:.1f} | "
+            f"{r['ssp_valid']} | {r['ssp_power_w']:.1f} | {ci:.2f} | {p['t_stable_ns'] / 1e6:.0f} | {p['settled']} | "
+            f"{p['t_recover_ns'] / 1e6:.0f} | {plan['idle_ns'] / 1e6:.0f} | {plan['ssp_stop']['runs']} | "
+            f"{'burst_unsettled' in (r['notes'] or '') and p['settled']} | {_gpu_s(d):.1f} |"
+        )
+    if len(sys.argv) == 1:  # the committed table; a replay's summary is only printed (replay.sh compares)
+        (HERE / "ab.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

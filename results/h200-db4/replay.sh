@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate results/h200-db4-replay/{summary.csv,report/,calibration/} from the raw data of results/h200-db4 on any
 # machine, no GPU needed, and check that every number matches the committed results/h200-db4/summary.csv within 0.1 %.
-# The raw data (gpu/raw, 22 MB, 106 scenarios) are committed in the git tag data-h200-db4 (commit __DATA_SHORT__, an
+# The raw data (gpu/raw, 22 MB, 106 scenarios) are committed in the git tag data-h200-db4 (commit 4f3f7dc, an
 # ancestor of main), not in main's tree (the
 # tree must stay under 64 MiB to travel to a GPU machine): this restores them into results/h200-db4/gpu/raw
 # (ignored by git) first, checked against each scenario's MANIFEST.json by the replay. Nothing committed is written
@@ -11,10 +11,10 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 if [ ! -d "$root/results/h200-db4/gpu/raw" ]; then
   # the tag, else the commit that added the dataset with its raw data (an ancestor of main: in every full clone)
   ref=data-h200-db4
-  git -C "$root" rev-parse -q --verify "refs/tags/$ref" > /dev/null 2>&1 || ref=__DATA_COMMIT__
+  git -C "$root" rev-parse -q --verify "refs/tags/$ref" > /dev/null 2>&1 || ref=4f3f7dc99a3df0142b1bc379c5387317657487ae
   if ! git -C "$root" cat-file -e "$ref^{commit}" 2> /dev/null; then
     echo "results/h200-db4: its raw data are in the git history of the fingrav repository (tag data-h200-db4," \
-      "commit __DATA_SHORT__); this copy has neither (a tarball or a shallow clone?): clone the whole repository" >&2
+      "commit 4f3f7dc); this copy has neither (a tarball or a shallow clone?): clone the whole repository" >&2
     exit 2
   fi
   git -C "$root" archive "$ref" results/h200-db4/gpu/raw | tar -x -C "$root"

@@ -323,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sse", choices=("auto", "always", "never"), help="run_policy.sse of every sweep (issue 20; default: auto)"
     )
+    ap.add_argument(
+        "--probe-source",
+        choices=("separate", "reference"),
+        help="run_policy.probe_source of every sweep (issue 20; default: separate)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
@@ -330,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
     for c in cfgs if args.sse else ():  # after the draws: the same sweeps whatever --sse is
         c["run_policy"]["sse"] = args.sse
+    for c in cfgs if args.probe_source else ():  # likewise
+        c["run_policy"]["probe_source"] = args.probe_source
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = pool.map(functools.partial(run_sweep, keep=args.keep), cfgs, chunksize=1)

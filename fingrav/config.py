@@ -481,13 +481,15 @@ class RunPolicy(_Model):
         "two sensor settling times; None: probe_ms (as before). A recovery longer than the watch is read as the "
         "watch's length (the idle before each run then follows it)",
     )
-    probe_source: Literal["auto", "reference", "separate"] = Field(
-        "auto",
-        description="where the stability probe comes from: 'reference' reads it from the first probe_ms of the "
-        "reference run (its start after the settle wait is the probe's back-to-back load; its return to idle is "
-        "watched for probe_idle_ms after the reference run ends) and saves the separate probe run, its idle and "
-        "the reference run's own idle (~1 s per scenario on the H200); 'separate' runs the probe on its own first, "
-        "as before; 'auto': 'reference' where there is a reference run at least probe_ms long, else 'separate'",
+    probe_source: Literal["separate", "reference"] = Field(
+        "separate",
+        description="where the stability probe comes from: 'separate' runs it on its own before the reference run; "
+        "'reference' reads it from the first probe_ms of the reference run (needs reference_ms >= probe_ms; its "
+        "return to idle is watched for probe_idle_ms after the reference run) and saves the probe run, its idle "
+        "and the reference run's own idle (~1 s per scenario on the H200: results/h200-db4). Its cost: the "
+        "reference run starts without the probe's warming, so a power limiter starts later in it, and on the "
+        "simulated fidelity matrix 10 of 159 valid rows became imprecise (limit-cycling headlines; "
+        "benchmarks/RESULTS.md, stop 28)",
     )
     reference_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
         3000.0,
@@ -1054,7 +1056,7 @@ def _default_new_fields(policy: RunPolicy) -> set[str]:
         out.add("sse_targeting")
     if policy.probe_idle_ms is None:
         out.add("probe_idle_ms")
-    if policy.probe_source == "auto":  # plan.json's probe.source records which one a collection used
+    if policy.probe_source == "separate":  # plan.json's probe.source records which one a collection used
         out.add("probe_source")
     return out
 
@@ -1065,7 +1067,7 @@ def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
     return config_hash(
         {
             "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
-            # sse_targeting 'off', probe_idle_ms None and probe_source 'auto' (their defaults) are left out:
+            # sse_targeting 'off', probe_idle_ms None and probe_source 'separate' (their defaults) are left out:
             # collections from before them keep their hash (and are not measured again for them)
             "policy": policy.model_dump(mode="json", exclude=_default_new_fields(policy) or None),
             "seed": seed,

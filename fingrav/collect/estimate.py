@@ -93,14 +93,10 @@ def probe_watch_ns(policy: Any, settle_ns: int) -> int:
 
 
 def probe_in_reference(policy: Any) -> bool:
-    """Whether the stability probe is read from the reference run's start (run_policy.probe_source: 'reference';
-    'auto' where a reference run of at least probe_ms is planned) rather than run on its own
+    """Whether the stability probe is read from the reference run's start (run_policy.probe_source 'reference'; the
+    config makes sure there is a reference run of at least probe_ms) rather than run on its own
     (`fingrav.collect.runner.collect_scenario`)."""
-    source = getattr(policy, "probe_source", "separate")
-    ref_ms = float(getattr(policy, "reference_ms", 0.0) or 0.0)
-    if source == "reference":
-        return True
-    return source == "auto" and ref_ms > 0 and ref_ms >= float(policy.probe_ms)
+    return getattr(policy, "probe_source", "separate") == "reference" and bool(getattr(policy, "reference_ms", 0))
 
 
 def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: DeviceTiming | None = None) -> PlanCost:

@@ -8,16 +8,5 @@
 # (git status stays clean). Run from anywhere after `pip install -e .` (see README.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-if [ ! -d "$root/results/h200-db2/gpu/raw" ]; then
-  # the tag, else the commit that added the dataset with its raw data (an ancestor of main: in every full clone)
-  ref=data-h200-db2
-  git -C "$root" rev-parse -q --verify "refs/tags/$ref" > /dev/null 2>&1 || ref=85608f163e9d5ad4bae3b0d08850b5354cce9341
-  if ! git -C "$root" cat-file -e "$ref^{commit}" 2> /dev/null; then
-    echo "results/h200-db2: its raw data are in the git history of the fingrav repository (tag data-h200-db2," \
-      "commit 85608f1); this copy has neither (a tarball or a shallow clone?): clone the whole repository" >&2
-    exit 2
-  fi
-  git -C "$root" archive "$ref" results/h200-db2/gpu/raw | tar -x -C "$root"
-  chmod -R a-w "$root/results/h200-db2/gpu/raw"
-fi
+bash "$root/benchmarks/restore_raw.sh" h200-db2 data-h200-db2 85608f163e9d5ad4bae3b0d08850b5354cce9341
 exec bash "$root/benchmarks/replay_dataset.sh" h200-db2

@@ -8,18 +8,7 @@
 # (git status stays clean). Run from anywhere after `pip install -e .` (see README.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-if [ ! -d "$root/results/h200-probe-ab/gpu/raw" ]; then
-  # the tag, else the commit that added the dataset with its raw data (an ancestor of main: in every full clone)
-  ref=data-h200-db4
-  git -C "$root" rev-parse -q --verify "refs/tags/$ref" > /dev/null 2>&1 || ref=4f3f7dc99a3df0142b1bc379c5387317657487ae
-  if ! git -C "$root" cat-file -e "$ref^{commit}" 2> /dev/null; then
-    echo "results/h200-probe-ab: its raw data are in the git history of the fingrav repository (tag data-h200-db4," \
-      "commit 4f3f7dc); this copy has neither (a tarball or a shallow clone?): clone the whole repository" >&2
-    exit 2
-  fi
-  git -C "$root" archive "$ref" results/h200-probe-ab/gpu/raw | tar -x -C "$root"
-  chmod -R a-w "$root/results/h200-probe-ab/gpu/raw"
-fi
+bash "$root/benchmarks/restore_raw.sh" h200-probe-ab data-h200-db4 4f3f7dc99a3df0142b1bc379c5387317657487ae
 bash "$root/benchmarks/replay_dataset.sh" h200-probe-ab
 # the A/B table of the replayed summary is the committed one
 python3 "$root/results/h200-probe-ab/compare.py" "$root/results/h200-probe-ab-replay/summary.csv" |

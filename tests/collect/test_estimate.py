@@ -247,24 +247,25 @@ def test_probe_watch_from_probe_idle_ms() -> None:
     pol = RunPolicy()
     assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_idle_ms=None), 1)
     assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_idle_ms=250), 1)
-    # probe_source 'auto' (the default) keeps the hash of collections from before it; an explicit source does not
-    assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_source="auto"), 1)
-    assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_source="separate"), 1)
+    # probe_source 'separate' (the default, what collections before it did) keeps their hash; 'reference' does not
+    assert collection_hash(scen, pol, 1) == collection_hash(scen, RunPolicy(probe_source="separate"), 1)
+    assert collection_hash(scen, pol, 1) != collection_hash(scen, RunPolicy(probe_source="reference"), 1)
 
 
 def test_a_probe_read_from_the_reference_run_costs_its_watch_only() -> None:
-    """run_policy.probe_source 'reference' (and 'auto' with a reference run >= probe_ms): no probe run of its own
-    and a settle wait (not the plan's idle) before the reference run; the watch after it stays."""
+    """run_policy.probe_source 'reference': no probe run of its own and a settle wait (not the plan's idle) before
+    the reference run; the watch after it stays. 'separate' is the default."""
     kw = {"reference_ms": 1000, "reference_max_ms": 5000, "probe_ms": 400}
-    sep, merged, auto = (_policy(**kw, probe_source=src) for src in ("separate", "reference", "auto"))
+    sep, merged, default = (_policy(**kw, probe_source="separate"), _policy(**kw, probe_source="reference"),
+                            _policy(**kw))  # fmt: skip
     plan = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, sep)
-    a, b, c = plan_cost(plan, sep), plan_cost(plan, merged), plan_cost(plan, auto)
-    assert b == c
+    a, b, c = plan_cost(plan, sep), plan_cost(plan, merged), plan_cost(plan, default)
+    assert a == c
     settle = SENSOR_MI300X.settle_ns + SENSOR_MI300X.period_ns
     n_probe = -(-400 * MS // 1_010_000)
     assert a.probe_s - b.probe_s == pytest.approx((settle + READ_GUARD_NS + n_probe * 1_010_000) / 1e9)
     assert a.reference_s - b.reference_s == pytest.approx((plan.idle_ns - settle) / 1e9)
     assert 0.4 < b.probe_s < 0.42  # the 400 ms watch + the timing run
-    # no reference run: the probe runs on its own whatever the source
+    # no reference run: the probe runs on its own
     none = _policy(reference_ms=0, probe_ms=400)
     assert plan_cost(make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, none), none).probe_s > 0.8

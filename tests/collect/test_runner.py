@@ -180,7 +180,7 @@ def test_the_probe_read_from_the_reference_run(tmp_path: Path) -> None:
     kw = {"reference_ms": 300.0, "reference_max_ms": 300.0}
     sep = _collect(tmp_path / "sep", scen, **kw, probe_source="separate")
     ref = _collect(tmp_path / "ref", scen, **kw, probe_source="reference")
-    auto = _collect(tmp_path / "auto", scen, **kw)  # probe_ms 100 <= reference_ms: 'reference'
+    default = _collect(tmp_path / "default", scen, **kw)  # a probe run of its own unless asked
     runs = pl.read_parquet(tmp_path / "ref" / "runs.parquet")
     phases = runs["phase"].to_list()
     assert phases[:2] == ["timing", "reference"] and "probe" not in phases
@@ -188,8 +188,8 @@ def test_the_probe_read_from_the_reference_run(tmp_path: Path) -> None:
     assert sorted(phases[2:]) == sorted(["sse"] * ref.sse_runs + ["ssp"] * ref.runs)
     ex = pl.read_parquet(tmp_path / "ref" / "executions.parquet")
     assert ex.filter(pl.col("run") == 1).height == 1  # the unstamped reference run: one record
-    assert ref.probe is not None and sep.probe is not None and auto.probe is not None
-    assert ref.probe.source == auto.probe.source == "reference" and sep.probe.source == "run"
+    assert ref.probe is not None and sep.probe is not None and default.probe is not None
+    assert ref.probe.source == "reference" and sep.probe.source == default.probe.source == "run"
     period = sim_calibration().total.period_ns
     assert abs(ref.probe.t_stable_ns - sep.probe.t_stable_ns) <= 2 * period
     assert ref.probe.settled and ref.probe.t_recover_ns > 0 and ref.probe.level_mw > ref.probe.idle_level_mw
@@ -206,4 +206,4 @@ def test_the_probe_read_from_the_reference_run(tmp_path: Path) -> None:
 def test_probe_source_reference_needs_a_reference_run_as_long_as_the_probe() -> None:
     with pytest.raises(ValueError, match=r"run_policy.probe_source 'reference' needs run_policy.reference_ms"):
         RunPolicy(probe_source="reference", reference_ms=50.0, probe_ms=100.0)
-    assert RunPolicy(probe_source="auto", reference_ms=0.0).probe_source == "auto"  # no reference: a probe run
+    assert RunPolicy(reference_ms=0.0).probe_source == "separate"  # the default needs no reference run

@@ -335,8 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = [draw_sweep(rng, i, args.scenarios) for i in range(args.sweeps)]
     for c in cfgs if args.sse else ():  # after the draws: the same sweeps whatever --sse is
         c["run_policy"]["sse"] = args.sse
-    for c in cfgs if args.probe_source else ():  # likewise
-        c["run_policy"]["probe_source"] = args.probe_source
+    for c in cfgs if args.probe_source else ():  # likewise; 'reference' only where a reference run carries a probe
+        rp = c["run_policy"]
+        if args.probe_source == "separate" or rp.get("reference_ms", 3000.0) >= rp.get("probe_ms", 400.0) > 0:
+            rp["probe_source"] = args.probe_source
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = pool.map(functools.partial(run_sweep, keep=args.keep), cfgs, chunksize=1)

@@ -520,18 +520,9 @@ class _ProbeInReference:
         self._stable_ns: int | None = None
 
     def _analyze(self, load_end_ns: int | None, busy_ns: int) -> Probe:
-        start = self.rec.host_start
         window = min(self.n_probe * max(self.cycle_ns, 1), busy_ns)
-        smp = PowerSamples.concat(self.rec.samples)
-        self.rec.samples[:] = [smp]
-        tot = smp.is_channel("total") & (smp.t_ns >= start - self.settle_ns_before // 2)
-        try:
-            probe = analyze_probe(
-                smp.t_ns[tot], smp.power_mw[tot], start, start + window, self.n_probe, self.policy.stability_tol_pct,
-                self.noise_mw, self.cycle_ns, load_end_ns=load_end_ns,
-            )  # fmt: skip
-        except ValueError as err:  # too short a probe for this sensor: the field to change, no traceback
-            raise ConfigError(f"run_policy.probe_ms = {self.policy.probe_ms:g}: {err}") from None
+        probe = _probe_of_samples(self.rec, self.rec.host_start, window, self.n_probe, self.policy, self.noise_mw,
+                                  self.settle_ns_before, self.cycle_ns, load_end_ns)  # fmt: skip
         return probe.model_copy(update={"source": "reference"})
 
     def settle_ns(self) -> int:
@@ -945,14 +936,32 @@ def _probe(
     """Analyze the probe run's "total" samples. Busy interval on the host clock: from the run's last
     clock read (just before launch) for the GPU-measured busy length; idle level from the
     `idle_before_ns` slept before it."""
-    host_start = rec.runs[-1][2]
     busy = int(probe_rec.gpu_end_ns[-1] - probe_rec.gpu_start_ns[0])
+    return _probe_of_samples(rec, rec.runs[-1][2], busy, n, policy, noise_mw, idle_before_ns, cycle_ns)
+
+
+def _probe_of_samples(
+    rec: _Recorder,
+    host_start: int,
+    busy_ns: int,
+    n: int,
+    policy: RunPolicy,
+    noise_mw: float,
+    idle_before_ns: int,
+    cycle_ns: int,
+    load_end_ns: int | None = None,
+) -> Probe:
+    """`analyze_probe` on the "total" samples so far: the probe window [host_start, host_start + busy_ns] (host
+    ns), the idle before it from half of `idle_before_ns`, and, where the load goes on past the window (the probe read
+    from the reference run), its end `load_end_ns`. A probe too short for the sensor is a ConfigError naming
+    run_policy.probe_ms."""
     smp = PowerSamples.concat(rec.samples)
+    rec.samples[:] = [smp]
     tot = smp.is_channel("total") & (smp.t_ns >= host_start - idle_before_ns // 2)
     try:
         return analyze_probe(
-            smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy, n, policy.stability_tol_pct, noise_mw,
-            cycle_ns,
+            smp.t_ns[tot], smp.power_mw[tot], host_start, host_start + busy_ns, n, policy.stability_tol_pct, noise_mw,
+            cycle_ns, load_end_ns=load_end_ns,
         )  # fmt: skip
     except ValueError as err:  # too short a probe for this sensor: the field to change, no traceback
         raise ConfigError(f"run_policy.probe_ms = {policy.probe_ms:g}: {err}") from None

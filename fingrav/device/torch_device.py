@@ -128,18 +128,22 @@ def import_torch() -> Any:
 
 # --------------------------------------------------------------------------- pure helpers (tested without torch)
 def input_sets_needed(
-    set_bytes: int, l2_bytes: int, factor: float = 2.0, max_sets: int = MAX_INPUT_SETS, budget_bytes: int | None = None
+    set_bytes: int,
+    l2_bytes: int,
+    factor: float = 2.0,
+    max_sets: int = MAX_INPUT_SETS,
+    budget_bytes: int | None = None,
+    min_sets: int = 1,
 ) -> int:
-    """Input sets to rotate through so that their footprint covers `factor` x L2 (1 when one set does).
+    """Input sets to rotate through so that their footprint covers `factor` x L2 (1 when one set does), and at
+    least `min_sets` (placements averaged over: module docstring, "Input sets").
 
     `budget_bytes`: memory the sets may take in all (the count is cut to fit, never below 1)."""
-    if set_bytes <= 0 or l2_bytes <= 0 or factor <= 0:
-        return 1
-    target = factor * l2_bytes
-    if set_bytes >= target:
-        return 1
-    n = min(int(math.ceil(target / set_bytes)), max_sets)
-    if budget_bytes is not None:
+    n = max(1, int(min_sets))
+    if set_bytes > 0 and l2_bytes > 0 and factor > 0 and set_bytes < factor * l2_bytes:
+        n = max(n, int(math.ceil(factor * l2_bytes / set_bytes)))
+    n = min(n, max_sets)
+    if budget_bytes is not None and set_bytes > 0:
         n = min(n, max(1, int(budget_bytes // set_bytes)))
     return max(1, n)
 
@@ -404,7 +408,8 @@ class TorchGPUDevice(GPUDevice):
     """GPU work through PyTorch on one device (CUDA or ROCm); the power side is left to subclasses.
 
     index: torch device index; launch_mode: "graph" or "stream" (module docstring); seed: of the random
-    inputs; l2_rotation_factor: input sets cover this x L2; timestamp_impl: "auto" | "triton" | "cupy"
+    inputs; l2_rotation_factor: input sets cover this x L2; min_input_sets: at least this many input sets (placements
+    averaged over, module docstring "Input sets"); timestamp_impl: "auto" | "triton" | "cupy"
     for the NVIDIA kernels; stamp_capacity: initial size of the stamp buffer (grows as needed).
 
     Hooks for vendor subclasses (see the module docstring for their contracts): `_make_stamper`,
@@ -425,6 +430,7 @@ class TorchGPUDevice(GPUDevice):
         l2_rotation_factor: float = 2.0,
         timestamp_impl: str = "auto",
         stamp_capacity: int = 1 << 16,
+        min_input_sets: int = 1,
     ) -> None:
         if launch_mode not in ("graph", "stream"):
             raise ValueError(f"launch_mode={launch_mode!r}: 'graph' or 'stream'")
@@ -436,6 +442,7 @@ class TorchGPUDevice(GPUDevice):
         self.launch_mode = launch_mode
         self.seed = int(seed)
         self.l2_rotation_factor = float(l2_rotation_factor)
+        self.min_input_sets = max(1, int(min_input_sets))
         self.timestamp_impl = timestamp_impl
         self._generation = 0
         self._n_prepared = 0
@@ -663,7 +670,10 @@ class TorchGPUDevice(GPUDevice):
     def _n_sets(self, set_bytes: int) -> int:
         """Input sets to rotate through for one set of `set_bytes` (L2 rotation, a quarter of free memory)."""
         free, _total = self._torch.cuda.mem_get_info(self.index)
-        return input_sets_needed(set_bytes, self.l2_bytes, self.l2_rotation_factor, budget_bytes=int(free * 0.25))
+        budget = int(free * 0.25)
+        return input_sets_needed(
+            set_bytes, self.l2_bytes, self.l2_rotation_factor, budget_bytes=budget, min_sets=self.min_input_sets
+        )
 
     def _generator(self) -> Any:
         """The seeded generator of the next prepared kernel's random inputs (seed, kernel count)."""

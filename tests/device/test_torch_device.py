@@ -42,6 +42,12 @@ def test_input_set_rotation():
     assert input_sets_needed(gemm2k, l2, budget_bytes=3 * gemm2k) == 3
     assert input_sets_needed(1, l2) == 64  # capped
     assert input_sets_needed(gemm2k, 0) == 1  # unknown L2
+    # at least min_sets placements (results/h200-card-state), within the memory budget and the cap
+    assert input_sets_needed(gemm8k, l2, min_sets=4) == 4
+    assert input_sets_needed(gemm2k, l2, min_sets=4) == 7  # L2 rotation needs more already
+    assert input_sets_needed(gemm8k, l2, min_sets=4, budget_bytes=2 * gemm8k) == 2
+    assert input_sets_needed(gemm8k, 0, min_sets=4) == 4
+    assert input_sets_needed(gemm8k, l2, min_sets=100) == 64
 
 
 def test_kernel_sizes():

@@ -125,6 +125,22 @@ def test_a_prepared_gemm_describes_itself_and_runs_on_the_device_stream(fake_tor
 
 
 # --------------------------------------------------------------------------- TorchGPUDevice on a fake torch
+def test_every_kernel_rotates_through_placement_sets(fake_torch):
+    """A kernel too big for L2 rotation still gets PLACEMENT_SETS input sets (results/h200-card-state); fewer only
+    when asked (min_input_sets) or when they would not fit in memory."""
+    from fingrav.device.torch_device import PLACEMENT_SETS
+
+    big = GemvKernel(m=64, k=64)  # 8 KiB a set, the fake's L2 1000 B: no L2 rotation needed
+    dev = device_class(fake_torch)()
+    h = dev.prepare(big)
+    assert PLACEMENT_SETS == 4 and h.n_sets == PLACEMENT_SETS and h.describe()["input_sets"] == PLACEMENT_SETS
+    assert len({id(a.a) for a, _ in h.sets}) == PLACEMENT_SETS  # separately allocated
+    dev.close()
+    one = device_class(fake_torch)(min_input_sets=1)
+    assert one.prepare(big).n_sets == 1
+    one.close()
+
+
 def test_execute_records_rotation_and_graph_cache(fake_torch):
     dev = device_class(fake_torch)(stamp_capacity=16)
     k8 = dev.prepare(GemmKernel(m=8, n=8, k=8))  # 256 B a set, L2 1000 B -> 8 sets

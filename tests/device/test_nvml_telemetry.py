@@ -19,7 +19,7 @@ import pytest
 
 from fingrav.config import SimConfig
 from fingrav.device.base import ClockTelemetry
-from fingrav.device.nvidia.telemetry import FIELD_NAMES, NVMLTelemetry, decode_reasons, reason_bits
+from fingrav.device.nvidia.telemetry import FIELD_NAMES, TEMPERATURE, NVMLTelemetry, decode_reasons, reason_bits
 from fingrav.device.sim import SimulatedGPU
 
 FAKE_MODULE = "fingrav.testing.fakes.fake_pynvml"
@@ -91,6 +91,9 @@ def test_everything_offered_is_found_and_read(fake):
     assert r.violation == {"power": 100 * MS, "thermal": 0}
     assert r.fields["NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP"] == 100 * MS
     assert r.fields["NVML_FI_DEV_POWER_CURRENT_LIMIT"] == 700_000
+    assert r.fields[TEMPERATURE] == 41.0 and d["temperature"].startswith(TEMPERATURE)  # the die, C
+    fake.STATE.gpu_temp_c = 57
+    assert tel.read().fields[TEMPERATURE] == 57.0
 
     clock.t = EPOCH_NS + 1000 * MS  # after both events
     later = tel.read()
@@ -150,11 +153,13 @@ def test_nothing_offered(fake):
             "nvmlDeviceGetCurrentClocksEventReasons",
             "nvmlDeviceGetCurrentClocksThrottleReasons",
             "nvmlDeviceGetFieldValues",
+            "nvmlDeviceGetTemperature",
         },
         violation_policies=(),
     )
     d = tel.describe()
     assert d["clocks"] == [] and d["reasons_function"] is None and d["violation_policies"] == [] and d["fields"] == {}
+    assert d["temperature"] is None and "Not Supported" in d["absent"][TEMPERATURE]
     assert len([k for k in d["absent"] if k.startswith("field:")]) == len(FIELD_NAMES) - len(d["field_aliases"])
     calls = dict(fake.STATE.calls)
     r = tel.read()

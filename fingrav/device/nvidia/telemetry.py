@@ -13,14 +13,17 @@ these the driver and the installed nvidia-ml-py offer, then `read()` reads them 
   module defines (POWER, THERMAL, SYNC_BOOST, BOARD_LIMIT, ...), cumulative ``violationTime`` in ns;
 * field values (``nvmlDeviceGetFieldValues``, one call for all): the names in `FIELD_NAMES`, looked up on the module
   with getattr (never their numbers: field IDs moved between driver versions, and some names are aliases of one
-  ID, e.g. NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP = NVML_FI_DEV_PERF_POLICY_POWER); one answer per ID.
+  ID, e.g. NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP = NVML_FI_DEV_PERF_POLICY_POWER); one answer per ID;
+* the die temperature: ``nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU)`` (C), kept among the fields as
+  `TEMPERATURE` (below the power limit a kernel's power follows the die's temperature: results/h200-card-state).
 
 Each item is probed once: NVML_ERROR_NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND, a name the module lacks or
 a field whose per-field status is not SUCCESS makes it absent, with the reason (`describe()["absent"]`). Errors are
 wrapped once, by `fingrav.device.nvidia.library` (`nvml_call`, `wrap_nvml_error`). A read that fails for one item
 records the message in `ClockTelemetry.errors` and reads the rest: telemetry never fails a collection.
 
-Cost: one read is 2 clock calls + 1 reasons call + one call per supported perf policy + 1 field-values call. Against
+Cost: one read is 2 clock calls + 1 reasons call + one call per supported perf policy + 1 field-values call + 1
+temperature call. Against
 the fake (tests/device/test_nvml_telemetry.py) a read takes ~100 us (p50; 13 fields); on hardware each NVML call can
 take from microseconds to milliseconds under load (nvmlDeviceGetTotalEnergyConsumption: ~3 ms on an H200), so the
 cost MUST be measured there: every record carries it (`read_ns`), and `experiments/peers.py` reports it. Read it
@@ -78,6 +81,9 @@ FIELD_NAMES: tuple[tuple[str, str], ...] = (
     ("NVML_FI_DEV_MEMORY_TEMP", "C"),
 )
 #: fields with a power scope (scopeId NVML_POWER_SCOPE_GPU); the others take scopeId 0
+#: the die temperature (C, ``nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU)``), read with the fields and
+#: kept among them under this name: below the power limit a kernel's power follows it (results/h200-card-state)
+TEMPERATURE = "NVML_TEMPERATURE_GPU"
 POWER_SCOPED = frozenset({"NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE", "NVML_FI_DEV_POWER_CURRENT_LIMIT"})
 #: probe errors that mean "this GPU / driver / binding does not offer it" (absent), not a fault
 ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_FUNCTION_NOT_FOUND")
@@ -134,6 +140,7 @@ class NVMLTelemetry:
         self.policies: dict[str, int] = {}
         self.fields: dict[str, tuple[int, int, str]] = {}  # name -> (field ID, scope ID, unit)
         self.aliases: dict[str, str] = {}  # field name -> the name its ID is read under
+        self.temperature: int | None = None  # NVML_TEMPERATURE_GPU, when nvmlDeviceGetTemperature answers
         self.read_failures = 0
         self._discover()
         logger.info(
@@ -184,6 +191,11 @@ class NVMLTelemetry:
             if ok:
                 self.policies[policy.lower()] = value
         self._discover_fields()
+        sensor = getattr(self.nvml, "NVML_TEMPERATURE_GPU", None)
+        if not isinstance(sensor, int):
+            self.absent[TEMPERATURE] = "pynvml has no NVML_TEMPERATURE_GPU"
+        elif self._probe(TEMPERATURE, "nvmlDeviceGetTemperature", self.handle, sensor)[0]:
+            self.temperature = sensor
 
     def _discover_fields(self) -> None:
         by_id: dict[int, str] = {}
@@ -230,6 +242,7 @@ class NVMLTelemetry:
                 name: {"id": fid, "scope": scope, "unit": unit} for name, (fid, scope, unit) in self.fields.items()
             },
             "field_aliases": dict(self.aliases),
+            "temperature": None if self.temperature is None else f"{TEMPERATURE} (C): nvmlDeviceGetTemperature",
             "absent": dict(self.absent),
             "read_failures": self.read_failures,
         }
@@ -254,6 +267,10 @@ class NVMLTelemetry:
             if got is not None:
                 violation[policy] = int(got.violationTime)
         fields = self._read_fields(errors)
+        if self.temperature is not None:
+            got = self._read_item(errors, TEMPERATURE, "nvmlDeviceGetTemperature", self.temperature)
+            if got is not None:
+                fields[TEMPERATURE] = float(got)
         if errors:
             self.read_failures += 1
             if self.read_failures <= 5:

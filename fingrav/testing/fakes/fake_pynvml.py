@@ -107,6 +107,7 @@ NVML_POWER_SCOPE_MEMORY = 2
 NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
 
 NVML_PERF_POLICY_POWER = 0
 NVML_PERF_POLICY_THERMAL = 1
@@ -345,6 +346,7 @@ class FakeGPU:
     sm_mhz: int = 1980
     throttled_sm_mhz: int = 1410
     mem_mhz: int = 3201
+    gpu_temp_c: int = 41  # nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)
     clock_events: list[tuple[int, int, int]] = field(default_factory=list)
     violation_policies: tuple[int, ...] = (NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL)
     telemetry_fields: tuple[int, ...] | None = None
@@ -659,6 +661,14 @@ def nvmlDeviceGetClockInfo(handle: Any, type: int) -> int:  # noqa: N802, A002 -
     if type in (NVML_CLOCK_SM, NVML_CLOCK_GRAPHICS):
         return s.throttled_sm_mhz if _active_reasons(s, _rel_ns(s, s.clock_ns())) & ~1 else s.sm_mhz
     raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlDeviceGetTemperature(handle: Any, sensor: int) -> int:  # noqa: N802 - pynvml's signature
+    s = _needs_init("nvmlDeviceGetTemperature")
+    _handle_index(handle)
+    if sensor != NVML_TEMPERATURE_GPU:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return s.gpu_temp_c
 
 
 def nvmlDeviceGetCurrentClocksEventReasons(handle: Any) -> int:  # noqa: N802

@@ -211,7 +211,18 @@ def profiles_step(
         group_delay_ns=loi.group_delay_ns,
         sensors=sensors,
         ssp_lois=loi.ssp_lois,
+        input_sets=input_sets_of(plan),
     )
+
+
+def input_sets_of(plan: Plan) -> int:
+    """The input sets the scenario's kernel rotated through (its provenance, `GPUDevice.prepare(...).describe()`);
+    1 where the raw data do not say (data from before the sets were recorded)."""
+    main = (plan.provenance.kernels or {}).get("main") or {}
+    try:
+        return max(1, int(main.get("input_sets") or 1))
+    except (TypeError, ValueError):
+        return 1
 
 
 def _power(st: RoleStats | None) -> Estimate:

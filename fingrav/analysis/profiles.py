@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.placement import PLACEMENT_METHOD, PlacementTerm, placement_term
 from fingrav.analysis.roles import ROLE_DTYPE
 from fingrav.analysis.settling import (
     TailTrend,
@@ -614,14 +615,21 @@ def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorM
             st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f + quant
 
 
-def execution_times(host_execs: pl.DataFrame, plan: Plan, golden: GoldenRuns) -> _Times:
+def execution_times(
+    host_execs: pl.DataFrame, plan: Plan, golden: GoldenRuns, input_sets: int = 1, level: float = 0.95
+) -> _Times:
     """Step 4: execution time (per golden run the mean host-clock duration of the SSP-tail executions) and cycle
     time (SSP executions with a successor: start to the next start, launch gap included), each the median over
-    golden SSP runs with a bootstrap CI, and their pooled means."""
+    golden SSP runs with a bootstrap CI, and their pooled means. With `input_sets` > 1 (the kernel rotated through
+    that many separately allocated input sets) the execution time's CI also carries the placement term
+    (`fingrav.analysis.placement`), in quadrature."""
     groups = group_exprs(plan, "phase" if "phase" in host_execs.columns else None)
     ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])
     tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden.frame, "dur_ns")
     exec_time = _median_stat(golden.boot, tsum, tcnt, golden.ssp_members)
+    placement = placement_term(ssp_execs.select("run", "exec_index", "dur_ns"), input_sets, level)
+    if placement is not None:
+        exec_time = with_placement(exec_time, placement)
     exec_mean = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
     cyc = ssp_execs.filter(pl.col("has_next")).select("run", "cycle_ns")
     if cyc.height == 0 and ssp_execs.height:
@@ -631,6 +639,17 @@ def execution_times(host_execs: pl.DataFrame, plan: Plan, golden: GoldenRuns) ->
     cycle_time = _median_stat(golden.boot, csum, ccnt, golden.ssp_members)
     c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
     return _Times(exec_time, exec_mean, cycle_time, _f(c_mean), csum, ccnt)
+
+
+def with_placement(t: Estimate, term: PlacementTerm) -> Estimate:
+    """The execution time `t` (ns) with the placement term's half-width (`term.half_pct` of the value) added to
+    each side of its CI in quadrature."""
+    if t.value is None or t.ci_low is None or t.ci_high is None:
+        return t
+    v = float(t.value)
+    h = term.half_pct / 100.0 * v
+    lo, hi = v - math.hypot(v - float(t.ci_low), h), v + math.hypot(float(t.ci_high) - v, h)
+    return Estimate.of(v, lo, hi, t.unit, f"{t.method}; {PLACEMENT_METHOD} ({term.sets} sets), in quadrature")
 
 
 def ssp_systematic(
@@ -732,6 +751,7 @@ def compute_profiles(
     group_delay_ns: float = 0.0,
     sensors: Mapping[str, SensorModel] | None = None,
     ssp_lois: pl.DataFrame | None = None,
+    input_sets: int = 1,
 ) -> ProfileResult:
     """Profiles of the golden runs: golden runs -> group statistics -> widened single-execution CIs -> times ->
     the SSP's systematic part -> energy -> readings vs SSP (each step a function above).
@@ -745,6 +765,9 @@ def compute_profiles(
     `differentiate.centroid_lois`); when given, the SSP group's mean and CI come from them (the TOI fit from
     `lois`): a reading reports the power one group delay before it, so this mean has no lag bias from a trend.
 
+    input_sets: the input sets the kernel rotated through (its provenance): with more than one, the execution
+    time's CI carries the placement term (`execution_times`).
+
     lois: lois frame (loi.LOIS_SCHEMA); host_execs: loi.host_executions output (with golden and
     phase; without phase every run is an SSP run); plan: plan.json; analysis: the sweep's analysis settings
     (bootstrap_reps, ci_level, fit_degree). Returns the `ProfileResult`: channels[ch][group] (`RoleStats`: mean,
@@ -752,7 +775,7 @@ def compute_profiles(
     golden = golden_runs_of(host_execs, analysis, seed)
     stats = group_stats(lois, ssp_lois, plan, golden, analysis.fit_degree)
     widen_single_execution_cis(stats, sensors, analysis.ci_level)
-    times = execution_times(host_execs, plan, golden)
+    times = execution_times(host_execs, plan, golden, input_sets, analysis.ci_level)
     systematic, tail_unsettled = ssp_systematic(stats, lois, plan, golden, times.cycle_mean, group_delay_ns, sensors)
     numbers = ProfileNumbers(
         exec_time_ns=times.exec_time,

@@ -26,6 +26,13 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
+#: input sets (separately allocated inputs) every kernel a device prepares rotates through at least, execution j of
+#: a run using set j mod sets: where a kernel's inputs sit in memory moves a memory-bound kernel's execution time by
+#: 0.3-0.6 % (sd) from one preparation to the next on an H200 (results/h200-card-state); four sets average four
+#: placements, and the analysis measures their spread (`fingrav.analysis.placement`). The torch devices allocate
+#: them (`fingrav.device.torch_device`), the simulator models them (`fingrav.device.sim`).
+PLACEMENT_SETS = 4
+
 
 @dataclass(frozen=True)
 class ClockReads:

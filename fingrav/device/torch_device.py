@@ -42,11 +42,12 @@ preallocated output (``torch.matmul(..., out=...)``). When one input set is smal
 ``l2_rotation_factor`` x the L2 size (``get_device_properties().L2_cache_size``), several sets are
 allocated (enough to cover that footprint, within a quarter of free memory, at most 64) and executions
 rotate through them, so that no execution finds its inputs in L2 left by the previous one. Every kernel gets at
-least ``min_input_sets`` (`PLACEMENT_SETS`, 4) sets: where its inputs sit in memory moves a memory-bound kernel's
-execution time, by 0.3-0.6 % (sd) from one preparation to the next on an H200 and up to 1.2 %, reproducibly within
-a preparation; rotating through four separately allocated sets averages four placements and halved that spread
-without moving the mean (results/h200-card-state), as a model's layers, each with its own weights, do. The sets
-a kernel got are in its provenance (``describe()["input_sets"]``).
+least ``min_input_sets`` (`fingrav.device.base.PLACEMENT_SETS`, 4) sets: where its inputs sit in memory moves a
+memory-bound kernel's execution time, by 0.3-0.6 % (sd) from one preparation to the next on an H200 and up to
+1.2 %, reproducibly within a preparation; rotating through four separately allocated sets averages four placements
+and halved that spread without moving the mean (results/h200-card-state), as a model's layers, each with its own
+weights, do. The sets a kernel got are in its provenance (``describe()["input_sets"]``); the analysis measures the
+spread between them (`fingrav.analysis.placement`).
 
 Collectives (all-reduce, all-gather across GPUs; one process per GPU)
 --------------------------------------------------------------------
@@ -102,7 +103,15 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from fingrav.device.base import ClockReads, ClockTelemetry, ExecRecords, GPUDevice, KernelHandle, PowerSamples
+from fingrav.device.base import (
+    PLACEMENT_SETS,
+    ClockReads,
+    ClockTelemetry,
+    ExecRecords,
+    GPUDevice,
+    KernelHandle,
+    PowerSamples,
+)
 from fingrav.device.hostclock import host_ns
 from fingrav.errors import BackendUnavailableError, DeviceError
 from fingrav.kinds import DTYPE_BYTES, kind_of
@@ -112,8 +121,6 @@ logger = logging.getLogger(__name__)
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 ELEMENT_BYTES = DTYPE_BYTES  # one home: fingrav.kinds
 MAX_INPUT_SETS = 64
-#: input sets every kernel rotates through at least (placements averaged over; module docstring "Input sets")
-PLACEMENT_SETS = 4
 GRAPH_CHUNK = 256  # target executions per chunk graph
 SLEEP_SPIN_NS = 200_000  # sleep_ns busy-waits the last 200 us for accuracy
 TORCH_HINT = (

@@ -128,7 +128,7 @@ def test_a_prepared_gemm_describes_itself_and_runs_on_the_device_stream(fake_tor
 def test_every_kernel_rotates_through_placement_sets(fake_torch):
     """A kernel too big for L2 rotation still gets PLACEMENT_SETS input sets (results/h200-card-state); fewer only
     when asked (min_input_sets) or when they would not fit in memory."""
-    from fingrav.device.torch_device import PLACEMENT_SETS
+    from fingrav.device.base import PLACEMENT_SETS
 
     big = GemvKernel(m=64, k=64)  # 8 KiB a set, the fake's L2 1000 B: no L2 rotation needed
     dev = device_class(fake_torch)()

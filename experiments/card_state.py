@@ -3,6 +3,7 @@ and how long ago, and does its execution time move with it? One GPU-machine call
 
     python3 experiments/card_state.py --out DIR [--config config/h200-db4.yaml] [--plan default]
     python3 experiments/card_state.py --from-json DIR/card_state.json          # no GPU: the table again
+    python3 experiments/card_state.py --summary OUT.csv NAME=DIR/card_state.json ...   # the spreads of calls, as CSV
 
 results/h200-probe-ab measured two below-cap kernels twice a minute apart: the run measured first read 1.7 % and
 5.3 % higher and ran 2-7 % faster, beyond their CIs. This script runs a fixed plan (`PLANS`) of steps on one GPU:
@@ -327,6 +328,18 @@ def spread_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_summary(path: Path, calls: list[str]) -> None:
+    """The dataset's summary.csv: `spread` of each call ("NAME=card_state.json"), one row per call, shape and
+    input-set count, in the order given."""
+    import polars as pl
+
+    rows = []
+    for spec in calls:
+        name, _, json_path = spec.partition("=")
+        rows += [{"call": name, **g} for g in spread(json.loads(Path(json_path).read_text()))]
+    pl.DataFrame(rows).write_csv(path, float_precision=4)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path)
@@ -336,8 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-sets", type=int, default=1, help="input sets per kernel at least (TorchGPUDevice)")
     ap.add_argument("--from-json", type=Path)
     ap.add_argument("--sim", action="store_true", help="on the simulator (h200 preset): the script's own check")
+    ap.add_argument("--summary", type=Path, help="write the spread of CALLS (NAME=card_state.json) to this CSV")
+    ap.add_argument("calls", nargs="*", help="with --summary: NAME=card_state.json, one per call")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.summary:
+        write_summary(args.summary, args.calls)
+        return 0
     if args.from_json:
         result = json.loads(args.from_json.read_text())
     else:

@@ -80,6 +80,8 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     if rng.random() < 0.5:  # warming of random strength and speed (else the preset's: h200 1.2 % / 2 s, mi300x none)
         overrides["thermal_rise_pct"] = round(float(rng.uniform(0.0, 4.0)), 2)
         overrides["thermal_tau_ms"] = round(_log_uniform(rng, 300.0, 20_000.0), 1)
+    # where a kernel's inputs sit (results/h200-card-state): from a generator of its own, so every other draw stays
+    overrides["placement_sd_pct"] = round(float(np.random.default_rng([0x51ACE, index]).uniform(0.0, 1.0)), 3)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
@@ -147,6 +149,7 @@ def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[s
                     "kernel": row["kernel"],
                     "predecessor": row["predecessor"],
                     "wall_s": round(time.perf_counter() - t1, 2),
+                    "truth_exec_time_us": exec_time_truth_us(cfg, s),
                     **{k: row.get(k) for k in _ROW_KEYS},
                 }
             )
@@ -156,8 +159,21 @@ def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[s
     return rows
 
 
+def exec_time_truth_us(cfg: Any, scenario: Any) -> float | None:
+    """The population execution time of a scenario's kernel below the cap (µs): the simulator's nominal time, the
+    mean over jitter and placements (`fingrav.device.sim.kernels`); None for a kernel the limiter slows (heavy),
+    whose stamped SSP time depends on the limiter's state."""
+    from fingrav.device.sim.kernels import build_kernel
+    from fingrav.device.sim.presets import resolve_preset
+
+    k = build_kernel(resolve_preset(cfg.device.sim), scenario.kernel, 1)
+    return None if k.heavy else k.base_ns / 1e3
+
+
 _ROW_KEYS = (
     "exec_time_us",
+    "exec_time_ci_low_us",
+    "exec_time_ci_high_us",
     "valid",
     "flags",
     "notes",
@@ -243,6 +259,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_source["limit_cycling_valid"] = len(cyc)
     by_source["limit_cycling_max_abs_error_pct"] = max((abs(r["power_vs_truth_pct"]) for r in cyc), default=None)
     method_ssp = _method_ssp(ok)
+    timed = [r for r in ok if r.get("truth_exec_time_us") is not None and r.get("exec_time_ci_low_us") is not None]
+    cov_t = [bool(_covers(r, *ci_columns("exec_time_us"), "truth_exec_time_us")) for r in timed]
+    exec_time = {
+        "exec_time_rows": len(timed),
+        "exec_time_ci_coverage": sum(cov_t) / len(cov_t) if cov_t else None,
+        "exec_time_err_over_half_p50": _ratio_pct(timed, "exec_time_us", 50),
+        "exec_time_err_over_half_p95": _ratio_pct(timed, "exec_time_us", 95),
+    }
     gpu_s = [float(r["collect_gpu_s"]) for r in ok if r.get("collect_gpu_s") is not None]
     return {
         "scenarios": len(rows),
@@ -268,6 +292,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "headline_err_over_half_p50": _ratio_pct(valid, "power_w", 50),
         "headline_err_over_half_p95": _ratio_pct(valid, "power_w", 95),
         **method_ssp,
+        **exec_time,
         **secondary,
         **by_source,
     }

@@ -359,6 +359,11 @@ class SimOverrides(_Model):
     thermal_tau_ms: Annotated[float, Field(gt=0, le=600_000.0)] | None = Field(
         None, description="time constant of that warming while busy (and of the cooling while idle)"
     )
+    placement_sd_pct: Annotated[float, Field(ge=0, le=5.0)] | None = Field(
+        None,
+        description="how much a memory-bound kernel's execution time moves with where its inputs sit (sd over its "
+        "input sets, % at full memory utilization; the excess power moves against it)",
+    )
 
 
 class SimConfig(_Model):

@@ -67,3 +67,30 @@ def test_simulated_gpu_imports_a_callable_but_never_calls_it(tmp_path: Path, mon
     assert len(dev.execute([(k, 3)])) == 3
     with pytest.raises(ConfigError, match="'user_kernels_sim:nothing'.*has no attribute 'nothing'"):
         dev.prepare(CallableKernel(target="user_kernels_sim:nothing", bytes=1e9))
+
+
+def test_placement_per_input_set() -> None:
+    """Every GEMM / GEMV / attention rotates through PLACEMENT_SETS input sets (as on a torch device); with the
+    preset's placement_sd each set has its own time factor, drawn per preparation, the excess power moving against it
+    (the energy per execution stays); with 0 (mi300x) every set is alike and nothing else changes."""
+    import numpy as np
+
+    from fingrav.config import GemvKernel
+    from fingrav.device.base import PLACEMENT_SETS
+
+    gemv = GemvKernel(m=16384, k=16384)
+    flat = SimulatedGPU(SimConfig(preset="mi300x"), seed=3)
+    k0 = flat.prepare(gemv)
+    assert k0.describe() == {"label": k0.label, "input_sets": PLACEMENT_SETS} and np.all(k0.placement == 1.0)
+    dev = SimulatedGPU(SimConfig(preset="h200"), seed=3)
+    a, b = dev.prepare(gemv), dev.prepare(gemv)
+    assert a.placement.size == PLACEMENT_SETS and not np.allclose(a.placement, b.placement)  # each preparation its own
+    assert 0.0 < float(np.std(a.placement)) < 0.03
+    again = SimulatedGPU(SimConfig(preset="h200"), seed=3).prepare(gemv)
+    assert np.array_equal(again.placement, a.placement)  # from the seed alone
+    rec = dev.execute([(a, 400)])
+    d = rec.duration_ns[8:].astype(float)  # past the warm-ups; execution j uses set j mod 4
+    per_set = np.array([d[j::PLACEMENT_SETS].mean() for j in range(PLACEMENT_SETS)])  # d[j] is set (8 + j) mod 4 = j
+    assert np.corrcoef(per_set, a.placement)[0, 1] > 0.9
+    with pytest.raises(ValueError):
+        SimConfig(preset="h200", overrides={"placement_sd_pct": -1.0})

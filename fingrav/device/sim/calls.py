@@ -69,6 +69,16 @@ class Calls:
         """Plateau excess per component and execution (K, n), mW."""
         return np.stack([h.plateau_mw for h in self.handles], axis=1)[:, self.handle]
 
+    def placement(self) -> np.ndarray | None:
+        """The execution-time factor of each execution's input set (n,): execution j of a segment uses set j mod
+        the kernel's sets (`SimKernel.placement`); None when every factor is 1 (nothing to apply)."""
+        if all(bool(np.all(h.placement == 1.0)) for h in self.handles):
+            return None
+        sizes = np.array([h.placement.size for h in self.handles], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = np.concatenate([h.placement for h in self.handles])
+        return flat[starts[self.handle] + self.exec_index % sizes[self.handle]]
+
     def per_call_sum(self, x: np.ndarray) -> np.ndarray:
         """The sum of `x` (n,) over each call's executions (R,)."""
         if self.r == 1:
@@ -157,12 +167,20 @@ class Draws:
 
 
 def execution_times(
-    calls: Calls, d: Draws, p: Preset, idle_ns: np.ndarray, slow_x: np.ndarray, warmup: bool, stamped: bool
+    calls: Calls,
+    d: Draws,
+    p: Preset,
+    idle_ns: np.ndarray,
+    slow_x: np.ndarray,
+    warmup: bool,
+    stamped: bool,
+    place: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(execution times before the limiter, launch gaps after each execution), ns (n,): nominal x (1 + jitter) x
     warm-up penalty (the first executions of a call after `idle_ns` (R,) of idle; later segments scaled by
-    `switch_warmup_scale`) x (1 + the call's outlier slowdown `slow_x` (R,)); gaps lognormal, plus the stamp
-    overhead when stamped, 0 after each call's last execution."""
+    `switch_warmup_scale`) x (1 + the call's outlier slowdown `slow_x` (R,)) x the input set's placement factor
+    (`place` (n,), `Calls.placement`; None: 1); gaps lognormal, plus the stamp overhead when stamped, 0 after each
+    call's last execution."""
     factor = 1.0 + p.exec_jitter * d.jitter
     nw = len(p.warmup_penalty)
     if nw and warmup:
@@ -173,6 +191,8 @@ def execution_times(
             )
             factor[warm] *= 1.0 + scale * np.asarray(p.warmup_penalty)[calls.exec_index[warm]]
     d_pre = calls.of("base_ns") * factor * (1.0 + slow_x[calls.call])
+    if place is not None:
+        d_pre = d_pre * place
     gaps = p.launch_gap_ns * np.exp(p.launch_gap_sigma * d.gaps)
     if stamped:
         gaps += p.stamp_overhead_ns

@@ -63,7 +63,15 @@ from typing import Any
 import numpy as np
 
 from fingrav.config import SimConfig
-from fingrav.device.base import ClockReads, ExecRecords, GPUDevice, MeasuredRuns, MeasureRuns, PowerSamples
+from fingrav.device.base import (
+    PLACEMENT_SETS,
+    ClockReads,
+    ExecRecords,
+    GPUDevice,
+    MeasuredRuns,
+    MeasureRuns,
+    PowerSamples,
+)
 from fingrav.device.sim.calls import CUT as _CUT
 from fingrav.device.sim.calls import Calls, Draws, exclusive_cumsum, execution_times, limiter, segments, truth
 from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
@@ -263,6 +271,7 @@ class SimulatedGPU(GPUDevice):
         self._last_part: dict[str, Any] = {}
         self._slow_x = 0.0
         self._kernels: dict[str, SimKernel] = {}
+        self._n_prepared = 0
 
     def release_kernels(self) -> None:
         """Forget the modelled kernels (`GPUDevice.release_kernels`; the simulator allocates no memory): `describe()`
@@ -365,8 +374,23 @@ class SimulatedGPU(GPUDevice):
 
             load_factory(kernel.target)
         k = build_kernel(self.preset, kernel, self.world_size)
+        k.placement = self._placement(k)
         self._kernels[k.label] = k
         return k
+
+    def _placement(self, k: SimKernel) -> np.ndarray:
+        """The execution-time factor of each input set of a newly prepared kernel (preset `placement_sd`): a GEMM,
+        GEMV or attention rotates through `PLACEMENT_SETS` sets, as on a torch device; a collective or a callable
+        (its factory owns its inputs) has one, at 1. Drawn from a generator of the seed, the device and the count
+        of kernels prepared, apart from every other stream: placement_sd 0 changes nothing else."""
+        self._n_prepared += 1
+        if k.kind in ("allreduce", "allgather", "callable"):
+            return np.ones(1)
+        if self.preset.placement_sd <= 0:
+            return np.ones(PLACEMENT_SETS)
+        rng = np.random.default_rng([abs(self.seed), int(self.seed < 0), self.index, 0x51ACE, self._n_prepared])
+        z = rng.standard_normal(PLACEMENT_SETS)
+        return np.clip(1.0 + self.preset.placement_sd * k.u_memory * z, 0.5, 2.0)
 
     def kernel_info(self, handle: SimKernel) -> dict[str, Any]:
         """Simulator only: nominal time, utilizations and steady powers of a prepared kernel."""
@@ -517,7 +541,8 @@ class SimulatedGPU(GPUDevice):
         if continue_from:
             slow_x = np.array([self._slow_x])
         self._slow_x = float(slow_x[-1])
-        d_pre, gaps = execution_times(calls, d, p, idle, slow_x, not continue_from, stamped)
+        place = calls.placement()
+        d_pre, gaps = execution_times(calls, d, p, idle, slow_x, not continue_from, stamped, place)
         busy_nominal = d_pre + gaps
         # limiter age: decays over each idle, grows with nominal busy time (carried from call to call)
         busy_sum = calls.per_call_sum(busy_nominal)
@@ -546,14 +571,7 @@ class SimulatedGPU(GPUDevice):
         zc = since / p.clock_up_ns
         cs = c_start[calls.call]
         clk = np.where(zc > _CUT, 1.0, 1.0 - (1.0 - cs) * np.exp(-np.minimum(zc, _CUT)))
-        # power: the plateau through the clock, the limiter, the outlier and (below the cap) the warming
-        mult = clk * level
-        comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
-        x_plat = self._chan_mat @ (calls.plateau() * comp_mult) / np.sqrt(1.0 + slow_x[calls.call])  # (C, n)
-        if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
-            heavy = np.array([h.heavy for h in calls.handles])[calls.handle]
-            warm = 1.0 + p.thermal_rise * self._warm(theta0[calls.call], since)
-            x_plat = x_plat * np.where(heavy, 1.0, warm)[None, :]
+        x_plat = self._excess_power(calls, clk * level, slow_x, place, theta0, since)
         t0, p0, slope = segments(calls, fs, fe, x_plat, self._gap_ch)
         breaks = 4 * calls.first if r > 1 else None
         x0 = self._timeline.append(t0, p0, slope, breaks)
@@ -590,6 +608,30 @@ class SimulatedGPU(GPUDevice):
         self._now = int(returned_after[-1])
         records = ExecRecords(calls.segment, calls.exec_index, self._gpu_of(starts), self._gpu_of(ends))
         return _CallsRun(records, returned_before, returned_after)
+
+    def _excess_power(
+        self,
+        calls: Calls,
+        mult: np.ndarray,
+        slow_x: np.ndarray,
+        place: np.ndarray | None,
+        theta0: np.ndarray,
+        since: np.ndarray,
+    ) -> np.ndarray:
+        """Each execution's plateau excess power per channel (C, n), mW: the plateau through the clock and the
+        limiter (`mult` (n,): clock level x limiter level), the call's outlier slowdown (`slow_x` (R,)), the input
+        set's placement (`place` (n,), None: 1: the same work in more time draws less) and, below the cap, the
+        warming from `theta0` (R,) at each call's launch over the `since` (n,) ns into the call."""
+        p = self.preset
+        comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
+        x_plat = self._chan_mat @ (calls.plateau() * comp_mult) / np.sqrt(1.0 + slow_x[calls.call])
+        if place is not None:
+            x_plat = x_plat / place[None, :]
+        if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
+            heavy = np.array([h.heavy for h in calls.handles])[calls.handle]
+            warm = 1.0 + p.thermal_rise * self._warm(theta0[calls.call], since)
+            x_plat = x_plat * np.where(heavy, 1.0, warm)[None, :]
+        return x_plat
 
     def _ramp_and_warming(self, launch: np.ndarray, last_end: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, ...]:
         """(clock level c at each call's launch, warming theta at each launch) (R,), carried from call to call

@@ -24,7 +24,7 @@ independent (nothing makes one rank wait for another).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,9 +63,14 @@ class SimKernel(KernelHandle):
     heavy: bool
     limiter_level: float
     burst_level: float = 1.0
+    placement: np.ndarray = field(default_factory=lambda: np.ones(1))  # time factor per input set (set j: exec j mod)
 
     def __repr__(self) -> str:
         return f"SimKernel({self.label!r}, {self.base_ns / US:.1f} us)"
+
+    def describe(self) -> dict[str, Any]:
+        """The label and the input sets the kernel rotates through (as a torch device's handle reports them)."""
+        return {"label": self.label, "input_sets": int(self.placement.size)}
 
 
 def collective_time_ns(preset: Preset, kind: str, size_bytes: float, world_size: int) -> tuple[float, float]:

@@ -185,6 +185,11 @@ class Preset:
     # constant `thermal_tau_ns` while busy (and cools with it while idle); 0: no drift
     thermal_rise: float = 0.0
     thermal_tau_ns: float = 3_000.0 * MS
+    # -- placement: where a kernel's inputs sit in memory. Each input set a kernel rotates through
+    # (`fingrav.device.base.PLACEMENT_SETS`) scales its execution time by 1 + placement_sd x u_memory x z (z standard
+    # normal, drawn per set when the kernel is prepared) and its excess power by the inverse (the same work in more
+    # time: the energy per execution stays); 0: every placement alike
+    placement_sd: float = 0.0
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -386,9 +391,26 @@ H200 = Preset(
     # read 576.8 W): ~1.2 % of the excess power with a ~2 s time constant
     thermal_rise=0.012,
     thermal_tau_ns=2_000.0 * MS,  # ~7 us GEMM: 8.3 us cycle stamped vs 6.7 us unstamped (CUDA graphs)
+    # a memory-bound kernel's execution time moves 0.32-0.58 % (sd) from one preparation (one input set) to the
+    # next, the power against it, the energy per execution least (results/h200-card-state, gpu/sets)
+    placement_sd=0.0045,
 )
 
 PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
+
+
+#: preset fields an override sets in other units, one for one: (the override's key, which is also the name
+#: `preset_summary` gives it; the preset field; the field's units per override unit)
+SCALED_OVERRIDES: tuple[tuple[str, str, float], ...] = (
+    ("limit_cycle_start_ms", "limit_cycle_start_ns", MS),
+    ("limit_cycle_high_ms", "limit_cycle_high_ns", MS),
+    ("limit_cycle_low_ms", "limit_cycle_low_ns", MS),
+    ("limit_cycle_jitter_pct", "limit_cycle_jitter", 0.01),
+    ("stamp_overhead_us", "stamp_overhead_ns", US),
+    ("thermal_rise_pct", "thermal_rise", 0.01),
+    ("thermal_tau_ms", "thermal_tau_ns", MS),
+    ("placement_sd_pct", "placement_sd", 0.01),
+)
 
 
 def resolve_preset(sim_cfg: SimConfig) -> Preset:
@@ -427,15 +449,7 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
         changes["outlier_run_fraction"] = ov.outlier_run_fraction
     if ov.launch_gap_us is not None:
         changes["launch_gap_ns"] = ov.launch_gap_us * US
-    for key, field, unit in (
-        ("limit_cycle_start_ms", "limit_cycle_start_ns", MS),
-        ("limit_cycle_high_ms", "limit_cycle_high_ns", MS),
-        ("limit_cycle_low_ms", "limit_cycle_low_ns", MS),
-        ("limit_cycle_jitter_pct", "limit_cycle_jitter", 0.01),
-        ("stamp_overhead_us", "stamp_overhead_ns", US),
-        ("thermal_rise_pct", "thermal_rise", 0.01),
-        ("thermal_tau_ms", "thermal_tau_ns", MS),
-    ):
+    for key, field, unit in SCALED_OVERRIDES:
         if getattr(ov, key) is not None:
             changes[field] = getattr(ov, key) * unit
     if changes:
@@ -538,14 +552,8 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "limiter_tau_ms": p.limiter_tau_ns / MS,
             "limiter_idle_tau_ms": p.limiter_idle_tau_ns / MS,
             "limiter_slowdown": p.limiter_slowdown,
-            "limit_cycle_start_ms": p.limit_cycle_start_ns / MS,
-            "limit_cycle_high_ms": p.limit_cycle_high_ns / MS,
             "cap_burst_w": p.cap_burst_mw / W,
-            "limit_cycle_low_ms": p.limit_cycle_low_ns / MS,
-            "limit_cycle_jitter_pct": p.limit_cycle_jitter * 100.0,
-            "stamp_overhead_us": p.stamp_overhead_ns / US,
-            "thermal_rise_pct": p.thermal_rise * 100.0,
-            "thermal_tau_ms": p.thermal_tau_ns / MS,
+            **{key: getattr(p, field) / unit for key, field, unit in SCALED_OVERRIDES},
         },
         "executions": {
             "jitter_pct": p.exec_jitter * 100,

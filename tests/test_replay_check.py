@@ -153,3 +153,21 @@ def test_a_recalibrated_ci_of_an_unchanged_number_is_intended_and_a_moved_number
     }
     other = compare(committed, {"s": {**new, "flags": "reference_unsettled", "valid": False}})
     assert [c for _, c, *_ in other.differences] == ["flags"]
+
+
+def test_the_placement_term_widens_the_execution_time_ci_as_an_intended_change() -> None:
+    """Issue 22: the execution time's CI carries the placement term where the kernel rotated through several input
+    sets: only wider with the time unchanged is listed as intended; narrower, or a moved time, is a difference."""
+    from fingrav.replay_check import compare
+
+    committed = {"s": {"exec_time_us": "32.48", "exec_time_ci_low_us": "32.0", "exec_time_ci_high_us": "33.0"}}
+    new = {"exec_time_us": 32.48, "exec_time_ci_low_us": 31.36, "exec_time_ci_high_us": 33.61}
+    rep = compare(committed, {"s": new})
+    assert rep.ok and len(rep.intended) == 2 and not rep.differences
+    assert {w for *_, w in rep.intended} == {
+        "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
+    }
+    narrower = compare(committed, {"s": {**new, "exec_time_ci_low_us": 32.3}})
+    assert [c for _, c, *_ in narrower.differences] == ["exec_time_ci_low_us"]
+    moved = compare(committed, {"s": {**new, "exec_time_us": 32.6}})
+    assert {c for _, c, *_ in moved.differences} >= {"exec_time_us", "exec_time_ci_low_us"}

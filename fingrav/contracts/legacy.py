@@ -76,6 +76,9 @@ ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 #: `drift_term_pct`: the drift beyond its noise, in quadrature; `fingrav.analysis.sources`: the sensor-source term as
 #: a watt offset): their CI columns may move either way where the number itself is unchanged
 RECALIBRATED_CI_VALUES: Final = SOURCE_TERM_VALUES | {"ssp_vs_power_pct"}
+#: numbers whose CIs carry the placement term since issue 22 (`fingrav.analysis.placement`: the spread of the input
+#: sets' execution times beyond noise): their CIs widen where the kernel rotated through more than one input set
+PLACEMENT_TERM_VALUES: Final = frozenset({"exec_time_us"})
 #: numbers derived from the headline CI's width (a recommendation, not a measurement)
 FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
 #: the flag that can stop firing when a CI narrows (the validity limit analysis.max_ci_pct)
@@ -84,7 +87,8 @@ CI_WIDTH_FLAGS: Final = frozenset({"imprecise"})
 
 def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
     """Why a number differs on purpose ("" when it should not): a CI that was zero width; a CI of an absolute number
-    widened by the sensor-source term (only wider, and only where the replay measured the term)."""
+    widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
+    time's CI widened by the placement term (only wider, the number unchanged)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
@@ -103,6 +107,13 @@ def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping
             "the CI recalibrated (issue 22: drift beyond its noise in quadrature, sensor-source term in W); "
             "the number unchanged"
         )
+    if base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base)):
+        try:
+            old, new = float(committed[column]), float(replayed[column])
+        except (KeyError, TypeError, ValueError):
+            return ""
+        if (new <= old) if "_ci_low_" in column else (new >= old):
+            return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
     return ""

@@ -94,29 +94,31 @@ def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping
         lo, hi = R.ci_columns(base)
         if committed.get(lo) not in (None, "") and committed.get(lo) == committed.get(hi):
             return "was a zero-width CI: the cycle's uncertainty is now carried over"
-    if R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct")):
-        try:
-            old, new = float(committed[column]), float(replayed[column])
-        except (KeyError, TypeError, ValueError):
-            return ""
-        if (new <= old) if "_ci_low_" in column else (new >= old):
-            return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"
+    source = R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
+    if source and _only_wider(column, committed, replayed):
+        return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"
     base = R.value_column_of_ci(column)
     if base in RECALIBRATED_CI_VALUES and _same_number(committed.get(base), replayed.get(base)):
         return (
             "the CI recalibrated (issue 22: drift beyond its noise in quadrature, sensor-source term in W); "
             "the number unchanged"
         )
-    if base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base)):
-        try:
-            old, new = float(committed[column]), float(replayed[column])
-        except (KeyError, TypeError, ValueError):
-            return ""
-        if (new <= old) if "_ci_low_" in column else (new >= old):
-            return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
+    placed = base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base))
+    if placed and _only_wider(column, committed, replayed):
+        return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
     return ""
+
+
+def _only_wider(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool:
+    """Whether the CI bound `column` moved outwards (a low bound down, a high bound up) or stayed; False when either
+    side is not a number."""
+    try:
+        old, new = float(committed[column]), float(replayed[column])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return (new <= old) if "_ci_low_" in column else (new >= old)
 
 
 def _same_number(a: Any, b: Any, rel: float = 1e-9) -> bool:

@@ -95,16 +95,9 @@ def test_the_input_sets_come_from_the_raw_provenance():
 def test_a_simulated_sweep_carries_the_placement_term(tmp_path):
     """Through the real stages on the simulator (h200 preset, placement 1 %): the kernel reports its four input sets
     and the execution time's CI says it carries the placement term."""
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from fingrav.testing.experiments import load_experiment
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("fidelity_matrix", root / "experiments" / "fidelity_matrix.py")
-    assert spec is not None and spec.loader is not None
-    fm = importlib.util.module_from_spec(spec)
-    sys.modules["fidelity_matrix"] = fm
-    spec.loader.exec_module(fm)
+    fm = load_experiment("fidelity_matrix")
     cfg = {
         "sweep": "placement",
         "seed": 5,

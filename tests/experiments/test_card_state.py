@@ -4,25 +4,19 @@ the JSON it wrote); the committed dataset's tables rebuilt from its JSON."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from fingrav.testing.experiments import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cs():
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location("card_state", ROOT / "experiments" / "card_state.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["card_state"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("card_state")
 
 
 def test_course_is_the_cycle_time_of_each_part(cs):

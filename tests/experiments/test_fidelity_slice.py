@@ -3,23 +3,18 @@ held to the same acceptance criteria as the full matrix (experiments/RESULTS.md)
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fingrav.testing.experiments import load_experiment
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _matrix():
-    spec = importlib.util.spec_from_file_location("fidelity_matrix", ROOT / "experiments" / "fidelity_matrix.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fidelity_matrix"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("fidelity_matrix")
 
 
 @pytest.mark.slow

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from fingrav.testing.experiments import load_experiment
+
 ROOT = Path(__file__).resolve().parents[2]
 MS = 1_000_000
 S = 1_000_000_000
@@ -23,12 +25,7 @@ S = 1_000_000_000
 
 @pytest.fixture(scope="module")
 def peers():
-    spec = importlib.util.spec_from_file_location("peers", ROOT / "experiments" / "peers.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["peers"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("peers")
 
 
 def _samples(power_w, seconds: float = 6.5, period_ms: float = 20.0, noise_w: float = 2.0, seed: int = 1):

@@ -81,7 +81,10 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
         overrides["thermal_rise_pct"] = round(float(rng.uniform(0.0, 4.0)), 2)
         overrides["thermal_tau_ms"] = round(_log_uniform(rng, 300.0, 20_000.0), 1)
     # where a kernel's inputs sit (results/h200-card-state): from a generator of its own, so every other draw stays
-    overrides["placement_sd_pct"] = round(float(np.random.default_rng([0x51ACE, index]).uniform(0.0, 1.0)), 3)
+    own = np.random.default_rng([0x51ACE, index])
+    overrides["placement_sd_pct"] = round(float(own.uniform(0.0, 1.0)), 3)
+    # the card's state between scenarios (results/h200-card-state): 0-0.5 % (sd), from the same generator of its own
+    overrides["state_sd_pct"] = round(float(own.uniform(0.0, 0.5)), 3)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
@@ -150,6 +153,7 @@ def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[s
                     "predecessor": row["predecessor"],
                     "wall_s": round(time.perf_counter() - t1, 2),
                     "truth_exec_time_us": exec_time_truth_us(cfg, s),
+                    "card_state_pct": card_state_pct(cfg, s),
                     **{k: row.get(k) for k in _ROW_KEYS},
                 }
             )
@@ -168,6 +172,30 @@ def exec_time_truth_us(cfg: Any, scenario: Any) -> float | None:
 
     k = build_kernel(resolve_preset(cfg.device.sim), scenario.kernel, 1)
     return None if k.heavy else k.base_ns / 1e3
+
+
+def card_state_pct(cfg: Any, scenario: Any) -> float | None:
+    """The simulated card's state during the scenario (% of a below-cap kernel's excess power,
+    `fingrav.device.sim.presets.card_state_offset`: drawn at its first kernel, the main one); None for a kernel the
+    limiter holds (heavy), which the state does not move."""
+    from fingrav.device.sim.kernels import build_kernel
+    from fingrav.device.sim.presets import card_state_offset, resolve_preset
+
+    preset = resolve_preset(cfg.device.sim)
+    k = build_kernel(preset, scenario.kernel, 1)
+    return None if k.heavy else 100.0 * card_state_offset(cfg.seed, cfg.device.index, k.label, preset.state_sd)
+
+
+def population_truth_w(r: dict[str, Any]) -> float | None:
+    """A below-cap row's headline truth without the card's state (W): the same run's truth with its excess power over
+    the preset's idle divided by 1 + the state; what runs at other times read on average."""
+    from fingrav.config import SimConfig
+    from fingrav.device.sim.presets import resolve_preset
+
+    if r.get("card_state_pct") is None or r.get("truth_power_w") is None:
+        return None
+    idle_w = sum(c.idle_mw for c in resolve_preset(SimConfig(**r["sim"])).components) / 1e3
+    return idle_w + (r["truth_power_w"] - idle_w) / (1.0 + r["card_state_pct"] / 100.0)
 
 
 _ROW_KEYS = (
@@ -267,6 +295,21 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "exec_time_err_over_half_p50": _ratio_pct(timed, "exec_time_us", 50),
         "exec_time_err_over_half_p95": _ratio_pct(timed, "exec_time_us", 95),
     }
+    below = [r for r in valid if r.get("card_state_pct") is not None and r.get("power_ci_low_w") is not None]
+    pop = [population_truth_w(r) for r in below]
+    state = {
+        "below_cap_valid": len(below),
+        "below_cap_ci_coverage_same_run": (
+            sum(bool(_covers(r, "power_ci_low_w", "power_ci_high_w", "truth_power_w")) for r in below) / len(below)
+            if below
+            else None
+        ),
+        "below_cap_ci_coverage_population": (
+            sum(r["power_ci_low_w"] <= t <= r["power_ci_high_w"] for r, t in zip(below, pop, strict=True)) / len(below)
+            if below
+            else None
+        ),
+    }
     gpu_s = [float(r["collect_gpu_s"]) for r in ok if r.get("collect_gpu_s") is not None]
     return {
         "scenarios": len(rows),
@@ -293,6 +336,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "headline_err_over_half_p95": _ratio_pct(valid, "power_w", 95),
         **method_ssp,
         **exec_time,
+        **state,
         **secondary,
         **by_source,
     }

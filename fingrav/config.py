@@ -364,6 +364,11 @@ class SimOverrides(_Model):
         description="how much a memory-bound kernel's execution time moves with where its inputs sit (sd over its "
         "input sets, % at full memory utilization; the excess power moves against it)",
     )
+    state_sd_pct: Annotated[float, Field(ge=0, le=5.0)] | None = Field(
+        None,
+        description="the card's state between runs: how much a below-cap kernel's excess power moves from one "
+        "scenario to the next (sd, %; one draw per scenario, constant over it)",
+    )
 
 
 class SimConfig(_Model):

@@ -94,3 +94,27 @@ def test_placement_per_input_set() -> None:
     assert np.corrcoef(per_set, a.placement)[0, 1] > 0.9
     with pytest.raises(ValueError):
         SimConfig(preset="h200", overrides={"placement_sd_pct": -1.0})
+
+
+def test_the_card_state_moves_below_cap_kernels_per_scenario() -> None:
+    """The h200 preset's card state (state_sd): one draw per opened device at its first kernel, from the seed, the
+    device and that kernel's label; it scales a below-cap kernel's power, not a cap-bound one's; 0: nothing."""
+    from fingrav.config import GemvKernel
+    from fingrav.device.sim.presets import card_state_offset
+
+    gemv, other = GemvKernel(m=16384, k=16384), GemvKernel(m=8192, k=16384)
+    dev = SimulatedGPU(SimConfig(preset="h200"), seed=3)
+    k = dev.prepare(gemv)
+    assert dev._card_state == card_state_offset(3, 0, k.label, 0.003) != 0.0
+    dev.prepare(other)
+    assert dev._card_state == card_state_offset(3, 0, k.label, 0.003)  # one state per scenario
+    assert card_state_offset(3, 0, "gemv 8192x16384 bf16", 0.003) != dev._card_state  # another scenario, another
+    assert card_state_offset(3, 0, k.label, 0.0) == 0.0
+    idle = sum(c.idle_mw for c in PRESETS["h200"].components)
+    excess = []
+    for sd in (0.0, 2.0):
+        d = SimulatedGPU(SimConfig(preset="h200", overrides={"state_sd_pct": sd}), seed=3)
+        d.run_unstamped(d.prepare(gemv), 2000)
+        excess.append(d.sustained_truth_of_last_run()["total"]["power_mw"] - idle)
+    s = card_state_offset(3, 0, k.label, 0.02)
+    assert excess[1] / excess[0] == pytest.approx(1.0 + s, rel=0.02)

@@ -12,7 +12,7 @@ Model (details in the submodules):
 * `sensor` - sample grid with jitter, boxcar window, first-order lag, dead time, noise, quantization.
 * `device` - `SimulatedGPU`: virtual clocks, executions (jitter, warm-ups, outlier runs, launch gaps, the
   placement of each input set a kernel rotates through), device transient (clock ramp, power limiter, warming),
-  sampling, energy counter, ground truth.
+  the card's state over a scenario (below the cap), sampling, energy counter, ground truth.
 
 Preset sources: the H200 preset follows `/work/shared/H200.md` (measured on one H200: NVML samples every
 17/20/23 ms, dead time 2.8 ms + boxcar 4.5 ms + lag 12 ms, idle 121 W with 40.5 W memory, 328 W FMA spin,

@@ -75,7 +75,7 @@ from fingrav.device.base import (
 from fingrav.device.sim.calls import CUT as _CUT
 from fingrav.device.sim.calls import Calls, Draws, exclusive_cumsum, execution_times, limiter, segments, truth
 from fingrav.device.sim.kernels import SimKernel, build_kernel, kernel_summary
-from fingrav.device.sim.presets import MS, Preset, card_preset, preset_summary, resolve_preset
+from fingrav.device.sim.presets import MS, Preset, card_preset, card_state_offset, preset_summary, resolve_preset
 from fingrav.device.sim.sensor import SensorStream
 from fingrav.device.sim.timeline import PowerTimeline
 
@@ -272,6 +272,7 @@ class SimulatedGPU(GPUDevice):
         self._slow_x = 0.0
         self._kernels: dict[str, SimKernel] = {}
         self._n_prepared = 0
+        self._card_state: float | None = None  # `Preset.state_sd`: drawn at the first kernel prepared
 
     def release_kernels(self) -> None:
         """Forget the modelled kernels (`GPUDevice.release_kernels`; the simulator allocates no memory): `describe()`
@@ -374,6 +375,8 @@ class SimulatedGPU(GPUDevice):
 
             load_factory(kernel.target)
         k = build_kernel(self.preset, kernel, self.world_size)
+        if self._card_state is None:  # the card's state for this scenario, at its first kernel
+            self._card_state = card_state_offset(self.seed, self.index, k.label, self.preset.state_sd)
         k.placement = self._placement(k)
         self._kernels[k.label] = k
         return k
@@ -621,16 +624,19 @@ class SimulatedGPU(GPUDevice):
         """Each execution's plateau excess power per channel (C, n), mW: the plateau through the clock and the
         limiter (`mult` (n,): clock level x limiter level), the call's outlier slowdown (`slow_x` (R,)), the input
         set's placement (`place` (n,), None: 1: the same work in more time draws less) and, below the cap, the
-        warming from `theta0` (R,) at each call's launch over the `since` (n,) ns into the call."""
+        warming from `theta0` (R,) at each call's launch over the `since` (n,) ns into the call and the card's state
+        (`Preset.state_sd`)."""
         p = self.preset
         comp_mult = 1.0 - self._sens[:, None] * (1.0 - mult[None, :])
         x_plat = self._chan_mat @ (calls.plateau() * comp_mult) / np.sqrt(1.0 + slow_x[calls.call])
         if place is not None:
             x_plat = x_plat / place[None, :]
+        heavy = np.array([h.heavy for h in calls.handles])[calls.handle]
         if p.thermal_rise > 0:  # warming raises the excess power of kernels below the cap (the limiter holds the rest)
-            heavy = np.array([h.heavy for h in calls.handles])[calls.handle]
             warm = 1.0 + p.thermal_rise * self._warm(theta0[calls.call], since)
             x_plat = x_plat * np.where(heavy, 1.0, warm)[None, :]
+        if self._card_state:  # the card's state, below the cap
+            x_plat = x_plat * np.where(heavy, 1.0, 1.0 + self._card_state)[None, :]
         return x_plat
 
     def _ramp_and_warming(self, launch: np.ndarray, last_end: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, ...]:

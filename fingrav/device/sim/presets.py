@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import zlib
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from fingrav.config import SimConfig
 
@@ -190,6 +193,10 @@ class Preset:
     # normal, drawn per set when the kernel is prepared) and its excess power by the inverse (the same work in more
     # time: the energy per execution stays); 0: every placement alike
     placement_sd: float = 0.0
+    # -- the card's state between runs (results/h200-card-state): below the cap a kernel's excess power is scaled by
+    # 1 + state_sd x z, one z per opened device (drawn at its first kernel: a scenario), constant over it; a real
+    # card's state drifts over tens of seconds, so runs minutes apart read 0.17-0.37 % (sd) apart; 0: no state
+    state_sd: float = 0.0
 
     def component_index(self, name: str) -> int:
         for i, c in enumerate(self.components):
@@ -394,6 +401,8 @@ H200 = Preset(
     # a memory-bound kernel's execution time moves 0.32-0.58 % (sd) from one preparation (one input set) to the
     # next, the power against it, the energy per execution least (results/h200-card-state, gpu/sets)
     placement_sd=0.0045,
+    # below-cap kernels read 0.17-0.37 % (sd) apart between runs a minute or more apart (results/h200-card-state)
+    state_sd=0.003,
 )
 
 PRESETS: dict[str, Preset] = {"mi300x": MI300X, "h200": H200}
@@ -410,7 +419,19 @@ SCALED_OVERRIDES: tuple[tuple[str, str, float], ...] = (
     ("thermal_rise_pct", "thermal_rise", 0.01),
     ("thermal_tau_ms", "thermal_tau_ns", MS),
     ("placement_sd_pct", "placement_sd", 0.01),
+    ("state_sd_pct", "state_sd", 0.01),
 )
+
+
+def card_state_offset(seed: int, index: int, label: str, sd: float) -> float:
+    """The simulated card's state during one scenario (`Preset.state_sd`): the relative change of a below-cap
+    kernel's excess power, drawn from the sweep's seed, the device and the label of the scenario's first kernel (each
+    scenario opens its device afresh with the sweep's seed, so the label makes the draws differ), apart from every
+    other stream. The fidelity matrix divides it out for the population's truth."""
+    if sd <= 0:
+        return 0.0
+    rng = np.random.default_rng([abs(int(seed)), int(seed < 0), int(index), 0x57A7E, zlib.crc32(label.encode())])
+    return float(sd * rng.standard_normal())
 
 
 def resolve_preset(sim_cfg: SimConfig) -> Preset:

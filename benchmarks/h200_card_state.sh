@@ -5,6 +5,8 @@
 #   bash benchmarks/h200_card_state.sh               # plan "default": ~3 min wall
 #   PLAN=prepare bash benchmarks/h200_card_state.sh  # plan "prepare": four preparations of three shapes, ~1 min
 #   PLAN=prepare MIN_SETS=4 bash benchmarks/h200_card_state.sh  # ... each rotating through >= 4 input sets
+#   PLAN=sets bash benchmarks/h200_card_state.sh     # plan "sets": six preparations with one set and six with four
+#   PLAN=control bash benchmarks/h200_card_state.sh  # plan "control": a control and two shapes after it, 8 times
 #
 # Leaves $OUT/card_state.json, $OUT/card_state.md, $OUT/card_state.log and the card's identity (device_env).
 set -euo pipefail

@@ -28,6 +28,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 logger = logging.getLogger("card_state")
@@ -92,6 +94,20 @@ PLANS: dict[str, list[tuple[Any, ...]]] = {
     # rotating through four placements narrow the spread between preparations?
     "sets": [("idle", 2.0)]
     + [("run", f"{k}#{i}@{n}", 1.2) for i in range(6) for k in (B1, B2, "l3-8b-down-m1") for n in (1, 4)],
+    # a control (B1) and two other below-cap shapes right after it, eight times, after heavy phases and idles of
+    # different lengths: does the control's deviation predict the others' (a control-kernel state term)?
+    "control": [("idle", 2.0)]
+    + [
+        st
+        for i in range(8)
+        for st in (
+            *((("run", C, 3.0 * (i % 3)),) if i % 3 else ()),
+            *((("idle", 4.0 * (i % 4)),) if i % 4 else ()),
+            ("run", B1, 1.5),
+            ("run", B2, 1.5),
+            ("run", B3, 1.5),
+        )
+    ],
     "quick": [("idle", 1.0), ("run", B1, 1.0), ("run", C, 1.0), ("idle", 0.2), ("run", B1, 1.0)],
 }
 
@@ -328,6 +344,55 @@ def spread_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def control_correction(result: dict[str, Any], control: str = B1) -> list[dict[str, Any]]:
+    """Plan "control": each run of `control` is followed by other shapes; per other shape, the sd between its runs (%
+    of its mean) as measured, and after dividing each run by the control's relative deviation just before it (a
+    control-kernel correction of the card's state), with the correlation of the two deviations."""
+    rows = result["rows"]
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    last = None
+    for r in rows:
+        if r["mean_w"] is None:
+            continue
+        if r["scenario"] == control:
+            last = float(r["mean_w"])
+        elif last is not None and r["after"] is not None:
+            pairs.setdefault(r["scenario"], []).append((last, float(r["mean_w"])))
+    out = []
+    for name, xy in sorted(pairs.items()):
+        if len(xy) < 3:
+            continue
+        c = np.array([x for x, _ in xy])
+        y = np.array([v for _, v in xy])
+        rc, ry = c / c.mean() - 1.0, y / y.mean() - 1.0
+        out.append(
+            {
+                "scenario": name,
+                "runs": len(xy),
+                "sd_pct": float(np.std(ry, ddof=1) * 100.0),
+                "corrected_sd_pct": float(np.std(ry - rc, ddof=1) * 100.0),
+                "correlation": float(np.corrcoef(rc, ry)[0, 1]),
+            }
+        )
+    return out
+
+
+def control_table(result: dict[str, Any]) -> str:
+    """Markdown of `control_correction` ("" for other plans)."""
+    got = control_correction(result) if result.get("plan") == "control" else []
+    if not got:
+        return ""
+    lines = [
+        f"| after the control ({B1}) | runs | sd between runs (%) | corrected by the control (%) | correlation |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {g['scenario']} | {g['runs']} | {g['sd_pct']:.3f} | {g['corrected_sd_pct']:.3f} | {g['correlation']:.2f} |"
+        for g in got
+    ]
+    return "\n\n" + "\n".join(lines)
+
+
 def write_summary(path: Path, calls: list[str]) -> None:
     """The dataset's summary.csv: `spread` of each call ("NAME=card_state.json"), one row per call, shape and
     input-set count, in the order given."""
@@ -364,8 +429,10 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "card_state.json").write_text(json.dumps(result, indent=1))
-        (args.out / "card_state.md").write_text(table(result) + "\n\n" + spread_table(result) + "\n")
-    sys.stdout.write(table(result) + "\n\n" + spread_table(result) + "\n")
+    text = table(result) + "\n\n" + spread_table(result) + control_table(result) + "\n"
+    if not args.from_json:
+        (args.out / "card_state.md").write_text(text)
+    sys.stdout.write(text)
     return 0
 
 

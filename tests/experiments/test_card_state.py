@@ -56,7 +56,7 @@ def test_quick_plan_on_the_simulator(cs, tmp_path, capsys):
 
 
 def test_committed_dataset_tables_rebuild(cs, capsys):
-    for call in ("state", "prepare-1set", "prepare-4sets", "sets"):
+    for call in ("state", "prepare-1set", "prepare-4sets", "sets", "control"):
         folder = ROOT / "results" / "h200-card-state" / "gpu" / call
         assert cs.main(["--from-json", str(folder / "card_state.json")]) == 0
         assert capsys.readouterr().out == (folder / "card_state.md").read_text()
@@ -64,6 +64,9 @@ def test_committed_dataset_tables_rebuild(cs, capsys):
 
 def test_committed_dataset_summary_rebuilds(cs, tmp_path):
     here = ROOT / "results" / "h200-card-state"
-    calls = [f"{c}={here / 'gpu' / c / 'card_state.json'}" for c in ("state", "prepare-1set", "prepare-4sets", "sets")]
+    calls = [
+        f"{c}={here / 'gpu' / c / 'card_state.json'}"
+        for c in ("state", "prepare-1set", "prepare-4sets", "sets", "control")
+    ]
     assert cs.main(["--summary", str(tmp_path / "summary.csv"), *calls]) == 0
     assert (tmp_path / "summary.csv").read_text() == (here / "summary.csv").read_text()

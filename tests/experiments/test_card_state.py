@@ -70,3 +70,19 @@ def test_committed_dataset_summary_rebuilds(cs, tmp_path):
     ]
     assert cs.main(["--summary", str(tmp_path / "summary.csv"), *calls]) == 0
     assert (tmp_path / "summary.csv").read_text() == (here / "summary.csv").read_text()
+
+
+def test_control_correction_divides_out_the_state(cs):
+    """Plan "control": shapes measured right after a control whose deviation they share are corrected by it; a shape
+    that does not share it (the cap-bound one) is not helped."""
+    state = [0.004, -0.002, 0.001, -0.003, 0.0]
+    rows = []
+    for i, st in enumerate(state):
+        rows.append({"scenario": cs.B1, "mean_w": 600.0 * (1 + st), "after": None if i == 0 else cs.B3})
+        rows.append({"scenario": cs.B2, "mean_w": 560.0 * (1 + st) + (0.3 if i % 2 else -0.3), "after": cs.B1})
+        rows.append({"scenario": cs.C, "mean_w": 690.0 + (0.5 if i % 2 else -0.5), "after": cs.B2})
+    got = {g["scenario"]: g for g in cs.control_correction({"plan": "control", "rows": rows})}
+    assert got[cs.B2]["corrected_sd_pct"] < 0.35 * got[cs.B2]["sd_pct"] and got[cs.B2]["correlation"] > 0.95
+    assert got[cs.C]["corrected_sd_pct"] > got[cs.C]["sd_pct"]
+    assert "corrected by the control" in cs.control_table({"plan": "control", "rows": rows})
+    assert cs.control_table({"plan": "sets", "rows": rows}) == ""

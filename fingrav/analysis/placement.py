@@ -42,18 +42,18 @@ class PlacementTerm:
     half_pct: float
 
 
-def placement_term(execs: pl.DataFrame, sets: int, level: float = 0.95) -> PlacementTerm | None:
-    """The placement term (module docstring) of executions `execs` (columns run, exec_index, dur_ns: the golden SSP
-    tail of one scenario) rotated through `sets` input sets; None with fewer than 2 sets, or fewer than 2 sets
-    with `MIN_PER_SET` executions each."""
+def placement_term(execs: pl.DataFrame, sets: int, level: float = 0.95, value: str = "dur_ns") -> PlacementTerm | None:
+    """The placement term (module docstring) of executions `execs` (columns run, exec_index and `value`, ns: the
+    golden SSP tail of one scenario, its durations or its cycles) rotated through `sets` input sets; None with fewer
+    than 2 sets, or fewer than 2 sets with `MIN_PER_SET` executions each."""
     if sets < 2 or execs.height == 0:
         return None
     d = execs.select(
         (pl.col("exec_index") % sets).alias("set"),
-        (pl.col("dur_ns") - pl.col("dur_ns").mean().over("run")).cast(pl.Float64).alias("d"),
-        pl.col("dur_ns").cast(pl.Float64),
+        (pl.col(value) - pl.col(value).mean().over("run")).cast(pl.Float64).alias("d"),
+        pl.col(value).cast(pl.Float64).alias("x"),
     )
-    mean_ns = float(d["dur_ns"].mean())  # type: ignore[arg-type]
+    mean_ns = float(d["x"].mean())  # type: ignore[arg-type]
     per = (
         d.group_by("set")
         .agg(e=pl.col("d").mean(), v=pl.col("d").var(ddof=1) / pl.len(), n=pl.len())

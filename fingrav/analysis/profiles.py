@@ -621,15 +621,13 @@ def execution_times(
     """Step 4: execution time (per golden run the mean host-clock duration of the SSP-tail executions) and cycle
     time (SSP executions with a successor: start to the next start, launch gap included), each the median over
     golden SSP runs with a bootstrap CI, and their pooled means. With `input_sets` > 1 (the kernel rotated through
-    that many separately allocated input sets) the execution time's CI also carries the placement term
-    (`fingrav.analysis.placement`), in quadrature."""
+    that many separately allocated input sets) both CIs also carry their placement term
+    (`fingrav.analysis.placement`, from their own values per set), in quadrature."""
     groups = group_exprs(plan, "phase" if "phase" in host_execs.columns else None)
     ssp_execs = host_execs.filter(pl.col("golden") & groups["ssp"])
     tsum, tcnt = _per_run(ssp_execs.select("run", "dur_ns"), golden.frame, "dur_ns")
     exec_time = _median_stat(golden.boot, tsum, tcnt, golden.ssp_members)
-    placement = placement_term(ssp_execs.select("run", "exec_index", "dur_ns"), input_sets, level)
-    if placement is not None:
-        exec_time = with_placement(exec_time, placement)
+    exec_time = _placed(exec_time, ssp_execs, "dur_ns", input_sets, level)
     exec_mean = _f(tsum.sum() / tcnt.sum()) if tcnt.sum() > 0 else None
     cyc = ssp_execs.filter(pl.col("has_next")).select("run", "cycle_ns")
     if cyc.height == 0 and ssp_execs.height:
@@ -637,13 +635,21 @@ def execution_times(
         cyc = ssp_execs.select("run", pl.col("dur_ns").alias("cycle_ns"))
     csum, ccnt = _per_run(cyc, golden.frame, "cycle_ns")
     cycle_time = _median_stat(golden.boot, csum, ccnt, golden.ssp_members)
+    cycle_time = _placed(cycle_time, ssp_execs.filter(pl.col("has_next")), "cycle_ns", input_sets, level)
     c_mean = float(csum.sum() / ccnt.sum()) if ccnt.sum() > 0 else None
     return _Times(exec_time, exec_mean, cycle_time, _f(c_mean), csum, ccnt)
 
 
+def _placed(t: Estimate, execs: pl.DataFrame, value: str, input_sets: int, level: float) -> Estimate:
+    """`t` (ns) with the placement term of `value` (a column of `execs`, ns) in its CI (`with_placement`); `t` as it
+    is where there is no term (one input set, too few executions)."""
+    term = placement_term(execs.select("run", "exec_index", value), input_sets, level, value)
+    return t if term is None else with_placement(t, term)
+
+
 def with_placement(t: Estimate, term: PlacementTerm) -> Estimate:
-    """The execution time `t` (ns) with the placement term's half-width (`term.half_pct` of the value) added to
-    each side of its CI in quadrature."""
+    """A time `t` (ns: the execution or the cycle time) with the placement term's half-width (`term.half_pct` of
+    the value) added to each side of its CI in quadrature."""
     if t.value is None or t.ci_low is None or t.ci_high is None:
         return t
     v = float(t.value)

@@ -4,6 +4,8 @@ placements at the CI level across random draws (a randomized stress test)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -111,6 +113,7 @@ def test_a_simulated_sweep_carries_the_placement_term(tmp_path):
     assert "error" not in row, row
     lo, hi, t = row["exec_time_ci_low_us"], row["exec_time_ci_high_us"], row["truth_exec_time_us"]
     assert lo < row["exec_time_us"] < hi and (hi - lo) / 2 / row["exec_time_us"] > 0.001  # wider than jitter alone
-    summary = (tmp_path / "placement" / "profiles").rglob("summary.json")
-    text = " ".join(p.read_text() for p in summary)
-    assert "placement term" in text and t is not None
+    (path,) = (tmp_path / "placement" / "profiles").rglob("summary.json")
+    result = json.loads(path.read_text())["result"]
+    assert "placement term" in result["headline"]["exec_time"]["method"] and t is not None
+    assert "placement term" in result["ssp"]["cycle_time"]["method"]  # the cycle time carries its own

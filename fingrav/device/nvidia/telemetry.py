@@ -23,11 +23,10 @@ wrapped once, by `fingrav.device.nvidia.library` (`nvml_call`, `wrap_nvml_error`
 records the message in `ClockTelemetry.errors` and reads the rest: telemetry never fails a collection.
 
 Cost: one read is 2 clock calls + 1 reasons call + one call per supported perf policy + 1 field-values call + 1
-temperature call. Against
-the fake (tests/device/test_nvml_telemetry.py) a read takes ~100 us (p50; 13 fields); on hardware each NVML call can
-take from microseconds to milliseconds under load (nvmlDeviceGetTotalEnergyConsumption: ~3 ms on an H200), so the
-cost MUST be measured there: every record carries it (`read_ns`), and `experiments/peers.py` reports it. Read it
-before and after a run, never inside the timed region.
+temperature call. Against the fake (tests/device/test_nvml_telemetry.py) a read takes ~100 us (p50; 13 fields); on
+hardware each NVML call can take from microseconds to milliseconds under load (nvmlDeviceGetTotalEnergyConsumption:
+~3 ms on an H200), so the cost MUST be measured there: every record carries it (`read_ns`), and `experiments/peers.py`
+reports it. Read it before and after a run, never inside the timed region.
 """
 
 from __future__ import annotations
@@ -80,10 +79,10 @@ FIELD_NAMES: tuple[tuple[str, str], ...] = (
     ("NVML_FI_DEV_POWER_CURRENT_LIMIT", "mW"),
     ("NVML_FI_DEV_MEMORY_TEMP", "C"),
 )
-#: fields with a power scope (scopeId NVML_POWER_SCOPE_GPU); the others take scopeId 0
 #: the die temperature (C, ``nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU)``), read with the fields and
 #: kept among them under this name: below the power limit a kernel's power follows it (results/h200-card-state)
 TEMPERATURE = "NVML_TEMPERATURE_GPU"
+#: fields with a power scope (scopeId NVML_POWER_SCOPE_GPU); the others take scopeId 0
 POWER_SCOPED = frozenset({"NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE", "NVML_FI_DEV_POWER_CURRENT_LIMIT"})
 #: probe errors that mean "this GPU / driver / binding does not offer it" (absent), not a fault
 ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_FUNCTION_NOT_FOUND")

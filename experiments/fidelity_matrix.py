@@ -6,7 +6,10 @@ Each *sweep* draws one simulated GPU (preset h200 or mi300x with overrides: sens
 offset +-10 ms, drift +-300 ppm, execution jitter 0-8 %, outlier runs 0-20 %, launch gaps 0-100 us, stamp cost
 0-4 us; the h200 preset has a power limit cycle, on 70 % of its draws a random one: first clamp after 0.2-1.5 s,
 released 0.1-1.2 s, clamped 0.05-0.4 s, cycle-to-cycle jitter 0-40 %; in half the draws warming by 0-4 % of the
-excess power with a 0.3-20 s time constant), a reference run of 1.5-4 s shortest length
+excess power with a 0.3-20 s time constant; in 30 % of the draws late sample stamps, the values read on time as on
+the H200: every 3rd-8th sample stamped late by 0.5-5 ms (median; spread 0-60 % of it) and 0-2 % of all samples by
+6-18 ms, the other draws keeping the preset's, every 5th by 2.8 ms on the h200, none on the mi300x), a reference run
+of 1.5-4 s shortest length
 (adaptive; none in 25 % of sweeps) and `--scenarios` scenarios (GEMMs and GEMVs of random shapes and dtypes,
 some interleaved after another kernel),
 then runs calibrate -> collect -> bin -> differentiate in process (`fingrav.stages.*.run`, exactly what the
@@ -85,6 +88,7 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     overrides["placement_sd_pct"] = round(float(own.uniform(0.0, 1.0)), 3)
     # the card's state between scenarios (results/h200-card-state): 0-0.5 % (sd), from the same generator of its own
     overrides["state_sd_pct"] = round(float(own.uniform(0.0, 0.5)), 3)
+    overrides |= _draw_late_stamps(index)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
@@ -103,6 +107,21 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
         "run_policy": {"mode": "auto", "max_runs": 600, "min_lois": 30, "reference_ms": reference_ms},
         "analysis": {"bootstrap_reps": 400},
         "scenarios": scenarios,
+    }
+
+
+def _draw_late_stamps(index: int) -> dict[str, Any]:
+    """Late sample stamps (`fingrav.device.sim.presets.SensorSpec`) for 30 % of the sweeps, none drawn otherwise (the
+    preset's stay): from a generator of its own, so every other draw stays as it was."""
+    own = np.random.default_rng([0x1A7E, index])
+    if own.random() >= 0.3:
+        return {}
+    late_ms = float(own.uniform(0.5, 5.0))
+    return {
+        "sensor_late_every": int(own.integers(3, 9)),
+        "sensor_late_ms": round(late_ms, 4),
+        "sensor_late_spread_ms": round(late_ms * float(own.uniform(0.0, 0.6)), 4),
+        "sensor_late_far_share": round(float(own.uniform(0.0, 0.02)), 4),
     }
 
 

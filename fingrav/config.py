@@ -333,6 +333,20 @@ class SimOverrides(_Model):
     sensor_delay_ms: Annotated[float, Field(ge=0)] | None = None
     sensor_noise_mw: Annotated[float, Field(ge=0)] | None = None
     sensor_quantization_mw: Annotated[float, Field(ge=0)] | None = None
+    sensor_late_every: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None,
+        description="late sample stamps: every n-th sample of each sensor stream is stamped late, its value still "
+        "read at its grid time (0: none; an H200 stamps one in five late)",
+    )
+    sensor_late_ms: Annotated[float, Field(ge=0, le=1000.0)] | None = Field(
+        None, description="median lateness of those stamps"
+    )
+    sensor_late_spread_ms: Annotated[float, Field(ge=0, le=1000.0)] | None = Field(
+        None, description="spread (sd of a normal cut at 0) of that lateness"
+    )
+    sensor_late_far_share: Annotated[float, Field(ge=0, le=0.5)] | None = Field(
+        None, description="share of all samples stamped late by 6-18 ms instead"
+    )
     clock_offset_us: float | None = None
     clock_drift_ppm: float | None = None
     exec_jitter_pct: Annotated[float, Field(ge=0, le=20)] | None = None

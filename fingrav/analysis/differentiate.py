@@ -20,7 +20,7 @@ import polars as pl
 
 from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
-from fingrav.analysis.kernel_power import estimate_kernel_power, target_samples
+from fingrav.analysis.kernel_power import estimate_kernel_power, grid_view, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import energy_counter_of, reference_stats
@@ -283,10 +283,10 @@ def kernel_powers(
     out: dict[str, KernelPower] = {}
     if prof.boot is None or not prof.golden_runs.size:
         return out
-    tot = sensors[TOTAL]
+    samples, tot, delay_ns = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)
     for target in ("sse", "first") if plan.predecessor_count > 0 else ("sse",):
         out[target] = estimate_kernel_power(
-            target_samples(loi.samples, loi.host_execs, runs, plan, tot, loi.delay_ns, target),
+            target_samples(samples, loi.host_execs, runs, plan, tot, delay_ns, target),
             tot,
             prof.golden_runs,
             prof.boot.counts,
@@ -312,13 +312,14 @@ def ssp_consistency(
     ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
     if prof.boot is None or not prof.golden_runs.size:
         return None, check(KernelPower(target="ssp_steady", measurable=False, reason="no golden runs"), ssp)
+    samples, tot, delay_ns = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)
     kp = steady_kernel_power(
-        loi.samples,
+        samples,
         loi.host_execs,
         runs,
         plan,
-        sensors[TOTAL],
-        loi.delay_ns,
+        tot,
+        delay_ns,
         prof.golden_runs,
         prof.boot.counts,
         analysis.ci_level,

@@ -40,6 +40,7 @@ from fingrav.analysis.roles import ROLE_DTYPE
 from fingrav.analysis.settling import (
     TailTrend,
     quantization_bias_mw,
+    reading_quantization_bias_mw,
     residual_transient_mw,
     tail_trend,
 )
@@ -599,11 +600,12 @@ def _role_stats(st: dict[str, Any]) -> RoleStats:
 def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorModel] | None, level: float) -> None:
     """Step 3: readings of one execution per run (SSE, interleaved) rest on few runs: the bootstrap percentile
     interval is then too narrow; widen it by Student's t over the normal quantile and the n / (n - 1) variance
-    factor, and by the quantization bias of the calibrated sensor (the mean of quantized readings vs the
-    unquantized)."""
+    factor, and by the quantization term of the calibrated sensor (mW, each side: how far the mean of its rounded
+    readings can sit from the unrounded, at the least noise its calibration allows;
+    `settling.reading_quantization_bias_mw`)."""
     for ch, per_group in stats.channels.items():
         sensor = (sensors or {}).get(ch)
-        quant = quantization_bias_mw(sensor) if sensor is not None else 0.0
+        quant = reading_quantization_bias_mw(sensor) if sensor is not None else 0.0
         for g in ("sse", "first"):
             st = per_group.get(g)
             if st is None or st["mean_mw"] is None or st["ci_low_mw"] is None or st["ci_high_mw"] is None:

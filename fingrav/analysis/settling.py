@@ -165,14 +165,48 @@ def residual_transient_mw(
     return float(np.mean(1.0 - np.clip(s, 0.0, 1.0))) * abs(step_mw)
 
 
-def quantization_bias_mw(sensor: SensorModel) -> float:
-    """How far a mean of quantized readings can sit from the mean of the unquantized ones, for step q and
-    Gaussian noise σ (the calibrated ones): the rounding error's Fourier series bounded term by term,
-    Σ_k (q / (π k)) exp(-2 π² k² σ² / q²), and never more than q / 2. Negligible once σ ≳ q / 2."""
-    q = float(sensor.quantization_mw or 0.0)
+def rounding_bias_bound_mw(quantization_mw: float, noise_mw: float) -> float:
+    """How far a mean of readings rounded to the step q (mW) can sit from the mean of the same readings unrounded,
+    when each carries independent Gaussian noise of sd σ (mW) before the rounding (whatever else varies from
+    reading to reading only shrinks it): the rounding error's Fourier series bounded term by term,
+    Σ_k (q / (π k)) exp(-2 π² k² σ² / q²), and never more than q / 2 (σ = 0: a constant level rounds by up to
+    q / 2). mW; 0 without a step. Negligible once σ ≳ q / 2; from σ = q / 4 on, its first term,
+    (q / π) exp(-2 π² σ² / q²), is all of it but ≤ 1.3 %."""
+    q = float(quantization_mw or 0.0)
     if q <= 0:
         return 0.0
-    r = float(sensor.noise_mw or 0.0) / q
+    r = max(float(noise_mw or 0.0), 0.0) / q
     k = np.arange(1, 201, dtype=np.float64)
     series = float(np.sum(q / (np.pi * k) * np.exp(-2.0 * np.pi**2 * k**2 * r**2)))
     return min(q / 2.0, series)
+
+
+def quantization_bias_mw(sensor: SensorModel) -> float:
+    """The SSP's quantization term (mW): `rounding_bias_bound_mw` with the calibrated noise_mw as σ. The
+    calibrated noise is the scatter of the *rounded* samples, so where σ ≲ q / 2 it overstates σ and this
+    understates the bias (the reading CIs use `reading_quantization_bias_mw`)."""
+    return rounding_bias_bound_mw(float(sensor.quantization_mw or 0.0), float(sensor.noise_mw or 0.0))
+
+
+def noise_floor_mw(sensor: SensorModel) -> float:
+    """The least Gaussian noise σ (mW, before the sensor rounds to its step q) that the calibration allows:
+    sqrt(max(0, noise_mw² - q² / 4)); noise_mw itself without a step; 0 when unknown.
+
+    The calibration's noise_mw is the scatter of the *rounded* samples around their level's mean
+    (`fingrav.sensorfit`), so it holds the rounding error too, by how much depends on where each level sits
+    between two steps, which the calibration does not know: a level half-way between two steps with σ ≪ q
+    scatters by q / 2 (its samples split between the two), a level on a step by nothing. Rounding adds at most
+    q² / 4 to a Gaussian level's variance (the level half-way; verified over phase and σ in the tests), hence the
+    floor; a sensor whose noise_mw is below q / 2 cannot tell its noise from none (floor 0)."""
+    s = float(sensor.noise_mw or 0.0)
+    q = float(sensor.quantization_mw or 0.0)
+    return float(np.sqrt(max(0.0, s * s - q * q / 4.0))) if q > 0 else s
+
+
+def reading_quantization_bias_mw(sensor: SensorModel) -> float:
+    """The quantization term of a reading's CI (mW; the SSE and the interleaved reading): how far the mean of
+    the rounded readings can sit from the mean of the unrounded ones (`rounding_bias_bound_mw`) at the least
+    noise the calibration allows (`noise_floor_mw`). q / 2 where the calibrated noise_mw is below q / 2 (the
+    sensor reads a near-constant level with a rounding offset no bootstrap over runs sees); 0 without a step,
+    and negligible where noise_mw ≳ q."""
+    return rounding_bias_bound_mw(float(sensor.quantization_mw or 0.0), noise_floor_mw(sensor))

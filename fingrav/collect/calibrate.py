@@ -42,13 +42,14 @@ from fingrav.clocksync import ClockFit, fit_clock
 from fingrav.config import CalibrationConfig, config_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.provenance import Provenance, parse_provenance
-from fingrav.contracts.sensor import SensorModel
+from fingrav.contracts.sensor import GRID_TIMING_FIELDS, GridTiming, SensorModel
 from fingrav.contracts.tables import SamplesRecord
 from fingrav.contracts.units import NS_PER_MS, ms
 from fingrav.device.base import ClockReads, GPUDevice, PowerSamples
 from fingrav.errors import DataError
 from fingrav.layout import CALIBRATION_RAW_FILES
 from fingrav.provenance import provenance
+from fingrav.sample_grid import fit_grid
 from fingrav.sensorfit import characterize_sensor
 
 logger = logging.getLogger(__name__)
@@ -345,9 +346,58 @@ def _sensor_models(
                 "calibration: the 'total' power channel does not respond to the load steps "
                 f"(period {char.period_ms:.2f} ms, {char.n_samples} samples)"
             )
-        sensor[name] = SensorModel.from_ms_record(char.to_dict())
+        model = SensorModel.from_ms_record(char.to_dict())
+        if name == "total":
+            model = model.model_copy(update={"grid": grid_timing(t_ns[m], power_mw[m], host_start, host_end, model)})
+        sensor[name] = model
         flags.extend(f"{name}:{f}" for f in char.flags)
     return sensor
+
+
+def grid_timing(
+    t_ns: np.ndarray, power_mw: np.ndarray, host_start: np.ndarray, host_end: np.ndarray, stamped: SensorModel
+) -> GridTiming | None:
+    """The sensor model fitted on the samples' grid times (`fingrav.sample_grid`; samples that cannot be placed
+    left out), where the stamps put some samples late and the grid times fit the steps better than the stamps
+    (`stamped`: the model fitted on the stamps); else None (no grid, no late stamp, or the stamps fit better: a
+    sensor that really samples late)."""
+    times = fit_grid(t_ns)
+    if times.grid is None or not times.grid.corrects:
+        return None
+    keep = times.placed
+    try:
+        char = characterize_sensor(
+            np.round(times.t_ns[keep]).astype(np.int64), power_mw[keep], host_start, host_end, "total"
+        )
+    except DataError as err:
+        logger.info("calibration: no sensor model on the grid times (%s)", err)
+        return None
+    fitted = SensorModel.from_ms_record(char.to_dict())
+    g = times.grid
+    if not char.responds or fitted.fit_rms_mw is None or stamped.fit_rms_mw is None:
+        return None
+    logger.info(
+        "calibration: the total sensor samples every %.3f ms and stamps %.1f %% of its samples late (p50 %.2f ms, "
+        "%.2f %% not placeable); on the grid times the step fit leaves %.2f W rms against %.2f W on the stamps%s",
+        g.period_ns / 1e6,
+        100 * g.late_share,
+        (g.late_p50_ns or 0.0) / 1e6,
+        100 * g.unplaced_share,
+        fitted.fit_rms_mw / 1e3,
+        stamped.fit_rms_mw / 1e3,
+        "" if fitted.fit_rms_mw < stamped.fit_rms_mw else ": the stamps are kept",
+    )
+    if fitted.fit_rms_mw >= stamped.fit_rms_mw:
+        return None
+    return GridTiming(
+        period_ns=g.period_ns,
+        on_time_share=g.on_time_share,
+        late_share=g.late_share,
+        unplaced_share=g.unplaced_share,
+        late_p50_ns=g.late_p50_ns,
+        stamped_fit_rms_mw=stamped.fit_rms_mw,
+        **{f: getattr(fitted, f) for f in GRID_TIMING_FIELDS},
+    )
 
 
 def _log_calibration(c: Calibration, clock: ClockFit) -> None:

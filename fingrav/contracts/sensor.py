@@ -29,8 +29,50 @@ class StepResponse(BaseModel):
     model: list[float | None] = []
 
 
+#: the timing fields of a sensor model that a fit on the samples' grid times replaces (`GridTiming`)
+GRID_TIMING_FIELDS = (
+    "delay_ns",
+    "window_ns",
+    "lag_ns",
+    "settle_ns",
+    "group_delay_ns",
+    "delay_se_ns",
+    "window_se_ns",
+    "lag_se_ns",
+    "group_delay_se_ns",
+    "fit_rms_mw",
+)
+
+
+class GridTiming(BaseModel):
+    """The sensor's own sampling grid (`fingrav.sample_grid`) and the sensor model fitted on the samples' grid
+    times, where the stamps put some samples late and the grid times fit the steps better than the stamps
+    (`fit_rms_mw` below `stamped_fit_rms_mw`). ns, mW. The kernel-power estimators read the samples at their grid
+    times with this timing (`SensorModel.on_grid`); everything else keeps the stamps and the stamped model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    period_ns: float
+    on_time_share: float
+    late_share: float
+    unplaced_share: float
+    late_p50_ns: float | None = None
+    delay_ns: float | None = None
+    window_ns: float | None = None
+    lag_ns: float | None = None
+    settle_ns: float | None = None
+    group_delay_ns: float | None = None
+    delay_se_ns: float | None = None
+    window_se_ns: float | None = None
+    lag_se_ns: float | None = None
+    group_delay_se_ns: float | None = None
+    fit_rms_mw: float | None = None
+    stamped_fit_rms_mw: float | None = None
+
+
 class SensorModel(BaseModel):
-    """One channel's sensor (ns, mW). Timing fields are None when the fit could not identify them."""
+    """One channel's sensor (ns, mW). Timing fields are None when the fit could not identify them. `grid`: the
+    timing on the sensor's sampling grid, where its stamps are late (`GridTiming`), else None."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,6 +103,13 @@ class SensorModel(BaseModel):
     boxcar_only: dict[str, float | None] | None = None  # the best pure-boxcar fit (ns, mW)
     response: StepResponse | None = None  # binned step response
     error: str | None = None  # why the channel could not be characterized
+    grid: GridTiming | None = Field(None, exclude_if=lambda v: v is None)  # absent from older calibrations
+
+    def on_grid(self) -> SensorModel:
+        """This sensor with the timing fitted on the grid times (`grid`); itself without a grid."""
+        if self.grid is None:
+            return self
+        return self.model_copy(update={f: getattr(self.grid, f) for f in GRID_TIMING_FIELDS})
 
     @classmethod
     def from_ms_record(cls, rec: dict[str, Any]) -> SensorModel:

@@ -454,3 +454,34 @@ def test_cv_errors_batched_match_polyfit_fold_by_fold_and_degenerate_folds_fall_
     fold3 = np.where(x3 == 1.0, 0, np.arange(x3.size) % (CV_FOLDS - 1) + 1)
     assert _cv_errors(x3, 1.0 + x3, fold3, 2) is None
     assert cv_degree(x3, 1.0 + x3 + rng.normal(0, 0.01, x3.size), 4) in (0, 1, 2)
+
+
+def test_reading_cis_carry_the_reading_quantization_term() -> None:
+    """Step 3 widens the SSE and interleaved readings (not the SSP) by the small-sample factor and, each side, by
+    the reading quantization term of the channel's sensor: q / 2 where the calibrated noise is below q / 2, nothing
+    without a step or under noise well above it."""
+    from fingrav.analysis.profiles import _GroupStats, small_sample_factor, widen_single_execution_cis
+    from fingrav.analysis.settling import reading_quantization_bias_mw
+    from fingrav.contracts.sensor import SensorModel
+
+    def stats() -> _GroupStats:
+        g = {"mean_mw": 163_000.0, "ci_low_mw": 162_900.0, "ci_high_mw": 163_150.0, "runs_with_lois": 20}
+        return _GroupStats({"total": {k: dict(g) for k in ("sse", "first", "ssp")}}, {}, {})
+
+    f = small_sample_factor(20, 0.95)
+    for sensor, term in (
+        (SensorModel(noise_mw=1_630.0, quantization_mw=4_520.0), 2_260.0),  # fidelity-6: q / 2
+        (SensorModel(noise_mw=4_770.0), 0.0),  # no step
+        (SensorModel(noise_mw=22_691.0, quantization_mw=8_654.6), 0.0),  # noise >> step
+        (None, 0.0),
+    ):
+        s = stats()
+        widen_single_execution_cis(s, {"total": sensor} if sensor is not None else None, 0.95)
+        if sensor is not None:
+            assert reading_quantization_bias_mw(sensor) == pytest.approx(term, abs=1e-3)
+        for g in ("sse", "first"):
+            st = s.channels["total"][g]
+            assert st["ci_low_mw"] == pytest.approx(163_000.0 - 100.0 * f - term, abs=1e-3)
+            assert st["ci_high_mw"] == pytest.approx(163_000.0 + 150.0 * f + term, abs=1e-3)
+        ssp = s.channels["total"]["ssp"]
+        assert (ssp["ci_low_mw"], ssp["ci_high_mw"]) == (162_900.0, 163_150.0)

@@ -29,8 +29,10 @@ def gemv(s: int) -> GemvKernel:
 
 
 def ideal(**kw: float) -> SimOverrides:
-    """A noise-free, unquantized sensor (other fields from `kw`)."""
-    return SimOverrides(sensor_noise_mw=0.0, sensor_quantization_mw=0.0, **kw)
+    """A noise-free, unquantized sensor stamping every sample on time (other fields from `kw`)."""
+    return SimOverrides(
+        sensor_noise_mw=0.0, sensor_quantization_mw=0.0, sensor_late_every=0, sensor_late_far_share=0.0, **kw
+    )
 
 
 def host_of_gpu(dev: SimulatedGPU, gpu_ns: np.ndarray) -> np.ndarray:
@@ -75,6 +77,8 @@ def test_overrides_are_applied() -> None:
     ov = SimOverrides(
         sensor_period_ms=5.0,
         sensor_period_jitter_ms=0.0,
+        sensor_late_every=0,
+        sensor_late_far_share=0.0,
         sensor_window_ms=2.0,
         sensor_lag_ms=0.0,
         sensor_delay_ms=1.0,

@@ -9,13 +9,15 @@ Model (details in the submodules):
 * `kernels` - roofline execution time and per-component power levels of GEMM / GEMV / attention and of
   user callables (their declared flops and bytes); collectives' latency + bandwidth model.
 * `timeline` - true power as a piecewise-linear function of host time; exact cumulative energy.
-* `sensor` - sample grid with jitter, boxcar window, first-order lag, dead time, noise, quantization.
+* `sensor` - sample grid with jitter, boxcar window, first-order lag, dead time, noise, quantization, late
+  stamps (a sample read on its grid, stamped later).
 * `device` - `SimulatedGPU`: virtual clocks, executions (jitter, warm-ups, outlier runs, launch gaps, the
   placement of each input set a kernel rotates through), device transient (clock ramp, power limiter, warming),
   the card's state over a scenario (below the cap), sampling, energy counter, ground truth.
 
 Preset sources: the H200 preset follows `/work/shared/H200.md` (measured on one H200: NVML samples every
-17/20/23 ms, dead time 2.8 ms + boxcar 4.5 ms + lag 12 ms, idle 121 W with 40.5 W memory, 328 W FMA spin,
+17/20/23 ms by their stamps, a regular 20 ms grid with one sample in five stamped ~2.8 ms late (every committed
+H200 dataset), dead time 2.8 ms + boxcar 4.5 ms + lag 12 ms, idle 121 W with 40.5 W memory, 328 W FMA spin,
 4K GEMM peaking near 890 W then settling under the 700 W cap, globaltimer ~163 us ahead of the host,
 12.4 us minimum clock-read round trip). The MI300X preset follows the FinGraV paper's setup (1 ms power
 logger; channels total/XCD/IOD/HBM) and public data-sheet numbers (1307 bf16 TFLOP/s, 5.3 TB/s, 750 W);

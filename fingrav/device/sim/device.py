@@ -236,6 +236,7 @@ class SimulatedGPU(GPUDevice):
         preset_code = sum(ord(ch) for ch in p.name)
         ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
         kids = ss.spawn(4 + 2 * len(p.sensors))
+        late_kids = ss.spawn(len(p.sensors))  # late stamps: children of their own, after (never shifting) the above
         self._rng_exec = np.random.default_rng(kids[0])
         self._rng_clock = np.random.default_rng(kids[1])
         rng_misc = np.random.default_rng(kids[2])
@@ -250,6 +251,7 @@ class SimulatedGPU(GPUDevice):
                 self._idle_ch[[self._channels.index(ch) for ch in s.channels]],
                 np.random.default_rng(kids[3 + 2 * i]),
                 np.random.default_rng(kids[4 + 2 * i]),
+                np.random.default_rng(late_kids[i]),
             )
             for i, s in enumerate(p.sensors)
         ]
@@ -803,7 +805,8 @@ class SimulatedGPU(GPUDevice):
 
     def sensor_response_mw(self, t_ns: Any) -> dict[str, np.ndarray]:
         """Simulator only: the noise-free, unquantized reading (mW) each channel's sensor would report
-        for a sample stamped at absolute host times `t_ns` (must be <= now)."""
+        for a sample at grid times `t_ns` (absolute host ns, <= now; a late-stamped sample's stamp is later,
+        `SensorSpec`)."""
         rel = np.asarray(t_ns, dtype=np.int64) - self._host0
         if rel.size and rel.max() > self._now:
             raise ValueError("sensor_response_mw: times in the future")

@@ -56,12 +56,23 @@ class ComponentSpec:
 class SensorSpec:
     """One power-sample stream (one set of timestamps) covering `channels`.
 
-    Sample k at host time t_k reports the true power convolved with a boxcar of `window_ns` and a
+    Sample k at host time t_k (its grid time) reports the true power convolved with a boxcar of `window_ns` and a
     first-order lag of time constant `lag_ns` (0 = none), evaluated at t_k - delay_ns, plus gaussian
     noise (sd `noise_mw`), quantized to `quantization_mw` (0 = none). Sample intervals are
-    period_ns + N(0, jitter_ns) (clipped to [0.3, 1.7] periods). Timestamps are rounded down to
-    `stamp_resolution_ns`. A sample becomes visible to the host (`drain_samples`) `visible_after_ns` after its
-    timestamp (0: at once; all of them at `stop_sampling`).
+    period_ns + N(0, jitter_ns) (clipped to [0.3, 1.7] periods).
+
+    Late stamps (the H200's NVML buffer): the sample's value stays the reading at its grid time t_k, only its
+    timestamp moves later. Every `late_every`-th sample (deterministic, at a random phase per stream; 0 = none) is
+    stamped late by max(0, late_ns + late_spread_ns x z), z standard normal (a normal cut at 0: median late_ns,
+    p10 / p90 = late_ns -+ 1.28 late_spread_ns); besides, each sample (any of them) is stamped late by uniform
+    6-18 ms (`fingrav.device.sim.sensor.LATE_FAR_NS`) with probability `late_far_share`, in place of the above. A late
+    stamp never reaches the next sample's grid time (it is cut to one `stamp_resolution_ns` before it), so the
+    stamps stay strictly increasing. The lateness is drawn from a generator of its own: the grid, the values and
+    the noise are those of the same stream without late stamps.
+
+    Timestamps are rounded down to `stamp_resolution_ns`. A sample becomes visible to the host (`drain_samples`)
+    `visible_after_ns` after its timestamp, the late one included (0: at once; all those stamped by then at
+    `stop_sampling`).
     """
 
     name: str
@@ -75,6 +86,10 @@ class SensorSpec:
     quantization_mw: float
     stamp_resolution_ns: int
     visible_after_ns: float = 0.0
+    late_every: int = 0  # every late_every-th sample is stamped late (0: none)
+    late_ns: float = 0.0  # median lateness of those stamps
+    late_spread_ns: float = 0.0  # sd of their lateness (a normal cut at 0)
+    late_far_share: float = 0.0  # share of all samples stamped late by uniform 6-18 ms instead
 
 
 @dataclass(frozen=True)
@@ -348,7 +363,9 @@ H200 = Preset(
             name="nvml_total",
             channels=("total",),
             period_ns=20.0 * MS,
-            jitter_ns=2.34 * MS,  # p10/p50/p90 = 17/20/23 ms
+            # the grid itself is regular (intervals within ~0.1 ms; the real period is 19.985-19.995 ms): the stamps'
+            # apparent jitter (intervals p10/p50/p90 = 17/20/23 ms) is the late stamps below
+            jitter_ns=0.1 * MS,
             window_ns=4.5 * MS,
             lag_ns=12.0 * MS,
             delay_ns=2.8 * MS,
@@ -356,6 +373,13 @@ H200 = Preset(
             quantization_mw=1.0,
             stamp_resolution_ns=1000,  # NVML stamps in us
             visible_after_ns=0.45 * MS,  # shared/H200.md: median 0.45 ms after the timestamp
+            # every committed H200 dataset: one sample in five (5 apart in the mode) is stamped late by 1.0 / 2.8 /
+            # 4.8 ms (p10 / p50 / p90), ~1 % of all samples by 6-18 ms, each read at its grid time. The normal here
+            # gives 0.88 / 2.80 / 4.72 ms, its tail 0.33 % of all samples beyond 6 ms, the far ones the other 0.7 %
+            late_every=5,
+            late_ns=2.8 * MS,
+            late_spread_ns=1.5 * MS,
+            late_far_share=0.007,
         ),
         SensorSpec(
             name="nvml_memory",
@@ -422,6 +446,15 @@ SCALED_OVERRIDES: tuple[tuple[str, str, float], ...] = (
     ("state_sd_pct", "state_sd", 0.01),
 )
 
+#: sensor fields an override sets on every sensor stream, one for one: (the override's key; the `SensorSpec`
+#: field; the field's units per override unit). Overrides the config does not define are left alone.
+SENSOR_LATE_OVERRIDES: tuple[tuple[str, str, float], ...] = (
+    ("sensor_late_every", "late_every", 1),
+    ("sensor_late_ms", "late_ns", MS),
+    ("sensor_late_spread_ms", "late_spread_ns", MS),
+    ("sensor_late_far_share", "late_far_share", 1),
+)
+
 
 def card_state_offset(seed: int, index: int, label: str, sd: float) -> float:
     """The simulated card's state during one scenario (`Preset.state_sd`): the relative change of a below-cap
@@ -457,6 +490,9 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
         sensor_changes["noise_mw"] = ov.sensor_noise_mw
     if ov.sensor_quantization_mw is not None:
         sensor_changes["quantization_mw"] = ov.sensor_quantization_mw
+    for key, field, unit in SENSOR_LATE_OVERRIDES:
+        if getattr(ov, key, None) is not None:
+            sensor_changes[field] = getattr(ov, key) * unit
     changes: dict[str, Any] = {}
     if sensor_changes:
         changes["sensors"] = tuple(dataclasses.replace(s, **sensor_changes) for s in base.sensors)
@@ -532,6 +568,29 @@ def card_preset(p: Preset, index: int, spread_pct: float) -> Preset:
     )
 
 
+def _sensor_summary(s: SensorSpec) -> dict[str, Any]:
+    """JSON-able parameters of one sensor stream (ms, mW); the late stamps only where it has them."""
+    out: dict[str, Any] = {
+        "channels": list(s.channels),
+        "period_ms": s.period_ns / MS,
+        "period_jitter_ms": s.jitter_ns / MS,
+        "window_ms": s.window_ns / MS,
+        "lag_ms": s.lag_ns / MS,
+        "delay_ms": s.delay_ns / MS,
+        "noise_mw": s.noise_mw,
+        "quantization_mw": s.quantization_mw,
+        "stamp_resolution_ns": s.stamp_resolution_ns,
+    }
+    if s.late_every > 0 or s.late_far_share > 0:
+        out["late_stamps"] = {
+            "every": s.late_every,
+            "median_ms": s.late_ns / MS,
+            "spread_ms": s.late_spread_ns / MS,
+            "far_share": s.late_far_share,
+        }
+    return out
+
+
 def preset_summary(p: Preset) -> dict[str, Any]:
     """JSON-able effective parameters of a preset, in readable units (ms, us, W, ppm)."""
     return {
@@ -597,20 +656,7 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "read_slow_prob": p.read_slow_prob,
             "read_slow_us": [x / US for x in p.read_slow_ns],
         },
-        "sensors": {
-            s.name: {
-                "channels": list(s.channels),
-                "period_ms": s.period_ns / MS,
-                "period_jitter_ms": s.jitter_ns / MS,
-                "window_ms": s.window_ns / MS,
-                "lag_ms": s.lag_ns / MS,
-                "delay_ms": s.delay_ns / MS,
-                "noise_mw": s.noise_mw,
-                "quantization_mw": s.quantization_mw,
-                "stamp_resolution_ns": s.stamp_resolution_ns,
-            }
-            for s in p.sensors
-        },
+        "sensors": {s.name: _sensor_summary(s) for s in p.sensors},
         "energy_counter": {"period_ms": p.energy_period_ns / MS, "resolution_mj": p.energy_resolution_mj},
         "collective": {
             "peer_bw_gb_s": p.collective.peer_bw_bytes_s / 1e9,

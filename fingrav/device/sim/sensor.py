@@ -1,12 +1,15 @@
 """The simulated power sensor: one sample stream (period with jitter, boxcar window, first-order lag,
-dead time, noise, quantization) read out of the exact true-power timeline.
+dead time, noise, quantization, late stamps) read out of the exact true-power timeline.
 
-A sample stamped t reports  idle + integral of h(s) * x(t - delay - s) ds  where x is the true excess
+A sample read at (grid) time t reports  idle + integral of h(s) * x(t - delay - s) ds  where x is the true excess
 power and h the impulse response of a boxcar of width W followed by a first-order lag of time
 constant tau (h = boxcar when tau = 0). h is cut into taps [s_j, s_j+1); within each tap the true
 power is integrated exactly ((E(a) - E(b)) / (b - a), E piecewise quadratic) and weighted by the
 exact tap mass of h (its CDF is analytic), renormalized to unit gain after truncating the tail at
 W + 9 tau (mass < 1e-4). The boxcar alone (tau = 0) is a single, exact tap.
+
+A sample is read at its grid time; a late stamp (`SensorSpec.late_every`, `late_far_share`) moves only its
+timestamp, and the sample exists for the host (is collected) once its stamp is reached.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 _INTERVAL_BLOCK = 1024
 _EVAL_BLOCK_POINTS = 2_000_000  # (samples x taps) evaluated per block, bounds memory
+#: uniform range (ns) of the lateness of a far-late stamp (`SensorSpec.late_far_share`): the H200's rare ones
+LATE_FAR_NS = (6_000_000.0, 18_000_000.0)
 
 
 def response_cdf(s: np.ndarray, window_ns: float, lag_ns: float) -> np.ndarray:
@@ -71,12 +76,22 @@ class SensorStream:
         idle_mw: np.ndarray,
         rng_grid: np.random.Generator,
         rng_noise: np.random.Generator,
+        rng_late: np.random.Generator | None = None,
     ) -> None:
+        """`rng_late` draws the late stamps only (none drawn without them); None: a generator spawned from
+        `rng_grid`'s seed, which leaves `rng_grid`'s own draws as they are."""
         self.spec = spec
         self.channel_index = list(channel_index)
         self.idle_mw = np.asarray(idle_mw, dtype=np.float64)
         self._rng_grid = rng_grid
         self._rng_noise = rng_noise
+        self.late = spec.late_every > 0 or spec.late_far_share > 0
+        if self.late and rng_late is None:
+            rng_late = np.random.default_rng(rng_grid.bit_generator.seed_seq.spawn(1)[0])
+        self._rng_late = rng_late
+        self._late_buf = np.zeros(0)  # lateness (ns) of the samples ahead, aligned with the intervals in _buf
+        self._late_drawn = 0  # samples whose lateness has been drawn (their count sets the late_every pattern)
+        self._late_phase = 0
         self.edges, self.mass = response_taps(spec.window_ns, spec.lag_ns)
         widths = np.diff(self.edges)
         dens = self.mass / widths  # mean density of h in each tap
@@ -97,9 +112,30 @@ class SensorStream:
             p = self.spec.period_ns
             block = p + self.spec.jitter_ns * self._rng_grid.standard_normal(max(_INTERVAL_BLOCK, n))
             block = np.clip(block, 0.3 * p, 1.7 * p)
+            if self.late:
+                self._late_buf = np.concatenate([self._late_buf[self._pos :], self._draw_late(block.size)])
             self._buf = np.concatenate([self._buf[self._pos :], block])
             self._pos = 0
         return self._buf[self._pos : self._pos + n]
+
+    def _draw_late(self, n: int) -> np.ndarray:
+        """The lateness (ns, >= 0, before the cut at the next sample) of the next `n` samples drawn (`SensorSpec`)."""
+        spec, rng = self.spec, self._rng_late
+        assert rng is not None
+        if self._late_drawn == 0 and spec.late_every > 0:
+            self._late_phase = int(rng.integers(spec.late_every))
+        k = self._late_drawn + np.arange(n)
+        self._late_drawn += n
+        late = np.zeros(n)
+        if spec.late_every > 0:
+            z = rng.standard_normal(n)
+            on = (k + self._late_phase) % spec.late_every == 0
+            late[on] = np.maximum(spec.late_ns + spec.late_spread_ns * z[on], 0.0)
+        if spec.late_far_share > 0:
+            far = rng.random(n) < spec.late_far_share
+            lo, hi = LATE_FAR_NS
+            late = np.where(far, rng.uniform(lo, hi, n), late)
+        return late
 
     def start(self, now: float) -> None:
         """Start the grid at a random phase after `now` (ns)."""
@@ -114,10 +150,12 @@ class SensorStream:
         t = self.next_t if self.running else now
         return min(t, now) - self.spec.delay_ns - self.span_ns
 
-    def sample_times(self, now: float) -> np.ndarray:
-        """Consume and return the sample times (ns) <= now."""
+    def sample_times(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """Consume the samples stamped <= now: (their grid times, their stamps) in ns, float. Without late stamps
+        the two are the same array. A sample whose grid time has passed but whose late stamp has not stays for a
+        later call (its lateness is drawn once)."""
         if not self.running or self.next_t > now:
-            return np.zeros(0)
+            return np.zeros(0), np.zeros(0)
         n = int((now - self.next_t) / self.spec.period_ns * 1.2) + 8
         while True:
             iv = self._intervals(n)
@@ -126,9 +164,16 @@ class SensorStream:
                 break
             n *= 2
         m = int(np.searchsorted(times, now, side="right"))
+        grid = stamps = times[:m]
+        if self.late and m:
+            # late, but before the next sample's grid time (which is at or before that sample's stamp)
+            cut = times[1 : m + 1] - max(int(self.spec.stamp_resolution_ns), 1)
+            stamps = np.maximum(np.minimum(grid + self._late_buf[self._pos : self._pos + m], cut), grid)
+            m = int(np.searchsorted(stamps, now, side="right"))
+            grid, stamps = grid[:m], stamps[:m]
         self._pos += m
         self.next_t = float(times[m])
-        return times[:m]
+        return grid, stamps
 
     # ------------------------------------------------------------------ values
     def true_response(self, times: np.ndarray, timeline: PowerTimeline) -> np.ndarray:
@@ -153,10 +198,11 @@ class SensorStream:
     def collect(
         self, now: float, timeline: PowerTimeline, visible: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Samples with times <= now (`visible`: <= now - the spec's visible_after_ns, what a host polling now
+        """Samples stamped <= now (`visible`: <= now - the spec's visible_after_ns, what a host polling now
         sees): (stamps ns relative, int64 (N,), values mW (C, N), the same values noise-free and unquantized
-        (C, N): the truth of each reading)."""
-        times = self.sample_times(now - self.spec.visible_after_ns if visible else now)
+        (C, N): the truth of each reading). The values are read at the samples' grid times, which precede late
+        stamps."""
+        times, stamp_times = self.sample_times(now - self.spec.visible_after_ns if visible else now)
         clean = self.true_response(times, timeline)
         vals = clean.copy()
         if times.size:
@@ -166,7 +212,7 @@ class SensorStream:
                 vals = np.round(vals / q) * q
             np.maximum(vals, 0.0, out=vals)
         res = self.spec.stamp_resolution_ns
-        stamps = np.floor(times).astype(np.int64)
+        stamps = np.floor(stamp_times).astype(np.int64)
         if res > 1:
             stamps -= stamps % res
         return stamps, vals, clean

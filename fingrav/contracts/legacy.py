@@ -77,8 +77,20 @@ ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 #: a watt offset): their CI columns may move either way where the number itself is unchanged
 RECALIBRATED_CI_VALUES: Final = SOURCE_TERM_VALUES | {"ssp_vs_power_pct"}
 #: numbers whose CIs carry the placement term since issue 22 (`fingrav.analysis.placement`: the spread of the input
-#: sets' execution times beyond noise): their CIs widen where the kernel rotated through more than one input set
-PLACEMENT_TERM_VALUES: Final = frozenset({"exec_time_us"})
+#: sets' execution (or cycle) times beyond noise): their CIs widen where the kernel rotated through more than one
+#: input set; the SSP cycle's comparison with the sustained cycle carries it through the cycle time's CI
+PLACEMENT_TERM_VALUES: Final = frozenset({"exec_time_us", "ssp_cycle_time_us", "ssp_cycle_vs_sustained_cycle_pct"})
+#: numbers the kernel-power estimators give (`fingrav.analysis.kernel_power`), which since issue 22 read the samples
+#: at the sensor's grid times with the timing fitted on them, where the calibration finds late stamps
+#: (`fingrav.sample_grid`): they and their CIs change, and a number may become measurable or stop being so
+GRID_TIME_VALUES: Final = frozenset(
+    {
+        "sse_kernel_power_w",
+        "interleaved_kernel_power_w",
+        "sse_kernel_power_vs_ssp_pct",
+        "interleaved_kernel_power_vs_ssp_pct",
+    }
+)
 #: numbers derived from the headline CI's width (a recommendation, not a measurement)
 FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
 #: the flag that can stop firing when a CI narrows (the validity limit analysis.max_ci_pct)
@@ -88,7 +100,8 @@ CI_WIDTH_FLAGS: Final = frozenset({"imprecise"})
 def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
     """Why a number differs on purpose ("" when it should not): a CI that was zero width; a CI of an absolute number
     widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
-    time's CI widened by the placement term (only wider, the number unchanged)."""
+    time's CI widened by the placement term (only wider, the number unchanged); a kernel power read at the sensor's
+    grid times."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
@@ -106,6 +119,8 @@ def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping
     placed = base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base))
     if placed and _only_wider(column, committed, replayed):
         return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
+    if (base or column) in GRID_TIME_VALUES:
+        return "the kernel power read at the sensor's grid times (issue 22: fingrav.sample_grid)"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
     return ""
@@ -144,6 +159,8 @@ def intended_flag_change(gone: set[str], added: set[str], replayed: Mapping[str,
     """Why the flags differ on purpose ("" when they should not)."""
     if gone and gone <= CI_WIDTH_FLAGS and not added:
         return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
+    if gone and gone <= ADDED_NOTES and not added:
+        return "the note ssp_inconsistent no longer fires: the self-consistency check reads the sensor's grid times"
     sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")
     if gone and not (gone <= RETIRED_UNDER_SUSTAINED and sustained):
         return ""

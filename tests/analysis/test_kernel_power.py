@@ -221,3 +221,38 @@ def test_solve_matches_the_pseudo_inverse_with_unseen_pieces_and_falls_back_wher
     singular[:, 1, :] = singular[:, 0, :]
     want = np.einsum("...ij,...j->...i", np.linalg.pinv(singular, rcond=1e-12), rhs)
     np.testing.assert_allclose(_solve(singular, rhs), want, rtol=1e-12, atol=1e-12)
+
+
+def test_grid_view_reads_the_total_channel_at_its_grid_times() -> None:
+    """With the calibration's grid timing: the total channel's late stamps go back to their grid slot (the one far
+    off its slot is left out), the memory channel is untouched, and the timing (and delay) are the grid fit's;
+    without it, everything is as given."""
+    from fingrav.analysis.kernel_power import grid_view
+    from fingrav.contracts.sensor import GridTiming, SensorModel
+
+    period = 20_000_000
+    grid_t = 1_000_000_000 + np.arange(60, dtype=np.int64) * period
+    stamps = grid_t.copy()
+    stamps[4::5] += 2_800_000  # one in five stamped 2.8 ms late
+    stamps[32] += 14_000_000  # and one 14 ms late: its slot is unknown
+    samples = pl.DataFrame(
+        {
+            "t_ns": np.concatenate([stamps, grid_t[:10] + 5_000_000]),
+            "channel": ["total"] * 60 + ["memory"] * 10,
+            "power_mw": np.arange(70, dtype=np.float64),
+        }
+    ).sort("t_ns")
+    grid = GridTiming(
+        period_ns=float(period), on_time_share=0.8, late_share=0.2, unplaced_share=0.0, delay_ns=2.5e6, lag_ns=12e6
+    )
+    sensor = SensorModel(period_ns=period, delay_ns=3.2e6, window_ns=1e6, lag_ns=11e6, grid=grid)
+    smp, s, delay = grid_view(samples, sensor, 3_200_000)
+    assert (s.delay_ns, s.lag_ns, s.window_ns) == (2.5e6, 12e6, None) and delay == 2_500_000
+    tot = smp.filter(pl.col("channel") == "total")
+    assert tot.height == 59 and 32.0 not in tot["power_mw"].to_list()
+    assert np.array_equal(np.sort(tot["t_ns"].to_numpy()), np.delete(grid_t, 32))
+    assert smp.filter(pl.col("channel") == "memory").equals(samples.filter(pl.col("channel") == "memory"))
+    assert grid_view(samples, sensor, 0)[2] == 0  # no delay correction: none on the grid either
+    plain = sensor.model_copy(update={"grid": None})
+    same = grid_view(samples, plain, 3_200_000)
+    assert same[0] is samples and same[1] is plain and same[2] == 3_200_000

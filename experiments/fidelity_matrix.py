@@ -88,7 +88,7 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     overrides["placement_sd_pct"] = round(float(own.uniform(0.0, 1.0)), 3)
     # the card's state between scenarios (results/h200-card-state): 0-0.5 % (sd), from the same generator of its own
     overrides["state_sd_pct"] = round(float(own.uniform(0.0, 0.5)), 3)
-    overrides |= _draw_late_stamps(index)
+    overrides |= _draw_late_stamps(index, period)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
@@ -110,13 +110,14 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     }
 
 
-def _draw_late_stamps(index: int) -> dict[str, Any]:
+def _draw_late_stamps(index: int, period_ms: float) -> dict[str, Any]:
     """Late sample stamps (`fingrav.device.sim.presets.SensorSpec`) for 30 % of the sweeps, none drawn otherwise (the
-    preset's stay): from a generator of its own, so every other draw stays as it was."""
+    preset's stay, scaled with the drawn period): from a generator of its own, so every other draw stays as it was.
+    The lateness is 2.5-25 % of the sensor's period (the H200's: 14 %)."""
     own = np.random.default_rng([0x1A7E, index])
     if own.random() >= 0.3:
         return {}
-    late_ms = float(own.uniform(0.5, 5.0))
+    late_ms = period_ms * float(own.uniform(0.025, 0.25))
     return {
         "sensor_late_every": int(own.integers(3, 9)),
         "sensor_late_ms": round(late_ms, 4),

@@ -65,7 +65,8 @@ class SensorSpec:
     timestamp moves later. Every `late_every`-th sample (deterministic, at a random phase per stream; 0 = none) is
     stamped late by max(0, late_ns + late_spread_ns x z), z standard normal (a normal cut at 0: median late_ns,
     p10 / p90 = late_ns -+ 1.28 late_spread_ns); besides, each sample (any of them) is stamped late by uniform
-    6-18 ms (`fingrav.device.sim.sensor.LATE_FAR_NS`) with probability `late_far_share`, in place of the above. A late
+    0.3-0.9 periods (`fingrav.device.sim.sensor.LATE_FAR_PERIODS`: 6-18 ms on the H200's 20 ms) with probability
+    `late_far_share`, in place of the above. An overridden period scales late_ns and late_spread_ns with it. A late
     stamp never reaches the next sample's grid time (it is cut to one `stamp_resolution_ns` before it), so the
     stamps stay strictly increasing. The lateness is drawn from a generator of its own: the grid, the values and
     the noise are those of the same stream without late stamps.
@@ -456,6 +457,17 @@ SENSOR_LATE_OVERRIDES: tuple[tuple[str, str, float], ...] = (
 )
 
 
+def _late_scaled(spec: SensorSpec, changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` to one sensor stream, with its late stamps' lateness (`late_ns`, `late_spread_ns`) scaled with its
+    period where the period changes and the lateness is not set itself: a sensor's late stamps are a share of its
+    grid (the H200's ~2.8 ms of 20 ms), not a fixed time."""
+    period = changes.get("period_ns")
+    if period is None or "late_ns" in changes or spec.period_ns <= 0:
+        return changes
+    f = period / spec.period_ns
+    return {**changes, "late_ns": spec.late_ns * f, "late_spread_ns": spec.late_spread_ns * f}
+
+
 def card_state_offset(seed: int, index: int, label: str, sd: float) -> float:
     """The simulated card's state during one scenario (`Preset.state_sd`): the relative change of a below-cap
     kernel's excess power, drawn from the sweep's seed, the device and the label of the scenario's first kernel (each
@@ -495,7 +507,7 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
             sensor_changes[field] = getattr(ov, key) * unit
     changes: dict[str, Any] = {}
     if sensor_changes:
-        changes["sensors"] = tuple(dataclasses.replace(s, **sensor_changes) for s in base.sensors)
+        changes["sensors"] = tuple(dataclasses.replace(s, **_late_scaled(s, sensor_changes)) for s in base.sensors)
     if ov.clock_offset_us is not None:
         changes["clock_offset_ns"] = ov.clock_offset_us * US
     if ov.clock_drift_ppm is not None:

@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 
 _INTERVAL_BLOCK = 1024
 _EVAL_BLOCK_POINTS = 2_000_000  # (samples x taps) evaluated per block, bounds memory
-#: uniform range (ns) of the lateness of a far-late stamp (`SensorSpec.late_far_share`): the H200's rare ones
-LATE_FAR_NS = (6_000_000.0, 18_000_000.0)
+#: uniform range of the lateness of a far-late stamp (`SensorSpec.late_far_share`), in sensor periods: the H200's rare
+#: ones are 6-18 ms late on its 20 ms grid
+LATE_FAR_PERIODS = (0.3, 0.9)
 
 
 def response_cdf(s: np.ndarray, window_ns: float, lag_ns: float) -> np.ndarray:
@@ -133,7 +134,7 @@ class SensorStream:
             late[on] = np.maximum(spec.late_ns + spec.late_spread_ns * z[on], 0.0)
         if spec.late_far_share > 0:
             far = rng.random(n) < spec.late_far_share
-            lo, hi = LATE_FAR_NS
+            lo, hi = (f * spec.period_ns for f in LATE_FAR_PERIODS)
             late = np.where(far, rng.uniform(lo, hi, n), late)
         return late
 

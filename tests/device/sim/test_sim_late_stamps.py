@@ -13,7 +13,7 @@ import pytest
 from fingrav.config import GemmKernel, SimConfig, SimOverrides
 from fingrav.device.sim import SimulatedGPU, presets
 from fingrav.device.sim.presets import H200, MI300X, SensorSpec
-from fingrav.device.sim.sensor import LATE_FAR_NS, SensorStream
+from fingrav.device.sim.sensor import LATE_FAR_PERIODS, SensorStream
 from fingrav.device.sim.timeline import PowerTimeline
 
 MS = 1_000_000.0
@@ -48,7 +48,7 @@ def test_h200_stamps_are_late_like_the_hardware() -> None:
     assert np.bincount(gaps).argmax() == 5 and np.mean(gaps == 5) > 0.8
     # beyond 6 ms: the far ones (0.7 %) and the normal's tail (1.6 % of one in five)
     assert np.mean(late > 6 * MS) == pytest.approx(0.007 + 0.2 * 0.0165, abs=0.0012)
-    assert late.max() <= LATE_FAR_NS[1] and late.max() > 17 * MS
+    assert late.max() <= LATE_FAR_PERIODS[1] * H200_TOTAL.period_ns and late.max() > 17 * MS
     # the periodic ones (the most common residue of the late samples' index): 0.88 / 2.8 / 4.72 ms + the far ones
     k = np.flatnonzero(is_late)
     phase = np.bincount(k % 5).argmax()
@@ -62,7 +62,7 @@ def test_h200_stamps_are_late_like_the_hardware() -> None:
 
 def test_lateness_follows_the_spec() -> None:
     """A normal cut at 0 with median late_ns and sd late_spread_ns on every late_every-th sample, exactly; far-late
-    stamps uniform over LATE_FAR_NS on a late_far_share of all samples."""
+    stamps uniform over LATE_FAR_PERIODS of the period on a late_far_share of all samples."""
     spec = dataclasses.replace(H200_TOTAL, late_every=4, late_ns=3.0 * MS, late_spread_ns=1.0 * MS, late_far_share=0)
     g, st = _grid_and_stamps(spec)
     late = st - g
@@ -77,7 +77,7 @@ def test_lateness_follows_the_spec() -> None:
     g, st = _grid_and_stamps(far)
     late = st - g
     assert np.mean(late > 0) == pytest.approx(0.05, abs=0.003)
-    lo, hi = LATE_FAR_NS
+    lo, hi = (x * far.period_ns for x in LATE_FAR_PERIODS)
     f = late[late > 0]
     assert f.min() >= lo and f.max() <= hi and np.median(f) == pytest.approx((lo + hi) / 2, rel=0.03)
 
@@ -245,3 +245,19 @@ def test_overrides_set_the_late_stamps_on_every_stream() -> None:
     h = presets.preset_summary(H200)["sensors"]
     assert h["nvml_total"]["late_stamps"] == {"every": 5, "median_ms": 2.8, "spread_ms": 1.5, "far_share": 0.007}
     assert h["nvml_total"]["period_jitter_ms"] == pytest.approx(0.1) and "late_stamps" not in h["nvml_memory"]
+
+
+def test_the_lateness_scales_with_an_overridden_period() -> None:
+    """A sensor's late stamps are a share of its grid: overriding the h200 preset's period scales its lateness (and
+    the far-late stamps, in periods), unless the lateness is overridden too."""
+    from fingrav.config import SimConfig, SimOverrides
+    from fingrav.device.sim.presets import PRESETS, resolve_preset
+
+    base = PRESETS["h200"].sensors[0]
+    fast = resolve_preset(SimConfig(preset="h200", overrides=SimOverrides(sensor_period_ms=1.0))).sensors[0]
+    assert fast.late_ns == pytest.approx(base.late_ns / 20.0) and fast.late_spread_ns == pytest.approx(
+        base.late_spread_ns / 20.0
+    )
+    own_ov = SimOverrides(sensor_period_ms=1.0, sensor_late_ms=0.3)
+    own = resolve_preset(SimConfig(preset="h200", overrides=own_ov)).sensors[0]
+    assert own.late_ns == pytest.approx(0.3 * MS)

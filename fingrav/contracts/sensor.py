@@ -29,34 +29,13 @@ class StepResponse(BaseModel):
     model: list[float | None] = []
 
 
-#: the timing fields of a sensor model that a fit on the samples' grid times replaces (`GridTiming`)
-GRID_TIMING_FIELDS = (
-    "delay_ns",
-    "window_ns",
-    "lag_ns",
-    "settle_ns",
-    "group_delay_ns",
-    "delay_se_ns",
-    "window_se_ns",
-    "lag_se_ns",
-    "group_delay_se_ns",
-    "fit_rms_mw",
-)
-
-
-class GridTiming(BaseModel):
-    """The sensor's own sampling grid (`fingrav.sample_grid`) and the sensor model fitted on the samples' grid
-    times, where the stamps put some samples late and the grid times fit the steps better than the stamps
-    (`fit_rms_mw` below `stamped_fit_rms_mw`). ns, mW. The kernel-power estimators read the samples at their grid
-    times with this timing (`SensorModel.on_grid`); everything else keeps the stamps and the stamped model."""
+class SensorTiming(BaseModel):
+    """A fitted sensor model's timing (ns) and how well it fits the steps (`fit_rms_mw`, mW); None where the fit
+    could not identify a field. One home for the fields both the stamped model (`SensorModel`) and the model fitted
+    on the grid times (`GridTiming`) have."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    period_ns: float
-    on_time_share: float
-    late_share: float
-    unplaced_share: float
-    late_p50_ns: float | None = None
     delay_ns: float | None = None
     window_ns: float | None = None
     lag_ns: float | None = None
@@ -67,10 +46,27 @@ class GridTiming(BaseModel):
     lag_se_ns: float | None = None
     group_delay_se_ns: float | None = None
     fit_rms_mw: float | None = None
+
+
+#: the timing fields of a sensor model that a fit on the samples' grid times replaces (`GridTiming`)
+GRID_TIMING_FIELDS = tuple(SensorTiming.model_fields)
+
+
+class GridTiming(SensorTiming):
+    """The sensor's own sampling grid (`fingrav.sample_grid`) and the sensor model fitted on the samples' grid
+    times, where the stamps put some samples late and the grid times fit the steps better than the stamps
+    (`fit_rms_mw` below `stamped_fit_rms_mw`). ns, mW. The kernel-power estimators read the samples at their grid
+    times with this timing (`SensorModel.on_grid`); everything else keeps the stamps and the stamped model."""
+
+    period_ns: float
+    on_time_share: float
+    late_share: float
+    unplaced_share: float
+    late_p50_ns: float | None = None
     stamped_fit_rms_mw: float | None = None
 
 
-class SensorModel(BaseModel):
+class SensorModel(SensorTiming):
     """One channel's sensor (ns, mW). Timing fields are None when the fit could not identify them. `grid`: the
     timing on the sensor's sampling grid, where its stamps are late (`GridTiming`), else None."""
 
@@ -80,21 +76,11 @@ class SensorModel(BaseModel):
     period_ns: float | None = None
     period_p10_ns: float | None = None
     period_p90_ns: float | None = None
-    delay_ns: float | None = None
-    window_ns: float | None = None
-    lag_ns: float | None = None
-    settle_ns: float | None = None
-    group_delay_ns: float | None = None
-    delay_se_ns: float | None = None
-    window_se_ns: float | None = None
-    lag_se_ns: float | None = None
-    group_delay_se_ns: float | None = None
     idle_mw: float | None = None
     load_mw: float | None = None
     step_mw: float | None = None
     noise_mw: float | None = None
     quantization_mw: float | None = None
-    fit_rms_mw: float | None = None
     trend_mw_per_s: float | None = None
     n_samples: int | None = None
     n_edges: int | None = None

@@ -256,3 +256,5 @@ def test_grid_view_reads_the_total_channel_at_its_grid_times() -> None:
     plain = sensor.model_copy(update={"grid": None})
     same = grid_view(samples, plain, 3_200_000)
     assert same[0] is samples and same[1] is plain and same[2] == 3_200_000
+    few = samples.head(8)  # too few samples to show a grid: the stamps with the stamped model
+    assert grid_view(few, sensor, 3_200_000)[1] is sensor

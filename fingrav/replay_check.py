@@ -122,8 +122,11 @@ def compare(
     committed: Mapping[str, Mapping[str, str]],
     replayed: Mapping[str, Mapping[str, Any]],
     rel_tol: float = DEFAULT_REL_TOL,
+    off_grid_before: bool = False,
 ) -> CheckReport:
-    """Every committed cell against the replay's (module docstring)."""
+    """Every committed cell against the replay's (module docstring). `off_grid_before`: the committed numbers were
+    computed on the stamps where the replay reads the sensor's grid times (`committed_off_grid`): the kernel powers
+    and the self-consistency note may change on purpose (`legacy.GRID_TIME_VALUES`)."""
     rep = CheckReport(scenarios=len(committed))
     for name, old in committed.items():
         new = replayed.get(name)
@@ -140,7 +143,7 @@ def compare(
                 x = None
             if x is not None and col not in ("valid", "ssp_valid") and R.column_kind(col) not in ("str", "flags"):
                 rep.numbers += 1
-                why = legacy.intended_change(col, old, new)
+                why = legacy.intended_change(col, old, new, off_grid_before)
                 y = float(b) if R.is_finite(b) else None
                 if y is None and math.isnan(x):
                     continue
@@ -158,7 +161,7 @@ def compare(
             if R.column_kind(col) == "flags":
                 gone = _flags(a) - _flags(b)
                 added = _flags(b) - _flags(a)
-                why = legacy.intended_flag_change(gone, added, new)
+                why = legacy.intended_flag_change(gone, added, new, off_grid_before)
                 if gone or added:
                     (
                         rep.intended.append((name, col, a, str(b), why))
@@ -175,10 +178,26 @@ def compare(
 
 def check(committed_csv: Path, replay_root: Path, rel_tol: float = DEFAULT_REL_TOL) -> CheckReport:
     """Compare a committed summary.csv with a replayed sweep folder (module docstring); logs the report."""
-    rep = compare(committed_columns(committed_csv), replayed_columns(replay_root), rel_tol)
+    before = committed_off_grid(committed_csv.parent, replay_root)
+    rep = compare(committed_columns(committed_csv), replayed_columns(replay_root), rel_tol, before)
     for line in rep.lines(rel_tol):
         (logger.info if rep.ok or not line.startswith(("differs", "missing")) else logger.error)("%s", line)
     return rep
+
+
+def _has_grid(calibrations: list[Path]) -> bool:
+    """Whether any of these calibration files has a total sensor read on its sampling grid."""
+    import json
+
+    return any((json.loads(p.read_text()).get("sensor", {}).get("total") or {}).get("grid") for p in calibrations)
+
+
+def committed_off_grid(dataset: Path, replay_root: Path) -> bool:
+    """Whether the committed dataset's numbers were computed without the sensor's grid times (its calibrations,
+    `dataset`/**/calibration/gpu*.json, have no grid timing: written before `fingrav.sample_grid`) while the
+    replay's calibration has one."""
+    committed = sorted(dataset.glob("**/calibration/gpu*.json"))
+    return bool(committed) and not _has_grid(committed) and _has_grid(sorted(replay_root.glob("calibration/*.json")))
 
 
 def summary_json_columns(root: Path) -> dict[str, dict[str, Any]]:

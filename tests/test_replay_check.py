@@ -10,7 +10,7 @@ import polars as pl
 
 from fingrav.cli import main
 from fingrav.contracts.result import Counts, Estimate, Flags, Headline, Labels, MethodSSP, ScenarioResult, Throughput
-from fingrav.replay_check import check, committed_columns, replayed_columns
+from fingrav.replay_check import check, committed_columns, compare, replayed_columns
 from fingrav.report.table import metrics_frame, summary_frame, write_metrics, write_summary_csv
 
 OLD_HEADER = (
@@ -88,7 +88,6 @@ def test_new_summaries_compare_as_they_are(tmp_path: Path) -> None:
 def test_the_sensor_source_term_and_the_consistency_note_are_intended_changes() -> None:
     """Issue 22: a CI of an absolute number that only widens where the replay measured the counter against the
     samples, and the note ssp_inconsistent, are listed as intended; a narrower CI or another new flag are not."""
-    from fingrav.replay_check import compare
 
     committed = {
         "s": {"power_w": "500", "power_ci_low_w": "499", "power_ci_high_w": "501", "notes": "power_limit_cycling"}
@@ -171,3 +170,30 @@ def test_the_placement_term_widens_the_execution_time_ci_as_an_intended_change()
     assert [c for _, c, *_ in narrower.differences] == ["exec_time_ci_low_us"]
     moved = compare(committed, {"s": {**new, "exec_time_us": 32.6}})
     assert {c for _, c, *_ in moved.differences} >= {"exec_time_us", "exec_time_ci_low_us"}
+
+
+def test_grid_time_changes_are_intended_only_for_numbers_computed_on_the_stamps() -> None:
+    """A kernel power and the note ssp_inconsistent may change on replay only where the committed numbers were
+    computed on the stamps and the replay reads the sensor's grid times; otherwise they are differences."""
+    committed = {"s": {"sse_kernel_power_w": "900.0", "notes": "ssp_inconsistent"}}
+    replayed = {"s": {"sse_kernel_power_w": 950.0, "notes": ""}}
+    assert not compare(committed, replayed).ok
+    rep = compare(committed, replayed, off_grid_before=True)
+    assert rep.ok and len(rep.intended) == 2
+
+
+def test_committed_off_grid_reads_the_calibrations(tmp_path: Path) -> None:
+    import json
+
+    from fingrav.replay_check import committed_off_grid
+
+    def cal(folder: Path, grid: bool) -> None:
+        folder.mkdir(parents=True)
+        total = {"delay_ns": 1.0, **({"grid": {"period_ns": 2e7}} if grid else {})}
+        (folder / "gpu0.json").write_text(json.dumps({"sensor": {"total": total}}))
+
+    cal(tmp_path / "old" / "gpu" / "calibration", grid=False)
+    cal(tmp_path / "new" / "gpu" / "calibration", grid=True)
+    cal(tmp_path / "replay" / "calibration", grid=True)
+    assert committed_off_grid(tmp_path / "old", tmp_path / "replay")
+    assert not committed_off_grid(tmp_path / "new", tmp_path / "replay")

@@ -20,7 +20,7 @@ import polars as pl
 
 from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
-from fingrav.analysis.kernel_power import estimate_kernel_power, grid_view, target_samples
+from fingrav.analysis.kernel_power import GridView, estimate_kernel_power, grid_view, target_samples
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import energy_counter_of, reference_stats
@@ -271,19 +271,15 @@ def sustained_headline(
 
 
 def kernel_powers(
-    loi: LoiStep,
-    runs: pl.DataFrame,
-    plan: Plan,
-    sensors: Mapping[str, SensorModel],
-    prof: ProfileResult,
-    analysis: AnalysisConfig,
+    loi: LoiStep, runs: pl.DataFrame, plan: Plan, grid: GridView, prof: ProfileResult, analysis: AnalysisConfig
 ) -> dict[str, KernelPower]:
     """Step 5: the SSE's (and the interleaved execution's, target "first") kernel power through the sensor model
-    (`fingrav.analysis.kernel_power`), next to the readings."""
+    (`fingrav.analysis.kernel_power`; `grid`: the samples and sensor it reads, `grid_view`), next to the
+    readings."""
     out: dict[str, KernelPower] = {}
     if prof.boot is None or not prof.golden_runs.size:
         return out
-    samples, tot, delay_ns = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)
+    samples, tot, delay_ns = grid
     for target in ("sse", "first") if plan.predecessor_count > 0 else ("sse",):
         out[target] = estimate_kernel_power(
             target_samples(samples, loi.host_execs, runs, plan, tot, delay_ns, target),
@@ -299,20 +295,15 @@ def kernel_powers(
 
 
 def ssp_consistency(
-    loi: LoiStep,
-    runs: pl.DataFrame,
-    plan: Plan,
-    sensors: Mapping[str, SensorModel],
-    prof: ProfileResult,
-    analysis: AnalysisConfig,
+    loi: LoiStep, runs: pl.DataFrame, plan: Plan, grid: GridView, prof: ProfileResult, analysis: AnalysisConfig
 ) -> tuple[KernelPower | None, Consistency]:
     """Step 5b: the self-consistency check of the method SSP (`fingrav.analysis.consistency`): the sensor-model
-    estimator's power of the SSP tail (mW; None without golden runs) and whether it equals the SSP within their
-    combined CI."""
+    estimator's power of the SSP tail (mW; None without golden runs; `grid` as in `kernel_powers`) and whether it
+    equals the SSP within their combined CI."""
     ssp = _power(prof.channels.get(TOTAL, {}).get("ssp"))
     if prof.boot is None or not prof.golden_runs.size:
         return None, check(KernelPower(target="ssp_steady", measurable=False, reason="no golden runs"), ssp)
-    samples, tot, delay_ns = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)
+    samples, tot, delay_ns = grid
     kp = steady_kernel_power(
         samples,
         loi.host_execs,
@@ -730,9 +721,10 @@ def differentiate(
     prof = profiles_step(loi, plan, analysis, sensors, seed)
     ssp = method_ssp(prof)
     hs = sustained_headline(executions, runs, loi, plan, clock, analysis, prof)
-    kernel = kernel_powers(loi, runs, plan, sensors, prof, analysis)
+    grid = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)  # once: both estimators read the grid times
+    kernel = kernel_powers(loi, runs, plan, grid, prof, analysis)
     readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
-    cons = ssp_consistency(loi, runs, plan, sensors, prof, analysis)
+    cons = ssp_consistency(loi, runs, plan, grid, prof, analysis)
     fl = flag_step(
         loi, runs, binned, plan, clock, sensors, analysis, prof, hs, ssp, max_clock_residual_us, gaps, cons[1]
     )

@@ -49,6 +49,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -347,7 +348,16 @@ def target_samples(
     return window_samples(samples, tgt, starts, runs, sensor, delay_ns)
 
 
-def grid_view(samples: pl.DataFrame, sensor: SensorModel, delay_ns: int) -> tuple[pl.DataFrame, SensorModel, int]:
+class GridView(NamedTuple):
+    """What the estimators here read (`grid_view`): the samples, the total channel's sensor model and the delay
+    correction (ns)."""
+
+    samples: pl.DataFrame
+    sensor: SensorModel
+    delay_ns: int
+
+
+def grid_view(samples: pl.DataFrame, sensor: SensorModel, delay_ns: int) -> GridView:
     """(samples, sensor, delay_ns) as the estimators here read them: where the calibration found the sensor's sampling
     grid (`SensorModel.grid`), the total channel's samples at their grid times (`fingrav.sample_grid`; those it
     cannot place left out) with the timing fitted on the grid times (the delay correction likewise, unless the
@@ -355,16 +365,16 @@ def grid_view(samples: pl.DataFrame, sensor: SensorModel, delay_ns: int) -> tupl
     An execution shorter than the sensor's resolution is seen only through each sample's exact time: on an H200 a
     late stamp (one sample in five, ~2.8 ms) moves a sample on a burst's decay by ~25 % of the burst's excess."""
     if sensor.grid is None:
-        return samples, sensor, delay_ns
+        return GridView(samples, sensor, delay_ns)
     tot = samples.filter(pl.col("channel") == TOTAL)
     times = fit_grid(tot["t_ns"].to_numpy())
     if times.grid is None:  # this scenario's stamps show no grid (too few samples): the stamps and their model
-        return samples, sensor, delay_ns
+        return GridView(samples, sensor, delay_ns)
     on_grid = sensor.on_grid()
     tot = tot.with_columns(t_ns=pl.Series(np.round(times.t_ns).astype(np.int64))).filter(pl.Series(times.placed))
     rest = samples.filter(pl.col("channel") != TOTAL)
     delay = int(round(float(on_grid.delay_ns or 0.0))) if delay_ns else 0
-    return pl.concat([tot.cast(samples.schema), rest]).sort("t_ns"), on_grid, delay
+    return GridView(pl.concat([tot.cast(samples.schema), rest]).sort("t_ns"), on_grid, delay)
 
 
 def settled_idle(runs: pl.DataFrame, sensor: SensorModel) -> pl.DataFrame:

@@ -97,11 +97,13 @@ FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
 CI_WIDTH_FLAGS: Final = frozenset({"imprecise"})
 
 
-def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+def intended_change(
+    column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any], off_grid_before: bool = False
+) -> str:
     """Why a number differs on purpose ("" when it should not): a CI that was zero width; a CI of an absolute number
     widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
     time's CI widened by the placement term (only wider, the number unchanged); a kernel power read at the sensor's
-    grid times."""
+    grid times where the committed one was computed on the stamps (`off_grid_before`)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
@@ -119,7 +121,7 @@ def intended_change(column: str, committed: Mapping[str, Any], replayed: Mapping
     placed = base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base))
     if placed and _only_wider(column, committed, replayed):
         return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
-    if (base or column) in GRID_TIME_VALUES:
+    if off_grid_before and (base or column) in GRID_TIME_VALUES:
         return "the kernel power read at the sensor's grid times (issue 22: fingrav.sample_grid)"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
@@ -155,11 +157,13 @@ def intended_valid_change(committed: Mapping[str, Any], replayed: Mapping[str, A
     return ""
 
 
-def intended_flag_change(gone: set[str], added: set[str], replayed: Mapping[str, Any]) -> str:
-    """Why the flags differ on purpose ("" when they should not)."""
+def intended_flag_change(
+    gone: set[str], added: set[str], replayed: Mapping[str, Any], off_grid_before: bool = False
+) -> str:
+    """Why the flags differ on purpose ("" when they should not); `off_grid_before` as in `intended_change`."""
     if gone and gone <= CI_WIDTH_FLAGS and not added:
         return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
-    if gone and gone <= ADDED_NOTES and not added:
+    if off_grid_before and gone and gone <= ADDED_NOTES and not added:
         return "the note ssp_inconsistent no longer fires: the self-consistency check reads the sensor's grid times"
     sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")
     if gone and not (gone <= RETIRED_UNDER_SUSTAINED and sustained):

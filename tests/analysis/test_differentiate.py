@@ -84,7 +84,8 @@ def test_the_steps_compose_to_what_differentiate_returns(data: dict) -> None:
     assert ssp_abs.power == summary.result.ssp.power and ssp.power.unit == "W" and ssp.power.has_ci
     assert hs_abs.headline.power.scaled(1e-3, "W") == summary.result.headline.power
     assert hs_abs.headline.power.ci_low <= hs.headline.power.ci_low <= hs.headline.power.value
-    kernel = D.kernel_powers(loi, d["runs"], d["plan"], d["sensor"], prof, ANALYSIS)
+    grid = D.grid_view(loi.samples, d["sensor"]["total"], loi.delay_ns)
+    kernel = D.kernel_powers(loi, d["runs"], d["plan"], grid, prof, ANALYSIS)
     assert set(kernel) == {"sse", "first"} and all(isinstance(k, KernelPower) for k in kernel.values())
     fl = D.flag_step(loi, d["runs"], d["binned"], d["plan"], d["clock_fit"], d["sensor"], ANALYSIS, prof, hs, ssp,
                      20.0, ())  # fmt: skip

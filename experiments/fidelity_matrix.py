@@ -89,6 +89,7 @@ def draw_sweep(rng: np.random.Generator, index: int, n_scenarios: int) -> dict[s
     # the card's state between scenarios (results/h200-card-state): 0-0.5 % (sd), from the same generator of its own
     overrides["state_sd_pct"] = round(float(own.uniform(0.0, 0.5)), 3)
     overrides |= _draw_late_stamps(index, period)
+    overrides |= _draw_acquire_jitter(index, period)
     reference_ms = 0.0 if rng.random() < 0.25 else round(float(rng.uniform(1500.0, 4000.0)), 0)
     response_ms = delay + window + 5.0 * lag + 2.0 * period
     step_ms = max(150.0, 3.0 * response_ms)
@@ -124,6 +125,16 @@ def _draw_late_stamps(index: int, period_ms: float) -> dict[str, Any]:
         "sensor_late_spread_ms": round(late_ms * float(own.uniform(0.0, 0.6)), 4),
         "sensor_late_far_share": round(float(own.uniform(0.0, 0.02)), 4),
     }
+
+
+def _draw_acquire_jitter(index: int, period_ms: float) -> dict[str, Any]:
+    """Acquisition jitter (`fingrav.device.sim.presets.SensorSpec.acquire_jitter_ns`) for 30 % of the sweeps, none drawn
+    otherwise (the preset's stays, scaled with the drawn period: the h200's 2.5 %, the mi300x's none): from a generator
+    of its own, so every other draw stays as it was. The jitter is 0.5-5 % of the sensor's period (sd)."""
+    own = np.random.default_rng([0xAC9, index])
+    if own.random() >= 0.3:
+        return {}
+    return {"sensor_acquire_jitter_ms": round(period_ms * float(own.uniform(0.005, 0.05)), 4)}
 
 
 def _draw_kernel(rng: np.random.Generator) -> dict[str, Any]:

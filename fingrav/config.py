@@ -347,6 +347,11 @@ class SimOverrides(_Model):
     sensor_late_far_share: Annotated[float, Field(ge=0, le=0.5)] | None = Field(
         None, description="share of all samples stamped late by 6-18 ms instead"
     )
+    sensor_acquire_jitter_ms: Annotated[float, Field(ge=0, le=1000.0)] | None = Field(
+        None,
+        description="sd of each sample's acquisition time around its grid time (the value is read there, the stamp "
+        "stays; an H200's: ~0.5 ms)",
+    )
     clock_offset_us: float | None = None
     clock_drift_ppm: float | None = None
     exec_jitter_pct: Annotated[float, Field(ge=0, le=20)] | None = None

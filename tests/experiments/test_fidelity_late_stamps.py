@@ -34,3 +34,22 @@ def test_late_stamps_are_drawn_apart_from_the_rest(monkeypatch: pytest.MonkeyPat
             assert ov["sensor_late_ms"] / ov["sensor_period_ms"] == pytest.approx(share, rel=0.01, abs=1e-3)
         a["device"]["sim"].pop("overrides"), b["device"]["sim"].pop("overrides")
         assert a == b
+
+
+def test_acquire_jitter_is_drawn_apart_from_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The acquisition jitter (`_draw_acquire_jitter`): in about 30 % of the sweeps, 0.5-5 % of the drawn period, from
+    a generator of its own (every other draw as without it)."""
+    fm = load_experiment("fidelity_matrix")
+    draws = [fm._draw_acquire_jitter(i, 20.0) for i in range(400)]
+    drawn = [d["sensor_acquire_jitter_ms"] for d in draws if d]
+    assert len(drawn) / len(draws) == pytest.approx(0.3, abs=0.06)
+    assert min(drawn) >= 0.1 - 1e-4 and max(drawn) <= 1.0 + 1e-4 and np.std(drawn) > 0.15
+    with_j = [fm.draw_sweep(np.random.default_rng(5), i, 2) for i in range(8)]
+    monkeypatch.setattr(fm, "_draw_acquire_jitter", lambda index, period_ms: {})
+    without = [fm.draw_sweep(np.random.default_rng(5), i, 2) for i in range(8)]
+    for a, b in zip(with_j, without, strict=True):
+        ov = dict(a["device"]["sim"]["overrides"])
+        ov.pop("sensor_acquire_jitter_ms", None)
+        assert ov == b["device"]["sim"]["overrides"]
+        a["device"]["sim"].pop("overrides"), b["device"]["sim"].pop("overrides")
+        assert a == b

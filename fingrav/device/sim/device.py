@@ -237,6 +237,7 @@ class SimulatedGPU(GPUDevice):
         ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
         kids = ss.spawn(4 + 2 * len(p.sensors))
         late_kids = ss.spawn(len(p.sensors))  # late stamps: children of their own, after (never shifting) the above
+        acquire_kids = ss.spawn(len(p.sensors))  # acquisition jitter: likewise, after the late stamps'
         self._rng_exec = np.random.default_rng(kids[0])
         self._rng_clock = np.random.default_rng(kids[1])
         rng_misc = np.random.default_rng(kids[2])
@@ -252,6 +253,7 @@ class SimulatedGPU(GPUDevice):
                 np.random.default_rng(kids[3 + 2 * i]),
                 np.random.default_rng(kids[4 + 2 * i]),
                 np.random.default_rng(late_kids[i]),
+                np.random.default_rng(acquire_kids[i]),
             )
             for i, s in enumerate(p.sensors)
         ]

@@ -71,6 +71,12 @@ class SensorSpec:
     stamps stay strictly increasing. The lateness is drawn from a generator of its own: the grid, the values and
     the noise are those of the same stream without late stamps.
 
+    Acquisition jitter (the H200's: see the preset): each sample reads the sensor's input at its grid time plus a
+    random offset, N(0, `acquire_jitter_ns`) cut at 3 sd and never later than the dead time allows (the reading
+    never comes from after its grid time); its stamp stays where it was. The truth of a reading (`collect`'s clean
+    values) is the reading at the grid time itself: like the noise, the jitter is part of what the sensor adds. It is
+    drawn from a generator of its own.
+
     Timestamps are rounded down to `stamp_resolution_ns`. A sample becomes visible to the host (`drain_samples`)
     `visible_after_ns` after its timestamp, the late one included (0: at once; all those stamped by then at
     `stop_sampling`).
@@ -91,6 +97,7 @@ class SensorSpec:
     late_ns: float = 0.0  # median lateness of those stamps
     late_spread_ns: float = 0.0  # sd of their lateness (a normal cut at 0)
     late_far_share: float = 0.0  # share of all samples stamped late by uniform 6-18 ms instead
+    acquire_jitter_ns: float = 0.0  # sd of each sample's acquisition time around its grid time (0: none)
 
 
 @dataclass(frozen=True)
@@ -367,10 +374,19 @@ H200 = Preset(
             # the grid itself is regular (intervals within ~0.1 ms; the real period is 19.985-19.995 ms): the stamps'
             # apparent jitter (intervals p10/p50/p90 = 17/20/23 ms) is the late stamps below
             jitter_ns=0.1 * MS,
-            window_ns=4.5 * MS,
-            lag_ns=12.0 * MS,
-            delay_ns=2.8 * MS,
-            noise_mw=3.0 * W,
+            # the step fits on the grid times of results/h200-{method,sse,sse2,sse3} (four cards): dead time 2.70 /
+            # 2.75 / 2.96 / 2.84 ms, lag 12.38 / 12.46 / 12.39 / 12.40 ms, a window at its lower bound (0.06-0.32 ms);
+            # shared/H200.md's 4.5 ms boxcar was fitted on the stamps, which the late stamps smear
+            window_ns=0.2 * MS,
+            lag_ns=12.4 * MS,
+            delay_ns=2.85 * MS,
+            # the samples' noise: 0.48-0.60 W in those calibrations (idle); under below-cap load (results/h200-db4's
+            # reference runs) successive samples differ by 0.4-0.7 W (robust sd / sqrt 2)
+            noise_mw=0.5 * W,
+            # the SSE runs of results/h200-sse (4 kernels) and h200-sse3: the joint fit's residuals grow with the
+            # response's slope, not its level: 0.40-0.72 ms of timing per sample (r^2 regressed on slope^2 and level^2),
+            # little of it shared within a run; the calibration's 1.7 W rms on the grid times against 0.5 W of noise
+            acquire_jitter_ns=0.5 * MS,
             quantization_mw=1.0,
             stamp_resolution_ns=1000,  # NVML stamps in us
             visible_after_ns=0.45 * MS,  # shared/H200.md: median 0.45 ms after the timestamp
@@ -454,18 +470,24 @@ SENSOR_LATE_OVERRIDES: tuple[tuple[str, str, float], ...] = (
     ("sensor_late_ms", "late_ns", MS),
     ("sensor_late_spread_ms", "late_spread_ns", MS),
     ("sensor_late_far_share", "late_far_share", 1),
+    ("sensor_acquire_jitter_ms", "acquire_jitter_ns", MS),
 )
 
 
-def _late_scaled(spec: SensorSpec, changes: dict[str, Any]) -> dict[str, Any]:
-    """`changes` to one sensor stream, with its late stamps' lateness (`late_ns`, `late_spread_ns`) scaled with its
-    period where the period changes and the lateness is not set itself: a sensor's late stamps are a share of its
-    grid (the H200's ~2.8 ms of 20 ms), not a fixed time."""
+#: sensor timing fields that are a share of the sensor's grid (the H200's late stamps ~2.8 ms and acquisition jitter
+#: ~0.5 ms of 20 ms), not fixed times: an overridden period scales them (`_period_scaled`)
+PERIOD_SHARES: tuple[str, ...] = ("late_ns", "late_spread_ns", "acquire_jitter_ns")
+
+
+def _period_scaled(spec: SensorSpec, changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` to one sensor stream, with its `PERIOD_SHARES` scaled with its period where the period changes and
+    the field is not set itself (the late stamps' lateness as one: `late_ns` set keeps the spread too)."""
     period = changes.get("period_ns")
-    if period is None or "late_ns" in changes or spec.period_ns <= 0:
+    if period is None or spec.period_ns <= 0:
         return changes
     f = period / spec.period_ns
-    return {**changes, "late_ns": spec.late_ns * f, "late_spread_ns": spec.late_spread_ns * f}
+    kept = {"late_ns", "late_spread_ns"} if "late_ns" in changes else set()
+    return {**{k: getattr(spec, k) * f for k in PERIOD_SHARES if k not in changes and k not in kept}, **changes}
 
 
 def card_state_offset(seed: int, index: int, label: str, sd: float) -> float:
@@ -507,7 +529,7 @@ def resolve_preset(sim_cfg: SimConfig) -> Preset:
             sensor_changes[field] = getattr(ov, key) * unit
     changes: dict[str, Any] = {}
     if sensor_changes:
-        changes["sensors"] = tuple(dataclasses.replace(s, **_late_scaled(s, sensor_changes)) for s in base.sensors)
+        changes["sensors"] = tuple(dataclasses.replace(s, **_period_scaled(s, sensor_changes)) for s in base.sensors)
     if ov.clock_offset_us is not None:
         changes["clock_offset_ns"] = ov.clock_offset_us * US
     if ov.clock_drift_ppm is not None:
@@ -581,7 +603,8 @@ def card_preset(p: Preset, index: int, spread_pct: float) -> Preset:
 
 
 def _sensor_summary(s: SensorSpec) -> dict[str, Any]:
-    """JSON-able parameters of one sensor stream (ms, mW); the late stamps only where it has them."""
+    """JSON-able parameters of one sensor stream (ms, mW); the late stamps and the acquisition jitter only where it
+    has them."""
     out: dict[str, Any] = {
         "channels": list(s.channels),
         "period_ms": s.period_ns / MS,
@@ -600,6 +623,8 @@ def _sensor_summary(s: SensorSpec) -> dict[str, Any]:
             "spread_ms": s.late_spread_ns / MS,
             "far_share": s.late_far_share,
         }
+    if s.acquire_jitter_ns > 0:
+        out["acquire_jitter_ms"] = s.acquire_jitter_ns / MS
     return out
 
 

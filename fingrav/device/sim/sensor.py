@@ -8,8 +8,9 @@ power is integrated exactly ((E(a) - E(b)) / (b - a), E piecewise quadratic) and
 exact tap mass of h (its CDF is analytic), renormalized to unit gain after truncating the tail at
 W + 9 tau (mass < 1e-4). The boxcar alone (tau = 0) is a single, exact tap.
 
-A sample is read at its grid time; a late stamp (`SensorSpec.late_every`, `late_far_share`) moves only its
-timestamp, and the sample exists for the host (is collected) once its stamp is reached.
+A sample is read at its grid time (plus its acquisition jitter, `SensorSpec.acquire_jitter_ns`); a late stamp
+(`SensorSpec.late_every`, `late_far_share`) moves only its timestamp, and the sample exists for the host (is
+collected) once its stamp is reached.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _EVAL_BLOCK_POINTS = 2_000_000  # (samples x taps) evaluated per block, bounds m
 #: uniform range of the lateness of a far-late stamp (`SensorSpec.late_far_share`), in sensor periods: the H200's rare
 #: ones are 6-18 ms late on its 20 ms grid
 LATE_FAR_PERIODS = (0.3, 0.9)
+#: the acquisition jitter (`SensorSpec.acquire_jitter_ns`) is cut at this many standard deviations
+ACQUIRE_CUT_SD = 3.0
 
 
 def response_cdf(s: np.ndarray, window_ns: float, lag_ns: float) -> np.ndarray:
@@ -78,9 +81,11 @@ class SensorStream:
         rng_grid: np.random.Generator,
         rng_noise: np.random.Generator,
         rng_late: np.random.Generator | None = None,
+        rng_acquire: np.random.Generator | None = None,
     ) -> None:
         """`rng_late` draws the late stamps only (none drawn without them); None: a generator spawned from
-        `rng_grid`'s seed, which leaves `rng_grid`'s own draws as they are."""
+        `rng_grid`'s seed, which leaves `rng_grid`'s own draws as they are. `rng_acquire` likewise draws the
+        acquisition jitter only (none drawn without it; None: the second child of `rng_grid`'s seed)."""
         self.spec = spec
         self.channel_index = list(channel_index)
         self.idle_mw = np.asarray(idle_mw, dtype=np.float64)
@@ -90,6 +95,9 @@ class SensorStream:
         if self.late and rng_late is None:
             rng_late = np.random.default_rng(rng_grid.bit_generator.seed_seq.spawn(1)[0])
         self._rng_late = rng_late
+        if spec.acquire_jitter_ns > 0 and rng_acquire is None:
+            rng_acquire = np.random.default_rng(rng_grid.bit_generator.seed_seq.spawn(2)[1])
+        self._rng_acquire = rng_acquire
         self._late_buf = np.zeros(0)  # lateness (ns) of the samples ahead, aligned with the intervals in _buf
         self._late_drawn = 0  # samples whose lateness has been drawn (their count sets the late_every pattern)
         self._late_phase = 0
@@ -149,7 +157,7 @@ class SensorStream:
     def earliest_needed(self, now: float) -> float:
         """Oldest host time (ns) a future sample of this stream can see."""
         t = self.next_t if self.running else now
-        return min(t, now) - self.spec.delay_ns - self.span_ns
+        return min(t, now) - self.spec.delay_ns - self.span_ns - ACQUIRE_CUT_SD * self.spec.acquire_jitter_ns
 
     def sample_times(self, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Consume the samples stamped <= now: (their grid times, their stamps) in ns, float. Without late stamps
@@ -196,16 +204,26 @@ class SensorStream:
             out[:, idx] += x @ self._coef
         return out
 
+    def acquire_offsets(self, n: int) -> np.ndarray:
+        """The acquisition jitter (ns) of the next `n` samples read: N(0, acquire_jitter_ns) cut at ACQUIRE_CUT_SD sd
+        and at the dead time (a sample never reads past its grid time); zeros without jitter."""
+        sd = float(self.spec.acquire_jitter_ns)
+        if sd <= 0 or n == 0 or self._rng_acquire is None:
+            return np.zeros(n)
+        j = np.clip(self._rng_acquire.standard_normal(n), -ACQUIRE_CUT_SD, ACQUIRE_CUT_SD) * sd
+        return np.minimum(j, float(self.spec.delay_ns))
+
     def collect(
         self, now: float, timeline: PowerTimeline, visible: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Samples stamped <= now (`visible`: <= now - the spec's visible_after_ns, what a host polling now
         sees): (stamps ns relative, int64 (N,), values mW (C, N), the same values noise-free and unquantized
-        (C, N): the truth of each reading). The values are read at the samples' grid times, which precede late
-        stamps."""
+        (C, N): the truth of each reading). The values are read at the samples' grid times (which precede late
+        stamps) plus their acquisition jitter; the truths at the grid times."""
         times, stamp_times = self.sample_times(now - self.spec.visible_after_ns if visible else now)
         clean = self.true_response(times, timeline)
-        vals = clean.copy()
+        jitter = self.acquire_offsets(times.size)
+        vals = self.true_response(times + jitter, timeline) if jitter.any() else clean.copy()
         if times.size:
             vals += self.spec.noise_mw * self._rng_noise.standard_normal((times.size, vals.shape[0])).T
             q = self.spec.quantization_mw

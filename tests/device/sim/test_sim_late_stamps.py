@@ -113,7 +113,7 @@ def _square_timeline(span_ns: float) -> PowerTimeline:
 def test_values_are_read_at_the_grid_times() -> None:
     """A noiseless sensor: each late-stamped sample's value is the noise-free reading at its grid time (that of the
     same stream without late stamps), not at its stamp; the grid does not move."""
-    quiet = {"noise_mw": 0.0, "quantization_mw": 0.0}
+    quiet = {"noise_mw": 0.0, "quantization_mw": 0.0, "acquire_jitter_ns": 0.0}
     late_spec = dataclasses.replace(H200_TOTAL, **quiet)
     on_time_spec = dataclasses.replace(late_spec, **NO_LATE)
     tl = _square_timeline(10_000 * MS)
@@ -187,10 +187,21 @@ def _idle_digest(preset: str, monkeypatch: pytest.MonkeyPatch | None = None) -> 
 
 def test_defaults_are_bit_identical_to_before_late_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pinned: the sample stream of the mi300x preset, and of the h200 preset with its sensor as it was before late
-    stamps (2.34 ms interval jitter, none late), are bit for bit those of the code before late stamps existed."""
+    stamps (2.34 ms interval jitter, none late, none of the later changes to its sensor), are bit for bit those of the
+    code before late stamps existed."""
     assert all(getattr(s, k) == v for s in MI300X.sensors for k, v in NO_LATE.items())
     assert _idle_digest("mi300x") == "59a53272d96d0002"
-    old_total = dataclasses.replace(H200_TOTAL, jitter_ns=2.34 * MS, **NO_LATE)
+    # the sensor of then: a 4.5 ms window, 12 ms lag, 2.8 ms dead time, 3 W of noise, no acquisition jitter
+    old_total = dataclasses.replace(
+        H200_TOTAL,
+        jitter_ns=2.34 * MS,
+        window_ns=4.5 * MS,
+        lag_ns=12.0 * MS,
+        delay_ns=2.8 * MS,
+        noise_mw=3_000.0,
+        acquire_jitter_ns=0.0,
+        **NO_LATE,
+    )
     monkeypatch.setitem(presets.PRESETS, "h200", dataclasses.replace(H200, sensors=(old_total, *H200.sensors[1:])))
     assert _idle_digest("h200") == "982b5e7157905db3"
 

@@ -561,6 +561,14 @@ class RunPolicy(_Model):
         "predicted from the drained timestamps) reads the SSE execution (fingrav.collect.targeting; one GPU, no "
         "predecessor); 'off' leaves the sample's phase to chance",
     )
+    sse_base_runs: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        0,
+        description="base runs measured beside the SSE runs: the SSE run without its SSE execution (the warm-ups "
+        "alone, each after the same idle). The SSE's kernel power is then the difference the SSE execution makes "
+        "(fingrav.analysis.kernel_power), with no prior over the burst; with about as many base runs as SSE runs it "
+        "is measurable for 1-5 ms kernels through a 20 ms sensor at ~200 runs in all (experiments/RESULTS.md). 0: "
+        "none; not measured where the SSE runs are not, nor without warm-ups",
+    )
     sse_min_lois: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
         None,
         description="'auto' SSE: skip the SSE runs when fewer than half this many SSE LOIs are expected within the "
@@ -1083,6 +1091,8 @@ def _default_new_fields(policy: RunPolicy) -> set[str]:
     out = set()
     if policy.sse_targeting == "off":
         out.add("sse_targeting")
+    if policy.sse_base_runs == 0:
+        out.add("sse_base_runs")
     if policy.probe_idle_ms is None:
         out.add("probe_idle_ms")
     if policy.probe_source == "separate":  # plan.json's probe.source records which one a collection used
@@ -1096,7 +1106,8 @@ def collection_hash(scenario: Scenario, policy: RunPolicy, seed: int) -> str:
     return config_hash(
         {
             "scenario": {**scenario.model_dump(mode="json"), "run_policy": None},
-            # sse_targeting 'off', probe_idle_ms None and probe_source 'separate' (their defaults) are left out:
+            # sse_targeting 'off', sse_base_runs 0, probe_idle_ms None and probe_source 'separate' (their defaults)
+            # are left out:
             # collections from before them keep their hash (and are not measured again for them)
             "policy": policy.model_dump(mode="json", exclude=_default_new_fields(policy) or None),
             "seed": seed,

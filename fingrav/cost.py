@@ -58,12 +58,14 @@ def scenario_cost(scenario: Scenario, policy: RunPolicy) -> Cost:
     ssp_runs = policy.runs if policy.runs is not None else min(GUIDANCE_RUNS, policy.max_runs)
     sse_runs = policy.sse_runs if policy.sse_runs is not None else min(GUIDANCE_RUNS, policy.max_runs)
     per_ssp_run = policy.executions_per_run if policy.executions_per_run is not None else policy.warmups + 2
+    base_runs = policy.sse_base_runs if policy.warmups > 0 else 0  # SSE runs without the SSE
     executions = float(ssp_runs) * per_ssp_run + float(sse_runs) * (policy.warmups + 1)
+    executions += float(base_runs) * policy.warmups
     seconds = executions * exec_floor_s(scenario.kernel)
+    runs = float(ssp_runs + sse_runs + base_runs)
     if scenario.predecessor is not None:
-        pred = float(ssp_runs + sse_runs) * scenario.predecessor.count
+        pred = runs * scenario.predecessor.count
         executions += pred
         seconds += pred * exec_floor_s(scenario.predecessor.kernel)
-    runs = float(ssp_runs + sse_runs)
     seconds += runs * MIN_IDLE_MS / 1e3 + (policy.probe_ms + policy.reference_ms) / 1e3
     return Cost(seconds=seconds, executions=executions, runs=runs)

@@ -74,7 +74,10 @@ def steady_samples(
         .agg(t_end_ns=pl.col("cycle_end_ns").last())
     )
     tgt = first.join(last, on="run").with_columns(  # the executions before the SSP index are its warm-ups
-        sse_run=pl.lit(False), target_index=pl.lit(plan.ssp_index, pl.Int32), warm_gap=pl.lit(0.0)
+        sse_run=pl.lit(False),
+        target_index=pl.lit(plan.ssp_index, pl.Int32),
+        warm_gap=pl.lit(0.0),
+        base_run=pl.lit(False),
     )
     cast = pl.col("run").cast(pl.Int32)
     return window_samples(samples, tgt.with_columns(cast), starts.with_columns(cast), runs, sensor, delay_ns)

@@ -20,7 +20,14 @@ import polars as pl
 
 from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
-from fingrav.analysis.kernel_power import GridView, estimate_kernel_power, grid_view, target_samples
+from fingrav.analysis.kernel_power import (
+    GridView,
+    base_samples,
+    estimate_kernel_power,
+    grid_view,
+    target_samples,
+    with_base_runs,
+)
 from fingrav.analysis.loi import assign_lois, host_executions
 from fingrav.analysis.profiles import ProfileResult, compute_profiles
 from fingrav.analysis.reference import energy_counter_of, reference_stats
@@ -271,27 +278,49 @@ def sustained_headline(
 
 
 def kernel_powers(
-    loi: LoiStep, runs: pl.DataFrame, plan: Plan, grid: GridView, prof: ProfileResult, analysis: AnalysisConfig
+    loi: LoiStep,
+    runs: pl.DataFrame,
+    plan: Plan,
+    grid: GridView,
+    prof: ProfileResult,
+    analysis: AnalysisConfig,
+    base: BaseRuns | None = None,
 ) -> dict[str, KernelPower]:
     """Step 5: the SSE's (and the interleaved execution's, target "first") kernel power through the sensor model
     (`fingrav.analysis.kernel_power`; `grid`: the samples and sensor it reads, `grid_view`), next to the
-    readings."""
+    readings; the SSE's with its base runs where there are some (`base`: the raw executions, the clock and the seed
+    they need)."""
     out: dict[str, KernelPower] = {}
     if prof.boot is None or not prof.golden_runs.size:
         return out
     samples, tot, delay_ns = grid
     for target in ("sse", "first") if plan.predecessor_count > 0 else ("sse",):
+        frame = target_samples(samples, loi.host_execs, runs, plan, tot, delay_ns, target)
+        run_ids, counts = prof.golden_runs, prof.boot.counts
+        if target == "sse" and base is not None and plan.base_runs:
+            rows = base_samples(samples, base.executions, runs, plan, base.clock, tot, delay_ns, frame)
+            frame, run_ids, counts = with_base_runs(frame, rows, run_ids, counts, analysis.ci_level, base.seed)
         out[target] = estimate_kernel_power(
-            target_samples(samples, loi.host_execs, runs, plan, tot, delay_ns, target),
+            frame,
             tot,
-            prof.golden_runs,
-            prof.boot.counts,
+            run_ids,
+            counts,
             analysis.ci_level,
             target,
             analysis.kernel_power_max_ci_pct,
             min_seen=float(analysis.min_lois),
         )
     return out
+
+
+@dataclass(frozen=True)
+class BaseRuns:
+    """What the SSE's kernel power needs to read the base runs (`fingrav.analysis.kernel_power.base_samples`): the raw
+    executions, the scenario's clock map and its seed (the base runs' bootstrap stream)."""
+
+    executions: pl.DataFrame
+    clock: ClockMap
+    seed: int
 
 
 def ssp_consistency(
@@ -722,7 +751,7 @@ def differentiate(
     ssp = method_ssp(prof)
     hs = sustained_headline(executions, runs, loi, plan, clock, analysis, prof)
     grid = grid_view(loi.samples, sensors[TOTAL], loi.delay_ns)  # once: both estimators read the grid times
-    kernel = kernel_powers(loi, runs, plan, grid, prof, analysis)
+    kernel = kernel_powers(loi, runs, plan, grid, prof, analysis, BaseRuns(executions, clock, seed))
     readings = executions_vs_ssp(prof, kernel, analysis.min_lois, plan.predecessor_count > 0)
     cons = ssp_consistency(loi, runs, plan, grid, prof, analysis)
     fl = flag_step(

@@ -39,6 +39,13 @@ merged in pairs or the prior is made twice as loose: what the prior decides), an
 parameter moved by 1.96 of its standard error *along what the calibration pins* (`_joint_variants`: the group
 delay, and window and lag each with the dead time moved to keep the group delay), root-sum-squared.
 
+**Base runs** (`Plan.base_runs`: the SSE run without its SSE execution, the warm-ups alone after the same idle). The
+joint estimator then fits the SSE runs and the base runs together, their warm-ups and what follows the last
+execution sharing the same pieces, the SSE's piece only in the SSE runs: the SSE's power is the difference it makes,
+and no prior is needed (none is used). On a 20 ms sensor with 0.5 ms of sampling jitter the smooth-burst prior
+extrapolates the warm-ups' ramp (+3-6 % on the simulated H200); the difference does not (experiments/RESULTS.md).
+The base runs are resampled as a stratum of their own; the systematic parts are as above, less the prior's.
+
 Either way the estimate is reported only when its CI half-width is within `analysis.kernel_power_max_ci_pct` of
 the value; otherwise the number is "not measurable" and the reason (the CI it would have) is given. Powers in
 mW, times in ns.
@@ -54,10 +61,12 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.profiles import ClusterBootstrap
+from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPower
 from fingrav.contracts.result import Estimate
-from fingrav.contracts.roles import MAIN, SSE, TOTAL
+from fingrav.contracts.roles import BASE, MAIN, PRED, SSE, TOTAL
 from fingrav.contracts.sensor import SensorModel
 from fingrav.contracts.units import NS_PER_MS
 from fingrav.sample_grid import fit_grid
@@ -70,6 +79,11 @@ METHOD_JOINT = (
     "joint sensor-model estimator (one piece per execution, smooth-burst prior): cluster bootstrap over runs, "
     "root-sum-squared with the prior's, the piecewise model's and the sensor model's (group delay) systematic parts"
 )
+METHOD_BASE = (
+    "joint sensor-model estimator over the SSE runs and their base runs (the SSE's power is the difference it makes; "
+    "no prior): cluster bootstrap over runs, root-sum-squared with the piecewise model's and the sensor model's "
+    "(group delay) systematic parts"
+)
 #: z of the two-sided 95 % interval, for the sensor-model standard errors
 Z95 = 1.96
 #: idle samples used before each run, in sensor periods
@@ -80,6 +94,8 @@ MAX_TARGET_PIECES = 8
 MAX_AFTER_PIECES = 4
 #: below this largest share of one reading, the target is not resolved (the fit's prior, not the data, decides)
 MIN_SHARE = 0.5
+#: the base runs' bootstrap stream (`with_base_runs`), apart from the scenario's own
+BASE_SEED = 0xBA5E
 
 
 def _not(target: str, reason: str, **kw: object) -> KernelPower:
@@ -310,6 +326,7 @@ TARGET_COLUMNS = (
     "sse_run",
     "target_index",
     "warm_gap",
+    "base_run",
 )
 
 
@@ -327,7 +344,8 @@ def target_samples(
     end: run, t_ns (delay-corrected), power_mw, run_start_ns, main_start_ns (the first execution of the measured
     kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the end of the
     target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run, target_index
-    (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles)."""
+    (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles), base_run (false:
+    `base_samples` gives the base runs' rows)."""
     index = plan.sse_index if target == "sse" else 0
     gold = host_execs.filter(pl.col("golden"))
     warm = (pl.col("segment") == MAIN) & (pl.col("exec_index") < index)
@@ -344,8 +362,99 @@ def target_samples(
         t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
         sse_run=pl.col("phase") == SSE,
         target_index=pl.lit(index, pl.Int32),
+        base_run=pl.lit(False),
     )
     return window_samples(samples, tgt, starts, runs, sensor, delay_ns)
+
+
+def base_samples(
+    samples: pl.DataFrame,
+    executions: pl.DataFrame,
+    runs: pl.DataFrame,
+    plan: Plan,
+    clock: ClockMap,
+    sensor: SensorModel,
+    delay_ns: int,
+    sse: pl.DataFrame,
+) -> pl.DataFrame:
+    """The rows of the base runs (`Plan.base_runs`) for the SSE's fit, in `target_samples`' frame: each complete base
+    run (sse_index main executions, the predecessor's) whose warm-ups span (first main start to the last one's end, host
+    clock) lies within those of the SSE runs of `sse` (`target_samples` of the SSE: the golden SSE runs; a run slowed
+    throughout, which binning drops from the SSE runs, is dropped here too), with its target empty at the end of its
+    last execution (t_start_ns = t_end_ns), sse_run true (what follows is an SSE run's idle), base_run true. Empty
+    without base runs."""
+    empty = pl.DataFrame(schema=sse.schema)
+    base = runs.filter(pl.col("phase") == BASE).select(pl.col("run").cast(pl.Int32))
+    spans = sse.filter(pl.col("sse_run")).unique("run").select(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
+    if base.height == 0 or spans.height == 0:
+        return empty
+    index = plan.sse_index
+    main = pl.col("segment") == MAIN
+    ex = (
+        executions.lazy()
+        .select(
+            pl.col("run").cast(pl.Int32),
+            pl.col("segment").cast(pl.String),
+            pl.col("exec_index").cast(pl.Int32),
+            clock.host_expr("gpu_start_ns").alias("s"),
+            clock.host_expr("gpu_end_ns").alias("e"),
+        )  # fmt: skip
+        .join(base.lazy(), on="run", how="inner")
+        .sort("run", "s")
+        .with_columns(c=pl.when(pl.col("run").shift(-1) == pl.col("run")).then(pl.col("s").shift(-1)).otherwise("e"))
+    )
+    warm = main & (pl.col("exec_index") < index)
+    per = (
+        ex.group_by("run")
+        .agg(
+            n_main=main.sum(),
+            n_unique=pl.col("exec_index").filter(main).n_unique(),
+            n_pred=(pl.col("segment") == PRED).sum(),
+            run_start_ns=pl.col("s").min(),
+            main_start_ns=pl.col("s").filter(main).min(),
+            t_start_ns=pl.col("c").filter(main & (pl.col("exec_index") == index - 1)).first(),
+            warm_gap=((pl.col("c") - pl.col("e")).filter(warm).sum().cast(pl.Float64))
+            / pl.max_horizontal(pl.lit(1.0), (pl.col("c") - pl.col("s")).filter(warm).sum()),
+        )
+        .filter(
+            (pl.col("n_main") == index)
+            & (pl.col("n_unique") == index)
+            & (pl.col("n_pred") == plan.predecessor_count)
+            & pl.col("t_start_ns").is_not_null()
+        )
+        .with_columns(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
+        .filter(pl.col("span").is_between(int(spans["span"].min()), int(spans["span"].max())))  # type: ignore[arg-type]
+        .collect()
+    )
+    if per.height == 0:
+        return empty
+    tgt = per.select(
+        "run",
+        "t_start_ns",
+        t_end_ns="t_start_ns",
+        sse_run=pl.lit(True),
+        target_index=pl.lit(index, pl.Int32),
+        base_run=pl.lit(True),
+    )
+    starts = per.select("run", "run_start_ns", "main_start_ns", "warm_gap")
+    return window_samples(samples, tgt, starts, runs, sensor, delay_ns).cast(sse.schema)
+
+
+def with_base_runs(
+    frame: pl.DataFrame, base: pl.DataFrame, run_ids: np.ndarray, counts: np.ndarray, level: float, seed: int
+) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+    """(frame, run_ids, counts) of `estimate_kernel_power` with the base runs' rows (`base_samples`) added: their
+    runs after the golden runs, resampled as a stratum of their own (`profiles.ClusterBootstrap`, as many
+    replicates as `counts` has; `seed`: the scenario's). Unchanged without base rows."""
+    if base.height == 0:
+        return frame, run_ids, counts
+    ids = np.unique(base["run"].to_numpy()).astype(np.int64)
+    boot = ClusterBootstrap(ids.size, counts.shape[0], level, seed=[BASE_SEED, int(seed)])  # type: ignore[arg-type]
+    return (
+        pl.concat([frame, base]),
+        np.concatenate([np.asarray(run_ids, dtype=np.int64), ids]),
+        np.hstack([counts, boot.counts]),
+    )
 
 
 class GridView(NamedTuple):
@@ -428,18 +537,19 @@ def window_samples(
     )
 
 
-def _joint_unfit(frame: pl.DataFrame, pieces: tuple[int, ...], share: float) -> str | None:
+def _joint_unfit(frame: pl.DataFrame, pieces: tuple[int, ...], share: float, prior: bool = True) -> str | None:
     """Why the joint estimator's prior does not fit these runs (None: it does): launch gaps (> MAX_GAP_SHARE of
-    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links; or no
-    execution of the target's own kernel precedes it (the interleaved execution, right after another kernel: no
-    prior to lean on, and the sensor's shape alone does not tell two adjacent kernels apart here)."""
+    the warm-ups' cycle) make the warm-ups' cycles unlike the SSE's own time, which the smooth prior links (not
+    asked without the prior, `prior` false: with base runs); or no execution of the target's own kernel precedes it
+    (the interleaved execution, right after another kernel: no prior to lean on, and the sensor's shape alone does
+    not tell two adjacent kernels apart here)."""
     if pieces[1] == 0:
         return (
             f"not resolved by the sensor: the execution is at most {100 * share:.3g} % of any reading "
             f"(< {100 * MIN_SHARE:g} %: shorter than about half the sensor's window + lag)"
         )
     gap = _gap_share(frame, pieces[1])
-    if gap <= MAX_GAP_SHARE:
+    if gap <= MAX_GAP_SHARE or not prior:
         return None
     return (
         f"not identified by the sensor: the execution is at most {100 * share:.3g} % of any reading, and launch "
@@ -523,8 +633,14 @@ def estimate_kernel_power(
     at = np.clip(np.searchsorted(ids[by_id], runs_of), 0, max(ids.size - 1, 0))
     pos = np.where(ids.size and ids[by_id][at] == runs_of, by_id[at], -1) if ids.size else np.full(runs_of.size, -1)
     keep = pos >= 0
+    if "base_run" in frame.columns and frame["base_run"].any():
+        # the base runs serve the joint estimator only: an execution the sensor resolves is fitted without them
+        a = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
+        if a.size and float(a.max()) >= MIN_SHARE:
+            keep &= ~frame["base_run"].to_numpy()
     t, y, pos, frame = t[keep], y[keep], pos[keep], frame.filter(pl.Series(keep))
     n_runs = len(run_ids)
+    with_base = "base_run" in frame.columns and bool(frame["base_run"].any())
 
     post = _post_ns(sensor)
 
@@ -558,8 +674,9 @@ def estimate_kernel_power(
     run_pos = pos[run_starts]
 
     def pen(n: tuple[int, ...]) -> np.ndarray | None:
-        """The joint estimator's smoothness penalty over the executions (`_penalty`); none otherwise."""
-        return _penalty(n, sensor) if len(n) == 4 else None  # type: ignore[arg-type]
+        """The joint estimator's smoothness penalty over the executions (`_penalty`); none otherwise, and none with
+        base runs (the SSE is the difference it makes)."""
+        return _penalty(n, sensor) if len(n) == 4 and not with_base else None  # type: ignore[arg-type]
 
     def lay(n: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
         """The pieces' edges: the joint estimator's roles (4 counts, `_joint_segments`) or `_segments`."""
@@ -589,7 +706,8 @@ def estimate_kernel_power(
     a_target = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
     seen = int((a_target > 0).sum())
     share = float(a_target.max()) if a_target.size else 0.0
-    base = {"samples": seen, "runs": int(np.unique(pos).size), "max_share": share}
+    n_base = int(frame.filter(pl.col("base_run"))["run"].n_unique()) if with_base else 0
+    base = {"samples": seen, "runs": int(np.unique(pos).size) - n_base, "max_share": share, "base_runs": n_base}
     if seen == 0:
         return _not(target, "no sample sees the execution", **base)
     joint = share < MIN_SHARE
@@ -597,7 +715,7 @@ def estimate_kernel_power(
     if joint:  # shorter than the sensor resolves piece by piece: one piece per execution role (`_role_pieces`)
         pieces = _role_pieces(frame, sensor)
         alternatives: list[tuple[int, ...]] = [(math.ceil(pieces[0] / 2), math.ceil(pieces[1] / 2), 1, pieces[3])]
-        if (why := _joint_unfit(frame, pieces, share)) is not None:
+        if (why := _joint_unfit(frame, pieces, share, prior=not with_base)) is not None:
             return _not(target, why, **base)
     else:
         pieces = identified(_pieces(frame, sensor, 1))
@@ -634,7 +752,7 @@ def estimate_kernel_power(
     return KernelPower(
         target=target,
         measurable=True,
-        power=Estimate.of(point, lo, hi, "mW", METHOD_JOINT if joint else METHOD),
+        power=Estimate.of(point, lo, hi, "mW", (METHOD_BASE if with_base else METHOD_JOINT) if joint else METHOD),
         components=comps,
         **base,
     )

@@ -130,6 +130,7 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: Devic
         ref_hi = max(ref_lo, ref_idle + READ_GUARD_NS + longest + gap)
     pred = plan.predecessor_count * float(pred_cycle_ns)
     sse = plan.sse_runs * (run_ns(plan.idle_ns, pred + plan.sse_executions_per_run * cycle, plan.delay_max_ns) + gap)
+    sse += plan.base_runs * (run_ns(plan.idle_ns, pred + plan.sse_index * cycle, plan.delay_max_ns) + gap)
     per_ssp = run_ns(plan.idle_ns, pred + plan.executions_per_run * cycle, plan.delay_max_ns) + gap
     ssp_runs = plan.ssp_runs_expected if plan.ssp_runs_expected is not None else plan.runs
     ssp, ssp_max = ssp_runs * per_ssp, plan.runs * per_ssp

@@ -223,6 +223,18 @@ class RunCounts:
     sse_runs: int
 
 
+def _base_runs(policy: Any, sse_runs: int, sse_index: int, notes: list[str]) -> int:
+    """The base runs (run_policy.sse_base_runs) the plan measures: none where no SSE run is measured or there is no
+    warm-up to measure without the SSE (a note says so)."""
+    wanted = int(getattr(policy, "sse_base_runs", 0) or 0)
+    if wanted and (sse_runs == 0 or sse_index == 0):
+        notes.append(
+            f"{wanted} base runs not measured: " + ("no SSE runs" if sse_runs == 0 else "no warm-ups (warmups: 0)")
+        )
+        return 0
+    return wanted
+
+
 @dataclass(frozen=True)
 class RunShape:
     """The executions of an SSP run: the SSP starts at `ssp_index`, `tail` steady-state executions are profiled,
@@ -472,6 +484,7 @@ def make_plan(
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
+    base_runs = _base_runs(policy, counts.sse_runs, sse_index, notes)
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),
@@ -485,6 +498,7 @@ def make_plan(
         runs=int(runs),
         sse_runs=int(counts.sse_runs),
         sse_executions_per_run=sse_index + 1,
+        base_runs=base_runs,
         sse_decision=sse,
         ssp_ci_pct=float(policy.ssp_ci_pct) if adaptive else None,
         ssp_min_lois=int(policy.min_lois) if adaptive else None,

@@ -38,6 +38,7 @@ from fingrav.config import RunPolicy, Scenario, collection_hash
 from fingrav.contracts.calibration import Calibration
 from fingrav.contracts.plan import Plan, Probe, RankLocal, SSPStop
 from fingrav.contracts.provenance import DistributedInfo
+from fingrav.contracts.roles import BASE, SSE, SSP
 from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.tables import READ_GUARD_NS
 from fingrav.contracts.units import MJ_PER_MW_NS, NS_PER_MS
@@ -557,9 +558,10 @@ def _probe_first(
 
 def _log_plan(name: str, plan: Plan, k: Kernels) -> None:
     logger.info(
-        "%s: plan %d SSE runs + %s SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
+        "%s: plan %d SSE runs%s + %s SSP runs x (%s%d executions; SSE #%d, SSP #%d.. tail %d), idle %.1f ms%s",
         name,
         plan.sse_runs,
+        f" + {plan.base_runs} base runs" if plan.base_runs else "",
         f"{plan.runs}" if plan.ssp_ci_pct is None else f"<= {plan.runs} (adaptive, ~{plan.ssp_runs_expected} expected)",
         f"{plan.predecessor_count} pred + " if k.pred is not None else "",
         plan.executions_per_run,
@@ -628,13 +630,14 @@ def _measure_runs(
     wall0: float,
     stops: list[SSPStopDecision] | None = None,
 ) -> int:
-    """Step 5: SSE runs (warm-ups + 1 executions) and SSP runs (to the SSP tail), in a random order, each after
+    """Step 5: SSE runs (warm-ups + 1 executions), their base runs (the warm-ups alone, `Plan.base_runs`) and SSP runs
+    (to the SSP tail), in a random order, each after
     idle + a random delay in [0, sensor period); returns how many ran. With an adaptive SSP stop (plan.ssp_ci_pct)
     the SSP runs go in small batches, and after each `fingrav.analysis.ssp_stop.ssp_stop_decision` on the SSP LOIs
     so far (`_SSPLois`) says whether to go on; once it says stop, the SSP runs left are dropped (the SSE runs left
     still run). Every decision is appended to `stops`."""
     device = rec.device
-    kinds = np.array(["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
+    kinds = np.array([SSE] * plan.sse_runs + [SSP] * plan.runs + [BASE] * plan.base_runs)
     kinds = kinds[rng.permutation(len(kinds))]
     first = 0 if k.pred is not None else plan.sse_index  # with a predecessor, exec 0 is the interleaved one
     tail_end = plan.ssp_index + plan.tail
@@ -647,6 +650,9 @@ def _measure_runs(
     # (real GPUs) run one run per batch: a barrier before every run
     delays = rng.uniform(0, plan.delay_max_ns, len(kinds)).astype(np.int64)
     run_kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
+    if plan.base_runs:  # the SSE run without its SSE execution
+        run_kinds.append(k.segments(plan.sse_index))
+    kind_of = {SSE: 0, SSP: 1, BASE: 2}
     run_ids = np.arange(first_run_id, first_run_id + len(kinds))
     block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
     lois = _SSPLois(plan) if plan.ssp_ci_pct is not None and stops is not None else None
@@ -663,7 +669,7 @@ def _measure_runs(
             delays[b0], drained = aim.delay(device, int(delays[b0]))
             rec.samples.append(drained)
             idle = 0
-        kind_index = (kinds[b0:b1] == "ssp").astype(np.int64)
+        kind_index = np.array([kind_of[str(x)] for x in kinds[b0:b1]], dtype=np.int64)
         batch = MeasureRuns(run_kinds, kind_index, idle, delays[b0:b1], READ_GUARD_NS)
         rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows, plan.idle_ns)
         done += b1 - b0

@@ -131,7 +131,9 @@ class PlanCost(BaseModel):
     probe_s: float = Field(description="timing run and stability probe, with the idle before and after them (s)")
     reference_s: float = Field(description="the reference run at its shortest length (reference_ms), idle included (s)")
     reference_max_s: float = Field(description="the reference run at its longest length (reference_max_ms) (s)")
-    sse_s: float = Field(description="the SSE runs, each with its idle, guard and random delay (s)")
+    sse_s: float = Field(
+        description="the SSE runs and their base runs (Plan.base_runs), each with its idle, guard and random delay (s)"
+    )
     ssp_s: float = Field(description="the SSP runs, each with its idle, guard and random delay (s)")
     ssp_max_s: float | None = Field(
         None,
@@ -189,6 +191,13 @@ class Plan(BaseModel):
     runs: int = Field(description="SSP runs (with an adaptive stop, ssp_ci_pct set: at most this many; ssp_stop)")
     sse_runs: int
     sse_executions_per_run: int
+    base_runs: int = Field(
+        0,
+        ge=0,
+        description="base runs: SSE runs without the SSE execution (sse_index main executions; run_policy."
+        "sse_base_runs), read by the SSE's kernel power only",
+        exclude_if=lambda v: v == 0,  # plans without them write the keys they had
+    )
     sse_decision: SSEDecision | None = Field(
         None,
         description="what the SSE runs can resolve and whether they ran (plans before run_policy.sse: None)",
@@ -280,6 +289,8 @@ class Plan(BaseModel):
             raise ValueError(f"ssp_index={ssp} outside [0, executions_per_run={epr})")
         if not 0 <= sse < self.sse_executions_per_run:
             raise ValueError(f"sse_index={sse} outside [0, sse_executions_per_run={self.sse_executions_per_run})")
+        if self.base_runs and sse == 0:
+            raise ValueError("base_runs need warm-ups (sse_index >= 1): a base run is the SSE run without the SSE")
         if ssp + self.tail + self.trailing != epr:
             raise ValueError(f"ssp_index + tail + trailing = {ssp + self.tail + self.trailing} != executions_per_run")
         return self

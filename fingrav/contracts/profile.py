@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fingrav.contracts import RESULT_FORMAT_VERSION
 from fingrav.contracts.binning import BinningSummary
@@ -85,6 +85,8 @@ class KernelPower(_Model):
     reason: str | None = None
     samples: int = 0  # samples that see the execution at all
     runs: int = 0
+    # base runs (`Plan.base_runs`) in the fit beside `runs`; 0: none (not written, as before them)
+    base_runs: int = Field(0, exclude_if=lambda v: v == 0)
     max_share: float | None = None  # the largest share (0..1) of one reading that the execution contributes
     components: dict[str, float | None] = {}  # bootstrap_low/high_mw, model_mw, sensor_model_mw
     truth_mw: float | None = None  # simulator

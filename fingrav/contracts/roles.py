@@ -1,7 +1,9 @@
 """Run phases, execution segments and execution roles (docs/ARCHITECTURE.md "Runs and roles").
 
-A run's phase (runs.parquet `phase`): "timing", "probe", "reference", "sse", "ssp". The measure runs are
-the SSE runs (warm-ups + 1 executions, METHOD.md step 3) and the SSP runs (step 4).
+A run's phase (runs.parquet `phase`): "timing", "probe", "reference", "sse", "ssp", "base". The measure runs are
+the SSE runs (warm-ups + 1 executions, METHOD.md step 3) and the SSP runs (step 4). Base runs (`run_policy.
+sse_base_runs`) are SSE runs without their SSE execution (the warm-ups alone): only the SSE's kernel power reads
+them (`fingrav.analysis.kernel_power`), never a profile, a bin or a LOI.
 
 An execution's segment: "pred" (the predecessor kernel of an interleaving scenario) or "main" (the
 measured kernel). Its role, from the plan (`fingrav.contracts.plan.Plan.role_of`):
@@ -21,7 +23,8 @@ PROBE: Final = "probe"
 REFERENCE: Final = "reference"
 SSE: Final = "sse"
 SSP: Final = "ssp"
-PHASES: Final = (TIMING, PROBE, REFERENCE, SSE, SSP)
+BASE: Final = "base"
+PHASES: Final = (TIMING, PROBE, REFERENCE, SSE, SSP, BASE)
 MEASURE_PHASES: Final = (SSE, SSP)
 
 PRED: Final = "pred"

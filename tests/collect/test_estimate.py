@@ -269,3 +269,27 @@ def test_a_probe_read_from_the_reference_run_costs_its_watch_only() -> None:
     # no reference run: the probe runs on its own
     none = _policy(reference_ms=0, probe_ms=400)
     assert plan_cost(make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, none), none).probe_s > 0.8
+
+
+def test_base_runs_are_planned_and_priced_only_where_they_can_run() -> None:
+    """run_policy.sse_base_runs: the plan measures them beside the SSE runs and prices them (the SSE run less its SSE
+    execution); none where no SSE run is measured or there is no warm-up, with a note; 0 leaves plan.json as it
+    was (no key)."""
+    pol = _policy(sse_runs=60, sse_base_runs=40)
+    plan = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, pol)
+    assert plan.base_runs == 40
+    run = lambda n: plan.idle_ns + READ_GUARD_NS + plan.delay_max_ns / 2 + n * 1_010_000  # noqa: E731
+    expected = (60 * run(plan.sse_executions_per_run) + 40 * run(plan.sse_index)) / 1e9
+    assert plan.cost.sse_s == pytest.approx(expected)
+    none = make_plan(25_000, 30_000, SENSOR_H200, None, _policy(max_runs=2000, sse="never", sse_base_runs=40))
+    assert none.base_runs == 0 and any("40 base runs not measured: no SSE runs" in n for n in none.notes)
+    cold = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, _policy(sse_runs=60, sse_base_runs=40, warmups=0))
+    assert cold.base_runs == 0 and any("no warm-ups" in n for n in cold.notes)
+    plain = make_plan(1_000_000, 1_010_000, SENSOR_MI300X, None, _policy(sse_runs=60))
+    assert "base_runs" not in plain.model_dump() and "base_runs" in plan.model_dump()
+    # 0 (the default, what collections before it did) keeps their hash; base runs are another collection
+    from fingrav.config import Scenario, collection_hash
+
+    scen = Scenario.model_validate({"name": "x", "kernel": {"kind": "gemm", "m": 8, "n": 8, "k": 8}})
+    assert collection_hash(scen, RunPolicy(), 1) == collection_hash(scen, RunPolicy(sse_base_runs=0), 1)
+    assert collection_hash(scen, RunPolicy(), 1) != collection_hash(scen, RunPolicy(sse_base_runs=40), 1)

@@ -90,6 +90,22 @@ def test_collect_scenario_writes_every_raw_table_and_the_plan(tmp_path: Path) ->
     assert clock.filter(pl.col("source") == "run")["run"].to_list() == runs["run"].to_list()
 
 
+def test_base_runs_are_the_sse_run_without_its_sse(tmp_path: Path) -> None:
+    """run_policy.sse_base_runs: runs of phase "base" shuffled with the SSE and SSP runs, each with the SSE run's
+    executions but the SSE (sse_index main executions), after the same idle."""
+    plan = _collect(tmp_path, Scenario(name="g", kernel=GEMM), sse_base_runs=4)
+    assert plan.base_runs == 4
+    runs = pl.read_parquet(tmp_path / "runs.parquet")
+    measure = runs.filter(pl.col("phase").is_in(["sse", "ssp", "base"]))
+    assert sorted(measure["phase"].to_list()) == sorted(["base"] * 4 + ["sse"] * plan.sse_runs + ["ssp"] * plan.runs)
+    ex = pl.read_parquet(tmp_path / "executions.parquet")
+    base = ex.join(runs.filter(pl.col("phase") == "base").select("run"), on="run")
+    per_run = base.group_by("run").agg(n=pl.len(), top=pl.col("exec_index").max())
+    assert per_run.height == 4 and (per_run["n"] == plan.sse_index).all()
+    assert (per_run["top"] == plan.sse_index - 1).all()
+    assert (measure["idle_ns"] == plan.idle_ns).all() and (measure["delay_ns"] < plan.delay_max_ns).all()
+
+
 def test_collect_scenario_is_reproducible_from_its_seed(tmp_path: Path) -> None:
     scen = Scenario(name="g", kernel=GemvKernel(m=8192, k=8192))
     _collect(tmp_path / "a", scen)

@@ -34,7 +34,9 @@ def spent_by_kind(raw: Path) -> dict[str, float]:
     t = pl.read_parquet(raw / "samples.parquet", columns=["t_ns"])["t_ns"]
     t0, t1 = int(t.min()), int(t.max())
     start = (runs["host_start_ns"] - runs["idle_ns"] - runs["delay_ns"] - READ_GUARD_NS).to_list()
-    phases = ["probe" if ph in ("timing", "probe") else ph for ph in runs["phase"].to_list()]
+    # the timing run with the probe; base runs with the SSE runs (the plan prices them together, PlanCost.sse_s)
+    merged = {"timing": "probe", "base": "sse"}
+    phases = [merged.get(ph, ph) for ph in runs["phase"].to_list()]
     out = dict.fromkeys(KINDS, 0.0)
     out["other"] += (start[0] - t0) / 1e9
     ends = [*start[1:], t1]

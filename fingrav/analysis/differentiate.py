@@ -298,7 +298,8 @@ def kernel_powers(
         frame = target_samples(samples, loi.host_execs, runs, plan, tot, delay_ns, target)
         run_ids, counts = prof.golden_runs, prof.boot.counts
         if target == "sse" and base is not None and plan.base_runs:
-            rows = base_samples(samples, base.executions, runs, plan, base.clock, tot, delay_ns, frame)
+            margin = plan.margin_for_binning(analysis.margin)  # the bin stage's
+            rows = base_samples(samples, base.executions, runs, plan, base.clock, tot, delay_ns, frame, margin)
             frame, run_ids, counts = with_base_runs(frame, rows, run_ids, counts, analysis.ci_level, base.seed)
         out[target] = estimate_kernel_power(
             frame,

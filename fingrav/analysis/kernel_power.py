@@ -61,6 +61,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from fingrav.analysis.binning import golden_window
 from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
@@ -376,18 +377,28 @@ def base_samples(
     sensor: SensorModel,
     delay_ns: int,
     sse: pl.DataFrame,
+    margin: float,
 ) -> pl.DataFrame:
     """The rows of the base runs (`Plan.base_runs`) for the SSE's fit, in `target_samples`' frame: each complete base
-    run (sse_index main executions, the predecessor's) whose warm-ups span (first main start to the last one's end, host
-    clock) lies within those of the SSE runs of `sse` (`target_samples` of the SSE: the golden SSE runs; a run slowed
-    throughout, which binning drops from the SSE runs, is dropped here too), with its target empty at the end of its
-    last execution (t_start_ns = t_end_ns), sse_run true (what follows is an SSE run's idle), base_run true. Empty
-    without base runs."""
+    run (sse_index main executions, the predecessor's) whose last execution's duration lies in the base runs' golden
+    window (`fingrav.analysis.binning.golden_window` with the binning's `margin`: the base runs binned as the SSE runs
+    are, on the execution that ends them; a run slowed throughout is as rare among them as among the golden SSE runs),
+    its target empty (t_start_ns = t_end_ns) where its SSE would
+    have started: one launch gap after its last execution's end (the mean gap between its own executions; with one
+    warm-up, the SSE runs' mean). So its warm-ups' span is an SSE run's (host clock): the last warm-up's cycle, gap
+    included, is alike in both kinds, and what the SSE runs draw beyond the base runs is the SSE alone (a gap counted
+    in one kind and not the other would be read as the SSE's: -14 % for a 0.5 ms SSE after 90 us gaps). A base run
+    whose span lies outside those of the SSE runs of `sse` (`target_samples` of the SSE: the golden SSE runs; a run
+    slowed throughout, which binning drops from the SSE runs) is dropped too. sse_run true (what follows is an SSE
+    run's idle), base_run true. Empty without base runs."""
     empty = pl.DataFrame(schema=sse.schema)
     base = runs.filter(pl.col("phase") == BASE).select(pl.col("run").cast(pl.Int32))
-    spans = sse.filter(pl.col("sse_run")).unique("run").select(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
+    sse_runs = sse.filter(pl.col("sse_run")).unique("run")
+    spans = sse_runs.select(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
     if base.height == 0 or spans.height == 0:
         return empty
+    # the SSE runs' mean launch gap (their warm-ups' gaps' share of their span, per warm-up): for a single warm-up
+    sse_gap = float((sse_runs["warm_gap"] * spans["span"]).median() or 0.0) / max(plan.sse_index, 1)
     index = plan.sse_index
     main = pl.col("segment") == MAIN
     ex = (
@@ -403,7 +414,10 @@ def base_samples(
         .sort("run", "s")
         .with_columns(c=pl.when(pl.col("run").shift(-1) == pl.col("run")).then(pl.col("s").shift(-1)).otherwise("e"))
     )
-    warm = main & (pl.col("exec_index") < index)
+    inner = main & (pl.col("exec_index") < index - 1)  # the warm-ups followed by another one: their gaps
+    gap = (
+        (pl.col("c") - pl.col("e")).filter(inner).sum().cast(pl.Float64) / (index - 1) if index > 1 else pl.lit(sse_gap)
+    )
     per = (
         ex.group_by("run")
         .agg(
@@ -412,9 +426,18 @@ def base_samples(
             n_pred=(pl.col("segment") == PRED).sum(),
             run_start_ns=pl.col("s").min(),
             main_start_ns=pl.col("s").filter(main).min(),
-            t_start_ns=pl.col("c").filter(main & (pl.col("exec_index") == index - 1)).first(),
-            warm_gap=((pl.col("c") - pl.col("e")).filter(warm).sum().cast(pl.Float64))
-            / pl.max_horizontal(pl.lit(1.0), (pl.col("c") - pl.col("s")).filter(warm).sum()),
+            last_end_ns=pl.col("e").filter(main & (pl.col("exec_index") == index - 1)).first(),
+            last_ns=(pl.col("e") - pl.col("s")).filter(main & (pl.col("exec_index") == index - 1)).first(),
+            gap_ns=pl.max_horizontal(pl.lit(0.0), gap),
+        )
+        .with_columns(
+            t_start_ns=(pl.col("last_end_ns") + pl.col("gap_ns")).round().cast(pl.Int64),
+            # the launch gaps' share of the warm-ups' cycles, as `target_samples` (the SSE's gap is the last one)
+            warm_gap=pl.col("gap_ns")
+            * index
+            / pl.max_horizontal(
+                pl.lit(1.0), pl.col("last_end_ns") + pl.col("gap_ns") - pl.col("main_start_ns")
+            ),  # fmt: skip
         )
         .filter(
             (pl.col("n_main") == index)
@@ -426,6 +449,8 @@ def base_samples(
         .filter(pl.col("span").is_between(int(spans["span"].min()), int(spans["span"].max())))  # type: ignore[arg-type]
         .collect()
     )
+    low, high, _ = golden_window(per["last_ns"].to_numpy(), margin)
+    per = per.filter(pl.col("last_ns").is_between(low, high))
     if per.height == 0:
         return empty
     tgt = per.select(

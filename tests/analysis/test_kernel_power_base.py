@@ -17,6 +17,7 @@ from fingrav.analysis.kernel_power import (
 )
 from fingrav.analysis.profiles import ClusterBootstrap
 from fingrav.contracts.clock import ClockMap
+from fingrav.contracts.profile import KernelPower
 from fingrav.contracts.sensor import SensorModel
 from fingrav.sensorfit import step_response
 from fingrav.testing.plans import make_plan
@@ -39,26 +40,33 @@ IDENTITY = ClockMap(offset_ns=0.0, gpu_ref_ns=0)
 
 
 def _burst(
-    rng: np.random.Generator, n_sse: int, n_base: int, exec_ns: int, warm_mw: tuple[float, ...], sse_mw: float
+    rng: np.random.Generator,
+    n_sse: int,
+    n_base: int,
+    exec_ns: int,
+    warm_mw: tuple[float, ...],
+    sse_mw: float,
+    gap_ns: int = 0,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """SSE runs (the warm-ups at `warm_mw`, then the SSE at `sse_mw`) and base runs (the warm-ups alone), shuffled,
-    1 s apart, each at a random phase of the sensor's grid; the samples read the response at their time plus N(0,
-    0.5 ms), plus 0.5 W of noise. Returns (host executions of the SSE runs, raw executions of the base runs, runs,
-    samples); the host clock is the GPU's."""
+    1 s apart, each at a random phase of the sensor's grid, the executions `gap_ns` apart (idle power between); the
+    samples read the response at their time plus N(0, 0.5 ms), plus 0.5 W of noise. Returns (host executions of the
+    SSE runs, raw executions of the base runs, runs, samples); the host clock is the GPU's."""
     kinds = rng.permutation(np.array(["sse"] * n_sse + ["base"] * n_base))
     hx, raw, runs, smp = [], [], [], []
     w = len(warm_mw)
     for r, kind in enumerate(kinds):
         t0 = 1_000 * MS * (r + 1) + int(rng.uniform(0, PERIOD))
         levels = list(warm_mw) + ([sse_mw] if kind == "sse" else [])
-        starts = t0 + np.arange(len(levels)) * exec_ns
+        starts = t0 + np.arange(len(levels)) * (exec_ns + gap_ns)
         for i, s in enumerate(starts):
             if kind == "sse":
-                hx.append((r, "sse", "main", i, int(s), int(s + exec_ns), True, int(s + exec_ns)))
+                cycle_end = int(s + exec_ns + (gap_ns if i < len(levels) - 1 else 0))
+                hx.append((r, "sse", "main", i, int(s), int(s + exec_ns), True, cycle_end))
             else:
                 raw.append((r, "main", i, int(s), int(s + exec_ns)))
         runs.append((r, kind, 400 * MS, 0))
-        t = np.arange(t0 - 100 * MS, t0 + (w + 1) * exec_ns + 6 * LAG, PERIOD) + rng.uniform(0, PERIOD)
+        t = np.arange(t0 - 100 * MS, t0 + (w + 1) * (exec_ns + gap_ns) + 6 * LAG, PERIOD) + rng.uniform(0, PERIOD)
         tj = t - DELAY + rng.normal(0.0, 0.5 * MS, t.size)
         reading = np.full(t.size, IDLE_MW)
         for s, p in zip(starts, levels, strict=True):
@@ -78,7 +86,9 @@ def _burst(
     return hx_f, raw_f, runs_f, pl.concat(smp)
 
 
-def _estimates(seed: int, exec_ms: float, warm_mw: tuple[float, ...], sse_mw: float, n: int = 100):
+def _estimates(
+    seed: int, exec_ms: float, warm_mw: tuple[float, ...], sse_mw: float, n: int = 100, gap_ns: int = 0
+) -> list[KernelPower]:
     """(with base runs: n SSE + n base, SSE runs alone: 2n) kernel powers of the same kind of data."""
     rng = np.random.default_rng(seed)
     exec_ns = int(exec_ms * MS)
@@ -86,11 +96,11 @@ def _estimates(seed: int, exec_ms: float, warm_mw: tuple[float, ...], sse_mw: fl
     plan = make_plan(warmups=w, sse_index=w, ssp_index=w + 1, tail=1, base_runs=n)
     out = []
     for n_sse, n_base in ((n, n), (2 * n, 0)):
-        hx, raw, runs, smp = _burst(rng, n_sse, n_base, exec_ns, warm_mw, sse_mw)
+        hx, raw, runs, smp = _burst(rng, n_sse, n_base, exec_ns, warm_mw, sse_mw, gap_ns)
         frame = target_samples(smp, hx, runs, plan, SENSOR, int(DELAY), "sse")
         ids = np.unique(hx["run"].to_numpy()).astype(np.int64)
         boot = ClusterBootstrap(ids.size, 400, 0.95, seed=seed)
-        rows = base_samples(smp, raw, runs, plan, IDENTITY, SENSOR, int(DELAY), frame)
+        rows = base_samples(smp, raw, runs, plan, IDENTITY, SENSOR, int(DELAY), frame, 0.05)
         assert rows.height == 0 if n_base == 0 else rows["run"].n_unique() == n_base
         frame, ids, counts = with_base_runs(frame, rows, ids, boot.counts, 0.95, seed)
         out.append(estimate_kernel_power(frame, SENSOR, ids, counts, 0.95, "sse", 10.0))
@@ -112,6 +122,16 @@ def test_base_runs_measure_the_sse_where_the_prior_extrapolates() -> None:
     # the prior alone: wider
     alone_half = (alone.components["bootstrap_high_mw"] - alone.components["bootstrap_low_mw"]) / 2 / truth
     assert alone.base_runs == 0 and alone_half > 1.5 * half
+
+
+def test_launch_gaps_are_not_read_as_the_sse() -> None:
+    """Executions 90 us apart (idle power between): a base run ends without the gap the SSE runs have before their
+    SSE; placed where its SSE would have started, the base runs' warm-ups match the SSE runs' and a 0.6 ms SSE reads
+    right (counted in one kind only, the gaps' missing energy read as the SSE's: ~-14 %)."""
+    truth = 850_000.0
+    est, _ = _estimates(8, 0.6, (800_000.0, 840_000.0, 850_000.0), truth, n=150, gap_ns=90_000)
+    assert est.measurable, est.reason
+    assert est.power.ci_low <= truth <= est.power.ci_high and abs(est.power.value - truth) / truth < 0.06
 
 
 @pytest.mark.slow
@@ -143,10 +163,16 @@ def test_base_samples_screen_incomplete_and_slow_runs() -> None:
     frame = target_samples(smp, hx, runs, plan, SENSOR, int(DELAY), "sse")
     base_ids = sorted(set(raw["run"].to_list()))
     slow, short = base_ids[0], base_ids[1]
+    slower = pl.col("run") == slow  # each execution 0.7 ms longer: the run's span 2.1 ms longer
     raw = raw.with_columns(
-        gpu_end_ns=pl.when(pl.col("run") == slow).then(pl.col("gpu_end_ns") + 2 * MS).otherwise(pl.col("gpu_end_ns"))
+        gpu_start_ns=pl.when(slower)
+        .then(pl.col("gpu_start_ns") + pl.col("exec_index") * 700_000)
+        .otherwise(pl.col("gpu_start_ns")),
+        gpu_end_ns=pl.when(slower)
+        .then(pl.col("gpu_end_ns") + (pl.col("exec_index") + 1) * 700_000)
+        .otherwise(pl.col("gpu_end_ns")),
     ).filter(~((pl.col("run") == short) & (pl.col("exec_index") == 1)))
-    rows = base_samples(smp, raw, runs, plan, IDENTITY, SENSOR, int(DELAY), frame)
+    rows = base_samples(smp, raw, runs, plan, IDENTITY, SENSOR, int(DELAY), frame, 0.05)
     kept = set(rows["run"].to_list())
     assert kept == set(base_ids) - {slow, short}
     per = rows.unique("run")

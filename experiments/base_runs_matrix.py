@@ -17,12 +17,8 @@ coverage and |error| / half-width.
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import logging
-import multiprocessing
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -141,15 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     logger.setLevel(logging.INFO)
     rng = np.random.default_rng(args.seed)
     cfgs = [draw(rng, i, args.scenarios) for i in range(args.sweeps)]
-    t0 = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        results = pool.map(functools.partial(run_one), cfgs, chunksize=1)
-    rows = [r for rs in results for r in rs]
-    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = summarize(rows)
-    summary["wall_s"] = round(time.perf_counter() - t0, 1)
-    print(json.dumps(summary, indent=1))
-    return 0
+    return load_experiment("fidelity_matrix").run_and_report(cfgs, args.jobs, args.out, run_one, summarize)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -439,12 +440,24 @@ def main(argv: list[str] | None = None) -> int:
         rp = c["run_policy"]
         if args.probe_source == "separate" or rp.get("reference_ms", 3000.0) >= rp.get("probe_ms", 400.0) > 0:
             rp["probe_source"] = args.probe_source
+    return run_and_report(cfgs, args.jobs, args.out, functools.partial(run_sweep, keep=args.keep), summarize)
+
+
+def run_and_report(
+    cfgs: list[dict[str, Any]],
+    jobs: int,
+    out: Path,
+    runner: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    summarize_rows: Callable[[list[dict[str, Any]]], dict[str, Any]],
+) -> int:
+    """Run `runner` on every sweep config in `jobs` spawned processes, write the rows (one JSON line each) to `out`
+    and print `summarize_rows`' summary with the wall time (s)."""
     t0 = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        results = pool.map(functools.partial(run_sweep, keep=args.keep), cfgs, chunksize=1)
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        results = pool.map(runner, cfgs, chunksize=1)
     rows = [r for rs in results for r in rs]
-    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = summarize(rows)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = summarize_rows(rows)
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(summary, indent=1))
     return 0

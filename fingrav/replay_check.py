@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,13 +122,15 @@ def compare(
     committed: Mapping[str, Mapping[str, str]],
     replayed: Mapping[str, Mapping[str, Any]],
     rel_tol: float = DEFAULT_REL_TOL,
-    off_grid_before: bool = False,
+    off_grid_before: bool | Collection[str] = False,
 ) -> CheckReport:
-    """Every committed cell against the replay's (module docstring). `off_grid_before`: the committed numbers were
-    computed on the stamps where the replay reads the sensor's grid times (`committed_off_grid`): the kernel powers
-    and the self-consistency note may change on purpose (`legacy.GRID_TIME_VALUES`)."""
+    """Every committed cell against the replay's (module docstring). `off_grid_before` (true: every scenario; else
+    the scenarios named): the committed numbers were computed on the stamps where the replay reads the sensor's grid
+    times (`committed_off_grid`), or with another sensor model than the replay's (`legacy.STAMPED_MODEL_SCENARIOS`):
+    the kernel powers and the self-consistency note may change on purpose (`legacy.GRID_TIME_VALUES`)."""
     rep = CheckReport(scenarios=len(committed))
     for name, old in committed.items():
+        off_grid = off_grid_before if isinstance(off_grid_before, bool) else name in off_grid_before
         new = replayed.get(name)
         if new is None:
             rep.missing_scenarios.append(name)
@@ -143,7 +145,7 @@ def compare(
                 x = None
             if x is not None and col not in ("valid", "ssp_valid") and R.column_kind(col) not in ("str", "flags"):
                 rep.numbers += 1
-                why = legacy.intended_change(col, old, new, off_grid_before)
+                why = legacy.intended_change(col, old, new, off_grid)
                 y = float(b) if R.is_finite(b) else None
                 if y is None and math.isnan(x):
                     continue
@@ -161,7 +163,7 @@ def compare(
             if R.column_kind(col) == "flags":
                 gone = _flags(a) - _flags(b)
                 added = _flags(b) - _flags(a)
-                why = legacy.intended_flag_change(gone, added, new, off_grid_before)
+                why = legacy.intended_flag_change(gone, added, new, off_grid)
                 if gone or added:
                     (
                         rep.intended.append((name, col, a, str(b), why))
@@ -178,8 +180,11 @@ def compare(
 
 def check(committed_csv: Path, replay_root: Path, rel_tol: float = DEFAULT_REL_TOL) -> CheckReport:
     """Compare a committed summary.csv with a replayed sweep folder (module docstring); logs the report."""
-    before = committed_off_grid(committed_csv.parent, replay_root)
-    rep = compare(committed_columns(committed_csv), replayed_columns(replay_root), rel_tol, before)
+    committed = committed_columns(committed_csv)
+    dataset = committed_csv.parent.name
+    before = set(committed) if committed_off_grid(committed_csv.parent, replay_root) else set()
+    before |= {s for d, s in legacy.STAMPED_MODEL_SCENARIOS if d == dataset}
+    rep = compare(committed, replayed_columns(replay_root), rel_tol, before)
     for line in rep.lines(rel_tol):
         (logger.info if rep.ok or not line.startswith(("differs", "missing")) else logger.error)("%s", line)
     return rep

@@ -12,7 +12,7 @@ MAX_LINES = 50
 #: not split yet (body lines): the list may only shrink
 STILL_LONG: dict[str, int] = {
     "fingrav/analysis/combine.py:combine_ranks": 111,
-    "fingrav/analysis/kernel_power.py:estimate_kernel_power": 129,
+    "fingrav/analysis/kernel_power.py:estimate_kernel_power": 128,
     "fingrav/device/sim/device.py:SimulatedGPU._run_calls": 96,
     "fingrav/device/sim/kernels.py:build_kernel": 64,
     "fingrav/device/sim/presets.py:preset_summary": 94,

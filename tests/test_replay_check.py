@@ -197,3 +197,15 @@ def test_committed_off_grid_reads_the_calibrations(tmp_path: Path) -> None:
     cal(tmp_path / "replay" / "calibration", grid=True)
     assert committed_off_grid(tmp_path / "old", tmp_path / "replay")
     assert not committed_off_grid(tmp_path / "new", tmp_path / "replay")
+
+
+def test_listed_scenarios_read_with_another_sensor_model_may_change_their_kernel_powers() -> None:
+    """`legacy.STAMPED_MODEL_SCENARIOS`: only the scenarios named may change their kernel powers; the dataset's
+    others may not."""
+    committed = {"a": {"sse_kernel_power_w": "849.6"}, "b": {"sse_kernel_power_w": "900.0"}}
+    replayed = {"a": {"sse_kernel_power_w": 858.0}, "b": {"sse_kernel_power_w": 908.0}}
+    rep = compare(committed, replayed, off_grid_before={"a"})
+    assert not rep.ok and [d[0] for d in rep.differences] == ["b"] and [i[0] for i in rep.intended] == ["a"]
+    from fingrav.contracts.legacy import STAMPED_MODEL_SCENARIOS
+
+    assert ("h200-sse2", "gemm-16k-16k-6k") in STAMPED_MODEL_SCENARIOS

@@ -379,76 +379,24 @@ def base_samples(
     sse: pl.DataFrame,
     margin: float,
 ) -> pl.DataFrame:
-    """The rows of the base runs (`Plan.base_runs`) for the SSE's fit, in `target_samples`' frame: each complete base
-    run (sse_index main executions, the predecessor's) whose last execution's duration lies in the base runs' golden
-    window (`fingrav.analysis.binning.golden_window` with the binning's `margin`: the base runs binned as the SSE runs
-    are, on the execution that ends them; a run slowed throughout is as rare among them as among the golden SSE runs),
-    its target empty (t_start_ns = t_end_ns) where its SSE would
-    have started: one launch gap after its last execution's end (the mean gap between its own executions; with one
-    warm-up, the SSE runs' mean). So its warm-ups' span is an SSE run's (host clock): the last warm-up's cycle, gap
-    included, is alike in both kinds, and what the SSE runs draw beyond the base runs is the SSE alone (a gap counted
-    in one kind and not the other would be read as the SSE's: -14 % for a 0.5 ms SSE after 90 us gaps). A base run
-    whose span lies outside those of the SSE runs of `sse` (`target_samples` of the SSE: the golden SSE runs; a run
-    slowed throughout, which binning drops from the SSE runs) is dropped too. sse_run true (what follows is an SSE
-    run's idle), base_run true. Empty without base runs."""
+    """The rows of the base runs (`Plan.base_runs`) for the SSE's fit, in `target_samples`' frame (`sse`: the SSE's,
+    golden runs): the complete base runs of `_base_runs_table`, binned as the SSE runs are (the golden window of
+    `fingrav.analysis.binning.golden_window` with the binning's `margin`, on the execution that ends them; a run
+    slowed throughout is as rare among them as among the golden SSE runs) and within the SSE runs' warm-up spans;
+    each with its target empty (t_start_ns = t_end_ns) where its SSE would have started, one launch gap after its
+    last execution, so that its warm-ups' span is an SSE run's (a gap counted in one kind and not the other would be
+    read as the SSE's: -14 % for a 0.5 ms SSE after 90 us gaps); sse_run true (what follows is an SSE run's idle),
+    base_run true. Empty without base runs."""
     empty = pl.DataFrame(schema=sse.schema)
     base = runs.filter(pl.col("phase") == BASE).select(pl.col("run").cast(pl.Int32))
     sse_runs = sse.filter(pl.col("sse_run")).unique("run")
-    spans = sse_runs.select(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
-    if base.height == 0 or spans.height == 0:
+    spans = sse_runs.select(span=pl.col("t_start_ns") - pl.col("main_start_ns"))["span"]
+    if base.height == 0 or spans.is_empty():
         return empty
     # the SSE runs' mean launch gap (their warm-ups' gaps' share of their span, per warm-up): for a single warm-up
-    sse_gap = float((sse_runs["warm_gap"] * spans["span"]).median() or 0.0) / max(plan.sse_index, 1)
-    index = plan.sse_index
-    main = pl.col("segment") == MAIN
-    ex = (
-        executions.lazy()
-        .select(
-            pl.col("run").cast(pl.Int32),
-            pl.col("segment").cast(pl.String),
-            pl.col("exec_index").cast(pl.Int32),
-            clock.host_expr("gpu_start_ns").alias("s"),
-            clock.host_expr("gpu_end_ns").alias("e"),
-        )  # fmt: skip
-        .join(base.lazy(), on="run", how="inner")
-        .sort("run", "s")
-        .with_columns(c=pl.when(pl.col("run").shift(-1) == pl.col("run")).then(pl.col("s").shift(-1)).otherwise("e"))
-    )
-    inner = main & (pl.col("exec_index") < index - 1)  # the warm-ups followed by another one: their gaps
-    gap = (
-        (pl.col("c") - pl.col("e")).filter(inner).sum().cast(pl.Float64) / (index - 1) if index > 1 else pl.lit(sse_gap)
-    )
-    per = (
-        ex.group_by("run")
-        .agg(
-            n_main=main.sum(),
-            n_unique=pl.col("exec_index").filter(main).n_unique(),
-            n_pred=(pl.col("segment") == PRED).sum(),
-            run_start_ns=pl.col("s").min(),
-            main_start_ns=pl.col("s").filter(main).min(),
-            last_end_ns=pl.col("e").filter(main & (pl.col("exec_index") == index - 1)).first(),
-            last_ns=(pl.col("e") - pl.col("s")).filter(main & (pl.col("exec_index") == index - 1)).first(),
-            gap_ns=pl.max_horizontal(pl.lit(0.0), gap),
-        )
-        .with_columns(
-            t_start_ns=(pl.col("last_end_ns") + pl.col("gap_ns")).round().cast(pl.Int64),
-            # the launch gaps' share of the warm-ups' cycles, as `target_samples` (the SSE's gap is the last one)
-            warm_gap=pl.col("gap_ns")
-            * index
-            / pl.max_horizontal(
-                pl.lit(1.0), pl.col("last_end_ns") + pl.col("gap_ns") - pl.col("main_start_ns")
-            ),  # fmt: skip
-        )
-        .filter(
-            (pl.col("n_main") == index)
-            & (pl.col("n_unique") == index)
-            & (pl.col("n_pred") == plan.predecessor_count)
-            & pl.col("t_start_ns").is_not_null()
-        )
-        .with_columns(span=pl.col("t_start_ns") - pl.col("main_start_ns"))
-        .filter(pl.col("span").is_between(int(spans["span"].min()), int(spans["span"].max())))  # type: ignore[arg-type]
-        .collect()
-    )
+    sse_gap = float((sse_runs["warm_gap"] * spans).median() or 0.0) / max(plan.sse_index, 1)
+    per = _base_runs_table(executions.join(base, on="run"), plan, clock, sse_gap)
+    per = per.filter((pl.col("t_start_ns") - pl.col("main_start_ns")).is_between(int(spans.min()), int(spans.max())))  # type: ignore[arg-type]
     low, high, _ = golden_window(per["last_ns"].to_numpy(), margin)
     per = per.filter(pl.col("last_ns").is_between(low, high))
     if per.height == 0:
@@ -458,11 +406,58 @@ def base_samples(
         "t_start_ns",
         t_end_ns="t_start_ns",
         sse_run=pl.lit(True),
-        target_index=pl.lit(index, pl.Int32),
+        target_index=pl.lit(plan.sse_index, pl.Int32),
         base_run=pl.lit(True),
     )
     starts = per.select("run", "run_start_ns", "main_start_ns", "warm_gap")
     return window_samples(samples, tgt, starts, runs, sensor, delay_ns).cast(sse.schema)
+
+
+def _base_runs_table(executions: pl.DataFrame, plan: Plan, clock: ClockMap, sse_gap: float) -> pl.DataFrame:
+    """Per complete base run (sse_index main executions, each once, and the predecessor's) among `executions` (raw,
+    GPU clock; base runs only), on the host clock: run, run_start_ns, main_start_ns, last_ns (its last execution's
+    duration), t_start_ns (that execution's end + its mean launch gap between executions, `sse_gap` with a single
+    one: where its SSE would have started), warm_gap (the gaps' share of the warm-ups' cycles, as in
+    `target_samples`)."""
+    index = plan.sse_index
+    main, last = pl.col("segment") == MAIN, pl.col("exec_index") == index - 1
+    inner = main & (pl.col("exec_index") < index - 1)  # the warm-ups followed by another one: their gaps
+    gap = (pl.col("c") - pl.col("e")).filter(inner).sum().cast(pl.Float64) / (index - 1) if index > 1 else None
+    span = pl.col("last_end_ns") + pl.col("gap_ns") - pl.col("main_start_ns")
+    return (
+        executions.lazy()
+        .select(
+            pl.col("run").cast(pl.Int32),
+            pl.col("segment").cast(pl.String),
+            pl.col("exec_index").cast(pl.Int32),
+            s=clock.host_expr("gpu_start_ns"),
+            e=clock.host_expr("gpu_end_ns"),
+        )  # fmt: skip
+        .sort("run", "s")
+        .with_columns(c=pl.when(pl.col("run").shift(-1) == pl.col("run")).then(pl.col("s").shift(-1)).otherwise("e"))
+        .group_by("run")
+        .agg(
+            n_main=main.sum(),
+            n_unique=pl.col("exec_index").filter(main).n_unique(),
+            n_pred=(pl.col("segment") == PRED).sum(),
+            run_start_ns=pl.col("s").min(),
+            main_start_ns=pl.col("s").filter(main).min(),
+            last_end_ns=pl.col("e").filter(main & last).first(),
+            last_ns=(pl.col("e") - pl.col("s")).filter(main & last).first(),
+            gap_ns=pl.max_horizontal(pl.lit(0.0), gap if gap is not None else pl.lit(sse_gap)),
+        )
+        .filter(
+            (pl.col("n_main") == index)
+            & (pl.col("n_unique") == index)
+            & (pl.col("n_pred") == plan.predecessor_count)
+            & pl.col("last_end_ns").is_not_null()
+        )
+        .with_columns(
+            t_start_ns=(pl.col("last_end_ns") + pl.col("gap_ns")).round().cast(pl.Int64),
+            warm_gap=pl.col("gap_ns") * index / pl.max_horizontal(pl.lit(1.0), span),
+        )
+        .collect()
+    )
 
 
 def with_base_runs(
@@ -628,6 +623,27 @@ def _interval(
     return lo_b - sys_mw, hi_b + sys_mw, model, sens
 
 
+def _run_positions(frame: pl.DataFrame, run_ids: np.ndarray) -> np.ndarray:
+    """Per row of `frame`: its run's position in `run_ids` (the bootstrap's order), -1 where it is not there."""
+    ids = np.asarray(run_ids, dtype=np.int64)
+    runs_of = frame["run"].to_numpy().astype(np.int64)
+    if not ids.size:
+        return np.full(runs_of.size, -1)
+    by_id = np.argsort(ids, kind="stable")
+    at = np.clip(np.searchsorted(ids[by_id], runs_of), 0, ids.size - 1)
+    return np.where(ids[by_id][at] == runs_of, by_id[at], -1)
+
+
+def _base_rows_wanted(frame: pl.DataFrame, t: np.ndarray, window: float, lag: float) -> np.ndarray:
+    """Per row: false for a base run's row where the target is resolved piece by piece (the base runs serve the joint
+    estimator only), else true."""
+    if "base_run" not in frame.columns or not frame["base_run"].any():
+        return np.ones(frame.height, dtype=bool)
+    a = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
+    resolved = bool(a.size) and float(a.max()) >= MIN_SHARE
+    return ~frame["base_run"].to_numpy() if resolved else np.ones(frame.height, dtype=bool)
+
+
 def estimate_kernel_power(
     frame: pl.DataFrame,
     sensor: SensorModel,
@@ -652,20 +668,11 @@ def estimate_kernel_power(
     lag = float(sensor.lag_ns or 0.0)
     t = frame["t_ns"].to_numpy().astype(np.float64)
     y = frame["power_mw"].to_numpy().astype(np.float64)
-    ids = np.asarray(run_ids, dtype=np.int64)
-    by_id = np.argsort(ids, kind="stable")
-    runs_of = frame["run"].to_numpy().astype(np.int64)
-    at = np.clip(np.searchsorted(ids[by_id], runs_of), 0, max(ids.size - 1, 0))
-    pos = np.where(ids.size and ids[by_id][at] == runs_of, by_id[at], -1) if ids.size else np.full(runs_of.size, -1)
-    keep = pos >= 0
-    if "base_run" in frame.columns and frame["base_run"].any():
-        # the base runs serve the joint estimator only: an execution the sensor resolves is fitted without them
-        a = _design(t, _segments(frame, 0, 1), window, lag)[:, -1]
-        if a.size and float(a.max()) >= MIN_SHARE:
-            keep &= ~frame["base_run"].to_numpy()
+    pos = _run_positions(frame, run_ids)
+    keep = (pos >= 0) & _base_rows_wanted(frame, t, window, lag)
     t, y, pos, frame = t[keep], y[keep], pos[keep], frame.filter(pl.Series(keep))
     n_runs = len(run_ids)
-    with_base = "base_run" in frame.columns and bool(frame["base_run"].any())
+    with_base = bool(frame["base_run"].any()) if "base_run" in frame.columns else False
 
     post = _post_ns(sensor)
 

@@ -484,7 +484,6 @@ def make_plan(
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
-    base_runs = _base_runs(policy, counts.sse_runs, sse_index, notes)
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),
@@ -498,7 +497,7 @@ def make_plan(
         runs=int(runs),
         sse_runs=int(counts.sse_runs),
         sse_executions_per_run=sse_index + 1,
-        base_runs=base_runs,
+        base_runs=_base_runs(policy, counts.sse_runs, sse_index, notes),
         sse_decision=sse,
         ssp_ci_pct=float(policy.ssp_ci_pct) if adaptive else None,
         ssp_min_lois=int(policy.min_lois) if adaptive else None,

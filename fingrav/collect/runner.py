@@ -649,10 +649,7 @@ def _measure_runs(
     # in batches of DRAIN_EVERY runs (samples drained after each); several GPUs whose runs are not generated at once
     # (real GPUs) run one run per batch: a barrier before every run
     delays = rng.uniform(0, plan.delay_max_ns, len(kinds)).astype(np.int64)
-    run_kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
-    if plan.base_runs:  # the SSE run without its SSE execution
-        run_kinds.append(k.segments(plan.sse_index))
-    kind_of = {SSE: 0, SSP: 1, BASE: 2}
+    run_kinds = _run_kinds(k, plan)
     run_ids = np.arange(first_run_id, first_run_id + len(kinds))
     block = DRAIN_EVERY if (device.batch_runs or rec.sync.world_size == 1) else 1
     lois = _SSPLois(plan) if plan.ssp_ci_pct is not None and stops is not None else None
@@ -669,7 +666,7 @@ def _measure_runs(
             delays[b0], drained = aim.delay(device, int(delays[b0]))
             rec.samples.append(drained)
             idle = 0
-        kind_index = np.array([kind_of[str(x)] for x in kinds[b0:b1]], dtype=np.int64)
+        kind_index = np.array([RUN_KINDS.index(str(x)) for x in kinds[b0:b1]], dtype=np.int64)
         batch = MeasureRuns(run_kinds, kind_index, idle, delays[b0:b1], READ_GUARD_NS)
         rec.measure(run_ids[b0:b1], kinds[b0:b1], batch, k.names, truth_rows, plan.idle_ns)
         done += b1 - b0
@@ -689,6 +686,17 @@ def _measure_runs(
             logger.info("%s: run %d/%d, elapsed %.1f s, about %.1f s left", name, b1, len(kinds), el, eta)
             last_log = now
     return done
+
+
+#: the measure runs' kinds in `_run_kinds`' order
+RUN_KINDS = (SSE, SSP, BASE)
+
+
+def _run_kinds(k: Kernels, plan: Plan) -> list[list[Any]]:
+    """The segments of each kind of measure run, in RUN_KINDS order: an SSE run (warm-ups + 1), an SSP run, and where
+    the plan has base runs a base run (the SSE run without its SSE execution)."""
+    kinds = [k.segments(plan.sse_executions_per_run), k.segments(plan.executions_per_run)]
+    return kinds + [k.segments(plan.sse_index)] if plan.base_runs else kinds
 
 
 def _ssp_check(

@@ -197,7 +197,7 @@ def test_a_sweep_with_base_runs_reads_them_into_the_sse_kernel_power(tmp_path) -
     snakemake(tmp_path, "--cores", "1", "--configfile", str(tmp_path / "base.yaml"))
     summary = json.loads((tmp_path / "results/base/profiles/gpu0/g/summary.json").read_text())
     kp = summary["kernel_power"]["sse"]
-    assert kp["base_runs"] >= 50 and kp["runs"] >= 30
+    assert kp["base_runs"] >= 30 and kp["runs"] >= 30  # the base runs binned like the SSE runs: the golden window
     assert kp["measurable"], kp.get("reason")
     assert kp["power"]["method"] == METHOD_BASE
     assert kp["power"]["ci_low"] <= kp["truth_mw"] <= kp["power"]["ci_high"]

@@ -172,6 +172,31 @@ def test_the_placement_term_widens_the_execution_time_ci_as_an_intended_change()
     assert {c for _, c, *_ in moved.differences} >= {"exec_time_us", "exec_time_ci_low_us"}
 
 
+def test_cis_carrying_the_sensor_errors_may_only_widen() -> None:
+    """Stop 32: the calibration's standard errors are cluster-robust (never smaller) and the kernel powers' bootstrap
+    part is widened for few runs: a CI of a number that carries them may only widen, the number unchanged."""
+    from fingrav.replay_check import compare
+
+    committed = {
+        "s": {
+            "ssp_vs_unstamped_burst_pct": "-0.58",
+            "ssp_vs_unstamped_burst_ci_low_pct": "-1.27",
+            "ssp_vs_unstamped_burst_ci_high_pct": "-0.21",
+        }
+    }
+    new = {
+        "ssp_vs_unstamped_burst_pct": -0.58,
+        "ssp_vs_unstamped_burst_ci_low_pct": -1.28,
+        "ssp_vs_unstamped_burst_ci_high_pct": -0.20,
+    }
+    rep = compare(committed, {"s": new})
+    assert rep.ok and len(rep.intended) == 2 and not rep.differences
+    narrower = compare(committed, {"s": {**new, "ssp_vs_unstamped_burst_ci_high_pct": -0.25}})
+    assert [c for _, c, *_ in narrower.differences] == ["ssp_vs_unstamped_burst_ci_high_pct"]
+    moved = compare(committed, {"s": {**new, "ssp_vs_unstamped_burst_pct": -0.6}})
+    assert "ssp_vs_unstamped_burst_pct" in {c for _, c, *_ in moved.differences}
+
+
 def test_grid_time_changes_are_intended_only_for_numbers_computed_on_the_stamps() -> None:
     """A kernel power and the note ssp_inconsistent may change on replay only where the committed numbers were
     computed on the stamps and the replay reads the sensor's grid times; otherwise they are differences."""

@@ -17,7 +17,9 @@ included, like the SSP; its end when it is the run's last). The samples used run
 run to window + 4 x lag after the target's end; what follows the target (idle after an SSE run, more executions
 in an SSP run) gets pieces of its own per run kind, so the target's last piece is seen whole. The levels are the
 least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
-(the same resampling as every other statistic) widened by two systematic parts:
+(the same resampling as every other statistic; its percentile interval widened about the estimate by
+`profiles.small_sample_factor` of the fewest runs a stratum the target rests on has, as the readings' CIs are:
+golden SSE runs are few where the execution time scatters) widened by two systematic parts:
 
 * `model_mw`: the largest change when every piece is split in two or merged in pairs: what the piecewise-constant
   assumption may cost. Pieces seen by fewer than `min_seen` readings' worth of samples are merged first
@@ -62,7 +64,7 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.binning import golden_window
-from fingrav.analysis.profiles import ClusterBootstrap
+from fingrav.analysis.profiles import ClusterBootstrap, small_sample_factor
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPower
@@ -623,6 +625,18 @@ def _interval(
     return lo_b - sys_mw, hi_b + sys_mw, model, sens
 
 
+def _fewest_clusters(frame: pl.DataFrame) -> int:
+    """The runs the bootstrap's smallest informative stratum has (`small_sample_factor`'s n): the SSE runs where
+    the frame has some (the target's own executions, whose level the fit reads; else every run: the interleaved
+    execution's), and the base runs where there are some (the other side of the difference)."""
+    runs = frame.select("run", "sse_run", "base_run").unique("run")
+    base = runs.filter(pl.col("base_run"))
+    own = runs.filter(~pl.col("base_run"))
+    sse = own.filter(pl.col("sse_run"))
+    n = sse.height if sse.height else own.height
+    return min(n, base.height) if base.height else n
+
+
 def _run_positions(frame: pl.DataFrame, run_ids: np.ndarray) -> np.ndarray:
     """Per row of `frame`: its run's position in `run_ids` (the bootstrap's order), -1 where it is not there."""
     ids = np.asarray(run_ids, dtype=np.int64)
@@ -763,7 +777,11 @@ def estimate_kernel_power(
     if not math.isfinite(point) or reps.size < 2:
         return _not(target, "the fit is singular", **base)
     a = (1.0 - level) / 2.0
-    lo_b, hi_b = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
+    lo_q, hi_q = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
+    # a percentile interval over few runs is too narrow (the readings' CIs are widened alike:
+    # `profiles.widen_single_execution_cis`); golden SSE runs are few where the execution time scatters
+    f = small_sample_factor(_fewest_clusters(frame), level)
+    lo_b, hi_b = point - (point - lo_q) * f, point + (hi_q - point) * f
     lo, hi, model, sens = _interval(point, lo_b, hi_b, pieces, alternatives, joint, sensor, point_of)
     comps = {
         "bootstrap_low_mw": lo_b,

@@ -96,6 +96,14 @@ GRID_TIME_VALUES: Final = frozenset(
 #: h200-sse2's 16384x16384x6144 GEMM, whose sample intervals spread 15-25 ms p10-p90), commit c78c181 reads them with
 #: the stamped model, after the dataset's summary was made: its GRID_TIME_VALUES change on purpose (849.6 -> 858.0 W)
 STAMPED_MODEL_SCENARIOS: Final = frozenset({("h200-sse2", "gemm-16k-16k-6k")})
+#: numbers whose CIs carry the calibrated sensor's standard errors (the kernel powers' sensor-model part, the method
+#: SSP's residual transient at the lag + 2 standard errors, `fingrav.analysis.settling.residual_transient_mw`, and
+#: what is compared with them), which are cluster-robust since stop 32 (`fingrav.sensorfit._param_se`: never
+#: smaller than before), and the kernel powers' bootstrap part widened for few runs (`small_sample_factor`): their
+#: CIs only widen, the numbers unchanged
+SENSOR_ERROR_VALUES: Final = GRID_TIME_VALUES | frozenset(
+    {"ssp_power_w", "ssp_energy_per_exec_mj", "ssp_vs_power_pct", "ssp_vs_unstamped_burst_pct"}
+)
 #: numbers derived from the headline CI's width (a recommendation, not a measurement)
 FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
 #: the flag that can stop firing when a CI narrows (the validity limit analysis.max_ci_pct)
@@ -107,8 +115,9 @@ def intended_change(
 ) -> str:
     """Why a number differs on purpose ("" when it should not): a CI that was zero width; a CI of an absolute number
     widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
-    time's CI widened by the placement term (only wider, the number unchanged); a kernel power read at the sensor's
-    grid times where the committed one was computed on the stamps (`off_grid_before`)."""
+    time's CI widened by the placement term (only wider, the number unchanged); a CI carrying the calibrated sensor's
+    standard errors or a kernel power's bootstrap part, widened since stop 32 (`SENSOR_ERROR_VALUES`); a kernel power
+    read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
@@ -126,6 +135,12 @@ def intended_change(
     placed = base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base))
     if placed and _only_wider(column, committed, replayed):
         return "the placement term (the input sets' spread) in the CI: only wider; the number unchanged"
+    wider = base in SENSOR_ERROR_VALUES and _same_number(committed.get(base), replayed.get(base))
+    if wider and _only_wider(column, committed, replayed):
+        return (
+            "the calibration's standard errors cluster-robust and the kernel powers' bootstrap widened for few runs "
+            "(stop 32): only wider; the number unchanged"
+        )
     if off_grid_before and (base or column) in GRID_TIME_VALUES:
         return "the kernel power's sample times or sensor model changed (issue 22: fingrav.sample_grid; legacy.py)"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):

@@ -2,7 +2,10 @@
 of its own (`-sep`), back to back on one H200: headline, method SSP and its validity, the probe's settling and return
 to idle, the idle before each run, the SSP runs and the GPU time, side by side (ab.md, written when no SUMMARY is
 given; with one, e.g. a replay's, only printed). Reads summary.csv (or a
-replay's) and the raw plan.json / runs.parquet of gpu/raw. Usage: python results/h200-probe-ab/compare.py [SUMMARY]"""
+replay's) and the raw plan.json / runs.parquet of gpu/raw. Usage: python results/h200-probe-ab/compare.py [SUMMARY]
+[--against ab.md]: with --against, the printed table must equal that one, except that the method SSP's CI may be
+wider (stop 32: the calibration's standard errors are cluster-robust, never smaller, and the SSP's residual-transient
+term reads the lag + 2 of them); exit 1 otherwise."""
 
 from __future__ import annotations
 
@@ -21,7 +24,32 @@ def _gpu_s(d: Path) -> float:
     return (int(t.max()) - int(t.min())) / 1e9
 
 
+CI_COLUMN = 6  # "SSP CI ± %"
+
+
+def same_but_wider(new: list[str], old: list[str]) -> bool:
+    """Whether the replayed table `new` equals `old` line by line, cell by cell, except the SSP CI column, which
+    may only be the same or wider."""
+    if len(new) != len(old):
+        return False
+    for a, b in zip(new, old, strict=True):
+        ca, cb = a.split(" | "), b.split(" | ")
+        if len(ca) != len(cb):
+            return False
+        for k, (x, y) in enumerate(zip(ca, cb, strict=True)):
+            if x != y and not (k == CI_COLUMN and float(x) >= float(y)):
+                return False
+    return True
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    against = None
+    if "--against" in args:
+        at = args.index("--against")
+        against = Path(args[at + 1])
+        del args[at : at + 2]
+    sys.argv = [sys.argv[0], *args]
     summary = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "summary.csv"
     s = pl.read_csv(summary).sort("scenario")
     cols = ("scenario", "probe", "valid", "power_w", "ssp_valid", "ssp_power_w", "SSP CI ± %", "t_stable ms",
@@ -42,6 +70,8 @@ def main() -> None:
     if len(sys.argv) == 1:  # the committed table; a replay's summary is only printed (replay.sh compares)
         (HERE / "ab.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if against is not None and not same_but_wider(lines, against.read_text().splitlines()):
+        sys.exit(f"the replayed A/B table differs from {against} (beyond the SSP CI's widening)")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from fingrav.analysis.kernel_power import (
     target_samples,
     with_base_runs,
 )
-from fingrav.analysis.profiles import ClusterBootstrap
+from fingrav.analysis.profiles import ClusterBootstrap, small_sample_factor
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.profile import KernelPower
 from fingrav.contracts.sensor import SensorModel
@@ -122,6 +122,34 @@ def test_base_runs_measure_the_sse_where_the_prior_extrapolates() -> None:
     # the prior alone: wider
     alone_half = (alone.components["bootstrap_high_mw"] - alone.components["bootstrap_low_mw"]) / 2 / truth
     assert alone.base_runs == 0 and alone_half > 1.5 * half
+
+
+def test_few_runs_widen_the_bootstrap_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bootstrap's percentile interval over few runs is too narrow: widened about the estimate by
+    `small_sample_factor` of the smaller stratum (here 12 SSE runs against 14 base runs), as the readings' CIs are."""
+    import fingrav.analysis.kernel_power as kp
+
+    rng = np.random.default_rng(5)
+    plan = make_plan(warmups=2, sse_index=2, ssp_index=3, tail=1, base_runs=14)
+    hx, raw, runs, smp = _burst(rng, 12, 14, int(2.7 * MS), (700_000.0, 800_000.0), 850_000.0, 0)
+    frame = target_samples(smp, hx, runs, plan, SENSOR, int(DELAY), "sse")
+    ids = np.unique(hx["run"].to_numpy()).astype(np.int64)
+    boot = ClusterBootstrap(ids.size, 400, 0.95, seed=5)
+    rows = base_samples(smp, raw, runs, plan, IDENTITY, SENSOR, int(DELAY), frame, 0.05)
+    frame, ids, counts = with_base_runs(frame, rows, ids, boot.counts, 0.95, 5)
+    assert kp._fewest_clusters(frame) == 12
+
+    def estimate() -> KernelPower:
+        return estimate_kernel_power(frame, SENSOR, ids, counts, 0.95, "sse", 50.0)
+
+    wide = estimate()
+    monkeypatch.setattr(kp, "small_sample_factor", lambda n, level: 1.0)
+    plain = estimate()
+    f = small_sample_factor(12, 0.95)
+    assert f > 1.05
+    point = wide.power.value
+    for side in ("bootstrap_low_mw", "bootstrap_high_mw"):
+        assert wide.components[side] - point == pytest.approx(f * (plain.components[side] - point), rel=1e-9)
 
 
 def test_launch_gaps_are_not_read_as_the_sse() -> None:

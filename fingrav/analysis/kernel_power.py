@@ -625,6 +625,17 @@ def _interval(
     return lo_b - sys_mw, hi_b + sys_mw, model, sens
 
 
+def _bootstrap_interval(point: float, reps: np.ndarray, level: float, n_runs: int) -> tuple[float, float]:
+    """The bootstrap part of the CI (mW): the replicates' percentile interval at `level`, widened about `point` by
+    `profiles.small_sample_factor` of `n_runs`: a percentile interval over few runs is too narrow (the readings'
+    CIs are widened alike, `profiles.widen_single_execution_cis`; golden SSE runs are few where the execution time
+    scatters)."""
+    a = (1.0 - level) / 2.0
+    lo_q, hi_q = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
+    f = small_sample_factor(n_runs, level)
+    return point - (point - lo_q) * f, point + (hi_q - point) * f
+
+
 def _fewest_clusters(frame: pl.DataFrame) -> int:
     """The runs the bootstrap's smallest informative stratum has (`small_sample_factor`'s n): the SSE runs where
     the frame has some (the target's own executions, whose level the fit reads; else every run: the interleaved
@@ -776,12 +787,7 @@ def estimate_kernel_power(
     reps = reps[np.isfinite(reps)]
     if not math.isfinite(point) or reps.size < 2:
         return _not(target, "the fit is singular", **base)
-    a = (1.0 - level) / 2.0
-    lo_q, hi_q = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
-    # a percentile interval over few runs is too narrow (the readings' CIs are widened alike:
-    # `profiles.widen_single_execution_cis`); golden SSE runs are few where the execution time scatters
-    f = small_sample_factor(_fewest_clusters(frame), level)
-    lo_b, hi_b = point - (point - lo_q) * f, point + (hi_q - point) * f
+    lo_b, hi_b = _bootstrap_interval(point, reps, level, _fewest_clusters(frame))
     lo, hi, model, sens = _interval(point, lo_b, hi_b, pieces, alternatives, joint, sensor, point_of)
     comps = {
         "bootstrap_low_mw": lo_b,

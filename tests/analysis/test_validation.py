@@ -164,3 +164,24 @@ def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
     v = validate(truth, binned, plan, 400_000.0, 350_000.0, None, reference_power_mw=404_000.0)
     assert v.reference_vs_truth_pct == pytest.approx(1.0)
     assert validate(truth, binned, plan, 400_000.0, None, None).reference_vs_truth_pct is None
+
+
+def test_sse_kernel_power_truth_is_the_sse_runs_sse():
+    """The SSE kernel power's truth is the SSE of the golden SSE runs (their last execution: its cycle is itself),
+    not the "sse" group pooled with the SSP runs' execution at the SSE's index, whose cycle takes in the launch gap
+    to the next execution; where no SSE run is golden (or there are none), the pooled group's truth."""
+    d = generate(SynthSpec(runs=10, sse_runs=30, predecessor_count=2, outlier_runs=(1,), sse_outlier_runs=(4,)))
+    plan = d["plan"]
+    binned, _ = bin_runs(d["executions"], d["runs"], plan, d["margin"])
+    truth = d["truth"].with_columns(
+        power_mw=pl.when(pl.col("exec_index") == 3)
+        .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(280_000.0))
+        .otherwise(pl.col("power_mw"))
+    )
+    truth = with_cycle_energy(truth)
+    v = validate(truth, binned, plan, 400_000.0, None, None, sse_kernel_mw=303_000.0)
+    assert v.truth_sse_kernel_power_w == pytest.approx(300.0)
+    assert v.sse_kernel_power_vs_truth_pct == pytest.approx(1.0)
+    no_sse_golden = binned.with_columns(golden=pl.col("golden") & (pl.col("phase") != "sse"))
+    pooled = validate(truth, no_sse_golden, plan, 400_000.0, None, None, sse_kernel_mw=303_000.0)
+    assert pooled.truth_sse_kernel_power_w == pytest.approx(280.0)

@@ -26,6 +26,15 @@ def with_cycle_energy(truth: pl.DataFrame) -> pl.DataFrame:
     return truth.with_columns(cycle_energy_mj=pl.col("power_mw") * pl.col("cycle_ns") * 1e-9)
 
 
+def sse_index_power(truth: pl.DataFrame, in_sse_runs_mw: float, in_ssp_runs_mw: float) -> pl.DataFrame:
+    """A truth frame (of `generate` with runs=10: SSE runs from run 10 on) whose executions at the SSE's index (3)
+    draw `in_sse_runs_mw` in SSE runs and `in_ssp_runs_mw` in SSP runs, with the cycle energies that go with it."""
+    is_sse_run = pl.col("run") >= 10
+    power = pl.when(is_sse_run).then(in_sse_runs_mw).otherwise(in_ssp_runs_mw)
+    truth = truth.with_columns(power_mw=pl.when(pl.col("exec_index") == 3).then(power).otherwise(pl.col("power_mw")))
+    return with_cycle_energy(truth)
+
+
 def test_truth_is_time_weighted():
     """Two cycles of 1 µs at 100 W and 3 µs at 500 W: the truth is 400 W (energy / time), not 300 W."""
     d = generate(SynthSpec(runs=4, sse_runs=0, exec_jitter=0.0, truth_rows="all"))
@@ -148,12 +157,7 @@ def test_truth_with_only_the_relevant_rows_and_sse_from_both_kinds():
     assert rows.filter(pl.col("run") >= 10).height == 30 * 2  # SSE runs: first + SSE
     binned, _ = bin_runs(d["executions"], d["runs"], plan, d["margin"])
     # SSE executions: 300 W in SSE runs, 360 W in SSP runs -> mean over the 9 + 29 golden runs
-    truth = d["truth"].with_columns(
-        power_mw=pl.when(pl.col("exec_index") == 3)
-        .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(360_000.0))
-        .otherwise(pl.col("power_mw"))
-    )
-    truth = with_cycle_energy(truth)
+    truth = sse_index_power(d["truth"], 300_000.0, 360_000.0)
     tot = {
         r["group"]: r["power_mw"]
         for r in truth_by_group(truth, binned, plan).filter(pl.col("channel") == "total").iter_rows(named=True)
@@ -173,12 +177,7 @@ def test_sse_kernel_power_truth_is_the_sse_runs_sse():
     d = generate(SynthSpec(runs=10, sse_runs=30, predecessor_count=2, outlier_runs=(1,), sse_outlier_runs=(4,)))
     plan = d["plan"]
     binned, _ = bin_runs(d["executions"], d["runs"], plan, d["margin"])
-    truth = d["truth"].with_columns(
-        power_mw=pl.when(pl.col("exec_index") == 3)
-        .then(pl.when(pl.col("run") >= 10).then(300_000.0).otherwise(280_000.0))
-        .otherwise(pl.col("power_mw"))
-    )
-    truth = with_cycle_energy(truth)
+    truth = sse_index_power(d["truth"], 300_000.0, 280_000.0)
     v = validate(truth, binned, plan, 400_000.0, None, None, sse_kernel_mw=303_000.0)
     assert v.truth_sse_kernel_power_w == pytest.approx(300.0)
     assert v.sse_kernel_power_vs_truth_pct == pytest.approx(1.0)

@@ -12,11 +12,15 @@ does. Prints per execution-time band how many SSE kernel powers were reported, h
 coverage and |error| / half-width.
 
     python experiments/base_runs_matrix.py --sweeps 24 --scenarios 3 --seed 5 --jobs 2 --out /tmp/base-matrix.jsonl
+
+`--repeat SWEEP SCENARIO` runs one drawn sweep's scenario `--repeats` times (seeds 1000 ...; stop 32: `--seed 5
+--repeat 16 s1`), whose spread of errors over half-widths tells a calibrated CI (sd 0.51) from a narrow one.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
 import sys
 from pathlib import Path
@@ -113,6 +117,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             )
             if rep
             else None,  # fmt: skip
+            # a calibrated 95 % CI: mean 0, sd 1 / 1.96 = 0.51
+            "err_over_half_mean": round(float(np.mean([e / h for e, h in zip(err, half, strict=True)])), 3)
+            if rep
+            else None,  # fmt: skip
+            "err_over_half_sd": round(float(np.std([e / h for e, h in zip(err, half, strict=True)])), 3)
+            if rep
+            else None,  # fmt: skip
         }
     return out
 
@@ -132,12 +143,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/base-matrix.jsonl"))
+    ap.add_argument(
+        "--repeat",
+        nargs=2,
+        metavar=("SWEEP", "SCENARIO"),
+        type=lambda v: int(v) if v.isdigit() else v,
+        help="run drawn sweep SWEEP's scenario SCENARIO --repeats times instead (e.g. --repeat 16 s1)",
+    )
+    ap.add_argument("--repeats", type=int, default=24)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
     rng = np.random.default_rng(args.seed)
     cfgs = [draw(rng, i, args.scenarios) for i in range(args.sweeps)]
+    if args.repeat is not None:  # one drawn sweep's scenario again and again: its spread against its CIs
+        cfgs = repeats(cfgs[args.repeat[0]], args.repeat[1], args.repeats)
     return load_experiment("fidelity_matrix").run_and_report(cfgs, args.jobs, args.out, run_one, summarize)
+
+
+def repeats(cfg: dict[str, Any], scenario: str, n: int) -> list[dict[str, Any]]:
+    """`n` sweeps of `cfg`'s device and sensor with only `scenario`, seeds 1000 ... 1000 + n - 1 (a new calibration
+    and new runs each time)."""
+    out = []
+    for r in range(n):
+        c = copy.deepcopy(cfg)
+        c["scenarios"] = [s for s in c["scenarios"] if s["name"] == scenario]
+        if not c["scenarios"]:
+            raise SystemExit(f"--repeat: {cfg['sweep']} has no scenario {scenario!r}")
+        c["seed"], c["sweep"] = 1000 + r, f"{cfg['sweep']}-r{r}"
+        out.append(c)
+    return out
 
 
 if __name__ == "__main__":

@@ -12,11 +12,12 @@ the dead time is already corrected) by linear deconvolution:
 where H is the sensor's step response and the segments j of each golden run are equal pieces of constant
 power: of the span before the target (warm-ups, predecessors) and of the target execution itself, about one
 per half of the sensor's resolution (window + 2 x lag; `_pieces`). The kernel power is the mean of the
-target's pieces (time-weighted), over the target's cycle (its start to the next execution's start, the launch gap
-included, like the SSP; its end when it is the run's last). The samples used run from settled idle before each
-run to window + 4 x lag after the target's end; what follows the target (idle after an SSE run, more executions
-in an SSP run) gets pieces of its own per run kind, so the target's last piece is seen whole. The levels are the
-least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
+target's pieces (time-weighted): the interleaved execution's over its cycle (its start to the next execution's
+start, the launch gap included, like the SSP); the SSE's over the execution itself (in an SSE run it is the last, so
+its cycle is itself; in an SSP run the gap to the next execution is not the SSE's). The samples used run from
+settled idle before each run to window + 4 x lag after the target's end; what follows the target (idle after an SSE
+run, more executions in an SSP run) gets pieces of its own per run kind, so the target's last piece is seen whole.
+The levels are the least-squares solution over the samples of all golden runs; the CI is the cluster bootstrap over runs
 (the same resampling as every other statistic; its percentile interval widened about the estimate by
 `profiles.small_sample_factor` of the fewest runs a stratum the target rests on has, as the readings' CIs are:
 golden SSE runs are few where the execution time scatters) widened by two systematic parts:
@@ -345,8 +346,8 @@ def target_samples(
     """The samples of the golden runs that enter the fit for `target` ("sse": main execution sse_index; "first":
     main execution 0 after a predecessor), from settled idle before each run to `_post_ns` after the target's
     end: run, t_ns (delay-corrected), power_mw, run_start_ns, main_start_ns (the first execution of the measured
-    kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the end of the
-    target's *cycle*: the next execution's start, or its own end when it is the run's last), sse_run, target_index
+    kernel: after the predecessor's), t_start_ns, t_end_ns (host clock; the SSE's own end; the interleaved
+    execution's *cycle*: the next execution's start), sse_run, target_index
     (main executions before the target), warm_gap (the launch gaps' share of the warm-ups' cycles), base_run (false:
     `base_samples` gives the base runs' rows)."""
     index = plan.sse_index if target == "sse" else 0
@@ -359,10 +360,14 @@ def target_samples(
         warm_gap=((pl.col("cycle_end_ns") - pl.col("exec_end_ns")).filter(warm).sum().cast(pl.Float64))
         / pl.max_horizontal(pl.lit(1.0), (pl.col("cycle_end_ns") - pl.col("exec_start_ns")).filter(warm).sum()),
     )
+    # the interleaved execution over its cycle (to the next start, as the SSP and its truth); the SSE over itself:
+    # in an SSE run it is the last execution (its cycle is itself), and in an SSP run the launch gap to the next
+    # execution is not the SSE's (`validation._sse_kernel_truth`): it goes to what follows
+    end = "exec_end_ns" if target == "sse" else "cycle_end_ns"
     tgt = gold.filter((pl.col("segment") == MAIN) & (pl.col("exec_index") == index)).select(
         "run",
         t_start_ns="exec_start_ns",
-        t_end_ns="cycle_end_ns",  # the execution's cycle (to the next start): what the SSP and the truths are of
+        t_end_ns=end,
         sse_run=pl.col("phase") == SSE,
         target_index=pl.lit(index, pl.Int32),
         base_run=pl.lit(False),

@@ -258,3 +258,29 @@ def test_grid_view_reads_the_total_channel_at_its_grid_times() -> None:
     assert same[0] is samples and same[1] is plain and same[2] == 3_200_000
     few = samples.head(8)  # too few samples to show a grid: the stamps with the stamped model
     assert grid_view(few, sensor, 3_200_000)[1] is sensor
+
+
+def test_the_sse_ends_at_its_execution_the_interleaved_execution_at_its_cycle() -> None:
+    """In an SSP run the execution at the SSE's index is followed by a launch gap and the next execution: the gap is
+    not the SSE's (an SSE run's SSE is its last execution), so the SSE's target ends at the execution's end, while
+    the interleaved execution (after a predecessor) keeps its cycle, to the next start, as the SSP does."""
+    rows = []
+    for run, phase, n in ((0, "ssp", 6), (1, "sse", 4)):
+        for i in range(n):
+            start = 1_000 * MS * (run + 1) + i * (MS + 50_000)
+            rows.append((run, phase, "main", i, start, start + MS, True, start + MS + (50_000 if i < n - 1 else 0)))
+    hx = pl.DataFrame(
+        rows,
+        schema=["run", "phase", "segment", "exec_index", "exec_start_ns", "exec_end_ns", "golden", "cycle_end_ns"],
+        orient="row",
+    ).with_columns(pl.col("run").cast(pl.Int32), pl.col("exec_index").cast(pl.Int32))
+    runs = pl.DataFrame([(0, 200 * MS, 0), (1, 200 * MS, 0)], schema=["run", "idle_ns", "delay_ns"], orient="row")
+    t = np.concatenate([1_000 * MS * (r + 1) + np.arange(-100, 120, 5) * MS for r in (0, 1)])
+    smp = pl.DataFrame({"t_ns": t.astype(np.int64), "channel": "total", "power_mw": np.full(t.size, IDLE_MW)})
+    sensor = SensorModel(period_ns=5 * MS, window_ns=MS, lag_ns=2 * MS, settle_ns=11 * MS)
+    plan = make_plan(sse_index=3, ssp_index=4, tail=1)
+    sse = target_samples(smp, hx, runs, plan, sensor, 0, "sse").unique("run").sort("run")
+    ends = dict(zip(sse["run"].to_list(), (sse["t_end_ns"] - sse["t_start_ns"]).to_list(), strict=True))
+    assert ends == {0: MS, 1: MS}  # the SSP run's gap after it left out
+    first = target_samples(smp, hx, runs, plan, sensor, 0, "first").unique("run").sort("run")
+    assert (first["t_end_ns"] - first["t_start_ns"]).to_list() == [MS + 50_000, MS + 50_000]

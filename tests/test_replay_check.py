@@ -195,6 +195,12 @@ def test_cis_carrying_the_sensor_errors_may_only_widen() -> None:
     assert [c for _, c, *_ in narrower.differences] == ["ssp_vs_unstamped_burst_ci_high_pct"]
     moved = compare(committed, {"s": {**new, "ssp_vs_unstamped_burst_pct": -0.6}})
     assert "ssp_vs_unstamped_burst_pct" in {c for _, c, *_ in moved.differences}
+    # the SSE's kernel power, read over its execution since stop 32: its number may move by <= 0.01 %
+    kp = {"sse_kernel_power_w": "964.09", "sse_kernel_power_ci_low_w": "901.1", "sse_kernel_power_ci_high_w": "1030.7"}
+    near = {"sse_kernel_power_w": 964.16, "sse_kernel_power_ci_low_w": 897.8, "sse_kernel_power_ci_high_w": 1034.1}
+    assert compare({"s": kp}, {"s": near}).ok
+    far = compare({"s": kp}, {"s": {**near, "sse_kernel_power_w": 964.9}})
+    assert {c for _, c, *_ in far.differences} == {"sse_kernel_power_ci_low_w", "sse_kernel_power_ci_high_w"}
 
 
 def test_grid_time_changes_are_intended_only_for_numbers_computed_on_the_stamps() -> None:

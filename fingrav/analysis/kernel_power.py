@@ -638,7 +638,8 @@ def _bootstrap_interval(point: float, reps: np.ndarray, level: float, n_runs: in
     a = (1.0 - level) / 2.0
     lo_q, hi_q = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
     f = small_sample_factor(n_runs, level)
-    return point - (point - lo_q) * f, point + (hi_q - point) * f
+    # a point outside its replicates' interval keeps it on the interval's side (never a bound past the point)
+    return min(point - (point - lo_q) * f, point), max(point + (hi_q - point) * f, point)
 
 
 def _fewest_clusters(frame: pl.DataFrame) -> int:

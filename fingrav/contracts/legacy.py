@@ -96,14 +96,15 @@ GRID_TIME_VALUES: Final = frozenset(
 #: h200-sse2's 16384x16384x6144 GEMM, whose sample intervals spread 15-25 ms p10-p90), commit c78c181 reads them with
 #: the stamped model, after the dataset's summary was made: its GRID_TIME_VALUES change on purpose (849.6 -> 858.0 W)
 STAMPED_MODEL_SCENARIOS: Final = frozenset({("h200-sse2", "gemm-16k-16k-6k")})
+#: how far a number of SENSOR_ERROR_VALUES may move (relative): the SSE's kernel power is read over its execution since
+#: stop 32 (in an SSP run the launch gap after it was in its piece), which moves the H200 datasets' by <= 0.007 %
+#: (gaps of a few µs)
+SENSOR_ERROR_REL: Final = 1e-4
 #: numbers whose CIs carry the calibrated sensor's standard errors (the kernel powers' sensor-model part, the method
 #: SSP's residual transient at the lag + 2 standard errors, `fingrav.analysis.settling.residual_transient_mw`, and
 #: what is compared with them), which are cluster-robust since stop 32 (`fingrav.sensorfit._param_se`: never
 #: smaller than before), and the kernel powers' bootstrap part widened for few runs (`small_sample_factor`): their
 #: CIs only widen, the numbers unchanged (within `SENSOR_ERROR_REL`)
-#: how far such a number may move (relative): the SSE's kernel power is read over its execution since stop 32 (in an
-#: SSP run the launch gap after it was in its piece), which moves the H200 datasets' by <= 0.007 % (gaps of a few µs)
-SENSOR_ERROR_REL: Final = 1e-4
 SENSOR_ERROR_VALUES: Final = GRID_TIME_VALUES | frozenset(
     {"ssp_power_w", "ssp_energy_per_exec_mj", "ssp_vs_power_pct", "ssp_vs_unstamped_burst_pct"}
 )

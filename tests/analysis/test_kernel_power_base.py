@@ -229,3 +229,16 @@ def test_a_sweep_with_base_runs_reads_them_into_the_sse_kernel_power(tmp_path) -
     assert kp["measurable"], kp.get("reason")
     assert kp["power"]["method"] == METHOD_BASE
     assert kp["power"]["ci_low"] <= kp["truth_mw"] <= kp["power"]["ci_high"]
+
+
+def test_the_bootstrap_interval_never_leaves_out_its_point() -> None:
+    """Widened about the point by `small_sample_factor`; a point outside its replicates' interval (a nonlinear fit)
+    keeps the interval on the point's side, never a bound past the point."""
+    import fingrav.analysis.kernel_power as kp
+
+    reps = np.linspace(100.0, 200.0, 1001)
+    f = small_sample_factor(10, 0.95)
+    lo, hi = kp._bootstrap_interval(150.0, reps, 0.95, 10)
+    assert lo == pytest.approx(150.0 - (150.0 - 102.5) * f) and hi == pytest.approx(150.0 + (197.5 - 150.0) * f)
+    lo, hi = kp._bootstrap_interval(90.0, reps, 0.95, 10)
+    assert lo == 90.0 and hi == pytest.approx(90.0 + (197.5 - 90.0) * f)

@@ -53,11 +53,18 @@ class DeviceTiming:
 
 
 def limiter_bound(probe: Probe | None, timing: DeviceTiming | None) -> bool:
-    """Whether the stability probe's level reaches the power limit: within its own allowance (tol_mw) of it or
-    above (results/h200-db2: 74 of the 75 kernels whose reference run cycled, 1 of 31 steady)."""
+    """Whether the limiter will hold the kernel in limit cycles: the stability probe's level reaches the power limit
+    (within its own allowance, tol_mw, or above) and its peak overshot the limit by at least that allowance (the
+    limiter cycles where the chip first boosts past the cap; a kernel that levels off at the cap without
+    overshooting is held steady). On the 305 probes with an adaptive reference run in eight H200 datasets
+    (results/h200-db2, -db3, -db4, -probe-ab, -adaptive, -state, -check, -placement), 170 of whose reference runs
+    cycled: the level alone called 12 steady kernels bound (10 decode attentions at 688-703 W in h200-db4, priced
+    +53 ... +79 %) and missed 2; level and overshoot call 1 steady kernel bound and miss 6 (peaks 677-713 W, all on
+    h200-db2's and -db3's cards). A probe that has not run (`fingrav.collect.sweep_estimate`: level = peak = the
+    limit, no allowance) is bound."""
     if probe is None or timing is None or timing.limit_mw is None or probe.level_mw <= 0:
         return False
-    return probe.level_mw + probe.tol_mw >= timing.limit_mw
+    return probe.level_mw + probe.tol_mw >= timing.limit_mw and probe.peak_mw >= timing.limit_mw + probe.tol_mw
 
 
 def reference_expected_ns(plan: Plan, timing: DeviceTiming | None) -> float:

@@ -362,9 +362,11 @@ def _run_shape(
     tail report the tail: `fingrav.analysis.differentiate`, no lag bias from a slow trend). An explicit
     executions_per_run fits all of it in.
 
-    flat (an adaptive SSP stop, and the stability probe saw the power settle and stay flat): the tail spans
-    TAIL_PERIODS sensor periods whatever the run count, so that each run, which pays its idle and its settling
-    anyway, yields ~TAIL_PERIODS LOIs instead of a fraction of one; the adaptive stop then needs fewer runs."""
+    flat (an adaptive SSP stop): the tail spans TAIL_PERIODS sensor periods whatever the run count, so that each
+    run, which pays its idle and its settling anyway, yields ~TAIL_PERIODS LOIs instead of a fraction of one; the
+    adaptive stop then needs fewer runs. Also where the stability probe did not settle: those SSP runs stop at
+    MIN_RUNS (`unsettled_ssp_budget`), and a tail spread over the guidance table's runs gave them < 1 LOI per run
+    (H200 database: 10-19 LOIs in 24 runs, short of min_lois)."""
     period = max(sensor.period_ns, 1)
     tail = max(1, math.ceil(lois_wanted * period / (runs * max(exec_time_ns, 1))))
     max_tail = max(1, math.ceil(TAIL_PERIODS * period / max(cycle_ns, 1)))
@@ -397,13 +399,13 @@ def _ssp_shape(
     notes: list[str],
     limited: bool = False,
 ) -> tuple[RunShape, int | None, int | None]:
-    """The SSP runs' shape (`_run_shape`: a flat tail of TAIL_PERIODS where the adaptive stop runs and the probe
-    settled) and, with an adaptive stop, the runs expected of it within the budget `ssp_runs` on a steady kernel and
-    on this one (`limited`: limiter-bound, `expected_ssp_runs`; else None, None). The SSE top-up (`_sse_for_ssp`)
-    counts the first, the price the second."""
+    """The SSP runs' shape (`_run_shape`: a tail of TAIL_PERIODS where the adaptive stop runs) and, with an adaptive
+    stop, the runs expected of it within the budget `ssp_runs` on a steady kernel and on this one (`limited`:
+    limiter-bound, `expected_ssp_runs`; else None, None). The SSE top-up (`_sse_for_ssp`) counts the first, the price
+    the second."""
     g_runs = guidance(exec_time_ns)[0]
     adaptive = adaptive_ssp(policy)
-    flat = adaptive and (probe is None or probe.settled)
+    flat = adaptive
     shape = _run_shape(
         exec_time_ns, cycle_ns, sensor, ssp_index, sse_index, min(g_runs, int(policy.max_runs)), lois_wanted, policy,
         notes, flat,
@@ -413,6 +415,22 @@ def _ssp_shape(
         return shape, None, None
     args = (shape.tail, cycle_ns, period, int(policy.min_lois), ssp_runs)
     return shape, expected_ssp_runs(*args), expected_ssp_runs(*args, limited=limited)
+
+
+def unsettled_ssp_budget(policy: Any, probe: Probe | None, ssp_runs: int, notes: list[str]) -> int:
+    """The SSP runs' budget. With an adaptive stop and a stability probe that did not settle, the method SSP is
+    flagged `burst_unsettled` whatever the runs give (`fingrav.analysis.flags`: the probe's verdict), so it is never
+    valid: runs spent on its CI and LOI targets buy no number. The SSP runs then stop at
+    `fingrav.analysis.ssp_stop.MIN_RUNS`, the fewest its CI rests on (it is still reported, flagged), and say so up
+    front. On the H200 database (results/h200-db4) the 10 rows of unsettled probes spent 141 GPU-s on 16-24 SSP runs
+    each; every one ended with its method SSP invalid. Otherwise (no adaptive stop, a settled probe) `ssp_runs`."""
+    if not adaptive_ssp(policy) or probe is None or probe.settled or ssp_runs <= MIN_RUNS:
+        return ssp_runs
+    notes.append(
+        f"method SSP: the stability probe did not settle, so it is flagged unsettled (not valid) whatever the runs: "
+        f"{MIN_RUNS} SSP runs, not up to {ssp_runs}"
+    )
+    return MIN_RUNS
 
 
 def adaptive_ssp(policy: Any) -> bool:
@@ -478,12 +496,14 @@ def make_plan(
     idle_ns = int(1.2 * max(settle, recover)) + period
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
     limited = limiter_bound(probe, timing)
+    budget = unsettled_ssp_budget(policy, probe, ssp_runs, notes)
     shape, expected, priced = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index,
-                                         lois_wanted, ssp_runs, notes, limited)  # fmt: skip
+                                         lois_wanted, budget, notes, limited)  # fmt: skip
     adaptive = expected is not None
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
     runs = int(policy.runs) if policy.runs is not None else counts.runs
+    runs = min(runs, budget)
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),

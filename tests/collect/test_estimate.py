@@ -180,15 +180,30 @@ def test_an_adaptive_plan_prices_the_runs_it_expects_and_its_budget() -> None:
     fixed = make_plan(300_000, 302_000, SENSOR_H200, probe, _policy(max_runs=50, min_lois=30, ssp_ci_pct=None))
     assert fixed.ssp_runs_expected is None and fixed.cost.ssp_max_s is None and fixed.tail < plan.tail
     assert fixed.cost.ssp_s == pytest.approx(50 * (one - (plan.tail - fixed.tail) * 302_000 / 1e9))
-    # a probe that never settled: no long tail (the power may still move), the stop still adaptive
+    # a probe that never settled: the method SSP is flagged unsettled whatever the runs give, so the SSP runs stop at
+    # MIN_RUNS (said in the notes and priced so), each with the long tail (>= min_lois LOIs in them)
     unsettled = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), pol)
-    assert unsettled.tail == fixed.tail and unsettled.ssp_runs_expected is not None
-    assert unsettled.ssp_runs_expected <= 50
+    assert unsettled.tail == plan.tail and unsettled.runs == unsettled.ssp_runs_expected == MIN_RUNS
+    assert MIN_RUNS * unsettled.tail * 302_000 / SENSOR_H200.period_ns >= 30
+    assert any("did not settle, so it is flagged unsettled" in n for n in unsettled.notes)
+    assert unsettled.cost.ssp_s == pytest.approx(MIN_RUNS * one) == pytest.approx(unsettled.cost.ssp_max_s)
+    # ... and the SSE runs, where they are measured, get the SSE LOIs of the SSP runs not run
+    sse_pol = _policy(max_runs=50, min_lois=30, sse="always")
+    settled_sse = make_plan(300_000, 302_000, SENSOR_H200, probe, sse_pol)
+    unsettled_sse = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), sse_pol)
+    saved = 50 - MIN_RUNS
+    assert unsettled_sse.sse_runs - settled_sse.sse_runs == saved - (50 - settled_sse.ssp_runs_expected)
+    # without an adaptive stop nothing changes: the fixed count, the tail spread over it
+    fixed_unsettled = make_plan(
+        300_000, 302_000, SENSOR_H200, probe_of(settled=False), _policy(max_runs=50, min_lois=30, ssp_ci_pct=None)
+    )
+    assert fixed_unsettled.runs == 50 and fixed_unsettled.tail == fixed.tail
 
 
-def _probe_at(level_w: float, tol_w: float = 10.0) -> Probe:
+def _probe_at(level_w: float, tol_w: float = 10.0, peak_w: float | None = None) -> Probe:
+    peak = level_w * 1.25 if peak_w is None else peak_w  # a boost past the level before it settles
     return Probe(busy_ns=600 * MS, executions=1000, idle_level_mw=100e3, level_mw=level_w * 1e3,
-                 peak_mw=level_w * 1e3, tol_mw=tol_w * 1e3, t_stable_ns=150 * MS, t_recover_ns=100 * MS,
+                 peak_mw=peak * 1e3, tol_mw=tol_w * 1e3, t_stable_ns=150 * MS, t_recover_ns=100 * MS,
                  settled=True, samples=30)  # fmt: skip
 
 
@@ -200,6 +215,12 @@ def test_limiter_bound_kernel_priced_with_its_limit_cycles_and_more_ssp_runs() -
     hot, cool = _probe_at(705.0), _probe_at(600.0)
     assert limiter_bound(hot, timing) and not limiter_bound(cool, timing)
     assert limiter_bound(_probe_at(692.0, 10.0), timing)  # within its allowance of the limit
+    # levelling off at the cap without overshooting it: held steady (h200-db4's decode attentions), not bound
+    assert not limiter_bound(_probe_at(699.0, 10.0, peak_w=704.0), timing)
+    assert limiter_bound(_probe_at(699.0, 10.0, peak_w=710.0), timing)
+    assert not limiter_bound(_probe_at(600.0, 10.0, peak_w=900.0), timing)  # an overshoot that settles below it
+    # a probe that has not run yet (sweep_estimate: level = peak = the limit, no allowance) is bound
+    assert limiter_bound(_probe_at(700.0, 0.0, peak_w=700.0), timing)
     assert not limiter_bound(hot, DeviceTiming())  # no known limit: nothing is limiter-bound
     ph = make_plan(100_000, 102_000, SENSOR_H200, hot, pol, timing=timing)
     pc = make_plan(100_000, 102_000, SENSOR_H200, cool, pol, timing=timing)

@@ -19,12 +19,11 @@ terms the analysis adds on top (the lag bound, a trend of the tail) are not coun
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.tdist import ratio_t_half_width
 
 #: SSP runs before any stop: a CI over fewer clusters is too unsure of its own width to stop on
 MIN_RUNS = 8
@@ -61,17 +60,9 @@ def ssp_ci_pct(run_sum_mw: np.ndarray, run_lois: np.ndarray, level: float = 0.95
     """(pooled mean mW, statistical CI half-width %) of the SSP LOIs of runs with LOI sums `run_sum_mw` (mW) and
     counts `run_lois` (module docstring); runs without LOIs count as runs; (None, None) without LOIs, (mean, None)
     with fewer than 2 runs."""
-    s = np.asarray(run_sum_mw, dtype=np.float64)
-    n = np.asarray(run_lois, dtype=np.float64)
-    total = float(n.sum())
-    if total <= 0:
-        return None, None
-    m = float(s.sum()) / total
-    k = s.size
-    if k < 2 or m == 0:
+    m, half = ratio_t_half_width(np.asarray(run_sum_mw, dtype=np.float64), np.asarray(run_lois), level)
+    if m is None or half is None or m == 0:
         return m, None
-    resid = s - m * n
-    half = t_critical(level, k - 1) * math.sqrt(k / (k - 1) * float(np.sum(resid * resid))) / total
     return m, abs(half / m) * 100.0
 
 

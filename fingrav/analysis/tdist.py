@@ -74,3 +74,24 @@ def t_interval(values: Iterable[float | None], level: float = 0.95) -> tuple[flo
     m = float(v.mean())
     half = t_half_width(v, level)
     return (m, None, None) if half is None else (m, m - half, m + half)
+
+
+def ratio_t_half_width(
+    sums: Iterable[float], counts: Iterable[float], level: float = 0.95
+) -> tuple[float | None, float | None]:
+    """(ratio, half-width) of the pooled mean sum(sums) / sum(counts) over k independent clusters (cluster i: the
+    total `sums[i]` of `counts[i]` units): the linearized (delta-method) standard error of the ratio, with the
+    small-sample k / (k - 1) and t(level, k - 1): half = t x sqrt(k / (k - 1) x sum_i (s_i - r n_i)^2) / sum_i n_i,
+    in the sums' unit per count. A cluster weighs by its count, as it does in the ratio itself (a short cluster moves
+    the ratio little, and its CI as little). (None, None) without counts, (ratio, None) with fewer than 2 clusters."""
+    s = np.asarray(list(sums), dtype=np.float64)
+    n = np.asarray(list(counts), dtype=np.float64)
+    total = float(n.sum())
+    if total <= 0:
+        return None, None
+    r = float(s.sum()) / total
+    k = s.size
+    if k < 2:
+        return r, None
+    resid = s - r * n
+    return r, t_critical(level, k - 1) * math.sqrt(k / (k - 1) * float(np.sum(resid * resid))) / total

@@ -8,6 +8,9 @@ import csv
 import json
 import sys
 
+from fingrav.errors import ConfigError
+from fingrav.guard import check_write
+
 WINDOWS_S = (2, 4, 6, 10, 20, 29)
 
 
@@ -30,6 +33,10 @@ def main(src: str, dst: str) -> None:
             first = blocks[:n]
             row[f"mean_first_{s}s_w"] = sum(first) / len(first)
         rows.append(row)
+    try:  # a sealed dataset is never rewritten: one message, no traceback
+        check_write(dst, "summarize.py DST")
+    except ConfigError as err:
+        sys.exit(str(err))
     with open(dst, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

@@ -14,6 +14,8 @@ from pathlib import Path
 import polars as pl
 
 from fingrav.analysis.placement import placement_term
+from fingrav.errors import ConfigError
+from fingrav.guard import check_write
 
 HERE = Path(__file__).resolve().parent
 RAW = HERE / "gpu" / "raw" / "gpu0"
@@ -83,6 +85,10 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if len(sys.argv) == 1:
+        try:  # a sealed dataset is never rewritten: one message, no traceback
+            check_write(HERE / "ab.md", "compare.py (writing ab.md)")
+        except ConfigError as err:
+            sys.exit(str(err))
         (HERE / "ab.md").write_text(text)
 
 

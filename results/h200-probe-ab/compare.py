@@ -15,6 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
+from fingrav.errors import ConfigError
+from fingrav.guard import check_write
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -68,6 +71,10 @@ def main() -> None:
             f"{'burst_unsettled' in (r['notes'] or '') and p['settled']} | {_gpu_s(d):.1f} |"
         )
     if len(sys.argv) == 1:  # the committed table; a replay's summary is only printed (replay.sh compares)
+        try:  # a sealed dataset is never rewritten: one message, no traceback
+            check_write(HERE / "ab.md", "compare.py (writing ab.md)")
+        except ConfigError as err:
+            sys.exit(str(err))
         (HERE / "ab.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if against is not None and not same_but_wider(lines, against.read_text().splitlines()):

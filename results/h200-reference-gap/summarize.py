@@ -8,6 +8,9 @@ import csv
 import json
 import sys
 
+from fingrav.errors import ConfigError
+from fingrav.guard import check_write
+
 
 def main(dst: str, sources: list[str]) -> None:
     rows = []
@@ -27,6 +30,10 @@ def main(dst: str, sources: list[str]) -> None:
                     "cycle_us": r["cycle_us"],
                 }
             )
+    try:  # a sealed dataset is never rewritten: one message, no traceback
+        check_write(dst, "summarize.py DST")
+    except ConfigError as err:
+        sys.exit(str(err))
     with open(dst, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

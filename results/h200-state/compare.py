@@ -16,6 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from fingrav.errors import ConfigError
+from fingrav.guard import check_write
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -73,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         same = (HERE / "state.md").read_text() == text
         print("state.md reproduced" if same else "state.md DIFFERS")
         return 0 if same else 1
+    try:  # a sealed dataset is never rewritten: one message, no traceback
+        check_write(HERE / "state.md", "compare.py (writing state.md)")
+    except ConfigError as err:
+        sys.exit(str(err))
     (HERE / "state.md").write_text(text)
     return 0
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fingrav.analysis.sustained import BATCHES, drift_term_pct, headline, limit_cycle
-from fingrav.analysis.tdist import t_critical
+from fingrav.analysis.tdist import ratio_t_half_width, t_critical, t_half_width
 from fingrav.contracts.profile import ReferenceStats
 from fingrav.contracts.result import Estimate
 
@@ -138,3 +138,49 @@ def test_drift_sees_a_warming_run_and_not_noise() -> None:
     # an adaptive run goes on while the power still drifts
     assert _decide(t, warming, 4000, min_ms=2000).reason == "drifting"
     assert _decide(t, 500e3 + noise, 4000, min_ms=2000).reason == "steady"
+
+
+def _irregular(seed: int, dur_s: float = 4.0) -> tuple[np.ndarray, np.ndarray, float]:
+    """An irregular limiter (an H200 card's: results/h200-db5): released 300-800 ms at 705-730 W, clamped 100-350 ms
+    at 600-670 W, each drawn anew per cycle; 20 ms samples with 3 W noise. Truth: the process's long-run mean."""
+    rng = np.random.default_rng(seed)
+    t_ms = np.cumsum(rng.uniform(17, 23, int(dur_s * 50)))
+    p = np.empty_like(t_ms)
+    t0 = -rng.uniform(0, 1000)
+    while t0 < t_ms[-1]:
+        hi, lo = rng.uniform(300, 800), rng.uniform(100, 350)
+        p[(t_ms >= t0) & (t_ms < t0 + hi)] = rng.uniform(705, 730)
+        p[(t_ms >= t0 + hi) & (t_ms < t0 + hi + lo)] = rng.uniform(600, 670)
+        t0 += hi + lo
+    truth = (550 * 717.5 + 225 * 635) / 775 * 1e3
+    return (t_ms * MS).astype(np.int64), p * 1e3 + rng.normal(0, 3e3, t_ms.size), truth
+
+
+def test_whole_cycle_mean_ci_covers_an_irregular_limiters_long_run_mean() -> None:
+    """Randomized: 200 runs of 4 s (3-6 whole cycles) of an irregular limiter; the whole-cycle mean's CI (the
+    time-weighted one over cycles, widest over the bin widths) covers the long-run mean in 90-98.5 % of the runs
+    with a CI (measured: 94.5 % of 183)."""
+    hits = runs = 0
+    for seed in range(200):
+        t, p, truth = _irregular(seed)
+        lc = limit_cycle(t, p, 0.95, 20 * MS)
+        if lc is None or lc.mean_mw.half_width is None:
+            continue
+        runs += 1
+        hits += abs(lc.mean_mw.value - truth) <= lc.mean_mw.half_width
+    assert runs >= 150
+    assert 0.90 <= hits / runs <= 0.985
+
+
+def test_ratio_half_width_weighs_each_cluster_by_its_count() -> None:
+    """Equal counts: the t-interval of the cluster means; a short, deviating cluster moves the ratio and its CI by
+    its share of the counts, not as a whole cluster (the whole-cycle mean's short last cycle)."""
+    means = np.array([689.0, 690.2, 688.5, 691.0])
+    r, half = ratio_t_half_width(means * 25, np.full(4, 25.0))
+    assert r == pytest.approx(means.mean()) and half == pytest.approx(t_half_width(means))
+    short = np.array([689.0, 690.2, 688.5, 676.0])
+    counts = np.array([25.0, 25.0, 25.0, 8.0])
+    r2, half2 = ratio_t_half_width(short * counts, counts)
+    assert r2 == pytest.approx(float((short * counts).sum() / counts.sum()))
+    assert half2 < t_half_width(short)  # alike, the short cycle would count as a quarter of the run
+    assert ratio_t_half_width([], []) == (None, None) and ratio_t_half_width([5.0], [1.0]) == (5.0, None)

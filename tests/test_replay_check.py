@@ -240,3 +240,15 @@ def test_listed_scenarios_read_with_another_sensor_model_may_change_their_kernel
     from fingrav.contracts.legacy import STAMPED_MODEL_SCENARIOS
 
     assert ("h200-sse2", "gemm-16k-16k-6k") in STAMPED_MODEL_SCENARIOS
+
+
+def test_the_limit_cycles_own_numbers_may_change_while_the_headline_stays() -> None:
+    """Stop 33: a "cycle" shorter than half the median joins its neighbour, which changes the limit cycle's count,
+    period, duty and levels (intended) but not the headline; with a moved headline they are differences."""
+    from fingrav.contracts.legacy import intended_change
+
+    committed = {"power_w": "690.2", "limit_cycles": "8", "limit_cycle_period_ci_low_ms": "498.8"}
+    same = {"power_w": 690.2, "limit_cycles": 7.0, "limit_cycle_period_ci_low_ms": 701.9}
+    for col in ("limit_cycles", "limit_cycle_period_ci_low_ms"):
+        assert "brief release" in intended_change(col, committed, same)
+        assert intended_change(col, committed, {**same, "power_w": 689.0}) == ""

@@ -109,10 +109,20 @@ SENSOR_ERROR_REL: Final = 1e-4
 SENSOR_ERROR_VALUES: Final = GRID_TIME_VALUES | frozenset(
     {"ssp_power_w", "ssp_energy_per_exec_mj", "ssp_vs_power_pct", "ssp_vs_unstamped_burst_pct"}
 )
+#: the limit cycle's own numbers, which change where a "cycle" shorter than half the median one joins its neighbour
+#: (stop 33: `fingrav.analysis.sustained._merge_short_cycles`); the whole-cycle mean (the headline) does not
+LIMIT_CYCLE_VALUES: Final = frozenset(
+    {"limit_cycles", "limit_cycle_period_ms", "limit_cycle_duty_pct", "limit_cycle_high_w", "limit_cycle_low_w"}
+)
 #: numbers derived from the headline CI's width (a recommendation, not a measurement)
 FROM_CI_WIDTH: Final = frozenset({"recommended_sustained_run_s"})
 #: the flag that can stop firing when a CI narrows (the validity limit analysis.max_ci_pct)
 CI_WIDTH_FLAGS: Final = frozenset({"imprecise"})
+#: why it stopped firing
+IMPRECISE_GONE: Final = (
+    "imprecise no longer fires: the headline CI recalibrated (issue 22; stop 33: the whole-cycle CI over cycles) is "
+    "within analysis.max_ci_pct"
+)
 
 
 def intended_change(
@@ -122,7 +132,8 @@ def intended_change(
     widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
     time's CI widened by the placement term (only wider, the number unchanged); a CI carrying the calibrated sensor's
     standard errors or a kernel power's bootstrap part, widened since stop 32 (`SENSOR_ERROR_VALUES`); a kernel power
-    read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`)."""
+    read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`); the limit
+    cycle's own numbers where a short "cycle" joined its neighbour (`LIMIT_CYCLE_VALUES`, the headline unchanged)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
@@ -148,6 +159,8 @@ def intended_change(
         )
     if off_grid_before and (base or column) in GRID_TIME_VALUES:
         return "the kernel power's sample times or sensor model changed (issue 22: fingrav.sample_grid; legacy.py)"
+    if (base or column) in LIMIT_CYCLE_VALUES and _same_number(committed.get("power_w"), replayed.get("power_w")):
+        return "a brief release within a clamp no longer makes a cycle of its own (stop 33); the headline unchanged"
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
     return ""
@@ -178,7 +191,7 @@ def intended_valid_change(committed: Mapping[str, Any], replayed: Mapping[str, A
     old = set(R.split_flags(committed.get("flags") or None))
     new = set(R.split_flags(replayed.get("flags") if isinstance(replayed.get("flags"), str) else None))
     if old and old <= CI_WIDTH_FLAGS and not new and _same_number(committed.get("power_w"), replayed.get("power_w")):
-        return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
+        return IMPRECISE_GONE
     return ""
 
 
@@ -187,7 +200,7 @@ def intended_flag_change(
 ) -> str:
     """Why the flags differ on purpose ("" when they should not); `off_grid_before` as in `intended_change`."""
     if gone and gone <= CI_WIDTH_FLAGS and not added:
-        return "imprecise no longer fires: the headline CI recalibrated (issue 22) is within analysis.max_ci_pct"
+        return IMPRECISE_GONE
     if off_grid_before and gone and gone <= ADDED_NOTES and not added:
         return "the note ssp_inconsistent no longer fires: the self-consistency check reads the sensor's grid times"
     sustained = replayed.get("power_source") in ("sustained", "sustained_stamped")

@@ -423,8 +423,11 @@ def unsettled_ssp_budget(policy: Any, probe: Probe | None, ssp_runs: int, notes:
     valid: runs spent on its CI and LOI targets buy no number. The SSP runs then stop at
     `fingrav.analysis.ssp_stop.MIN_RUNS`, the fewest its CI rests on (it is still reported, flagged), and say so up
     front. On the H200 database (results/h200-db4) the 10 rows of unsettled probes spent 141 GPU-s on 16-24 SSP runs
-    each; every one ended with its method SSP invalid. Otherwise (no adaptive stop, a settled probe) `ssp_runs`."""
-    if not adaptive_ssp(policy) or probe is None or probe.settled or ssp_runs <= MIN_RUNS:
+    each; every one ended with its method SSP invalid. Otherwise (no adaptive stop, a settled probe) `ssp_runs`; so
+    also with explicit run_policy.sse_runs (SSE runs measured): the SSP runs' SSE LOIs would then be lost, since the
+    SSE top-up (`_sse_for_ssp`) adds SSE runs for the SSP runs saved only where the SSE count is the plan's."""
+    explicit_sse = policy.sse_runs is not None and policy.sse != "never"
+    if not adaptive_ssp(policy) or probe is None or probe.settled or ssp_runs <= MIN_RUNS or explicit_sse:
         return ssp_runs
     notes.append(
         f"method SSP: the stability probe did not settle, so it is flagged unsettled (not valid) whatever the runs: "

@@ -193,6 +193,9 @@ def test_an_adaptive_plan_prices_the_runs_it_expects_and_its_budget() -> None:
     unsettled_sse = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), sse_pol)
     saved = 50 - MIN_RUNS
     assert unsettled_sse.sse_runs - settled_sse.sse_runs == saved - (50 - settled_sse.ssp_runs_expected)
+    # explicit SSE runs get no top-up: the SSP runs keep their budget (and their SSE LOIs)
+    explicit = make_plan(300_000, 302_000, SENSOR_H200, probe_of(settled=False), _policy(max_runs=50, sse_runs=20))
+    assert explicit.runs == 50 and explicit.sse_runs == 20
     # without an adaptive stop nothing changes: the fixed count, the tail spread over it
     fixed_unsettled = make_plan(
         300_000, 302_000, SENSOR_H200, probe_of(settled=False), _policy(max_runs=50, min_lois=30, ssp_ci_pct=None)

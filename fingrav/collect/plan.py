@@ -498,15 +498,13 @@ def make_plan(
     recover = probe.t_recover_ns if probe is not None else settle
     idle_ns = int(1.2 * max(settle, recover)) + period
     ssp_runs = int(policy.runs) if policy.runs is not None else min(g_runs, int(policy.max_runs))
-    limited = limiter_bound(probe, timing)
     budget = unsettled_ssp_budget(policy, probe, ssp_runs, notes)
     shape, expected, priced = _ssp_shape(exec_time_ns, cycle_ns, sensor, probe, policy, ssp_index, sse_index,
-                                         lois_wanted, budget, notes, limited)  # fmt: skip
+                                         lois_wanted, budget, notes, limiter_bound(probe, timing))  # fmt: skip
     adaptive = expected is not None
     sse = sse_decision(exec_time_ns, cycle_ns, sensor, idle_ns, predecessor_count * pred_cycle_ns, policy, ssp_runs)
     counts = _sse_for_ssp(_run_counts(g_runs, sse, policy, notes), sse, policy, ssp_runs, expected, notes)
-    runs = int(policy.runs) if policy.runs is not None else counts.runs
-    runs = min(runs, budget)
+    runs = min(int(policy.runs) if policy.runs is not None else counts.runs, budget)
     plan = Plan(
         format_version=FORMAT_VERSION,
         exec_time_ns=int(exec_time_ns),

@@ -202,7 +202,8 @@ def _cycle_ratio_half(cp: np.ndarray, starts: np.ndarray, level: float) -> float
     `cp`: the whole-cycle mean is time-weighted (every bin alike), so its CI is the ratio's over cycles
     (`fingrav.analysis.tdist.ratio_t_half_width`: each cycle weighs by its length), not a t-interval of cycle means
     taken alike. On the H200 the last cycle of a run is often short and mostly clamped (results/h200-db5: 7-15 bins
-    at 672-677 W where the others average ~689 W); taken alike it widened l3-8b-qkv-m8192's CI from ~1 % to 3.4 %."""
+    at 672-677 W where the others average ~689 W); weighing it by its length alone took db5's 7 imprecise
+    headlines from +-1.3-5.0 % to +-1.2-2.9 % (the rest was split cycles, `_merge_short_cycles`)."""
     bounds = zip(starts[:-1], starts[1:], strict=True)
     sums, counts = zip(*((float(cp[a:b].sum()), float(b - a)) for a, b in bounds), strict=True)
     return ratio_t_half_width(sums, counts, level)[1]

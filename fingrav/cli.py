@@ -313,8 +313,10 @@ def _add_planning_commands(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("--results", default="results", help="where results/<sweep>/calibration is looked for")
     pl.add_argument(
         "--probes-from",
-        help="a results folder of earlier collections on this GPU (e.g. a committed dataset): their stability probes "
-        "price the device transient (default: the sweep's own)",
+        action="append",
+        help="a results folder of earlier collections on this GPU (e.g. a committed dataset; repeat it for several): "
+        "their stability probes price the device transient, and the SSP runs their adaptive stop took price the same "
+        "kernels' SSP runs (default: the sweep's own)",
     )
     pl.add_argument("--json", action="store_true", help="the plans and estimates as JSON")
     pl.set_defaults(func=_cmd_plan)

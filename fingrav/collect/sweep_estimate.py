@@ -15,8 +15,9 @@ What the estimate stands on, each said in its `basis`:
   back (its expected probe reaches the power limit) on a device whose limiter cycles, at the first clamp plus
   `fingrav.collect.estimate.REFERENCE_CYCLES` limit cycles (the run goes on until it has seen 3 whole cycles and
   their mean is precise). The adaptive SSP runs are expected at the count the plan expects
-  (`fingrav.collect.plan.expected_ssp_runs`, more for a limiter-bound kernel) and lie between it and the budget.
-  Both ranges are printed as such;
+  (`fingrav.collect.plan.expected_ssp_runs`, more for a limiter-bound kernel), or, for a kernel earlier
+  collections measured, at the mean of the counts their adaptive stop took (`SeenKernel.expected_ssp_runs`), and
+  lie between it and the budget. Both ranges are printed as such;
 * the device's timing (`device_timing`): the power limit (NVML's, else the simulator's cap target), the limit
   cycle of the simulator preset that models the GPU, the host gap between runs (`HOST_GAP_NS`). The plan made at
   collection (`fingrav.collect.runner`) is priced with the same.
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fingrav.analysis.ssp_stop import MIN_RUNS
 from fingrav.collect.estimate import DeviceTiming, plan_cost, probe_watch_ns
 from fingrav.collect.plan import make_plan
 from fingrav.contracts.plan import Plan, PlanCost, Probe
@@ -274,12 +277,24 @@ class SeenProbes:
 
 @dataclass(frozen=True)
 class SeenKernel:
-    """One kernel as an earlier collection on this GPU measured it: its stability probe and its timing run's
-    execution and launch-to-launch times (ns)."""
+    """One kernel as earlier collections on this GPU measured it: its stability probe and its timing run's
+    execution and launch-to-launch times (ns), the last collection's; and the SSP runs the adaptive stop took in
+    each collection that had one (`ssp_runs`, plan.json's ssp_stop)."""
 
     probe: Probe
     exec_time_ns: int
     cycle_ns: int
+    ssp_runs: tuple[int, ...] = ()
+
+    def expected_ssp_runs(self, plan: Plan) -> int | None:
+        """The SSP runs to price `plan`'s adaptive stop at: the mean of the runs the stop took before, within
+        MIN_RUNS and the plan's budget; None where the plan has no adaptive stop or the kernel none seen. On the H200
+        database a limiter-bound kernel's SSP runs scatter from 8 to the budget of 24, and the count follows the
+        kernel from card to card (correlation 0.5-0.6 between results/h200-db2, db4 and db5), which no model of the
+        probe predicts (correlation with the probe's peak 0.33)."""
+        if plan.ssp_runs_expected is None or not self.ssp_runs:
+            return None
+        return int(min(plan.runs, max(MIN_RUNS, round(sum(self.ssp_runs) / len(self.ssp_runs)))))
 
 
 def kernel_key(kernel: object) -> str:
@@ -290,9 +305,10 @@ def kernel_key(kernel: object) -> str:
     return json.dumps(dump, sort_keys=True, default=str)
 
 
-def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
+def probes_seen(folder: Path | str | Sequence[Path | str], p: Preset) -> SeenProbes | None:
     """The probes of the plan.json files under `folder` (a sweep's results folder or a dataset's, any depth: its
-    raw/gpu0/<scenario>/plan.json), each kernel classed by the preset's model (`kernel_model`); None: none found.
+    raw/gpu0/<scenario>/plan.json; or several such folders), each kernel classed by the preset's model
+    (`kernel_model`); None: none found.
     A real GPU's device transient is its own (the H200's clocks ramp for ~40 ms, the simulated one's for 2-10 ms):
     an earlier collection on the same GPU prices it better than the preset."""
     import json
@@ -300,19 +316,32 @@ def probes_seen(folder: Path | str, p: Preset) -> SeenProbes | None:
 
     from fingrav.config import Scenario
 
+    folders = [folder] if isinstance(folder, (str, Path)) else list(folder)
+
     light, heavy, recover = [], [], []
     kernels: dict[str, SeenKernel] = {}
-    for path in sorted(Path(folder).glob("**/gpu0/*/plan.json")):
+    done: set[tuple[str, str]] = set()  # (created, scenario): a collection copied into two folders counts once
+    for path in sorted(q for f in folders for q in Path(f).glob("**/gpu0/*/plan.json")):
         try:
             plan = json.loads(path.read_text())
-            probe, scen = plan.get("probe") or {}, (plan.get("provenance") or {}).get("scenario")
+            prov = plan.get("provenance") or {}
+            probe, scen = plan.get("probe") or {}, prov.get("scenario")
             if not probe or not isinstance(scen, dict):
                 continue
+            ident = (str(prov.get("created_utc")), str(scen.get("name")))
+            if ident in done:
+                continue
+            done.add(ident)
             kernel = Scenario.model_validate(scen).kernel
             is_heavy = kernel_model(p, kernel)[2]
             if not scen.get("predecessor"):
-                seen = SeenKernel(Probe.model_validate(probe), int(plan["exec_time_ns"]), int(plan["cycle_ns"]))
-                kernels[kernel_key(kernel)] = seen
+                key = kernel_key(kernel)
+                stop = plan.get("ssp_stop") or {}
+                took = (stop.get("runs_done") or stop.get("runs")) if plan.get("ssp_ci_pct") is not None else None
+                runs = kernels[key].ssp_runs if key in kernels else ()
+                runs = (*runs, int(took)) if took else runs
+                probe_of = Probe.model_validate(probe)
+                kernels[key] = SeenKernel(probe_of, int(plan["exec_time_ns"]), int(plan["cycle_ns"]), runs)
         except (OSError, ValueError, KeyError, FingravError):
             continue
         (heavy if is_heavy else light).append(float(probe["t_stable_ns"]))
@@ -382,6 +411,10 @@ def estimate_scenario(name: str, policy: RunPolicy, kernel: object, pred: object
 
     plan, cost = cost_with(own.probe if own is not None else expected_probe(policy, sensor, p, cycle_ns, heavy, seen,
                                                                              timing))  # fmt: skip
+    runs = own.expected_ssp_runs(plan) if own is not None else None
+    if runs is not None:  # the adaptive stop as it went on this kernel before
+        plan = plan.model_copy(update={"ssp_runs_expected": runs})
+        cost = plan_cost(plan, policy, pred_cycle, timing)
     low = min(cost.total_s, cost_with(None)[1].total_s)
     return ScenarioEstimate(name, plan, cost, low, cost_with(unsettled_probe(policy, sensor, cycle_ns))[1])
 
@@ -390,11 +423,11 @@ def estimate_sweep(
     cfg: SweepConfig,
     preset: str | None = None,
     results_root: Path | str = "results",
-    probes_from: Path | str | None = None,
+    probes_from: Path | str | Sequence[Path | str] | None = None,
 ) -> SweepEstimate:
     """Every scenario's estimate (module docstring); the calibration's load steps when the sweep has none yet.
-    probes_from: a folder with earlier collections on this GPU (`probes_seen`); default: the sweep's own results
-    folder, where it has collected scenarios already."""
+    probes_from: a folder with earlier collections on this GPU, or several (`probes_seen`); default: the sweep's own
+    results folder, where it has collected scenarios already."""
     from fingrav.cost import calibration_cost
     from fingrav.layout import SweepLayout
 
@@ -415,6 +448,12 @@ def estimate_sweep(
         "a probe that settles with the sensor to one that never settles, the adaptive reference run from "
         "reference_ms to reference_max_ms",
     ]
+    n_runs = sum(bool(k.ssp_runs) for k in seen.kernels.values()) if seen is not None else 0
+    if n_runs:
+        basis.append(
+            f"SSP runs: as many as the adaptive stop took in earlier collections of the same kernel, their mean "
+            f"({n_runs} kernels seen; the others at the plan's expected count)"
+        )
     world = cfg.device.world_size
     timing = preset_timing(cfg, p)
     out = []

@@ -317,3 +317,44 @@ def test_base_runs_are_planned_and_priced_only_where_they_can_run() -> None:
     scen = Scenario.model_validate({"name": "x", "kernel": {"kind": "gemm", "m": 8, "n": 8, "k": 8}})
     assert collection_hash(scen, RunPolicy(), 1) == collection_hash(scen, RunPolicy(sse_base_runs=0), 1)
     assert collection_hash(scen, RunPolicy(), 1) != collection_hash(scen, RunPolicy(sse_base_runs=40), 1)
+
+
+def test_earlier_collections_price_the_same_kernels_ssp_runs(tmp_path) -> None:
+    """`fingrav plan --probes-from A --probes-from B`: a kernel whose adaptive SSP stop took n runs in earlier
+    collections is priced at their mean (within MIN_RUNS and the budget), the others at the plan's expected count;
+    a collection copied into two folders counts once."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from fingrav.analysis.ssp_stop import MIN_RUNS
+    from fingrav.collect.sweep_estimate import probes_seen
+
+    src = Path(__file__).resolve().parents[2] / "results" / "h200-db" / "gpu" / "raw" / "gpu0"
+    plans = sorted(src.glob("*/plan.json"))[:2]
+    assert len(plans) == 2
+
+    def copy(folder: Path, runs: int, created: str) -> None:
+        for p in plans:
+            doc = json.loads(p.read_text())
+            doc["ssp_ci_pct"] = 0.5
+            doc["ssp_stop"] = {"extend": False, "reason": "ci_reached", "runs": runs, "lois": 40}
+            doc["provenance"]["created_utc"] = created
+            (folder / "raw" / "gpu0" / p.parent.name).mkdir(parents=True)
+            (folder / "raw" / "gpu0" / p.parent.name / "plan.json").write_text(json.dumps(doc))
+
+    copy(tmp_path / "a", 10, "2026-12-01T00:00:00+00:00")
+    copy(tmp_path / "b", 21, "2026-12-02T00:00:00+00:00")
+    shutil.copytree(tmp_path / "b", tmp_path / "b-copy")
+    seen = probes_seen([tmp_path / "a", tmp_path / "b", tmp_path / "b-copy"], PRESETS["h200"])
+    assert seen is not None and seen.count == 4 and len(seen.kernels) == 2
+    own = next(iter(seen.kernels.values()))
+    assert sorted(own.ssp_runs) == [10, 21]
+    pol = _policy(max_runs=50, min_lois=30, runs=24)
+    probe = own.probe
+    plan = make_plan(own.exec_time_ns, own.cycle_ns, SENSOR_H200, probe, pol)
+    assert own.expected_ssp_runs(plan) == min(plan.runs, 16)  # round(15.5)
+    fixed = make_plan(own.exec_time_ns, own.cycle_ns, SENSOR_H200, probe, _policy(ssp_ci_pct=None, runs=24))
+    assert own.expected_ssp_runs(fixed) is None  # a fixed count is not priced from earlier stops
+    few = type(own)(own.probe, own.exec_time_ns, own.cycle_ns, (3,))
+    assert few.expected_ssp_runs(plan) == MIN_RUNS

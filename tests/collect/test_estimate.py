@@ -330,7 +330,7 @@ def test_earlier_collections_price_the_same_kernels_ssp_runs(tmp_path) -> None:
     from fingrav.analysis.ssp_stop import MIN_RUNS
     from fingrav.collect.sweep_estimate import probes_seen
 
-    src = Path(__file__).resolve().parents[2] / "results" / "h200-db" / "gpu" / "raw" / "gpu0"
+    src = Path(__file__).resolve().parents[2] / "results" / "h200-sustained" / "gpu" / "raw" / "gpu0"
     plans = sorted(src.glob("*/plan.json"))[:2]
     assert len(plans) == 2
 

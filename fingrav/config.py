@@ -530,8 +530,9 @@ class RunPolicy(_Model):
     reference_max_ms: Annotated[float, Field(ge=0, le=600_000.0)] = Field(
         30_000.0,
         description="longest length of the reference run: past reference_ms it goes on while its power cycles and "
-        "the whole-cycle mean has fewer than 3 cycles or a CI wider than reference_ci_pct "
-        "(fingrav.analysis.sustained.reference_decision); <= reference_ms: a fixed length",
+        "the whole-cycle mean has fewer than 3 cycles or a CI wider than reference_ci_pct, or, where it does not "
+        "cycle but its 200 ms blocks spread nearly as much as a cycling run's, for up to 1 s more to see whether the "
+        "limiter starts to clamp (fingrav.analysis.sustained.reference_decision); <= reference_ms: a fixed length",
     )
     reference_ci_pct: PositiveFloat = Field(
         0.7,

@@ -349,10 +349,20 @@ def headline(
     return SustainedHeadline(source, p, cycle, e)
 
 
+#: a settled power whose block spread is above this fraction of MAX_BLOCK_SPREAD_PCT is near the limiter's edge
+NEAR_LIMIT_FRAC = 0.8
+#: ... and is watched this much longer than reference_ms before it is called steady: about one limit cycle on the
+#: H200 (periods 0.96-1.02 s, results/h200-db6). There, two prefill attentions called steady at a spread of 4.4 and
+#: 4.8 % (limit 5 %) began to clamp 0.1-0.2 s later, in the executions already queued, and their rows were left with
+#: one limit cycle and an imprecise headline (results/h200-db5, results/h200-db6)
+NEAR_LIMIT_NS = 1_000_000_000
+
 #: why an adaptive reference run stopped or went on (`reference_decision`; plan.json `reference_stop`)
 REFERENCE_REASONS = {
     "min_length": "shorter than run_policy.reference_ms: going on",
     "too_short_to_tell": "fewer than three 200 ms blocks of settled samples: going on",
+    "near_limit": "settled power does not cycle but its block spread is near the limit (above NEAR_LIMIT_FRAC of "
+    "it): going on for NEAR_LIMIT_NS past run_policy.reference_ms, to see whether the limiter starts to cycle",
     "steady": "settled power does not cycle (block spread within the limit) and no longer drifts: stopped",
     "drifting": "settled power still drifts over the run's last half by more than reference_ci_pct / 2: going on",
     "too_few_cycles": "the power cycles but fewer than three whole limit cycles are seen: going on",
@@ -398,8 +408,9 @@ def reference_decision(
     then for as long as its settled power is seen to cycle (block spread > MAX_BLOCK_SPREAD_PCT) and the
     whole-cycle mean (`limit_cycle`, the headline's own statistic) has fewer than MIN_CYCLES_FOR_CI cycles or a
     CI wider than +-max_ci_pct %, or, where it does not cycle, for as long as it still drifts over the last half
-    (`drift`: by more than max_ci_pct / 2 plus two standard errors; the die warming), up to max_ns. A limiter
-    that only starts later than the run's end is not seen (make reference_ms longer)."""
+    (`drift`: by more than max_ci_pct / 2 plus two standard errors; the die warming) or its block spread is near the
+    limit (`NEAR_LIMIT_FRAC`) and the run is shorter than min_ns + `NEAR_LIMIT_NS`, up to max_ns. A limiter that only
+    starts later than the run's end is not seen (make reference_ms longer)."""
     elapsed = int(now_ns - start_ns)
     if elapsed < min_ns:
         return ReferenceDecision(True, "min_length", elapsed)
@@ -417,6 +428,8 @@ def reference_decision(
         d = drift(t, p, level)
         if d is not None and d.drifting(max_ci_pct / 2.0):  # still warming (or cooling): not yet sustained
             return ReferenceDecision(not stop, "max_length" if stop else "drifting", elapsed, 0, None)
+        if spread > NEAR_LIMIT_FRAC * MAX_BLOCK_SPREAD_PCT and elapsed < min_ns + NEAR_LIMIT_NS and not stop:
+            return ReferenceDecision(True, "near_limit", elapsed)
         return ReferenceDecision(False, "steady", elapsed)
     lc = limit_cycle(t, p, level)
     if lc is None or lc.cycles < MIN_CYCLES_FOR_CI:

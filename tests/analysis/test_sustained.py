@@ -105,6 +105,33 @@ def test_reference_decision_stops_a_steady_run_at_its_shortest_length() -> None:
     assert _decide(t[:20], p[:20], 2000, min_ms=100).reason == "too_short_to_tell"
 
 
+def test_reference_decision_watches_a_spread_near_the_limit_a_little_longer() -> None:
+    """A steady run whose 200 ms blocks spread by more than NEAR_LIMIT_FRAC of the cycling limit goes on for
+    NEAR_LIMIT_NS past reference_ms (the limiter may be about to clamp), then is called steady if it still does not
+    cycle; a spread well under the limit stops at reference_ms; a clamp that starts in that extra time is seen."""
+    from fingrav.analysis.sustained import NEAR_LIMIT_FRAC, NEAR_LIMIT_NS
+    from fingrav.contracts.flags import BLOCK_NS, MAX_BLOCK_SPREAD_PCT
+
+    t = (np.arange(400) * 10 * MS).astype(np.int64)  # 4 s of 10 ms samples
+    block = t // BLOCK_NS
+
+    def blocks(spread_pct: float) -> np.ndarray:  # alternate 200 ms blocks around 700 W, spread by spread_pct
+        return np.where(block % 2 == 0, 1.0, 1.0 - spread_pct / 100.0) * 700e3
+
+    near = blocks(0.5 * (NEAR_LIMIT_FRAC + 1.0) * MAX_BLOCK_SPREAD_PCT)
+    seen = lambda ms: t <= ms * MS  # noqa: E731
+    d = _decide(t[seen(2000)], near[seen(2000)], 2000)
+    assert d.extend and d.reason == "near_limit"
+    later = 2000 + NEAR_LIMIT_NS / MS
+    assert _decide(t[seen(later)], near[seen(later)], later).reason == "steady"
+    far = blocks(0.5 * NEAR_LIMIT_FRAC * MAX_BLOCK_SPREAD_PCT)
+    assert _decide(t[seen(2000)], far[seen(2000)], 2000).reason == "steady"
+    # the limiter clamps from 2.4 s on: in the extra time the run is seen to cycle, and is judged on its cycles
+    clamped = np.where(t >= 2400 * MS, np.where(block % 2 == 0, 1.0, 0.85) * 700e3, near)
+    d = _decide(t[seen(2800)], clamped[seen(2800)], 2800)
+    assert d.reason in {"too_few_cycles", "ci_too_wide", "ci_reached"}
+
+
 def test_drift_sees_a_warming_run_and_not_noise() -> None:
     from fingrav.analysis.sustained import drift
 

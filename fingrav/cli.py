@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,6 +218,7 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     from fingrav import rawio
     from fingrav.stages.collect import KeptDevice
 
+    t0 = time.monotonic()
     cfg = load_config(args.config)
     layout = _layout(cfg, args.out)
     have_cal = all(
@@ -228,17 +230,48 @@ def _cmd_gpu_sweep(args: argparse.Namespace) -> int:
     else:
         _cmd_calibrate(args)
     names = args.scenario or [s.name for s in cfg.scenarios]
+    price = _prices(cfg, layout) if args.time_limit_s else {}
+    left: list[str] = []
     with KeptDevice() as keep:
         for i, name in enumerate(names):
             if _collected(cfg, name, layout):
                 logger.info("scenario %d/%d: %s already collected: kept", i + 1, len(names), name)
                 continue
+            if args.time_limit_s and not _fits(name, price, args.time_limit_s - (time.monotonic() - t0)):
+                left = names[i:]
+                break
             logger.info("scenario %d/%d: %s", i + 1, len(names), name)
             _collect_one(cfg, name, layout, keep)
-    (layout.root / "gpu-sweep.json").write_text(
-        json.dumps({"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names}, indent=2) + "\n"
-    )
-    return 0
+    doc = {"config": str(args.config), "config_hash": config_hash(cfg), "scenarios": names, "not_started": left}
+    (layout.root / "gpu-sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return TIME_LIMIT_RC if left else 0
+
+
+#: `fingrav gpu-sweep --time-limit-s`: the exit status when scenarios were left for another call (timeout(1)'s)
+TIME_LIMIT_RC = 124
+#: ... and the margin on a scenario's expected GPU time before it is started (the plan is within +-25 % for ~80 %
+#: of the H200 database's shapes: results/h200-db6)
+TIME_LIMIT_MARGIN = 1.25
+
+
+def _prices(cfg: SweepConfig, layout: SweepLayout) -> dict[str, float]:
+    """Each scenario's expected GPU time (s), as `fingrav plan` prices it with this sweep's calibration and its
+    earlier collections (`fingrav.collect.sweep_estimate`)."""
+    from fingrav.collect.sweep_estimate import estimate_sweep
+
+    est = estimate_sweep(cfg, None, layout.root.parent, layout.root)
+    return {s.name: s.expected_s for s in est.scenarios}
+
+
+def _fits(name: str, price: dict[str, float], left_s: float) -> bool:
+    """Whether scenario `name` is expected to end within the `left_s` seconds left (with TIME_LIMIT_MARGIN): else
+    it is not started, so that no GPU time goes into a collection the time limit would cut (and archive)."""
+    need = price.get(name, 0.0) * TIME_LIMIT_MARGIN
+    if need <= left_s:
+        return True
+    logger.info("%s: not started: ~%.0f s expected (x %.2f), %.0f s left of --time-limit-s", name,
+                price.get(name, 0.0), TIME_LIMIT_MARGIN, left_s)  # fmt: skip
+    return False
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -354,6 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--out", help="results folder (default results/<sweep>)")
         if name != "calibrate":
             c.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
+        if name == "gpu-sweep":
+            c.add_argument(
+                "--time-limit-s",
+                type=float,
+                help="start no scenario that is not expected to end within this many seconds of the command's start "
+                f"(its planned GPU time x {TIME_LIMIT_MARGIN}); exit status {TIME_LIMIT_RC} when scenarios are left "
+                "for another call, listed as not_started in gpu-sweep.json",
+            )
         c.set_defaults(func=func)
     return p
 

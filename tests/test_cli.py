@@ -48,6 +48,33 @@ def test_gpu_sweep_resumes_and_archives(tmp_path: Path) -> None:
     assert len(list((out / "archive").glob("cb-2k-*"))) == 1 and len(list((out / "archive").glob("cb-8k-*"))) == 2
 
 
+def test_gpu_sweep_starts_no_scenario_the_time_limit_would_cut(tmp_path: Path, monkeypatch) -> None:
+    """--time-limit-s: a scenario whose planned GPU time (x TIME_LIMIT_MARGIN) does not fit in what is left is not
+    started: nothing of it is written, it is listed as not_started, and the exit status says to call again; the
+    scenarios before it are collected, and a call with time enough finishes the sweep."""
+    import fingrav.cli as cli
+
+    data = tiny_config(sweep="cli-limit", max_runs=40)
+    data["scenarios"] = data["scenarios"][:2]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    first, second = (s["name"] for s in data["scenarios"])
+    prices = {first: 1.0, second: 1e6}  # the second would take far longer than any limit
+    monkeypatch.setattr(cli, "_prices", lambda c, layout: prices)
+    assert main(["gpu-sweep", "--config", str(cfg), "--out", str(out), "--time-limit-s", "3600"]) == cli.TIME_LIMIT_RC
+    raw = out / "raw" / "gpu0"
+    assert (raw / first / "COLLECTED.json").exists() and not (raw / second).exists()
+    assert json.loads((out / "gpu-sweep.json").read_text())["not_started"] == [second]
+    prices[second] = 1.0
+    assert main(["gpu-sweep", "--config", str(cfg), "--out", str(out), "--time-limit-s", "3600"]) == 0
+    assert (raw / second / "COLLECTED.json").exists()
+    assert json.loads((out / "gpu-sweep.json").read_text())["not_started"] == []
+    # the prices are the plan's: every scenario of the sweep, positive
+    real = cli._prices(parse_config(data), SweepLayout(out))
+    assert set(real) == {first, second} and all(v > 0 for v in real.values())
+
+
 def test_version_and_one_argument_style(capsys) -> None:
     """`fingrav --version`; every subcommand that reads a sweep config takes it as --config."""
     from fingrav.cli import build_parser

@@ -278,8 +278,8 @@ class SeenProbes:
 @dataclass(frozen=True)
 class SeenKernel:
     """One kernel as earlier collections on this GPU measured it: its stability probe and its timing run's
-    execution and launch-to-launch times (ns), the last collection's; and the SSP runs the adaptive stop took in
-    each collection that had one (`ssp_runs`, plan.json's ssp_stop)."""
+    execution and launch-to-launch times (ns), from the last plan.json found (in path order); and the SSP runs the
+    adaptive stop took in each collection that had one (`ssp_runs`, plan.json's ssp_stop)."""
 
     probe: Probe
     exec_time_ns: int
@@ -337,7 +337,7 @@ def probes_seen(folder: Path | str | Sequence[Path | str], p: Preset) -> SeenPro
             if not scen.get("predecessor"):
                 key = kernel_key(kernel)
                 stop = plan.get("ssp_stop") or {}
-                took = (stop.get("runs_done") or stop.get("runs")) if plan.get("ssp_ci_pct") is not None else None
+                took = stop.get("runs") if plan.get("ssp_ci_pct") is not None else None
                 runs = kernels[key].ssp_runs if key in kernels else ()
                 runs = (*runs, int(took)) if took else runs
                 probe_of = Probe.model_validate(probe)

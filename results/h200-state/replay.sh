@@ -6,7 +6,5 @@
 # anywhere after `pip install -e .` (see README.md).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-# its raw data (gpu/raw, 2 MB) are in the git tag data-h200-state (commit d84a1b1) since stop 34, not in main's tree
-bash "$here/../../benchmarks/restore_raw.sh" h200-state data-h200-state d84a1b1732748e2e2c13a0acd12fe5211c63989a
 bash "$here/../../benchmarks/replay_dataset.sh" h200-state
 python3 "$here/compare.py" --summary "$here/../h200-state-replay/summary.csv" --check

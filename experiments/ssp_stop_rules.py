@@ -42,15 +42,15 @@ import numpy as np
 import polars as pl
 
 from fingrav import rawio
+from fingrav.analysis.settling import TREND_Z, trend_bounds
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.tdist import ratio_t_half_width
+from fingrav.collect.runner import SSP_CHECK_EVERY
 from fingrav.contracts.plan import Plan
 
 logger = logging.getLogger("ssp_stop_rules")
 
 ROOT = Path(__file__).resolve().parents[1]
-SSP_CHECK_EVERY = 2  # as fingrav.collect.runner.SSP_CHECK_EVERY
-TREND_Z = 3.29  # as fingrav.analysis.settling.TREND_Z
 RULES = ("current", "unsettled", "total")
 
 
@@ -124,11 +124,9 @@ def tail_trend(r: RunSums, k: int, plan: Plan) -> tuple[float, float, float] | N
     se = float(np.sqrt(k / (k - 1) * float((u**2).sum())))
     diff = float(m2 - m1)
     z = diff / se if se > 0 else 0.0
-    distance = half * float(plan.cycle_ns)
-    slope = diff / distance
     group = plan.sensor.window_ns / 2 + plan.sensor.lag_ns
-    bias = float(np.sqrt(max(0.0, slope**2 - (se / distance) ** 2))) * group
-    return z, abs(slope) * plan.tail * float(plan.cycle_ns), bias
+    change, bias = trend_bounds(diff, se, half, plan.tail, float(plan.cycle_ns), group)
+    return z, change, bias
 
 
 def decide(r: RunSums, k: int, plan: Plan, rule: str, target: float) -> tuple[bool, str]:

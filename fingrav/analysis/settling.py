@@ -94,6 +94,21 @@ def _half_sums(sub: pl.DataFrame, run_ids: np.ndarray) -> tuple[np.ndarray, np.n
     return s1, n1, s2, n2
 
 
+def trend_bounds(
+    difference_mw: float, se_mw: float, half: int, tail: int, cycle_ns: float, group_delay_ns: float
+) -> tuple[float, float]:
+    """(change across the tail, bias bound), mW, of a tail whose second half reads `difference_mw` above its first
+    (standard error `se_mw`; halves `half` executions of `cycle_ns` apart, a tail of `tail` executions): the slope
+    times the tail's length, and the slope beyond its own noise (sqrt(slope^2 - se^2)) times the group delay: a flat
+    tail's noisy slope adds nothing, a real trend about |slope| x group delay. Non-finite se: |slope| x delay."""
+    distance_ns = half * float(cycle_ns)
+    slope = difference_mw / distance_ns
+    change = abs(slope) * tail * float(cycle_ns)
+    if not np.isfinite(se_mw):
+        return change, abs(slope) * float(group_delay_ns)
+    return change, float(np.sqrt(max(0.0, slope**2 - (se_mw / distance_ns) ** 2))) * float(group_delay_ns)
+
+
 def tail_trend(
     lois: pl.DataFrame,
     channel: str,
@@ -130,8 +145,8 @@ def tail_trend(
     diff = m2 - m1
     se = float(rep.std(ddof=1)) if rep.size > 2 else float("nan")
     z = diff / se if se > 0 else (0.0 if diff == 0 else float("inf"))
-    distance_ns = half * float(cycle_ns)
-    slope = diff / distance_ns  # mW per ns
+    slope = diff / (half * float(cycle_ns))  # mW per ns
+    change, bias = trend_bounds(diff, se, half, plan.tail, float(cycle_ns), float(group_delay_ns))
     return TailTrend(
         tested=True,
         first_half_mw=m1,
@@ -140,12 +155,8 @@ def tail_trend(
         difference_se_mw=se,
         trend_z=float(z),
         slope_mw_per_ms=slope * 1e6,
-        change_over_tail_mw=abs(slope) * plan.tail * float(cycle_ns),
-        # the slope beyond its own noise (sqrt(slope^2 - se^2)): a flat tail's noisy slope adds nothing, a real
-        # trend adds about |slope| x group delay
-        bias_bound_mw=float(np.sqrt(max(0.0, slope**2 - (se / distance_ns) ** 2))) * float(group_delay_ns)
-        if np.isfinite(se)
-        else abs(slope) * float(group_delay_ns),
+        change_over_tail_mw=change,
+        bias_bound_mw=bias,
         significant=bool(abs(z) > TREND_Z),
     )
 

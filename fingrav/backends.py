@@ -40,6 +40,20 @@ class EnergyCounter:
 
 
 @dataclass(frozen=True)
+class CardState:
+    """How far apart two measurements of one below-cap kernel's sustained power on one card are, run at different
+    times (the card's thermal state, where its inputs sit): sd_pct, the standard deviation of the power above idle
+    between runs (% of that excess); df, the degrees of freedom it was estimated with (None: known exactly, the
+    simulator's own parameter); source: what it rests on. `fingrav.analysis.card_state` puts it in the CIs of the
+    headlines that do not limit-cycle. A recorded device description overrides it where it has its own (the
+    simulator's parameters.state_sd_pct)."""
+
+    sd_pct: float
+    df: float | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Backend:
     """What one `device.backend` value means.
 
@@ -56,7 +70,9 @@ class Backend:
     framework: what executes the kernels, as exports name it (the export's ``framework`` column);
     provenance_fields: the keys its device's ``describe()`` always records (raw parquet / plan.json provenance);
     energy_counter: its energy counter (`EnergyCounter`; None: it has none of its own, a replay keeps the recorded
-    device's backend in its provenance).
+    device's backend in its provenance);
+    card_state: the card's state between runs (`CardState`; None: not characterized for this backend's cards, or a
+    replay, which keeps the recorded device's backend).
     """
 
     name: str
@@ -71,6 +87,7 @@ class Backend:
     framework: str | None
     provenance_fields: tuple[str, ...]
     energy_counter: EnergyCounter | None
+    card_state: CardState | None
 
     @property
     def collects(self) -> bool:
@@ -117,6 +134,7 @@ BACKENDS: Mapping[str, Backend] = {
             energy_counter=EnergyCounter(
                 0.015259, 1e6, "the default preset (mi300x); the recorded parameters.energy_counter overrides it"
             ),
+            card_state=None,  # the recorded parameters.state_sd_pct (the preset's state_sd), where it is recorded
         ),
         Backend(
             name="nvml",
@@ -141,6 +159,12 @@ BACKENDS: Mapping[str, Backend] = {
             energy_counter=EnergyCounter(
                 1.0, 100e6, "nvmlDeviceGetTotalEnergyConsumption: integer mJ, changes every ~100 ms (H200.md)"
             ),
+            card_state=CardState(
+                0.357,
+                16.0,
+                "measured on two H200 cards: 11 below-cap kernels collected 2-3 times each, a minute or more apart "
+                "(results/h200-state-reps, results/h200-placement; experiments/card_state_sd.py)",
+            ),
         ),
         Backend(
             name="amdsmi",
@@ -160,6 +184,7 @@ BACKENDS: Mapping[str, Backend] = {
                 "amdsmi_get_energy_count: ticks of 2^-16 J (the recorded counter_resolution_uj overrides), firmware "
                 "updates every ~1 ms",
             ),
+            card_state=None,  # not measured on an AMD card
         ),
         Backend(
             name="replay",
@@ -174,6 +199,7 @@ BACKENDS: Mapping[str, Backend] = {
             framework=None,
             provenance_fields=(),
             energy_counter=None,
+            card_state=None,
         ),
     )
 }

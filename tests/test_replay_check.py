@@ -172,6 +172,28 @@ def test_the_placement_term_widens_the_execution_time_ci_as_an_intended_change()
     assert {c for _, c, *_ in moved.differences} >= {"exec_time_us", "exec_time_ci_low_us"}
 
 
+def test_the_card_state_widens_a_steady_headline_ci_as_an_intended_change() -> None:
+    """Stop 35: the headline of a reference run that does not limit-cycle carries the card's state between runs: its
+    CI only wider with the power unchanged is listed as that; in a limit-cycling row, or with the power moved, it is a
+    difference."""
+    from fingrav.replay_check import compare
+
+    row = {"power_source": "sustained", "notes": "sse_skipped", "power_w": "500.0"}
+    committed = {"s": {**row, "power_ci_low_w": "499.8", "power_ci_high_w": "500.2"}}
+    new = {**row, "power_w": 500.0, "power_ci_low_w": 497.0, "power_ci_high_w": 503.0}
+    rep = compare(committed, {"s": new})
+    assert rep.ok and len(rep.intended) == 2 and not rep.differences
+    assert {w for *_, w in rep.intended} == {
+        "the card's state between runs in the headline's CI (stop 35): only wider; the number unchanged"
+    }
+    cycling = compare(
+        {"s": {**committed["s"], "notes": "power_limit_cycling"}}, {"s": {**new, "notes": "power_limit_cycling"}}
+    )
+    assert not any("card's state" in w for *_, w in cycling.intended)
+    moved = compare(committed, {"s": {**new, "power_w": 501.0}})
+    assert "power_w" in {c for _, c, *_ in moved.differences}
+
+
 def test_cis_carrying_the_sensor_errors_may_only_widen() -> None:
     """Stop 32: the calibration's standard errors are cluster-robust (never smaller) and the kernel powers' bootstrap
     part is widened for few runs: a CI of a number that carries them may only widen, the number unchanged."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from fingrav.analysis.card_state import CardStateTerm, card_state_of
 from fingrav.analysis.consistency import Consistency, check, steady_kernel_power
 from fingrav.analysis.flags import FlagInputs, compute_flags, count_gaps, sample_phase_ks, ssp_invalidating
 from fingrav.analysis.kernel_power import (
@@ -503,11 +504,22 @@ def counter_vs_samples(ref: ReferenceStats | None) -> Estimate:
     return counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs")
 
 
-def with_sources(hs: HeadlineStep, ssp: R.MethodSSP, term: SourceTerm) -> tuple[HeadlineStep, R.MethodSSP]:
+def with_sources(
+    hs: HeadlineStep,
+    ssp: R.MethodSSP,
+    term: SourceTerm,
+    state: CardStateTerm | None = None,
+    level: float = 0.95,
+) -> tuple[HeadlineStep, R.MethodSSP]:
     """The headline and the method SSP with the sensor-source term in the CIs of their absolute numbers (power,
-    energy per execution: `fingrav.analysis.sources`); the comparisons between them keep theirs."""
+    energy per execution: `fingrav.analysis.sources`), and the headline with the card's state between runs where it
+    does not limit-cycle (`state`: `fingrav.analysis.card_state`, at the CI `level`); the comparisons between them
+    keep theirs."""
     hl = hs.headline
     widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy, hl.power))
+    if state is not None:
+        cycling = hs.reference is not None and hs.reference.limit_cycle is not None
+        widened = state.widen(widened, cycling, level)
     return HeadlineStep(hs.reference, widened), ssp.model_copy(
         update={"power": term.widen(ssp.power), "energy_per_exec": term.widen(ssp.energy_per_exec, ssp.power)}
     )
@@ -643,11 +655,16 @@ def assemble(
     loi: LoiStep,
     consistency: tuple[KernelPower | None, Consistency] | None = None,
     source: SourceTerm | None = None,
+    state: CardStateTerm | None = None,
 ) -> R.ScenarioResult:
     """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); from `loi` the collection's GPU time
     (`gpu_seconds`) and the SSP stop asked again (`ssp_stop_check`); `source`: the sensor-source term of the
-    absolute numbers' CIs (`with_sources`; comparisons, the sustained group's, keep theirs)."""
-    hs_abs, ssp = with_sources(hs, ssp, source) if source is not None else (hs, ssp)
+    absolute numbers' CIs and `state` the card's state in the headline's (`with_sources`; comparisons, the sustained
+    group's, keep theirs)."""
+    if source is not None:
+        hs_abs, ssp = with_sources(hs, ssp, source, state, analysis.ci_level)
+    else:
+        hs_abs = hs
     hl, n = hs_abs.headline, prof.numbers
     stop = ssp_stop_check(loi, plan, analysis.ci_level)
     tot = prof.channels.get(TOTAL, {})
@@ -762,12 +779,14 @@ def differentiate(
     labels = scenario_labels(plan, scenario, backend, prov)
     sources = collection_counter_vs_samples(runs, loi.host_execs, loi.samples, loi.delay_ns, energy_counter_of(plan))
     source = SourceTerm.of(sources, collection_mean_power_mw(runs, loi.host_execs, loi.samples, loi.delay_ns))
-    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi, cons, source)
+    state = CardStateTerm(card_state_of(plan), sensors[TOTAL].idle_mw)
+    result = assemble(labels, prof, ssp, hs, readings, fl, plan, analysis, loi, cons, source, state)
     result = result.model_copy(update={"headline": result.headline.model_copy(update={"counter_vs_samples": sources})})
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:
-        result = result.model_copy(update={"truth": truth_group(validation, result, with_sources(hs, ssp, source)[0])})
+        widened = with_sources(hs, ssp, source, state, analysis.ci_level)[0]
+        result = result.model_copy(update={"truth": truth_group(validation, result, widened)})
         channels, kernel = with_truths(channels, kernel, validation)
     if cons[0] is not None:
         kernel = {**kernel, cons[0].target: cons[0]}

@@ -70,6 +70,10 @@ SOURCE_TERM_VALUES: Final = frozenset(
         "energy_per_byte_pj",
     }
 )
+#: numbers whose CIs carry the card's state between runs since stop 35 (`fingrav.analysis.card_state`): the headline's
+#: power and energy per execution and what is derived from the energy, where the headline comes from a reference run
+#: that does not limit-cycle (the method SSP keeps its CI)
+CARD_STATE_VALUES: Final = SOURCE_TERM_VALUES - {"ssp_power_w", "ssp_energy_per_exec_mj"}
 #: notes added since (issue 22): the method SSP's self-consistency check (`fingrav.analysis.consistency`)
 ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 #: numbers whose CIs issue 22's calibration recomputed while the numbers stayed (`fingrav.analysis.sustained`
@@ -125,6 +129,17 @@ IMPRECISE_GONE: Final = (
 )
 
 
+def _card_state_widened(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool:
+    """A CI of `CARD_STATE_VALUES` only wider, its number unchanged, in a row whose headline is sustained and does not
+    limit-cycle: where `fingrav.analysis.card_state` puts its term."""
+    base = R.value_column_of_ci(column)
+    notes = f"{replayed.get('flags') or ''};{replayed.get('notes') or ''}"
+    sustained = str(replayed.get("power_source") or "").startswith("sustained")
+    if base not in CARD_STATE_VALUES or not sustained or "power_limit_cycling" in notes:
+        return False
+    return _same_number(committed.get(base), replayed.get(base)) and _only_wider(column, committed, replayed)
+
+
 def intended_change(
     column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any], off_grid_before: bool = False
 ) -> str:
@@ -132,13 +147,16 @@ def intended_change(
     widened by the sensor-source term (only wider, and only where the replay measured the term); the execution
     time's CI widened by the placement term (only wider, the number unchanged); a CI carrying the calibrated sensor's
     standard errors or a kernel power's bootstrap part, widened since stop 32 (`SENSOR_ERROR_VALUES`); a kernel power
-    read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`); the limit
+    read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`); the
+    headline's CI widened by the card's state between runs (`_card_state_widened`); the limit
     cycle's own numbers where a short "cycle" joined its neighbour (`LIMIT_CYCLE_VALUES`, the headline unchanged)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
         lo, hi = R.ci_columns(base)
         if committed.get(lo) not in (None, "") and committed.get(lo) == committed.get(hi):
             return "was a zero-width CI: the cycle's uncertainty is now carried over"
+    if _card_state_widened(column, committed, replayed):
+        return "the card's state between runs in the headline's CI (stop 35): only wider; the number unchanged"
     source = R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
     if source and _only_wider(column, committed, replayed):
         return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"

@@ -640,6 +640,7 @@ def preset_summary(p: Preset) -> dict[str, Any]:
             "memory_half_mb": p.eff_memory_half_bytes / 1e6,
         },
         "overhead_us": p.overhead_ns / US,
+        "state_sd_pct": 100.0 * p.state_sd,
         "attention_efficiency": p.attention_efficiency,
         "power": {
             "gamma_compute": p.gamma_compute,

@@ -6,8 +6,10 @@
 # (F R, R F, F R: an offset that follows the order is the card's history, one that does not is the instrument's).
 # Run on the device machine from the repository root, one call (~5 min wall):
 #
-#   bash benchmarks/h200_state_reps.sh
+#   bash benchmarks/h200_state_reps.sh                                        # results/h200-state-reps
+#   CONFIG=config/h200-state-reps2.yaml bash benchmarks/h200_state_reps.sh    # results/h200-state-reps2
 #
+# The kernels are the config's scenarios named <kernel>-r1, in its order.
 # Leaves $OUT/state-reps.tgz (the sweep folder /tmp/reps: raw data, calibration, logs; the references' peers.json)
 # and the card's identity and temperature between the blocks in $OUT/gpu-*.csv.
 set -euo pipefail
@@ -15,9 +17,8 @@ cd "$(dirname "$0")/.."
 out="${OUT:?set OUT to the output folder}"
 source benchmarks/device_env.sh
 device_env "$out" reps
-cfg=config/h200-state-reps.yaml
-kernels=(l3-decode-8b-kv_len1024-batch1 l3-8b-qkv-m1 l3-8b-down-m1 l3-70b-qkv-m32 l3-70b-gateup-m8
-         l3-decode-8b-kv_len4096-batch8)
+cfg="${CONFIG:-config/h200-state-reps.yaml}"
+mapfile -t kernels < <(sed -n 's/^- name: \(.*\)-r1$/\1/p' "$cfg")
 temp() { nvidia-smi --query-gpu=timestamp,temperature.gpu,power.draw --format=csv,noheader >> "$out/temps.csv"; }
 for rep in 1 2 3; do
   names=(); args=()

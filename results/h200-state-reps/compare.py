@@ -1,8 +1,9 @@
-"""The table of results/h200-state-reps: each kernel's three collections (fingrav's headline and CI, its cycle) beside
-the uninstrumented reference run right after (before, in the second) each, from a replay's summary.csv and
-metrics.csv and the committed peers/peers-r<k>.json. Markdown on stdout.
+"""The table of results/h200-state-reps (and -reps2): each kernel's three collections (fingrav's headline and CI, its
+cycle) beside the uninstrumented reference run right after (before, in the second) each, from a replay's summary.csv
+and metrics.csv and the dataset's committed peers/peers-r<k>.json; the kernels are the scenarios named <kernel>-r1, in
+the summary's order. Markdown on stdout.
 
-    python results/h200-state-reps/compare.py [--replay results/h200-state-reps-replay]
+    python results/h200-state-reps/compare.py [--dataset results/h200-state-reps] [--replay DATASET-replay]
 """
 
 from __future__ import annotations
@@ -15,32 +16,27 @@ from pathlib import Path
 import polars as pl
 
 HERE = Path(__file__).resolve().parent
-KERNELS = (
-    "l3-decode-8b-kv_len1024-batch1",
-    "l3-8b-qkv-m1",
-    "l3-8b-down-m1",
-    "l3-70b-qkv-m32",
-    "l3-70b-gateup-m8",
-    "l3-decode-8b-kv_len4096-batch8",
-)
 ORDER = {1: "F, R", 2: "R, F", 3: "F, R"}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--replay", type=Path, default=HERE.parent / "h200-state-reps-replay")
+    ap.add_argument("--dataset", type=Path, default=HERE)
+    ap.add_argument("--replay", type=Path, help="default: the dataset's folder name + -replay beside it")
     args = ap.parse_args(argv)
-    s = pl.read_csv(args.replay / "summary.csv", infer_schema_length=0)
-    m = pl.read_csv(args.replay / "metrics.csv", infer_schema_length=0)
+    replay = args.replay or args.dataset.parent / f"{args.dataset.name}-replay"
+    s = pl.read_csv(replay / "summary.csv", infer_schema_length=0)
+    m = pl.read_csv(replay / "metrics.csv", infer_schema_length=0)
+    kernels = [n[: -len("-r1")] for n in s["scenario"].to_list() if n.endswith("-r1")]
     ref = {}
     for r in (1, 2, 3):
-        for res in json.loads((HERE / "peers" / f"peers-r{r}.json").read_text())["results"]:
+        for res in json.loads((args.dataset / "peers" / f"peers-r{r}.json").read_text())["results"]:
             if res["tool"] == "reference" and res.get("power_w") is not None:
                 ref[res["kernel"]] = res
     head = "| kernel | run | order | fingrav W [95 % CI] | ± % | cycle µs | reference W [CI] | cycle µs | diff % |"
     print(head)
     print("|---|---|---|---|---|---|---|---|---|")
-    for k in KERNELS:
+    for k in kernels:
         for r in (1, 2, 3):
             name = f"{k}-r{r}"
             row = s.filter(pl.col("scenario") == name).row(0, named=True)

@@ -22,19 +22,21 @@ import polars as pl
 SUFFIX = re.compile(r"^(?P<kernel>.+)-(?:r\d+|a|b)$")
 
 
-def excess_by_kernel(root: Path, name: str) -> dict[str, list[float]]:
-    """Per kernel: the valid, non-cycling headlines' power above the calibrated idle (W) of dataset `name`'s replay."""
+def excess_by_kernel(root: Path, name: str) -> dict[str, list[tuple[float, float, float]]]:
+    """Per kernel: the valid, non-cycling headlines of dataset `name`'s replay as (power above the calibrated idle,
+    its CI's low and high end, the same offset), W."""
     rep = root / f"{name}-replay"
     cal = json.loads((rep / "calibration" / "gpu0.json").read_text())
     idle_w = float(cal["sensor"]["total"]["idle_mw"]) / 1e3
     s = pl.read_csv(rep / "summary.csv", infer_schema_length=0)
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[tuple[float, float, float]]] = {}
     for row in s.iter_rows(named=True):
         m = SUFFIX.match(row["scenario"])
         notes = f"{row.get('flags') or ''};{row.get('notes') or ''}"
         if m is None or row["valid"] != "true" or "power_limit_cycling" in notes:
             continue
-        out.setdefault(f"{name}:{m['kernel']}", []).append(float(row["power_w"]) - idle_w)
+        p, lo, hi = (float(row[c]) - idle_w for c in ("power_w", "power_ci_low_w", "power_ci_high_w"))
+        out.setdefault(f"{name}:{m['kernel']}", []).append((p, lo, hi))
     return out
 
 
@@ -43,11 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="+", default=["h200-state-reps", "h200-placement"])
     ap.add_argument("--root", type=Path, default=Path("results"))
     args = ap.parse_args(argv)
-    ss, df = 0.0, 0
+    ss, df, pairs, covered = 0.0, 0, 0, 0
     for name in args.datasets:
-        for kernel, xs in excess_by_kernel(args.root, name).items():
-            if len(xs) < 2:
+        for kernel, runs in excess_by_kernel(args.root, name).items():
+            if len(runs) < 2:
                 continue
+            xs = [p for p, _, _ in runs]
+            # each headline's CI against every other collection of the kernel (ordered pairs)
+            pairs += len(runs) * (len(runs) - 1)
+            covered += sum(
+                lo <= q <= hi for i, (_, lo, hi) in enumerate(runs) for j, (q, _, _) in enumerate(runs) if i != j
+            )
             mean = sum(xs) / len(xs)
             rel = [100.0 * (x / mean - 1.0) for x in xs]
             var = sum(r * r for r in rel) / (len(xs) - 1)
@@ -57,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no repeated kernel", file=sys.stderr)
         return 1
     print(f"pooled: sd {math.sqrt(ss / df):.3f} % of the power above idle, {df} degrees of freedom")
+    print(f"a headline's CI (as replayed) covers another collection of its kernel in {covered} of {pairs} pairs")
     return 0
 
 

@@ -5,8 +5,9 @@ die's temperature and the board's state after what ran before, and where the ker
 cards 17 kernels collected 2-3 times, a minute or more apart, scatter by a pooled sd of 0.46 % of their power above
 idle (28 degrees of freedom; results/h200-state-reps, -state-reps2, -placement, `experiments/card_state_sd.py`),
 where each headline's CI was ±0.04-0.3 %. (The first two alone gave 0.36 %; the third card, measured to check that
-value out of sample, scattered by 0.57 %: the spread differs from card to card, and the value pools all three.) One reference run sees one state; the headline stands for what the kernel draws in the
-state users run it in, so its CI carries the state's spread as a term of its own:
+value out of sample, scattered by 0.57 %: the spread differs from card to card, and the value pools all three.)
+One reference run sees one state; the headline stands for what the kernel draws in the state users run it in, so its
+CI carries the state's spread as a term of its own:
 
     half' = sqrt(half² + (t x sd / 100 x (P - idle))²)
 

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass
 
 from fingrav.analysis.sustained import SustainedHeadline
 from fingrav.analysis.tdist import t_critical
 from fingrav.backends import BACKENDS, CardState
 from fingrav.contracts.plan import Plan
-from fingrav.contracts.result import Estimate, finite
+from fingrav.contracts.result import finite
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +85,4 @@ class CardStateTerm:
             return hl
         share = half / abs(float(p.value))
         method = f"{METHOD} ±{100.0 * share:.3g} % ({self.spec.source if self.spec else ''})"
-        return dataclasses.replace(hl, power=_widened(p, share, method), energy=_widened(hl.energy, share, method))
-
-
-def _widened(e: Estimate, share: float, method: str) -> Estimate:
-    """`e` with `share` x its value combined in quadrature with each half-width (unchanged without a CI)."""
-    if e.value is None or e.ci_low is None or e.ci_high is None:
-        return e
-    v = float(e.value)
-    t = abs(v) * share
-    lo, hi = v - math.hypot(v - float(e.ci_low), t), v + math.hypot(float(e.ci_high) - v, t)
-    return Estimate.of(v, lo, hi, e.unit, f"{e.method}; {method}" if e.method else method)
+        return dataclasses.replace(hl, power=p.with_term(share, method), energy=hl.energy.with_term(share, method))

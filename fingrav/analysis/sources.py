@@ -197,11 +197,6 @@ class SourceTerm:
         """`e` with the term in its CI, each half-width combined with it in quadrature (unchanged without a term, a
         value or a CI); power: the power `e` stands for (`share_pct`; None: `e` itself, a power)."""
         share = self.share_pct(power if power is not None else e)
-        if not share or e.value is None or e.ci_low is None or e.ci_high is None:
+        if not share:
             return e
-        v = float(e.value)
-        t = abs(v) * share / 100.0
-        lo = v - math.hypot(v - float(e.ci_low), t)
-        hi = v + math.hypot(float(e.ci_high) - v, t)
-        method = f"{e.method}; {self.method} ±{share:.3g} %" if e.method else self.method
-        return Estimate.of(v, lo, hi, e.unit, method)
+        return e.with_term(share / 100.0, f"{self.method} ±{share:.3g} %" if e.method else self.method)

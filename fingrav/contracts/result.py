@@ -118,6 +118,16 @@ class Estimate(_Model):
             lo, hi = hi, lo
         return Estimate.of(self.value * factor, lo, hi, unit, self.method if method is None else method)
 
+    def with_term(self, share: float, method: str) -> Estimate:
+        """The CI with a systematic term of `share` x |value| (a fraction) combined in quadrature with each
+        half-width, the value unchanged; `method` is appended to the CI's. Unchanged without a value, a CI or a
+        term."""
+        if not share or self.value is None or self.ci_low is None or self.ci_high is None:
+            return self
+        v, t = float(self.value), abs(float(self.value)) * share
+        lo, hi = v - math.hypot(v - float(self.ci_low), t), v + math.hypot(float(self.ci_high) - v, t)
+        return Estimate.of(v, lo, hi, self.unit, f"{self.method}; {method}" if self.method else method)
+
     def map_monotone(self, f: Callable[[float], float], decreasing: bool, unit: str, method: str) -> Estimate:
         """f(value) with the image of the CI under the monotone f (exact for a percentile interval; `decreasing`
         swaps the ends). Ends where f is not defined (<= 0) are dropped."""

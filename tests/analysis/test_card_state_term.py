@@ -1,4 +1,5 @@
-"""The card's state between runs in the headline's CI (fingrav.analysis.card_state)."""
+"""The card's state between runs in the headline's CI (fingrav.analysis.card_state; named apart from
+tests/experiments/test_card_state.py, which tests experiments/card_state.py: the test folders are not packages)."""
 
 from __future__ import annotations
 

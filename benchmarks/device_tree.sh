@@ -19,8 +19,9 @@ cd "$(dirname "$0")/.."
 git_dir="$(git rev-parse --git-dir)"
 marker="$git_dir/fingrav-device-slim"
 hook="$(git rev-parse --git-path hooks/pre-commit)"
-# the largest committed datasets (raw data of the 2026-11/12 H200 runs, ~39 MB); no device call reads results/
-SLIM=(results/h200 results/h200-adaptive results/h200-sustained)
+# the largest committed datasets (raw data of the 2026-11/12 H200 runs, ~140 MB); no device call reads results/
+SLIM=(results/h200 results/h200-adaptive results/h200-sustained results/h200-db2 results/h200-db3 results/h200-db4
+  results/h200-db5 results/h200-db6 results/h200-placement results/h200-probe-ab)
 
 size() {
   { git ls-files -z; git ls-files -z --others --exclude-standard; } | python3 -c '

@@ -82,8 +82,8 @@ class CardStateTerm:
         if cycling or hl.source == "burst" or p.value is None or p.ci_low is None or p.ci_high is None:
             return hl
         half = self.half_mw(float(p.value), level)
-        if not half:
+        if not half or self.spec is None:
             return hl
         share = half / abs(float(p.value))
-        method = f"{METHOD} ±{100.0 * share:.3g} % ({self.spec.source if self.spec else ''})"
+        method = f"{METHOD} ±{100.0 * share:.3g} % ({self.spec.source})"
         return dataclasses.replace(hl, power=p.with_term(share, method), energy=hl.energy.with_term(share, method))

@@ -504,17 +504,17 @@ def counter_vs_samples(ref: ReferenceStats | None) -> Estimate:
     return counter.vs(samples, "counter vs samples: interval arithmetic of the two CIs")
 
 
-def with_sources(
+def with_systematics(
     hs: HeadlineStep,
     ssp: R.MethodSSP,
     term: SourceTerm,
     state: CardStateTerm | None = None,
     level: float = 0.95,
 ) -> tuple[HeadlineStep, R.MethodSSP]:
-    """The headline and the method SSP with the sensor-source term in the CIs of their absolute numbers (power,
-    energy per execution: `fingrav.analysis.sources`), and the headline with the card's state between runs where it
-    does not limit-cycle (`state`: `fingrav.analysis.card_state`, at the CI `level`); the comparisons between them
-    keep theirs."""
+    """The systematic terms no run count narrows: the headline and the method SSP with the sensor-source term in the
+    CIs of their absolute numbers (power, energy per execution: `fingrav.analysis.sources`), and the headline with the
+    card's state between runs where it does not limit-cycle (`state`: `fingrav.analysis.card_state`, at the CI
+    `level`); the comparisons between them keep theirs."""
     hl = hs.headline
     widened = dataclasses.replace(hl, power=term.widen(hl.power), energy=term.widen(hl.energy, hl.power))
     if state is not None:
@@ -659,12 +659,11 @@ def assemble(
 ) -> R.ScenarioResult:
     """The `ScenarioResult` of the steps (without truth: `truth_group` adds it); from `loi` the collection's GPU time
     (`gpu_seconds`) and the SSP stop asked again (`ssp_stop_check`); `source`: the sensor-source term of the
-    absolute numbers' CIs and `state` the card's state in the headline's (`with_sources`; comparisons, the sustained
+    absolute numbers' CIs and `state` the card's state in the headline's (`with_systematics`; comparisons, the sustained
     group's, keep theirs)."""
-    if source is not None:
-        hs_abs, ssp = with_sources(hs, ssp, source, state, analysis.ci_level)
-    else:
-        hs_abs = hs
+    hs_abs = hs
+    if source is not None or state is not None:
+        hs_abs, ssp = with_systematics(hs, ssp, source or SourceTerm(None), state, analysis.ci_level)
     hl, n = hs_abs.headline, prof.numbers
     stop = ssp_stop_check(loi, plan, analysis.ci_level)
     tot = prof.channels.get(TOTAL, {})
@@ -785,7 +784,7 @@ def differentiate(
     validation = validation_step(truth, reading_truth, binned, plan, loi, prof, hs, readings, kernel)
     channels = prof.channels
     if validation is not None:
-        widened = with_sources(hs, ssp, source, state, analysis.ci_level)[0]
+        widened = with_systematics(hs, ssp, source, state, analysis.ci_level)[0]
         result = result.model_copy(update={"truth": truth_group(validation, result, widened)})
         channels, kernel = with_truths(channels, kernel, validation)
     if cons[0] is not None:

@@ -80,7 +80,7 @@ def test_the_steps_compose_to_what_differentiate_returns(data: dict) -> None:
     cmp_args = (d["runs"], loi.host_execs, loi.samples, loi.delay_ns)
     term = SourceTerm.of(collection_counter_vs_samples(*cmp_args), collection_mean_power_mw(*cmp_args))
     assert term.pct is not None and term.mw is not None and summary.result.headline.counter_vs_samples.value is not None
-    hs_abs, ssp_abs = D.with_sources(hs, ssp, term)
+    hs_abs, ssp_abs = D.with_systematics(hs, ssp, term)
     assert ssp_abs.power == summary.result.ssp.power and ssp.power.unit == "W" and ssp.power.has_ci
     assert hs_abs.headline.power.scaled(1e-3, "W") == summary.result.headline.power
     assert hs_abs.headline.power.ci_low <= hs.headline.power.ci_low <= hs.headline.power.value

@@ -206,7 +206,9 @@ class PhaseTelemetry(_Model):
     """The GPU's clocks and clock-event (throttle) telemetry over the runs of one phase
     (`fingrav.analysis.telemetry.telemetry_summary`): runs read, median SM clock before and after a run and
     memory clock after it (MHz), how many runs ended with each clock-event reason, each violation counter's total
-    increase during the runs (in `counter_unit`) and the median time one telemetry read took (ns)."""
+    increase during the runs (in `counter_unit`) and the median time one telemetry read took (ns). A measure run's
+    "before" is read in the second half of its idle (`GPUDevice.idle_reading_telemetry`; before stop 36, right after
+    the idle), so its counters' increase covers the run and up to half its idle."""
 
     runs: int = 0
     sm_mhz_before_median: float | None = None

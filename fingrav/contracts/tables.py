@@ -15,7 +15,8 @@ Raw tables (collect, calibrate; GPU side, pyarrow):
   start), energy_mj (the execution's own), cycle_ns (true cycle length), cycle_energy_mj (true energy over the cycle)
 * `telemetry` - where the GPU offers it (`GPUDevice.read_telemetry`; optional file): per run, before and after its
   executions: clocks (MHz), clock-event reasons (bitmask and names), cumulative limiter / violation counters and
-  field values (JSON), read outside the timed region
+  field values (JSON), read outside the timed region (a measure run's "before" in the second half of its idle,
+  `GPUDevice.idle_reading_telemetry`; the reference run's after its idle)
 * `reading_truth` - simulator only: t_ns, channel, power_mw of every sample in samples.parquet, as the noise-free,
   unquantized sensor would have read it (the truth of a sensor *reading*; `truth` is the truth of kernel power)
 

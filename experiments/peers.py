@@ -980,7 +980,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", required=True, type=Path, help="folder for peers.json and peers.md")
     ap.add_argument("--fingrav-summary", type=Path, default=None, help="a fingrav summary.csv for the fingrav rows")
     ap.add_argument(
-        "--from-json", type=Path, default=None, help="re-render this peers.json with --fingrav-summary (no GPU)"
+        "--from-json",
+        type=Path,
+        action="append",
+        default=None,
+        help="re-render this peers.json with --fingrav-summary (no GPU); repeat it to join several (`join_peers`)",
     )
     ap.add_argument(
         "--config", type=Path, default=None, help="a fingrav sweep config: --kernels may name its scenarios too"
@@ -1023,9 +1027,27 @@ def fingrav_rows(summary: Path | None, labels: Mapping[str, str]) -> list[ToolRe
     return list(read_fingrav_summary(summary, labels).values())
 
 
+def join_peers(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Several peers.json of one card joined into one (e.g. aiconfigurator's protocol and the reference, run as two
+    calls of this script): the results in the given order, labels and reference data merged, setup and total times
+    summed, each part's arguments under meta["merged_from"][its name]; the rest of meta is the first part's. One
+    part is returned as it is."""
+    if len(parts) == 1:
+        return dict(next(iter(parts.values())))
+    datas = list(parts.values())
+    meta = dict(datas[0]["meta"])
+    for key in ("labels", "reference", "unavailable"):
+        meta[key] = {k: v for d in datas for k, v in (d["meta"].get(key) or {}).items()}
+    for key in ("setup_s", "total_s"):
+        meta[key] = sum(float(d["meta"].get(key) or 0.0) for d in datas)
+    meta["merged_from"] = {name: d["meta"].get("args") for name, d in parts.items()}
+    return {"meta": meta, "results": [r for d in datas for r in d["results"]]}
+
+
 def rerender(args: argparse.Namespace) -> int:
-    """--from-json: a previous run's peers.json with its fingrav rows replaced by --fingrav-summary's (no GPU)."""
-    data = json.loads(args.from_json.read_text())
+    """--from-json: previous runs' peers.json (joined, `join_peers`) with their fingrav rows replaced by
+    --fingrav-summary's (no GPU)."""
+    data = join_peers({p.name if p.name != "peers.json" else str(p): json.loads(p.read_text()) for p in args.from_json})
     meta = dict(data["meta"])
     results = [ToolResult(**r) for r in data["results"] if r["tool"] != "fingrav"]
     results += fingrav_rows(args.fingrav_summary, meta["labels"])

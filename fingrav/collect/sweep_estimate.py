@@ -56,11 +56,14 @@ BACKEND_PRESET = {"nvml": "h200", "amdsmi": "mi300x"}
 #: the host's time per run on a real GPU that the idle before the next run does not hide. Between two runs the host
 #: drains the sampler, decides whether to stop and reads the energy counter and telemetry; since stop 27 the device
 #: counts that time towards the next run's idle (`GPUDevice.idle_left_ns`), so only what follows the idle is paid on
-#: top (the pre-run reads, the launch). Fitted on results/h200-db2 before the overlap (40 ms); the overlap took the
-#: median spacing of consecutive SSP/SSE runs beyond their idle, delay and executions from 31.8 ms (db2; db3 30.6) to
-#: 17.3 ms (results/h200-state, 88 runs on another H200), so 40 - 14.5 = 26 ms (benchmarks/RESULTS.md, stop 27). A
-#: simulator's virtual clock has none; other backends: not measured yet (0).
-HOST_GAP_NS = {"nvml": 26e6}
+#: top. Fitted on results/h200-db2 before the overlap (40 ms); the overlap took the median spacing of consecutive
+#: SSP/SSE runs beyond their idle, delay and executions from 31.8 ms (db2; db3 30.6) to 17.3 ms (results/h200-state,
+#: 88 runs on another H200), so 40 - 14.5 = 26 ms (benchmarks/RESULTS.md, stop 27). Since stop 36 the telemetry read
+#: before a run is made inside its idle too (`GPUDevice.idle_reading_telemetry`): on the same 36 shapes the mean
+#: spacing beyond idle and delay went from 26.7 / 26.5 ms (results/h200-db6 / db5, 556 / 530 runs) to 12.0 ms
+#: (results/h200-idle-read, 526 runs, a fourth card), so 26 - 14.7 = 11 ms. A simulator's virtual clock has none;
+#: other backends: not measured yet (0).
+HOST_GAP_NS = {"nvml": 11e6}
 
 
 def device_timing(describe: Any, p: Preset) -> DeviceTiming:

@@ -622,3 +622,26 @@ def test_rerender_adds_fingrav_rows_without_a_gpu(peers, tmp_path, capsys):
     fr = [r for r in data["results"] if r["tool"] == "fingrav"]
     assert len(fr) == 1 and fr[0]["power_w"] == 690.0 and data["meta"]["fingrav_summary"] == str(summary)
     assert "| gemm-4k-bf16 | fingrav | 690.0 | — | +1.5 |" in capsys.readouterr().out
+
+
+def test_rerender_joins_several_peers_json(peers, tmp_path):
+    """Two calls of the script on one card (aiconfigurator's protocol, then the reference) re-rendered as one: every
+    result once, labels and reference data from both, times summed, each call's arguments kept."""
+    parts = {}
+    for name, tool, kernel in (("aic", "aiconfigurator", "gemm-4k-bf16"), ("ref", "reference", "gemv-8k-bf16")):
+        row = peers.ToolResult(kernel, tool, power_w=600.0)
+        meta = {"gpu": "H200", "date": "2026-12-03", "labels": {kernel: f"label {kernel}"}, "args": {"tools": [tool]}}
+        ref = {kernel: {"burst_w": 1.0}} if tool == "reference" else {}
+        peers.write_outputs(tmp_path / name, [row], {**meta, "reference": ref, "setup_s": 1.0, "total_s": 10.0})
+        parts[name] = tmp_path / name / "peers.json"
+    argv = ["--out", str(tmp_path / "joined"), "--from-json", str(parts["aic"]), "--from-json", str(parts["ref"])]
+    assert peers.main(argv) == 0
+    data = json.loads((tmp_path / "joined" / "peers.json").read_text())
+    got = [(r["kernel"], r["tool"]) for r in data["results"] if r["tool"] != "fingrav"]
+    assert got == [("gemm-4k-bf16", "aiconfigurator"), ("gemv-8k-bf16", "reference")]
+    meta = data["meta"]
+    assert set(meta["labels"]) == {"gemm-4k-bf16", "gemv-8k-bf16"} and set(meta["reference"]) == {"gemv-8k-bf16"}
+    assert meta["setup_s"] == 2.0 and meta["total_s"] == 20.0
+    assert [a["tools"] for a in meta["merged_from"].values()] == [["aiconfigurator"], ["reference"]]
+    # one file is re-rendered as it is
+    assert peers.join_peers({"x": json.loads(parts["aic"].read_text())})["meta"].get("merged_from") is None

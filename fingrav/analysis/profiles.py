@@ -617,6 +617,22 @@ def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorM
             st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f + quant
 
 
+def widen_ssp_ci(stats: _GroupStats, level: float) -> None:
+    """Step 3b: the method SSP's bootstrap interval rests on its SSP runs (the clusters; often 8-20 of them: the
+    adaptive stop, `fingrav.analysis.ssp_stop`, ends them at MIN_RUNS once its CI is met): a percentile interval over
+    few clusters is too narrow, so it is widened about the mean by `small_sample_factor` of the runs with SSP LOIs,
+    as the readings' (`widen_single_execution_cis`) and as the stop's closed form has it, before the systematic parts
+    (`ssp_systematic`) are added. Every channel."""
+    for per_group in stats.channels.values():
+        st = per_group.get("ssp")
+        if st is None or st["mean_mw"] is None or st["ci_low_mw"] is None or st["ci_high_mw"] is None:
+            continue
+        f = small_sample_factor(int(st["runs_with_lois"]), level)
+        m = float(st["mean_mw"])
+        st["ci_low_mw"] = m - (m - st["ci_low_mw"]) * f
+        st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f
+
+
 def execution_times(
     host_execs: pl.DataFrame, plan: Plan, golden: GoldenRuns, input_sets: int = 1, level: float = 0.95
 ) -> _Times:
@@ -721,7 +737,8 @@ def ssp_systematic(
 
 def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, systematic_mw: float) -> Estimate:
     """Step 6: the method SSP's energy per execution = SSP power x pooled mean cycle time (mJ), its CI from the
-    paired replicates widened by the SSP's systematic part (scaled to energy)."""
+    paired replicates (widened for few runs by `small_sample_factor`, as the SSP's) and the SSP's systematic part
+    (scaled to energy)."""
     ssp_p = stats.points.get((TOTAL, "ssp"))
     method = "SSP x cycle time; CI: paired cluster-bootstrap replicates + the SSP's systematic part"
     if ssp_p is None or times.cycle_mean is None:
@@ -729,6 +746,9 @@ def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, system
     e_rep = stats.replicates[(TOTAL, "ssp")] * boot.ratio(times.cycle_sums, times.cycle_counts) * MJ_PER_MW_NS
     e_lo, e_hi = boot.ci(e_rep)
     e_val = ssp_p * times.cycle_mean * MJ_PER_MW_NS
+    if e_lo is not None and e_hi is not None:  # few SSP runs: widened as the SSP's own interval (`widen_ssp_ci`)
+        f = small_sample_factor(int(stats.channels[TOTAL]["ssp"]["runs_with_lois"]), boot.level)
+        e_lo, e_hi = e_val - (e_val - e_lo) * f, e_val + (e_hi - e_val) * f
     bias = (systematic_mw / ssp_p * e_val) if ssp_p else 0.0
     if e_lo is not None and e_hi is not None:
         e_lo, e_hi = e_lo - bias, e_hi + bias
@@ -783,6 +803,7 @@ def compute_profiles(
     golden = golden_runs_of(host_execs, analysis, seed)
     stats = group_stats(lois, ssp_lois, plan, golden, analysis.fit_degree)
     widen_single_execution_cis(stats, sensors, analysis.ci_level)
+    widen_ssp_ci(stats, analysis.ci_level)
     times = execution_times(host_execs, plan, golden, input_sets, analysis.ci_level)
     systematic, tail_unsettled = ssp_systematic(stats, lois, plan, golden, times.cycle_mean, group_delay_ns, sensors)
     numbers = ProfileNumbers(

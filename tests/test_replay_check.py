@@ -194,6 +194,34 @@ def test_the_card_state_widens_a_steady_headline_ci_as_an_intended_change() -> N
     assert "power_w" in {c for _, c, *_ in moved.differences}
 
 
+def test_the_method_ssps_ci_widened_for_few_runs_is_an_intended_change() -> None:
+    """Stop 36: the method SSP's bootstrap over few SSP runs is widened (`profiles.widen_ssp_ci`): its CI only wider
+    with the SSP unchanged is listed as that; narrower it is not this change (stop 33's recalibration may move it
+    either way), and with the SSP moved it is a difference."""
+    from fingrav.replay_check import compare
+
+    row = {"power_source": "sustained", "notes": "power_limit_cycling", "ssp_power_w": "700.0"}
+    committed = {"s": {**row, "ssp_power_ci_low_w": "698.0", "ssp_power_ci_high_w": "702.0"}}
+    new = {**row, "ssp_power_w": 700.0, "ssp_power_ci_low_w": 697.4, "ssp_power_ci_high_w": 702.6}
+    rep = compare(committed, {"s": new})
+    assert rep.ok and len(rep.intended) == 2 and not rep.differences
+    assert all("few SSP runs (stop 36" in w for *_, w in rep.intended)
+    narrower = compare(committed, {"s": {**new, "ssp_power_ci_high_w": 701.0}})
+    assert not any("stop 36" in w for _, c, *_, w in narrower.intended if c == "ssp_power_ci_high_w")
+    moved = compare(committed, {"s": {**new, "ssp_power_w": 701.0}})
+    assert "ssp_power_w" in {c for _, c, *_ in moved.differences}
+    # another channel's method SSP (here the memory's) is widened the same way; a named metric is not a channel
+    mem = {"ssp_memory_power_w": "60.0", "ssp_memory_power_ci_low_w": "59.0", "ssp_memory_power_ci_high_w": "61.0"}
+    wider = {"ssp_memory_power_w": 60.0, "ssp_memory_power_ci_low_w": 58.5, "ssp_memory_power_ci_high_w": 61.5}
+    base = committed["s"]
+    channel = compare({"s": {**base, **mem}}, {"s": {**new, **wider}})
+    assert channel.ok and all("stop 36" in w for *_, w in channel.intended) and len(channel.intended) == 4
+    steady = {"ssp_steady_kernel_power_w": "700.0", "ssp_steady_kernel_power_ci_high_w": "702.0"}
+    steady_new = {"ssp_steady_kernel_power_w": 700.0, "ssp_steady_kernel_power_ci_high_w": 703.0}
+    other = compare({"s": {**base, **steady}}, {"s": {**new, **steady_new}})
+    assert not any("stop 36" in w for _, c, *_, w in other.intended if c.startswith("ssp_steady"))
+
+
 def test_cis_carrying_the_sensor_errors_may_only_widen() -> None:
     """Stop 32: the calibration's standard errors are cluster-robust (never smaller) and the kernel powers' bootstrap
     part is widened for few runs: a CI of a number that carries them may only widen, the number unchanged."""

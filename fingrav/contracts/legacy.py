@@ -74,6 +74,10 @@ SOURCE_TERM_VALUES: Final = frozenset(
 #: power and energy per execution and what is derived from the energy, where the headline comes from a reference run
 #: that does not limit-cycle (the method SSP keeps its CI)
 CARD_STATE_VALUES: Final = SOURCE_TERM_VALUES - {"ssp_power_w", "ssp_energy_per_exec_mj"}
+#: the method SSP's numbers whose CIs carry, since stop 36, its cluster bootstrap widened for few SSP runs
+#: (`fingrav.analysis.profiles.widen_ssp_ci`, `small_sample_factor`: 1.29 at 8 runs, 1.07 at 20): only wider; so
+#: do the other channels' method SSPs (`fingrav.contracts.result.channel_column`)
+SSP_FEW_RUNS_VALUES: Final = frozenset({"ssp_power_w", "ssp_energy_per_exec_mj"})
 #: notes added since (issue 22): the method SSP's self-consistency check (`fingrav.analysis.consistency`)
 ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 #: numbers whose CIs issue 22's calibration recomputed while the numbers stayed (`fingrav.analysis.sustained`
@@ -148,7 +152,8 @@ def intended_change(
     time's CI widened by the placement term (only wider, the number unchanged); a CI carrying the calibrated sensor's
     standard errors or a kernel power's bootstrap part, widened since stop 32 (`SENSOR_ERROR_VALUES`); a kernel power
     read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`); the
-    headline's CI widened by the card's state between runs (`_card_state_widened`); the limit
+    headline's CI widened by the card's state between runs (`_card_state_widened`); the method SSP's CI widened
+    for few SSP runs (`SSP_FEW_RUNS_VALUES`, only wider, the number unchanged); the limit
     cycle's own numbers where a short "cycle" joined its neighbour (`LIMIT_CYCLE_VALUES`, the headline unchanged)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
@@ -157,6 +162,14 @@ def intended_change(
             return "was a zero-width CI: the cycle's uncertainty is now carried over"
     if _card_state_widened(column, committed, replayed):
         return "the card's state between runs in the headline's CI (stop 35): only wider; the number unchanged"
+    base = R.value_column_of_ci(column)
+    ssp = base in SSP_FEW_RUNS_VALUES or (base is not None and R.channel_of_column(base) is not None)
+    few = ssp and _same_number(committed.get(base), replayed.get(base))
+    if few and _only_wider(column, committed, replayed):
+        return (
+            "the method SSP's bootstrap widened for few SSP runs (stop 36; with the sensor-source term where the "
+            "replay measures it): only wider; the number unchanged"
+        )
     source = R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
     if source and _only_wider(column, committed, replayed):
         return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"

@@ -617,6 +617,15 @@ def channel_column(channel: str) -> str:
     return f"ssp_{channel}_power_w"
 
 
+def channel_of_column(column: str) -> str | None:
+    """The channel whose method SSP `column` is (`channel_column`'s inverse); None for any other column, the named
+    metrics' among them (e.g. ssp_steady_kernel_power_w)."""
+    if column in BY_COLUMN or not (column.startswith("ssp_") and column.endswith("_power_w")):
+        return None
+    channel = column[len("ssp_") : -len("_power_w")]
+    return channel or None
+
+
 def summary_columns(truth: bool) -> tuple[str, ...]:
     """summary.csv's columns in order (module docstring); `truth`: with the simulator's."""
     cols = tuple(c for n in SUMMARY for c in BY_COLUMN[n].columns())

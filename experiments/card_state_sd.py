@@ -5,8 +5,8 @@ limit-cycle, and pools the sample variance of their power above the calibrated i
 kernels, with its degrees of freedom (sum of n - 1). A kernel whose collections ran different executions (execution
 times more than `reference_coverage.MAX_CYCLE_DIFF_PCT` apart: on the H200, results/h200-state-reps4's
 l3-8b-gateup-m1 ran at 55.2 µs in two preparations and 60.2 µs in the third: the same library kernel, the inputs'
-placement, experiments/gemm_modes.py) is listed and left out: that is another execution, not the card's state. Prints one line per kernel
-and the pooled value, which `fingrav.backends` records for the card (`CardStateSpec`).
+placement, experiments/gemm_modes.py) is listed and left out: that is another execution, not the card's state.
+Prints one line per kernel and the pooled value, which `fingrav.backends` records for the card (`CardStateSpec`).
 
     python experiments/card_state_sd.py [--datasets h200-state-reps h200-placement] [--root results]
 """

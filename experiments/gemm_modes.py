@@ -6,9 +6,12 @@ in one process, as fingrav does (random bf16 inputs, `torch.matmul(a, b, out=...
 alive so each lands elsewhere in memory), and for each: the GPU kernels one execution launches
 (`torch.profiler`), and the mean time of `--reps` back-to-back executions (CUDA events, after a warm-up). If the
 slow and fast preparations launch different kernels, the library chose another kernel for those inputs; if the
-same kernel, the inputs' placement made the difference. GPU side: torch only.
+same kernel, the inputs' placement made the difference. With `--sets N` each preparation allocates N input sets
+(a, b) and one output, as fingrav rotates through them, and times each set alone and the N in rotation: whether a
+slow placement is one set's (the placement term sees the sets' spread) or the whole preparation's. GPU side: torch
+only.
 
-    python experiments/gemm_modes.py --m 1 --n 28672 --k 4096 --preparations 12 --out DIR
+    python experiments/gemm_modes.py --m 1 --n 28672 --k 4096 --preparations 12 [--sets 4] --out DIR
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--preparations", type=int, default=12)
     ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--sets", type=int, default=1, help="input sets per preparation (fingrav: >= 4)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     import torch
@@ -60,35 +64,46 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.preparations):
         gen = torch.Generator(device="cuda")
         gen.manual_seed(1_000_003 + i)
-        a = torch.randn((args.m, args.k), generator=gen, device="cuda").to(torch.bfloat16)
-        b = torch.randn((args.k, args.n), generator=gen, device="cuda").to(torch.bfloat16)
+        sets = [
+            (
+                torch.randn((args.m, args.k), generator=gen, device="cuda").to(torch.bfloat16),
+                torch.randn((args.k, args.n), generator=gen, device="cuda").to(torch.bfloat16),
+            )
+            for _ in range(args.sets)
+        ]
         out = torch.empty((args.m, args.n), device="cuda", dtype=torch.bfloat16)
-        kept.append((a, b, out))
+        kept.append((sets, out))
 
-        def launch(a: Any = a, b: Any = b, out: Any = out) -> None:
-            torch.matmul(a, b, out=out)
+        def one(j: int, sets: Any = sets, out: Any = out) -> Any:
+            a, b = sets[j]
+            return lambda: torch.matmul(a, b, out=out)
 
-        launch()
+        def rotation(sets: Any = sets, out: Any = out) -> None:
+            for a, b in sets:
+                torch.matmul(a, b, out=out)
+
+        rotation()
         torch.cuda.synchronize()
-        names = gpu_kernel_names(torch, launch)
+        names = gpu_kernel_names(torch, one(0))
+        per_set = [time_us(torch, one(j), args.reps) for j in range(args.sets)]
         rows.append(
             {
                 "preparation": i,
-                "time_us": time_us(torch, launch, args.reps),
+                "time_us": time_us(torch, rotation, max(1, args.reps // args.sets)) / args.sets,
+                "set_time_us": per_set,
                 "kernels": names,
-                "a_ptr_mod_4096": a.data_ptr() % 4096,
-                "b_ptr_mod_4096": b.data_ptr() % 4096,
-                "b_ptr_mib": b.data_ptr() / 2**20,
+                "b_ptr_mib": [b.data_ptr() / 2**20 for _, b in sets],
             }
         )
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {"m": args.m, "n": args.n, "k": args.k, "reps": args.reps, "torch": torch.__version__}
+    meta = {"m": args.m, "n": args.n, "k": args.k, "reps": args.reps, "sets": args.sets, "torch": torch.__version__}
     meta["gpu"] = torch.cuda.get_device_name()
     (args.out / "gemm_modes.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print("| preparation | time (µs) | b at (MiB) | GPU kernels |")
+    print("| preparation | time (µs) | each set (µs) | GPU kernels |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['preparation']} | {r['time_us']:.2f} | {r['b_ptr_mib']:.0f} | {'; '.join(r['kernels'])} |")
+        each = " ".join(f"{t:.1f}" for t in r["set_time_us"])
+        print(f"| {r['preparation']} | {r['time_us']:.2f} | {each} | {'; '.join(r['kernels'])} |")
     return 0
 
 

@@ -4,8 +4,8 @@ are (issue 22). Reads replayed datasets whose scenarios repeat a kernel under su
 limit-cycle, and pools the sample variance of their power above the calibrated idle (% of that excess) over the
 kernels, with its degrees of freedom (sum of n - 1). A kernel whose collections ran different executions (execution
 times more than `reference_coverage.MAX_CYCLE_DIFF_PCT` apart: on the H200, results/h200-state-reps4's
-l3-8b-gateup-m1 ran at 55.2 µs in two preparations and 60.2 µs in the third: the same library kernel, the inputs'
-placement, experiments/gemm_modes.py) is listed and left out: that is another execution, not the card's state.
+l3-8b-gateup-m1 ran at 55.2 µs in two preparations and 60.2 µs in the third: the same library kernel, a rare mode
+of a whole preparation, experiments/gemm_modes.py) is listed and left out: another execution, not the card's state.
 Prints one line per kernel and the pooled value, which `fingrav.backends` records for the card (`CardStateSpec`).
 
     python experiments/card_state_sd.py [--datasets h200-state-reps h200-placement] [--root results]

@@ -65,7 +65,7 @@ import numpy as np
 import polars as pl
 
 from fingrav.analysis.binning import golden_window
-from fingrav.analysis.profiles import ClusterBootstrap, small_sample_factor
+from fingrav.analysis.profiles import ClusterBootstrap, small_sample_factor, widened_about
 from fingrav.contracts.clock import ClockMap
 from fingrav.contracts.plan import Plan
 from fingrav.contracts.profile import KernelPower
@@ -637,9 +637,9 @@ def _bootstrap_interval(point: float, reps: np.ndarray, level: float, n_runs: in
     scatters)."""
     a = (1.0 - level) / 2.0
     lo_q, hi_q = (float(v) for v in np.quantile(reps, [a, 1.0 - a]))
-    f = small_sample_factor(n_runs, level)
+    lo, hi = widened_about(point, lo_q, hi_q, small_sample_factor(n_runs, level))
     # a point outside its replicates' interval keeps it on the interval's side (never a bound past the point)
-    return min(point - (point - lo_q) * f, point), max(point + (hi_q - point) * f, point)
+    return min(lo, point), max(hi, point)
 
 
 def _fewest_clusters(frame: pl.DataFrame) -> int:

@@ -404,6 +404,12 @@ def small_sample_factor(n_runs: int, level: float) -> float:
     return t / z * math.sqrt(n_runs / (n_runs - 1))
 
 
+def widened_about(point: Any, low: Any, high: Any, factor: float) -> tuple[Any, Any]:
+    """An interval (`low`, `high`) widened about `point` by `factor` (each side's distance x factor): how a bootstrap
+    interval over few runs takes `small_sample_factor`. Floats or numpy arrays alike."""
+    return point - (point - low) * factor, point + (high - point) * factor
+
+
 FIT_BAND_POINTS = 21  # the TOI grid (toi_frac 0, 0.05, .., 1) a fit's CI band is given at
 
 
@@ -474,9 +480,7 @@ def fit_band(
     a = (1.0 - boot.level) / 2.0
     q_lo, q_hi = np.quantile(curves, [a, 1.0 - a], axis=0)
     mid = np.polyval(np.asarray(coeffs, dtype=np.float64), grid)
-    f = small_sample_factor(n_with, boot.level)
-    lo = mid - (mid - q_lo) * f
-    hi = mid + (q_hi - mid) * f
+    lo, hi = widened_about(mid, q_lo, q_hi, small_sample_factor(n_with, boot.level))
     return {
         "toi_frac": [float(g) for g in grid],
         "ci_low_mw": [float(x) for x in np.minimum(lo, mid)],
@@ -610,11 +614,9 @@ def widen_single_execution_cis(stats: _GroupStats, sensors: Mapping[str, SensorM
             st = per_group.get(g)
             if st is None or st["mean_mw"] is None or st["ci_low_mw"] is None or st["ci_high_mw"] is None:
                 continue
-            n = int(st["runs_with_lois"])
-            f = small_sample_factor(n, level)
-            m = float(st["mean_mw"])
-            st["ci_low_mw"] = m - (m - st["ci_low_mw"]) * f - quant
-            st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f + quant
+            f = small_sample_factor(int(st["runs_with_lois"]), level)
+            lo, hi = widened_about(float(st["mean_mw"]), st["ci_low_mw"], st["ci_high_mw"], f)
+            st["ci_low_mw"], st["ci_high_mw"] = lo - quant, hi + quant
 
 
 def widen_ssp_ci(stats: _GroupStats, level: float) -> None:
@@ -628,9 +630,7 @@ def widen_ssp_ci(stats: _GroupStats, level: float) -> None:
         if st is None or st["mean_mw"] is None or st["ci_low_mw"] is None or st["ci_high_mw"] is None:
             continue
         f = small_sample_factor(int(st["runs_with_lois"]), level)
-        m = float(st["mean_mw"])
-        st["ci_low_mw"] = m - (m - st["ci_low_mw"]) * f
-        st["ci_high_mw"] = m + (st["ci_high_mw"] - m) * f
+        st["ci_low_mw"], st["ci_high_mw"] = widened_about(float(st["mean_mw"]), st["ci_low_mw"], st["ci_high_mw"], f)
 
 
 def execution_times(
@@ -748,7 +748,7 @@ def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, system
     e_val = ssp_p * times.cycle_mean * MJ_PER_MW_NS
     if e_lo is not None and e_hi is not None:  # few SSP runs: widened as the SSP's own interval (`widen_ssp_ci`)
         f = small_sample_factor(int(stats.channels[TOTAL]["ssp"]["runs_with_lois"]), boot.level)
-        e_lo, e_hi = e_val - (e_val - e_lo) * f, e_val + (e_hi - e_val) * f
+        e_lo, e_hi = widened_about(e_val, e_lo, e_hi, f)
     bias = (systematic_mw / ssp_p * e_val) if ssp_p else 0.0
     if e_lo is not None and e_hi is not None:
         e_lo, e_hi = e_lo - bias, e_hi + bias

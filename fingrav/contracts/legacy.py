@@ -170,10 +170,9 @@ def intended_change(
             "the method SSP's bootstrap widened for few SSP runs (stop 36; with the sensor-source term where the "
             "replay measures it): only wider; the number unchanged"
         )
-    source = R.value_column_of_ci(column) in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
+    source = base in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
     if source and _only_wider(column, committed, replayed):
         return "the sensor-source term (|counter_vs_samples_pct|) in the CI: only wider"
-    base = R.value_column_of_ci(column)
     if base in RECALIBRATED_CI_VALUES and _same_number(committed.get(base), replayed.get(base)):
         return (
             "the CI recalibrated (issue 22: drift beyond its noise in quadrature, sensor-source term in W; stop 33: "

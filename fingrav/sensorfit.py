@@ -58,6 +58,11 @@ GRID_SIZE = 15
 #: windows and lags below this fraction of the sample period count as "at the bound 0" for the errors
 RESOLVABLE = 0.1
 RESPONSE_BINS = 80
+#: `content_lead`: the quantile of the transition samples' timing offsets, the normalized levels that bound a
+#: transition, and the fewest samples a quantile is taken of (fewer: their largest offset)
+CONTENT_LEAD_QUANTILE = 0.95
+CONTENT_LEAD_Z = 0.05
+CONTENT_LEAD_MIN_SAMPLES = 20
 
 
 # --------------------------------------------------------------------------- the model
@@ -108,6 +113,7 @@ class SensorCharacterization:
     delay is well determined even when delay and window trade off);
     settle_ms: step to within 1 % of the final level;
     group_delay_ms: delay + window / 2 + lag; fit_rms_mw: rms residual of the raw samples;
+    content_lead_ms: how much later than the fitted model says a sample's content can lie (`content_lead`);
     boxcar_only: the best pure-boxcar fit {delay_ms, window_ms, settle_ms, fit_rms_mw};
     noise_mw: std of settled samples; quantization_mw: smallest value step (None if not detected);
     trend_mw_per_s: slow linear drift fitted with the levels; response: the measured pooled, normalized
@@ -134,6 +140,7 @@ class SensorCharacterization:
     lag_se_ms: float | None = None
     group_delay_se_ms: float | None = None
     fit_rms_mw: float | None = None
+    content_lead_ms: float | None = None
     boxcar_only: dict[str, float] | None = None
     noise_mw: float | None = None
     quantization_mw: float | None = None
@@ -624,10 +631,45 @@ def _measured_response(
     }
 
 
+def _inverse_response(z: np.ndarray, delay: float, window: float, lag: float, hi: float) -> np.ndarray:
+    """The time (ms, in [0, hi]) at which the model's step response reaches each z in (0, 1) (bisection; the
+    response is non-decreasing)."""
+    lo_t = np.zeros_like(z)
+    hi_t = np.full_like(z, hi)
+    for _ in range(60):
+        mid = 0.5 * (lo_t + hi_t)
+        up = step_response(mid, delay, window, lag) >= z
+        hi_t = np.where(up, mid, hi_t)
+        lo_t = np.where(up, lo_t, mid)
+    return 0.5 * (lo_t + hi_t)
+
+
+def content_lead(r: np.ndarray, z: np.ndarray, p: np.ndarray, settle: float, q: float = CONTENT_LEAD_QUANTILE) -> float:
+    """How much later (ms, >= 0) than the fitted model (`p`: delay, window, lag; ms) a sample's content can lie: the
+    `q` quantile of the timing offsets of the samples in a step's transition. `r`, `z`: the pooled step response
+    (`_pooled`: ms after the edge, normalized 0 -> 1). A transition sample (the model's response or its own between
+    CONTENT_LEAD_Z and 1 - CONTENT_LEAD_Z) shows the level the model reaches at some time r'; r' - r is its offset,
+    positive where the sample reports later power than its stamp and the model say (unplaceable late stamps that
+    pull the fitted delay up, acquisition jitter, a model that misfits). The SSP runs' trailing executions cover it
+    (`fingrav.collect.plan`), so that a reading placed in the SSP tail never holds the idle after the run. 0 when
+    no sample falls in a transition; the largest offset where fewer than CONTENT_LEAD_MIN_SAMPLES do."""
+    delay, window, lag = (float(v) for v in p)
+    zc = np.clip(z, CONTENT_LEAD_Z, 1.0 - CONTENT_LEAD_Z)
+    model = step_response(r, delay, window, lag)
+    lo_z, hi_z = CONTENT_LEAD_Z, 1.0 - CONTENT_LEAD_Z
+    inside = (r <= settle) & (((model > lo_z) & (model < hi_z)) | ((z > lo_z) & (z < hi_z)))
+    if not inside.any():
+        return 0.0
+    offsets = _inverse_response(zc[inside], delay, window, lag, settle) - r[inside]
+    if offsets.size < CONTENT_LEAD_MIN_SAMPLES:
+        return max(float(offsets.max()), 0.0)
+    return max(float(np.quantile(offsets, q)), 0.0)
+
+
 def _log_characterization(c: SensorCharacterization) -> None:
     logger.info(
         "sensor %s: period %.2f ms (p10 %.2f, p90 %.2f), delay %.2f ms, window %.2f ms, lag %.2f ms, "
-        "settle %.1f ms, idle %.1f W, load %.1f W, rms %.2f W, noise %s W%s",
+        "settle %.1f ms, content lead %.2f ms, idle %.1f W, load %.1f W, rms %.2f W, noise %s W%s",
         c.channel,
         c.period_ms,
         c.period_p10_ms,
@@ -636,6 +678,7 @@ def _log_characterization(c: SensorCharacterization) -> None:
         c.window_ms,
         c.lag_ms,
         c.settle_ms,
+        c.content_lead_ms or 0.0,
         c.idle_mw / 1e3,
         (c.load_mw or 0.0) / 1e3,
         (c.fit_rms_mw or 0.0) / 1e3,
@@ -669,6 +712,7 @@ def characterize_sensor(
     limit = s.edges.min_interval
     (se_d, se_w, se_l), se_g = _param_se(fit.model, fit.p, fit.rss, max(pooled.xtol, 1e-3), free, limit=limit)
     y_detr = s.y - trend * fit.model.tc  # trend removed, final levels
+    r_pooled, z_pooled = _pooled(s.t, y_detr, s.edges, idle, step, pooled.pre)
     char = SensorCharacterization(
         responds=True,
         idle_mw=idle,
@@ -684,6 +728,7 @@ def characterize_sensor(
         lag_se_ms=se_l,
         group_delay_se_ms=se_g,
         fit_rms_mw=math.sqrt(fit.rss / len(s.y)),
+        content_lead_ms=content_lead(r_pooled, z_pooled, fit.p, settle),
         boxcar_only=fit.boxcar_only(len(s.y)),
         noise_mw=_noise(s.t, y_detr, s.edges, settle),
         trend_mw_per_s=trend,

@@ -196,6 +196,27 @@ def test_timing_errors_hold_under_acquisition_jitter() -> None:
     assert abs(float(np.mean(gd)) - (2.8 + 0.1 + 12.4)) < 2 * float(np.mean(se))
 
 
+@pytest.mark.parametrize("late_ms", [3.0, 6.0])
+def test_content_lead_covers_unplaceable_late_stamps(late_ms: float) -> None:
+    """Every 5th sample stamped `late_ms` late (its value read on time): the fitted delay moves up, so the on-time
+    samples' content lies later than the model says by about the fitted minus the true group delay. The content
+    lead covers that, and stays below the lateness itself; with on-time stamps it is ~0 (noise only)."""
+    sensor = Sensor(period_ms=5.0, jitter_ms=0.5, delay_ms=0.5, window_ms=1.0, lag_ms=0.5, noise_mw=1_000.0, quant_mw=0.0)
+    true_gd = sensor.delay_ms + sensor.window_ms / 2 + sensor.lag_ms
+    for seed in (1, 2, 3):
+        rng = np.random.default_rng(seed)
+        starts, ends, total = square_wave(rng, 40, 40.0, 40.0, sensor.res_ms)
+        t_ns, p = simulate(sensor, starts, ends, total, rng)
+        clean = characterize_sensor(t_ns, p, to_ns(starts), to_ns(ends))
+        assert clean.content_lead_ms is not None and clean.content_lead_ms < 0.1
+        late = t_ns.copy()
+        late[::5] += int(late_ms * 1e6)
+        c = characterize_sensor(late, p, to_ns(starts), to_ns(ends))
+        assert c.group_delay_ms is not None and c.content_lead_ms is not None
+        assert c.group_delay_ms - true_gd > 0.3  # the late stamps pull the model late
+        assert c.group_delay_ms - true_gd < c.content_lead_ms < late_ms
+
+
 def test_channels_and_non_responding_channel() -> None:
     rng = np.random.default_rng(3)
     starts, ends, total = square_wave(rng, 12, 60.0, 60.0, FAST.res_ms)

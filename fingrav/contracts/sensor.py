@@ -86,6 +86,9 @@ class SensorModel(SensorTiming):
     n_edges: int | None = None
     responds: bool = True
     flags: list[str] = []
+    #: how much later than this model says a sample's content can lie (ns; `fingrav.sensorfit.content_lead`); None in
+    #: older calibrations
+    content_lead_ns: float | None = None
     boxcar_only: dict[str, float | None] | None = None  # the best pure-boxcar fit (ns, mW)
     response: StepResponse | None = None  # binned step response
     error: str | None = None  # why the channel could not be characterized
@@ -150,6 +153,9 @@ class PlanSensor(BaseModel):
     window_ns: int
     lag_ns: int
     settle_ns: int
+    #: the sensor's content lead (`SensorModel.content_lead_ns`): the SSP runs' trailing executions cover it; 0 in
+    #: plans made before it was measured
+    content_lead_ns: int = 0
 
     @classmethod
     def of(cls, s: SensorModel) -> PlanSensor:
@@ -169,4 +175,5 @@ class PlanSensor(BaseModel):
             window_ns=need("window_ns"),
             lag_ns=int(round(s.lag_ns or 0.0)),
             settle_ns=need("settle_ns"),
+            content_lead_ns=int(round(s.content_lead_ns or 0.0)),
         )

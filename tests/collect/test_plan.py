@@ -122,6 +122,16 @@ def test_plan_short_kernel_on_fast_sensor() -> None:
     assert plan.idle_ns >= SENSOR_FAST.settle_ns
 
 
+def test_trailing_executions_cover_the_sensors_content_lead() -> None:
+    """Readings whose content lies later than the sensor model says (`PlanSensor.content_lead_ns`) must still see
+    the run busy: the trailing executions grow by the lead (2.1 ms / 42 us = 50 more), nothing else changes."""
+    base = make_plan(40_000, 42_000, SENSOR_FAST, None, RunPolicy())
+    led = make_plan(40_000, 42_000, SENSOR_FAST.model_copy(update={"content_lead_ns": 2_100_000}), None, RunPolicy())
+    assert led.trailing == base.trailing + 50
+    assert (led.ssp_index, led.tail, led.runs) == (base.ssp_index, base.tail, base.runs)
+    assert led.executions_per_run == base.executions_per_run + 50
+
+
 def test_plan_long_kernel_keeps_ssp_after_sse() -> None:
     plan = make_plan(1_500_000, 1_505_000, SENSOR_FAST, None, RunPolicy())
     assert plan.ssp_index == 4 and plan.sse_index == 3

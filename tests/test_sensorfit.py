@@ -201,7 +201,9 @@ def test_content_lead_covers_unplaceable_late_stamps(late_ms: float) -> None:
     """Every 5th sample stamped `late_ms` late (its value read on time): the fitted delay moves up, so the on-time
     samples' content lies later than the model says by about the fitted minus the true group delay. The content
     lead covers that, and stays below the lateness itself; with on-time stamps it is ~0 (noise only)."""
-    sensor = Sensor(period_ms=5.0, jitter_ms=0.5, delay_ms=0.5, window_ms=1.0, lag_ms=0.5, noise_mw=1_000.0, quant_mw=0.0)
+    sensor = Sensor(
+        period_ms=5.0, jitter_ms=0.5, delay_ms=0.5, window_ms=1.0, lag_ms=0.5, noise_mw=1_000.0, quant_mw=0.0
+    )
     true_gd = sensor.delay_ms + sensor.window_ms / 2 + sensor.lag_ms
     for seed in (1, 2, 3):
         rng = np.random.default_rng(seed)

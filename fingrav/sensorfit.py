@@ -63,6 +63,9 @@ RESPONSE_BINS = 80
 CONTENT_LEAD_QUANTILE = 0.95
 CONTENT_LEAD_Z = 0.05
 CONTENT_LEAD_MIN_SAMPLES = 20
+#: `content_lead`: a sample's level counts less this many of its noise's standard deviations (an idle sample's noise
+#: passes for a transition's level once in ~700)
+CONTENT_LEAD_SIGMAS = 3.0
 
 
 # --------------------------------------------------------------------------- the model
@@ -644,23 +647,29 @@ def _inverse_response(z: np.ndarray, delay: float, window: float, lag: float, hi
     return 0.5 * (lo_t + hi_t)
 
 
-def content_lead(r: np.ndarray, z: np.ndarray, p: np.ndarray, settle: float, q: float = CONTENT_LEAD_QUANTILE) -> float:
+def content_lead(
+    r: np.ndarray, z: np.ndarray, p: np.ndarray, settle: float, noise: float, q: float = CONTENT_LEAD_QUANTILE
+) -> float:
     """How much later (ms, >= 0) than the fitted model (`p`: delay, window, lag; ms) a sample's content can lie: the
     `q` quantile of the timing offsets of the samples in a step's transition. `r`, `z`: the pooled step response
-    (`_pooled`: ms after the edge, normalized 0 -> 1). A transition sample (the model's response or its own between
-    CONTENT_LEAD_Z and 1 - CONTENT_LEAD_Z) shows the level the model reaches at some time r'; r' - r is its offset,
-    positive where the sample reports later power than its stamp and the model say (unplaceable late stamps that
-    pull the fitted delay up, acquisition jitter, a model that misfits). The SSP runs' trailing executions cover it
-    (`fingrav.collect.plan`), so that a reading placed in the SSP tail never holds the idle after the run. 0 when
-    no sample falls in a transition; the largest offset where fewer than CONTENT_LEAD_MIN_SAMPLES do."""
+    (`_pooled`: ms after the edge, normalized 0 -> 1); `noise`: one sample's noise, normalized (noise / step).
+
+    A sample's level less CONTENT_LEAD_SIGMAS of its noise is the least it surely shows; the model reaches that level
+    at some time r', and r' - r is the sample's offset: positive where the sample reports later power than its stamp
+    and the model say (unplaceable late stamps that pull the fitted delay up, acquisition jitter, a model that
+    misfits), and only where its noise cannot explain it (a noisy sensor with exact stamps has a lead of ~0). The
+    transition: where the model's response or the sample's sure level is between CONTENT_LEAD_Z and
+    1 - CONTENT_LEAD_Z. The SSP runs' trailing executions cover the lead (`fingrav.collect.plan`), so that a reading
+    placed in the SSP tail does not hold the idle after the run. 0 when no sample falls in a transition; the largest
+    offset where fewer than CONTENT_LEAD_MIN_SAMPLES do."""
     delay, window, lag = (float(v) for v in p)
-    zc = np.clip(z, CONTENT_LEAD_Z, 1.0 - CONTENT_LEAD_Z)
-    model = step_response(r, delay, window, lag)
     lo_z, hi_z = CONTENT_LEAD_Z, 1.0 - CONTENT_LEAD_Z
-    inside = (r <= settle) & (((model > lo_z) & (model < hi_z)) | ((z > lo_z) & (z < hi_z)))
+    sure = z - CONTENT_LEAD_SIGMAS * max(noise, 0.0)
+    model = step_response(r, delay, window, lag)
+    inside = (r <= settle) & (((model > lo_z) & (model < hi_z)) | ((sure > lo_z) & (sure < hi_z)))
     if not inside.any():
         return 0.0
-    offsets = _inverse_response(zc[inside], delay, window, lag, settle) - r[inside]
+    offsets = _inverse_response(np.clip(sure[inside], lo_z, hi_z), delay, window, lag, settle) - r[inside]
     if offsets.size < CONTENT_LEAD_MIN_SAMPLES:
         return max(float(offsets.max()), 0.0)
     return max(float(np.quantile(offsets, q)), 0.0)
@@ -713,6 +722,7 @@ def characterize_sensor(
     (se_d, se_w, se_l), se_g = _param_se(fit.model, fit.p, fit.rss, max(pooled.xtol, 1e-3), free, limit=limit)
     y_detr = s.y - trend * fit.model.tc  # trend removed, final levels
     r_pooled, z_pooled = _pooled(s.t, y_detr, s.edges, idle, step, pooled.pre)
+    noise = _noise(s.t, y_detr, s.edges, settle)
     char = SensorCharacterization(
         responds=True,
         idle_mw=idle,
@@ -728,9 +738,9 @@ def characterize_sensor(
         lag_se_ms=se_l,
         group_delay_se_ms=se_g,
         fit_rms_mw=math.sqrt(fit.rss / len(s.y)),
-        content_lead_ms=content_lead(r_pooled, z_pooled, fit.p, settle),
+        content_lead_ms=content_lead(r_pooled, z_pooled, fit.p, settle, (noise or 0.0) / abs(step) if step else 0.0),
         boxcar_only=fit.boxcar_only(len(s.y)),
-        noise_mw=_noise(s.t, y_detr, s.edges, settle),
+        noise_mw=noise,
         trend_mw_per_s=trend,
         response=_measured_response(s, y_detr, idle, step, pooled.pre, settle, fit.p),
         flags=_fit_flags(s, pooled, fit, settle),

@@ -88,7 +88,7 @@ class SensorModel(SensorTiming):
     flags: list[str] = []
     #: how much later than this model says a sample's content can lie (ns; `fingrav.sensorfit.content_lead`); None in
     #: older calibrations
-    content_lead_ns: float | None = None
+    content_lead_ns: float | None = Field(None, exclude_if=lambda v: v is None)
     boxcar_only: dict[str, float | None] | None = None  # the best pure-boxcar fit (ns, mW)
     response: StepResponse | None = None  # binned step response
     error: str | None = None  # why the channel could not be characterized
@@ -155,7 +155,7 @@ class PlanSensor(BaseModel):
     settle_ns: int
     #: the sensor's content lead (`SensorModel.content_lead_ns`): the SSP runs' trailing executions cover it; 0 in
     #: plans made before it was measured
-    content_lead_ns: int = 0
+    content_lead_ns: int = Field(0, exclude_if=lambda v: v == 0)
 
     @classmethod
     def of(cls, s: SensorModel) -> PlanSensor:

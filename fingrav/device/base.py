@@ -488,6 +488,11 @@ class GPUDevice(abc.ABC):
         self.release_kernels()
         self._busy_end_host_ns = None
 
+    def begin_scenario(self, name: str) -> None:  # noqa: B027 - optional hook
+        """Called before scenario `name` is collected on this device (`fingrav.stages.collect.KeptDevice`), opened for
+        it or kept open. A real GPU needs nothing; the simulator keys its random streams to the scenario, as a real
+        sensor's noise is new in every scenario."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device (library handles, processes)."""
 

@@ -312,7 +312,7 @@ def _sensor_tables(calibration: Calibration) -> list[str]:
         ch: _sensor_display(m.model_dump(mode="json", exclude_none=True, exclude={"response"}))
         for ch, m in calibration.sensor.items()
     }
-    main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "noise_mw"]
+    main_cols = ["period_ms", "delay_ms", "window_ms", "lag_ms", "settle_ms", "content_lead_ms", "noise_mw"]
     extra_cols: list[str] = []
     for params in sensor.values():
         if isinstance(params, Mapping):
@@ -340,7 +340,8 @@ def _sensor_tables(calibration: Calibration) -> list[str]:
         + table(main_cols)
         + '<p class="sub">period: time between samples; delay: dead time before a change shows; window: '
         "boxcar averaging window; lag: first-order time constant; settle: time until a new level is "
-        "within tolerance.</p>"
+        "within tolerance; content lead: how much later than this model a sample's content can lie (the SSP runs' "
+        "trailing executions cover it).</p>"
     )
     if extra_cols:  # the fit's other fields (standard errors, levels, counts): folded, never one wide table
         out.append(

@@ -73,6 +73,7 @@ class KeptDevice:
         fails, the device is closed (it may still be sampling or hold the scenario's kernels) and the error goes
         on, as it would from a device opened for the scenario alone."""
         dev = self._device(device, seed, name)
+        dev.begin_scenario(name)
         try:
             yield dev
         except BaseException:
@@ -190,6 +191,8 @@ def _measure(
     truth = layout.truth(scenario.name, 0) if get_backend(device.backend).truth else None
     opened = keep.scenario(device, seed, scenario.name) if keep is not None else open_device(device, seed=seed)
     with opened as dev:
+        if keep is None:  # the kept device began it (`KeptDevice.scenario`)
+            dev.begin_scenario(scenario.name)
         collect_scenario(
             dev, scenario, policy, calibration_for_gpu(dev, layout, calibration, seed, scenario.name), seed,
             layout.scenario_dir(scenario.name, 0), truth,

@@ -56,6 +56,7 @@ Cards (`index`, `SimConfig.card_spread_pct`)
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -224,17 +225,22 @@ class SimulatedGPU(GPUDevice):
         self._spin_ch = chan_mat @ np.array([c.spin_mw for c in comps])
         # each stream's channels as codes into self._channels (samples are coded: `PowerSamples.coded`)
         self._stream_codes = [np.array([self._channels.index(ch) for ch in s.channels], np.int8) for s in p.sensors]
+        self._scenario_code: int | None = None  # `begin_scenario`
         self._start_over()
         logger.debug("simulated GPU %s index %d seed %d at host %d ns", p.name, self.index, self.seed, self._host0)
 
     def _start_over(self) -> None:
-        """Set the whole simulated state as at the open, from the seed alone: the random streams, the virtual host
-        clock (its epoch and now), the true-power history, the sensor streams, the limit cycles, the device's
-        transient state (clock ramp, limiter age, warming, last busy end), sampling and the energy counter, the
-        last truths and the prepared kernels. Called by `__init__` and by `reset_for_next_scenario`."""
+        """Set the whole simulated state as at the open, from the seed (and the scenario begun, `begin_scenario`)
+        alone: the random streams, the virtual host clock (its epoch and now), the true-power history, the sensor
+        streams, the limit cycles, the device's transient state (clock ramp, limiter age, warming, last busy end),
+        sampling and the energy counter, the last truths and the prepared kernels. Called by `__init__`,
+        `begin_scenario` and `reset_for_next_scenario`."""
         p = self.preset
         preset_code = sum(ord(ch) for ch in p.name)
-        ss = np.random.SeedSequence([abs(self.seed), int(self.seed < 0), self.index, preset_code])
+        entropy = [abs(self.seed), int(self.seed < 0), self.index, preset_code]
+        if self._scenario_code is not None:
+            entropy.append(self._scenario_code)
+        ss = np.random.SeedSequence(entropy)
         kids = ss.spawn(4 + 2 * len(p.sensors))
         late_kids = ss.spawn(len(p.sensors))  # late stamps: children of their own, after (never shifting) the above
         acquire_kids = ss.spawn(len(p.sensors))  # acquisition jitter: likewise, after the late stamps'
@@ -283,6 +289,15 @@ class SimulatedGPU(GPUDevice):
         lists only the kernels prepared since."""
         self._kernels.clear()
 
+    def begin_scenario(self, name: str) -> None:
+        """Key every random stream to scenario `name` as well as the seed (`GPUDevice.begin_scenario`) and start over:
+        each scenario's sensor noise, sampling grid, execution jitter and limit cycles are its own draws, as on a real
+        GPU, where they were one sequence for every scenario of a sweep (the fidelity matrix's four scenarios of a
+        sweep saw the same noise, sample for sample: correlation 0.985). Still the same raw data, bit for bit, on a
+        device kept open across a sweep or opened for the scenario alone."""
+        self._scenario_code = zlib.crc32(name.encode())
+        self._start_over()
+
     def reset_for_next_scenario(self) -> None:
         """As newly opened, exactly (`GPUDevice.reset_for_next_scenario`): the whole simulated state starts over from
         the seed (`_start_over`: virtual clock, warming, limiter, last busy end, random streams, sensor phases), so a
@@ -291,6 +306,7 @@ class SimulatedGPU(GPUDevice):
         after a long idle: nothing carried over from the previous scenario (a real GPU carries its warmth over
         whether it is opened again or not)."""
         super().reset_for_next_scenario()
+        self._scenario_code = None
         self._start_over()
 
     # ------------------------------------------------------------------ identity

@@ -613,10 +613,10 @@ def _fit_flags(s: ChannelSeries, pooled: PooledFit, fit: RawFit, settle: float) 
 
 
 def _measured_response(
-    s: ChannelSeries, y_detr: np.ndarray, idle: float, step: float, pre: float, settle: float, p: np.ndarray
+    s: ChannelSeries, r2: np.ndarray, z2: np.ndarray, pre: float, settle: float, p: np.ndarray
 ) -> dict[str, list[float] | list[int]]:
-    """The pooled, normalized step response of the detrended samples in RESPONSE_BINS bins, with the model's."""
-    r2, z2 = _pooled(s.t, y_detr, s.edges, idle, step, pre)
+    """The pooled, normalized step response of the detrended samples (`_pooled`: `r2` ms after the edge, `z2`) in
+    RESPONSE_BINS bins, with the model's."""
     hi = min(s.edges.min_interval, max(3.0 * settle, 5.0 * s.period))
     bins = np.linspace(-pre, hi, RESPONSE_BINS + 1)
     b = np.digitize(r2, bins) - 1
@@ -721,7 +721,7 @@ def characterize_sensor(
     limit = s.edges.min_interval
     (se_d, se_w, se_l), se_g = _param_se(fit.model, fit.p, fit.rss, max(pooled.xtol, 1e-3), free, limit=limit)
     y_detr = s.y - trend * fit.model.tc  # trend removed, final levels
-    r_pooled, z_pooled = _pooled(s.t, y_detr, s.edges, idle, step, pooled.pre)
+    r_pooled, z_pooled = _pooled(s.t, y_detr, s.edges, idle, step, pooled.pre)  # the final, detrended response
     noise = _noise(s.t, y_detr, s.edges, settle)
     char = SensorCharacterization(
         responds=True,
@@ -742,7 +742,7 @@ def characterize_sensor(
         boxcar_only=fit.boxcar_only(len(s.y)),
         noise_mw=noise,
         trend_mw_per_s=trend,
-        response=_measured_response(s, y_detr, idle, step, pooled.pre, settle, fit.p),
+        response=_measured_response(s, r_pooled, z_pooled, pooled.pre, settle, fit.p),
         flags=_fit_flags(s, pooled, fit, settle),
         **s.common(),
     )

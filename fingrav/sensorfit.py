@@ -89,18 +89,25 @@ def step_response(t_ms: np.ndarray | float, delay_ms: Any, window_ms: Any, lag_m
     return np.where(has_window, boxcar, pure_lag)
 
 
+def _inverse_response(z: np.ndarray, delay: float, window: float, lag: float, hi: float) -> np.ndarray:
+    """The time (ms, in [0, hi]) at which the model's step response reaches each z in (0, 1) (bisection; the
+    response is non-decreasing)."""
+    lo_t = np.zeros_like(z)
+    hi_t = np.full_like(z, hi)
+    for _ in range(60):
+        mid = 0.5 * (lo_t + hi_t)
+        up = step_response(mid, delay, window, lag) >= z
+        hi_t = np.where(up, mid, hi_t)
+        lo_t = np.where(up, lo_t, mid)
+    return 0.5 * (lo_t + hi_t)
+
+
 def settle_time_ms(delay_ms: float, window_ms: float, lag_ms: float, tol: float = SETTLE_TOL) -> float:
     """Time (ms) from a load step until the model response is within `tol` of its final level."""
     if lag_ms <= 0:
         return delay_ms + (1.0 - tol) * window_ms
-    lo, hi = delay_ms, delay_ms + window_ms + lag_ms * (math.log(1.0 / tol) + 1.0)
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if float(step_response(mid, delay_ms, window_ms, lag_ms)) >= 1.0 - tol:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    hi = delay_ms + window_ms + lag_ms * (math.log(1.0 / tol) + 1.0)
+    return float(_inverse_response(np.array([1.0 - tol]), delay_ms, window_ms, lag_ms, hi)[0])
 
 
 # --------------------------------------------------------------------------- result
@@ -632,19 +639,6 @@ def _measured_response(
         "n": [int(v) for v in cnt[has]],
         "model": [round(float(v), 4) for v in step_response(tbin[has], delay, window, lag)],
     }
-
-
-def _inverse_response(z: np.ndarray, delay: float, window: float, lag: float, hi: float) -> np.ndarray:
-    """The time (ms, in [0, hi]) at which the model's step response reaches each z in (0, 1) (bisection; the
-    response is non-decreasing)."""
-    lo_t = np.zeros_like(z)
-    hi_t = np.full_like(z, hi)
-    for _ in range(60):
-        mid = 0.5 * (lo_t + hi_t)
-        up = step_response(mid, delay, window, lag) >= z
-        hi_t = np.where(up, mid, hi_t)
-        lo_t = np.where(up, lo_t, mid)
-    return 0.5 * (lo_t + hi_t)
 
 
 def content_lead(

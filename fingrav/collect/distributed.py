@@ -204,6 +204,7 @@ def _rank_main(rank: int, spec: dict[str, Any], init_file: str, queue: Any) -> N
         truth = layout.truth(name, rank) if get_backend(device_cfg.backend).truth else None
         cal_cfg = CalibrationConfig.model_validate(spec["calibration"]) if spec.get("calibration") else None
         with open_device(device_cfg, seed=rank_seed(int(spec["seed"]), rank)) as dev:
+            dev.begin_scenario(name)  # as the one-GPU collect stage does (`GPUDevice.begin_scenario`)
             calibration = calibration_for_gpu(dev, layout, cal_cfg, int(spec["seed"]), name, rank)
             collect_scenario(
                 dev,

@@ -169,7 +169,7 @@ class SweepLayout(RawLayout):
         return f"{folder.name}-{gpu_dir(rank)}"
 
     def reading_truth(self, scenario: str, rank: int | str = 0) -> Path:
-        """The noise-free sensor reading of every sample (simulator; `fingrav.contracts.tables` reading_truth)."""
+        """The expected sensor reading of every sample (simulator; `fingrav.contracts.tables` reading_truth)."""
         return self.root / "truth" / gpu_dir(rank) / f"{scenario}.readings.parquet"
 
     # ---------------------------------------------------------------- bin / differentiate / combine

@@ -11,7 +11,7 @@ execution (SSP cycle power x SSP cycle time): the mean true energy of the SSP cy
 (given the host-clock executions; else of every SSP cycle). Errors are signed, in % of truth:
 (measured - truth) / truth * 100. The reference run's settled power is validated against the SSP truth (both
 are the steady-state back-to-back cycle power). The SSE and interleaved numbers have two truths each (`validate`):
-the true kernel power, and the truth of the sensor reading (the noise-free sensor at the same samples).
+the true kernel power, and the truth of the sensor reading (the expected reading at the same samples).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def reading_truth_by_group(
     reading_truth: pl.DataFrame, lois: pl.DataFrame, plan: Plan, delay_ns: int
 ) -> dict[str, float]:
     """{group: mW}: the truth of a sensor *reading* per statistic group of the total channel: the mean of the
-    noise-free readings (`reading_truth`, raw sample clock) of exactly the golden LOIs whose mean is the measured
+    expected readings (`reading_truth`: noise-free, averaged over the acquisition jitter; raw sample clock) of exactly the golden LOIs whose mean is the measured
     reading (LOI times are delay-corrected: the raw stamp is t_ns + delay_ns)."""
     groups = group_exprs(plan, "phase")
     clean = (
@@ -205,7 +205,7 @@ def validate(
 
     Two truths for the SSE and the interleaved execution: the *kernel power* (time-weighted true power of those
     executions, `truth_by_group`) validates the kernel-power estimates (sse_kernel_mw, interleaved_kernel_mw);
-    the *reading* truth (`reading_truth_by_group`: the noise-free sensor at the same LOIs; needs reading_truth,
+    the *reading* truth (`reading_truth_by_group`: the expected reading at the same LOIs; needs reading_truth,
     lois and delay_ns) validates the sensor readings (sse_reading_mw, interleaved_reading_mw).
 
     sustained_run: the reference run whose sustained power is the headline (`analysis.sustained.headline`); its

@@ -18,7 +18,8 @@ Raw tables (collect, calibrate; GPU side, pyarrow):
   field values (JSON), read outside the timed region (a measure run's "before" in the second half of its idle,
   `GPUDevice.idle_reading_telemetry`; the reference run's after its idle)
 * `reading_truth` - simulator only: t_ns, channel, power_mw of every sample in samples.parquet, as the noise-free,
-  unquantized sensor would have read it (the truth of a sensor *reading*; `truth` is the truth of kernel power)
+  unquantized sensor reads it on average over its acquisition jitter (the truth of a sensor *reading*,
+  `fingrav.device.sim.sensor.SensorStream.expected_response`; `truth` is the truth of kernel power)
 
 Derived tables (analysis, polars): `binned` (bin stage) and `lois` (differentiate stage).
 """

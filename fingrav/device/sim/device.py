@@ -244,6 +244,7 @@ class SimulatedGPU(GPUDevice):
         kids = ss.spawn(4 + 2 * len(p.sensors))
         late_kids = ss.spawn(len(p.sensors))  # late stamps: children of their own, after (never shifting) the above
         acquire_kids = ss.spawn(len(p.sensors))  # acquisition jitter: likewise, after the late stamps'
+        truth_kids = ss.spawn(len(p.sensors))  # the jitter a reading's truth averages over: after the others
         self._rng_exec = np.random.default_rng(kids[0])
         self._rng_clock = np.random.default_rng(kids[1])
         rng_misc = np.random.default_rng(kids[2])
@@ -260,6 +261,7 @@ class SimulatedGPU(GPUDevice):
                 np.random.default_rng(kids[4 + 2 * i]),
                 np.random.default_rng(late_kids[i]),
                 np.random.default_rng(acquire_kids[i]),
+                np.random.default_rng(truth_kids[i]),
             )
             for i, s in enumerate(p.sensors)
         ]
@@ -273,7 +275,7 @@ class SimulatedGPU(GPUDevice):
         # telemetry
         self._sampling = False
         self._undrained: list[PowerSamples] = []
-        self._readings_truth: list[PowerSamples] = []  # noise-free readings of every sample computed so far
+        self._readings_truth: list[PowerSamples] = []  # expected readings of every sample computed so far
         self._energy_phase = float(rng_misc.uniform(0.0, p.energy_period_ns))
         self._energy_offset_mj = float(rng_misc.uniform(1e6, 1e9))
         self._last_truth: dict[str, dict[str, np.ndarray]] | None = None
@@ -783,8 +785,9 @@ class SimulatedGPU(GPUDevice):
         return np.floor(mj / res) * res if res > 0 else mj
 
     def drain_reading_truth(self) -> PowerSamples:
-        """Simulator only: the noise-free, unquantized reading of every sample computed since the last call
-        (the same t_ns and channel as the samples `drain_samples` returned): the truth of a sensor reading."""
+        """Simulator only: the noise-free, unquantized reading of every sample computed since the last call, averaged
+        over the sensor's acquisition jitter (`SensorStream.expected_response`; the same t_ns and channel as the samples
+        `drain_samples` returned): the truth of a sensor reading."""
         if self._sampling:
             self._collect()
         out = PowerSamples.concat(self._readings_truth)

@@ -73,9 +73,9 @@ class SensorSpec:
 
     Acquisition jitter (the H200's: see the preset): each sample reads the sensor's input at its grid time plus a
     random offset, N(0, `acquire_jitter_ns`) cut at 3 sd and never later than the dead time allows (the reading
-    never comes from after its grid time); its stamp stays where it was. The truth of a reading (`collect`'s clean
-    values) is the reading at the grid time itself: like the noise, the jitter is part of what the sensor adds. It is
-    drawn from a generator of its own.
+    never comes from after its grid time); its stamp stays where it was. It is drawn from a generator of its own. The
+    truth of a reading is the noise-free reading averaged over this jitter (`SensorStream.expected_response`): unlike
+    the noise, the jitter does not average out of a reading where the input changes on its time scale.
 
     Timestamps are rounded down to `stamp_resolution_ns`. A sample becomes visible to the host (`drain_samples`)
     `visible_after_ns` after its timestamp, the late one included (0: at once; all those stamped by then at

@@ -1,6 +1,7 @@
 """Acquisition jitter of the simulated power sensor (`fingrav.device.sim.presets.SensorSpec.acquire_jitter_ns`): as
 on the H200's NVML sample buffer, each sample reads the sensor's input a little before or after its grid time while
-its stamp stays; the truth of a reading stays the reading at the grid time."""
+its stamp stays; the truth of a reading is the noise-free reading averaged over the jitter (what the readings average
+to), which is the reading at the grid time wherever the response is straight over the jitter."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from fingrav.config import SimConfig, SimOverrides
 from fingrav.device.sim import SimulatedGPU, presets
 from fingrav.device.sim.presets import H200, MI300X, SensorSpec
-from fingrav.device.sim.sensor import ACQUIRE_CUT_SD, SensorStream
+from fingrav.device.sim.sensor import ACQUIRE_CUT_SD, TRUTH_JITTER_DRAWS, SensorStream
 from fingrav.device.sim.timeline import PowerTimeline
 
 MS = 1_000_000.0
@@ -22,9 +23,26 @@ QUIET = {"noise_mw": 0.0, "quantization_mw": 0.0}
 
 
 def _stream(spec: SensorSpec, seed: int = 0, rng_acquire: np.random.Generator | None = None) -> SensorStream:
-    grid, noise, late = (np.random.default_rng(seed + k) for k in range(3))
+    grid, noise, late, truth = (np.random.default_rng(seed + k) for k in (0, 1, 2, 4))
     rng_acquire = np.random.default_rng(seed + 3) if rng_acquire is None else rng_acquire
-    return SensorStream(spec, [0], np.array([100_000.0]), grid, noise, late, rng_acquire)
+    return SensorStream(spec, [0], np.array([100_000.0]), grid, noise, late, rng_acquire, truth)
+
+
+def _expected_by_quadrature(
+    stream: SensorStream, grid_ns: np.ndarray, tl: PowerTimeline, nodes: int = 801
+) -> np.ndarray:
+    """The reading averaged over the acquisition jitter by a dense midpoint rule over its density (the normal cut at
+    ACQUIRE_CUT_SD sd, offsets past the dead time read at the dead time): the truth, computed apart from the
+    stream's stratified draws."""
+    sd, delay = stream.spec.acquire_jitter_ns, stream.spec.delay_ns
+    edges = np.linspace(-ACQUIRE_CUT_SD, ACQUIRE_CUT_SD, nodes + 1)
+    z = 0.5 * (edges[1:] + edges[:-1])
+    w = np.exp(-0.5 * z * z)
+    w /= w.sum()
+    out = np.zeros((1, grid_ns.size))
+    for zi, wi in zip(z, w, strict=True):
+        out += wi * stream.true_response(grid_ns + min(zi * sd, delay), tl)
+    return out
 
 
 def _ramp_timeline(span_ns: float) -> PowerTimeline:
@@ -47,20 +65,28 @@ def _collect(spec: SensorSpec, seed: int = 7, span_ms: float = 20_000.0) -> tupl
 
 def test_each_value_is_read_at_its_jittered_time() -> None:
     """A noiseless sensor with jitter: each value is the noise-free reading at some time within the cut of its grid
-    time (the one of the same stream without jitter: the grid and the stamps do not move); the truths are the readings
-    at the grid times; where the reading moves, the jitter moves the values by about the slope x its sd."""
+    time (the one of the same stream without jitter: the grid and the stamps do not move); on the H200's smooth
+    response (a 12 ms lag) the truths are the readings at the grid times to within a few mW; where the reading
+    moves, the jitter moves the values by about the slope x its sd."""
     spec = dataclasses.replace(H200_TOTAL, late_every=0, late_far_share=0.0, acquire_jitter_ns=0.0, **QUIET)
     jittered = dataclasses.replace(spec, acquire_jitter_ns=0.5 * MS)
     st, vals, clean, tl = _collect(jittered)
     st0, vals0, clean0, _ = _collect(spec)
     n = min(st.size, st0.size)
     assert n > 900 and np.array_equal(st[:n], st0[:n])  # the stamps stay
-    np.testing.assert_allclose(clean[:, :n], vals0[:, :n], rtol=1e-12, atol=1e-6)  # truth: at the grid time
     grid = st0[:n].astype(float)
     probe = _stream(spec)
     slope = (probe.true_response(grid + 0.05 * MS, tl)[0] - probe.true_response(grid - 0.05 * MS, tl)[0]) / 0.1
     moving = np.abs(slope) > 2_000.0  # mW per ms
-    dv = vals[0, :n] - clean[0, :n]
+    # truth: the average over the jitter, here the grid-time reading but where the response bends within the jitter
+    # (a step's corner: ~0.4 sd x the slope's jump of 24 W/ms, ~5 W); the stratified draws scatter by a fraction of
+    # slope x sd / draws
+    exact = _expected_by_quadrature(_stream(jittered), grid, tl, nodes=201)
+    off = np.abs(exact[0] - vals0[0, :n])
+    assert np.quantile(off, 0.9) < 300.0 and 1_000.0 < off.max() < 7_000.0
+    err = np.abs(clean[0, :n] - exact[0])
+    assert np.sqrt(np.mean(err**2)) < 0.05 * np.sqrt(np.mean((slope * 0.5) ** 2)) and err.max() < 3_000.0
+    dv = vals[0, :n] - vals0[0, :n]
     assert moving.sum() > 300 and np.all(dv[~moving & (np.abs(slope) < 1.0)] == pytest.approx(0.0, abs=1e-3))
     # the implied time offsets: sd ~0.5 ms, mean ~0, none beyond the cut
     offset_ms = dv[moving] / slope[moving]
@@ -89,10 +115,51 @@ def test_no_jitter_draws_nothing_and_leaves_the_stream_as_it_was() -> None:
     st, vals, clean = s.collect(2_000 * MS, _ramp_timeline(2_000 * MS))
     assert rng.bit_generator.state == state and np.array_equal(vals, clean) and st.size > 90
     noisy = dataclasses.replace(H200_TOTAL, acquire_jitter_ns=0.0)
-    a = _collect(noisy, seed=3, span_ms=3_000.0)
-    b = _collect(dataclasses.replace(noisy, acquire_jitter_ns=0.3 * MS), seed=3, span_ms=3_000.0)
-    n = min(a[0].size, b[0].size)
-    assert np.array_equal(a[0][:n], b[0][:n]) and np.array_equal(a[2][:, :n], b[2][:, :n])
+    pulses = PowerTimeline(1)  # 37 ms at 300 W every 500 ms: the response is back at idle for most of each gap
+    starts = np.arange(0.0, 3_000 * MS, 500 * MS)
+    pulses.append(np.sort(np.r_[starts, starts + 37 * MS]), np.tile([300_000.0, 0.0], starts.size)[None, :],
+                  np.zeros((1, 2 * starts.size)))  # fmt: skip
+    a, b = _stream(noisy, seed=3), _stream(dataclasses.replace(noisy, acquire_jitter_ns=0.3 * MS), seed=3)
+    a.start(0.0)
+    b.start(0.0)
+    ra, rb = a.collect(3_000 * MS, pulses), b.collect(3_000 * MS, pulses)
+    assert np.array_equal(ra[0], rb[0]) and ra[0].size > 90  # the grid and the stamps
+    idle = ra[2][0] == 100_000.0  # the response at idle over the whole jitter: the same values, the same truths
+    assert idle.sum() > 60 and np.array_equal(ra[1][:, idle], rb[1][:, idle])
+    assert np.array_equal(rb[2][0, idle], ra[2][0, idle])
+
+
+def test_the_truth_is_the_reading_averaged_over_the_jitter() -> None:
+    """A fast sensor (50 us window, no lag) whose jitter (90 us) spans several executions of two kernels alternating
+    at 700 and 200 W: a reading at the grid time holds one of them, but what the sensor reads there on average is a
+    blend. The truth is that average: it matches a dense quadrature of the jitter's density to within the
+    stratified draws' scatter, and the mean of many jittered readings of one grid time converges to it, not to the
+    grid-time reading."""
+    spec = dataclasses.replace(
+        H200_TOTAL, period_ns=3.5 * MS, jitter_ns=0.0, window_ns=0.05 * MS, lag_ns=0.0, delay_ns=3.8 * MS,
+        acquire_jitter_ns=0.09 * MS, late_every=0, late_far_share=0.0, **QUIET,
+    )  # fmt: skip
+    tl = PowerTimeline(1)
+    t0 = np.arange(0.0, 3_000 * MS, 0.04 * MS)  # 40 us segments: 30 us at 600 W excess, 10 us at 100 W, ...
+    kind = np.arange(t0.size) % 2
+    t0 = t0 + np.where(kind == 1, -0.01 * MS, 0.0)  # the second kernel of each pair starts 10 us early: 30 us / 10 us
+    p0 = np.where(kind == 0, 600_000.0, 100_000.0)
+    p0[-1] = 0.0
+    tl.append(t0, p0[None, :], np.zeros((1, t0.size)))
+    s = _stream(spec, seed=11)
+    s.start(0.0)
+    st, vals, clean = s.collect(2_900 * MS, tl)
+    grid = st.astype(float)
+    assert st.size > 700
+    exact = _expected_by_quadrature(_stream(spec, seed=11), grid, tl)
+    at_grid = s.true_response(grid, tl)
+    # the grid-time reading is one of the kernels or a mix by the phase; the average over 90 us of jitter is the blend
+    assert np.std(at_grid[0]) > 50_000.0 and np.std(exact[0]) < 0.3 * np.std(at_grid[0])
+    err = clean[0] - exact[0]
+    assert abs(err.mean()) < 2_000.0 and np.std(err) < 0.25 * np.std(at_grid[0]) / np.sqrt(TRUTH_JITTER_DRAWS) * 4
+    # many jittered readings of the same grid times: their mean is the truth's, not the grid-time reading's
+    reps = np.mean([s.true_response(grid + s.acquire_offsets(grid.size), tl)[0] for _ in range(200)], axis=0)
+    assert np.abs(reps - exact[0]).mean() < 0.2 * np.abs(at_grid[0] - exact[0]).mean()
 
 
 def test_h200_preset_has_the_cards_jitter_and_mi300x_none() -> None:

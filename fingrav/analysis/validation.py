@@ -80,8 +80,9 @@ def reading_truth_by_group(
     reading_truth: pl.DataFrame, lois: pl.DataFrame, plan: Plan, delay_ns: int
 ) -> dict[str, float]:
     """{group: mW}: the truth of a sensor *reading* per statistic group of the total channel: the mean of the
-    expected readings (`reading_truth`: noise-free, averaged over the acquisition jitter; raw sample clock) of exactly the golden LOIs whose mean is the measured
-    reading (LOI times are delay-corrected: the raw stamp is t_ns + delay_ns)."""
+    expected readings (`reading_truth`: noise-free, averaged over the acquisition jitter; raw sample clock) of
+    exactly the golden LOIs whose mean is the measured reading (LOI times are delay-corrected: the raw stamp is
+    t_ns + delay_ns)."""
     groups = group_exprs(plan, "phase")
     clean = (
         reading_truth.lazy()

@@ -15,7 +15,7 @@ collected) once its stamp is reached.
 The truth of a reading (`SensorStream.expected_response`) is what the sensor reads at that sample on average: the
 noise-free, unquantized response, averaged over the acquisition jitter. Noise averages out of a reading, but the
 jitter does not where the input changes on its time scale: a 50 µs window read with 90 µs of jitter next to µs-long
-executions of two kernels reads a blend of both, on average 7 % below the reading at the grid time itself (the
+executions of two kernels reads a blend of both, on average 6 % below the reading at the grid time itself (the
 fidelity matrix, seed 11, fidelity-8/s1). No estimator can recover the grid-time reading there; the expected one
 is what a reading's CI must cover.
 """
@@ -43,7 +43,9 @@ ACQUIRE_CUT_SD = 3.0
 #: each of as many equally likely strata: on fidelity-8/s1 of the matrix's seed 11 (90 µs of jitter, a 50 µs window)
 #: 8, 16, 32 and 64 draws put its interleaved reading's truth at 413.1, 409.6, 407.3 and 408.1 W (grid time: 435.9 W)
 TRUTH_JITTER_DRAWS = 16
-#: the standard normal cut at ACQUIRE_CUT_SD sd, as its quantile function on a grid of probabilities (np.interp between)
+#: the standard normal's quantile function within ACQUIRE_CUT_SD sd, on a grid of probabilities: np.interp between,
+#: and the cut value beyond it (np.interp holds the end values), which is the jitter's own law (`_jitter_of`: a normal
+#: draw clipped at the cut, not redrawn)
 _CUT_P = np.linspace(NormalDist().cdf(-ACQUIRE_CUT_SD), NormalDist().cdf(ACQUIRE_CUT_SD), 4097)
 _CUT_Z = np.array([NormalDist().inv_cdf(float(p)) for p in _CUT_P])
 
@@ -240,8 +242,8 @@ class SensorStream:
     def expected_response(self, times: np.ndarray, timeline: PowerTimeline) -> np.ndarray:
         """The truth of a reading at grid times (ns): the noise-free reading (mW, shape (C, N)) averaged over the
         acquisition jitter, one draw from each of TRUTH_JITTER_DRAWS equally likely strata of its distribution (a
-        stratified estimate: unbiased, and exact where the response is linear over the jitter); the reading at the
-        grid time itself without jitter."""
+        stratified estimate: unbiased, and scattering far less than one draw where the response is smooth over the
+        jitter); the reading at the grid time itself without jitter."""
         sd = float(self.spec.acquire_jitter_ns)
         if sd <= 0 or np.asarray(times).size == 0 or self._rng_truth is None:
             return self.true_response(times, timeline)
@@ -249,7 +251,7 @@ class SensorStream:
         k = TRUTH_JITTER_DRAWS
         acc = np.zeros((self.idle_mw.size, times.size))
         for i in range(k):
-            z = np.interp((i + self._rng_truth.random(times.size)) / k, np.linspace(0.0, 1.0, _CUT_P.size), _CUT_Z)
+            z = np.interp((i + self._rng_truth.random(times.size)) / k, _CUT_P, _CUT_Z)
             acc += self.true_response(times + self._jitter_of(z), timeline)
         return acc / k
 

@@ -9,7 +9,8 @@
 #   bash benchmarks/h200_state_reps.sh                                        # results/h200-state-reps
 #   CONFIG=config/h200-state-reps2.yaml bash benchmarks/h200_state_reps.sh    # results/h200-state-reps2
 #
-# The kernels are the config's scenarios named <kernel>-r1, in its order.
+# The kernels are the config's scenarios named <kernel>-r1, in its order. REPS (default 3) collections each, the
+# config naming <kernel>-r1 ... -r<REPS>.
 # Leaves $OUT/state-reps.tgz (the sweep folder /tmp/reps: raw data, calibration, logs; the references' peers.json)
 # and the card's identity and temperature between the blocks in $OUT/gpu-*.csv.
 set -euo pipefail
@@ -20,7 +21,8 @@ device_env "$out" reps
 cfg="${CONFIG:-config/h200-state-reps.yaml}"
 mapfile -t kernels < <(sed -n 's/^- name: \(.*\)-r1$/\1/p' "$cfg")
 temp() { nvidia-smi --query-gpu=timestamp,temperature.gpu,power.draw --format=csv,noheader >> "$out/temps.csv"; }
-for rep in 1 2 3; do
+reps="${REPS:-3}"
+for rep in $(seq 1 "$reps"); do
   names=(); args=()
   for k in "${kernels[@]}"; do names+=("$k-r$rep"); args+=(--scenario "$k-r$rep"); done
   fingrav() {
@@ -37,5 +39,6 @@ for rep in 1 2 3; do
   if [ "$rep" = 2 ]; then reference; fingrav; else fingrav; reference; fi
 done
 temp
-tar czf "$out/state-reps.tgz" -C /tmp reps ref-r1 ref-r2 ref-r3
+refs=(); for rep in $(seq 1 "$reps"); do refs+=("ref-r$rep"); done
+tar czf "$out/state-reps.tgz" -C /tmp reps "${refs[@]}"
 tail -3 "$out/sweep.log"; cat "$out/temps.csv"

@@ -503,7 +503,11 @@ class RunPolicy(_Model):
     timing_reps: Annotated[int, Field(ge=3, le=100)] = 5
     min_lois: Annotated[int, Field(ge=1, le=100_000)] = Field(30, description="LOIs wanted per profile (SSE and SSP)")
     max_runs: Count = Field(4000, description="upper bound on runs when more are needed for LOIs")
-    probe_ms: DurationMs = Field(400.0, description="length of the stability probe (back-to-back executions)")
+    probe_ms: DurationMs = Field(
+        400.0,
+        description="length of the stability probe (back-to-back executions), at least: a sensor that needs longer "
+        "(its settling and 6 of its sample periods: fingrav.collect.estimate.probe_load_ns) gets a longer probe",
+    )
     probe_idle_ms: DurationMs | None = Field(
         None,
         description="idle after the stability probe, in which its return to idle (t_recover) is watched: at least "

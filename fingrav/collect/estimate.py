@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fingrav.contracts.plan import Plan, PlanCost, Probe
+from fingrav.contracts.sensor import PlanSensor
 from fingrav.contracts.tables import READ_GUARD_NS  # the runner's idle after its pre-run reads (one home)
 from fingrav.contracts.units import NS_PER_MS
 
@@ -94,6 +95,21 @@ def settle_wait_ns(plan: Plan) -> int:
     return int(plan.sensor.settle_ns + plan.sensor.period_ns)
 
 
+#: sensor periods the stability probe's load spans past the sensor's settling, at least: its samples must show the
+#: level the power settles at (`fingrav.collect.plan.ProbeLevel`: the mean of the last quarter, smoothed over >= 3
+#: samples; `ProbeSamples` refuses fewer than 4). On the H200 (20 ms, 62 ms of settling) that is 182 ms, under every
+#: committed config's probe_ms (>= 200 ms): unchanged. A 100 ms sensor had 3-4 samples in the default 400 ms, and the
+#: scenario failed with a ConfigError after calibration (the fidelity matrix, seed 14: 4 of 200 scenarios).
+PROBE_MIN_PERIODS: Final = 6
+
+
+def probe_load_ns(policy: Any, sensor: PlanSensor) -> int:
+    """The stability probe's load (ns): run_policy.probe_ms, at least the sensor's settling and PROBE_MIN_PERIODS of
+    its sample periods (a probe read from the reference run: the reference run's first that long)."""
+    need = int(sensor.settle_ns) + PROBE_MIN_PERIODS * int(sensor.period_ns)
+    return max(int(policy.probe_ms * NS_PER_MS), need)
+
+
 def probe_watch_ns(policy: Any, settle_ns: int) -> int:
     """The idle after the stability probe, in which its return to idle is watched (ns): run_policy.probe_idle_ms
     (None: probe_ms), at least two settle waits (`settle_ns`: the runner's, settling + one period)."""
@@ -112,7 +128,7 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: Devic
     """The GPU time (s) `plan` will take, by run kind, as `collect_scenario` issues it:
 
     * probe: the timing run (a settle wait, the guard, warm-ups + timing_reps executions) and the stability probe
-      (a settle wait, the guard, probe_ms of executions, then `probe_watch_ns` of idle); read from the reference
+      (a settle wait, the guard, `probe_load_ns` of executions, then `probe_watch_ns` of idle); read from the reference
       run's start (`probe_in_reference`), only its watch after the reference run;
     * reference: its idle (a settle wait where it carries the probe), the guard and the executions
       `reference_expected_ns` expects (in `reference_s`; at most reference_max_ms in `reference_max_s`);
@@ -128,12 +144,14 @@ def plan_cost(plan: Plan, policy: Any, pred_cycle_ns: float = 0.0, timing: Devic
     cycle = max(plan.cycle_ns, 1)
     timing_run = settle + READ_GUARD_NS + (int(policy.warmups) + int(policy.timing_reps)) * cycle + gap
     merged = bool(plan.reference_executions) and probe_in_reference(policy)
-    n_probe = max(int(policy.warmups) + 2, -(-int(policy.probe_ms * NS_PER_MS) // cycle))
+    n_probe = max(int(policy.warmups) + 2, -(-probe_load_ns(policy, plan.sensor) // cycle))
     probe = probe_watch_ns(policy, settle) + (0 if merged else settle + READ_GUARD_NS + n_probe * cycle + gap)
     ref_lo = ref_hi = 0.0
     if plan.reference_executions:
         ref_idle = settle if merged else plan.idle_ns
         busy = max(plan.reference_executions * cycle, reference_expected_ns(plan, timing))
+        if merged:  # it carries the stability probe: at least the probe's load
+            busy = max(busy, probe_load_ns(policy, plan.sensor))
         ref_lo = ref_idle + READ_GUARD_NS + busy + gap
         longest = plan.reference_max_ms * NS_PER_MS + (REFERENCE_PART_NS if busy > plan.reference_ms * NS_PER_MS else 0)
         ref_hi = max(ref_lo, ref_idle + READ_GUARD_NS + longest + gap)

@@ -30,7 +30,13 @@ import pyarrow as pa
 from fingrav import rawio
 from fingrav.analysis.ssp_stop import MIN_RUNS, SSP_STOP_REASONS, SSPStopDecision, ssp_stop_decision
 from fingrav.analysis.sustained import REFERENCE_REASONS, ReferenceDecision, reference_decision
-from fingrav.collect.estimate import REFERENCE_PART_NS, probe_in_reference, probe_watch_ns
+from fingrav.collect.estimate import (
+    PROBE_MIN_PERIODS,
+    REFERENCE_PART_NS,
+    probe_in_reference,
+    probe_load_ns,
+    probe_watch_ns,
+)
 from fingrav.collect.plan import analyze_probe, make_plan, reference_fields
 from fingrav.collect.sweep_estimate import predecessor_cycle_ns, timing_of_device
 from fingrav.collect.targeting import SseAim
@@ -456,10 +462,13 @@ class ReferenceSpec:
                    plan.reference_ci_pct, plan.idle_ns)  # fmt: skip
 
     @classmethod
-    def before_plan(cls, policy: RunPolicy, cycle_ns: int, idle_ns: int) -> ReferenceSpec:
+    def before_plan(cls, policy: RunPolicy, cycle_ns: int, idle_ns: int, probe_ns: int = 0) -> ReferenceSpec:
+        """The policy's reference run, at least `probe_ns` long (it carries a stability probe that long)."""
         f = reference_fields(policy, cycle_ns)
-        return cls(f["reference_executions"], cycle_ns, f["reference_ms"], f["reference_max_ms"],
-                   f["reference_ci_pct"], idle_ns)  # fmt: skip
+        executions = max(int(f["reference_executions"]), -(-int(probe_ns) // max(cycle_ns, 1)))
+        min_ms = max(float(f["reference_ms"]), probe_ns / NS_PER_MS)
+        return cls(executions, cycle_ns, min_ms, max(float(f["reference_max_ms"]), min_ms), f["reference_ci_pct"],
+                   idle_ns)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -492,12 +501,12 @@ def _time_kernel(rec: _Recorder, k: Kernels, policy: RunPolicy, settle_ns: int, 
 
 
 def _stability_probe(
-    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int
+    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int, load_ns: int
 ) -> Probe:
-    """Step 2: back to back for probe_ms (METHOD.md step 4), then idle while its return to idle is watched
-    (`probe_watch_ns`), between two drains of the samples; this rank's."""
+    """Step 2: back to back for `load_ns` (run_policy.probe_ms or longer: `probe_load_ns`; METHOD.md step 4), then
+    idle while its return to idle is watched (`probe_watch_ns`), between two drains of the samples; this rank's."""
     device = rec.device
-    n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
+    n_probe = max(policy.warmups + 2, -(-int(load_ns) // max(cycle_ns, 1)))
     device.sleep_ns(settle_ns)
     rec.samples.append(device.drain_samples())
     probe_rec = rec.run(1, "probe", [(k.main, n_probe)], ["main"], 0, 0)
@@ -508,16 +517,19 @@ def _stability_probe(
 
 class _ProbeInReference:
     """The stability probe read from the reference run (run_policy.probe_source): its first n_probe x cycle ns
-    (the executions a probe run of probe_ms would have) after the settle wait before it are the probe's load;
+    (the executions a probe run of `load_ns` would have: `probe_load_ns`) after the settle wait before it are the
+    probe's load;
     after the run, idle is watched for `probe_watch_ns` as after a probe run (the first measure run's idle counts
     that time, `GPUDevice.idle_left_ns`), and the return to idle is timed from the run's end
     (`fingrav.collect.plan.analyze_probe`, load_end_ns). `settle_ns` gives the adaptive run its settling time
     once the window has been read (the first decision comes after reference_ms >= probe_ms); this rank's."""
 
-    def __init__(self, rec: _Recorder, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int) -> None:
+    def __init__(
+        self, rec: _Recorder, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int, load_ns: int
+    ) -> None:
         self.rec, self.policy, self.noise_mw = rec, policy, noise_mw
         self.settle_ns_before, self.cycle_ns = settle_ns, cycle_ns
-        self.n_probe = max(policy.warmups + 2, int(np.ceil(policy.probe_ms * 1e6 / max(cycle_ns, 1))))
+        self.n_probe = max(policy.warmups + 2, -(-int(load_ns) // max(cycle_ns, 1)))
         self._stable_ns: int | None = None
 
     def _analyze(self, load_end_ns: int | None, busy_ns: int) -> Probe:
@@ -543,15 +555,25 @@ class _ProbeInReference:
 
 
 def _probe_first(
-    rec: _Recorder, k: Kernels, policy: RunPolicy, noise_mw: float, settle_ns: int, cycle_ns: int, name: str
+    rec: _Recorder,
+    k: Kernels,
+    policy: RunPolicy,
+    noise_mw: float,
+    settle_ns: int,
+    cycle_ns: int,
+    name: str,
+    load_ns: int,
 ) -> tuple[Probe, ReferenceRun | None]:
     """Step 2 before the plan: the stability probe run (`_stability_probe`; no reference run yet), or, where the
     reference run carries the probe (`probe_in_reference`), the reference run (step 4; run 1) and the probe read
     from its start (`_ProbeInReference`)."""
+    if load_ns > policy.probe_ms * NS_PER_MS:
+        msg = "%s: stability probe %.0f ms, not run_policy.probe_ms = %g: this sensor's settling and %d periods"
+        logger.info(msg, name, load_ns / NS_PER_MS, policy.probe_ms, PROBE_MIN_PERIODS)
     if not probe_in_reference(policy):
-        return _stability_probe(rec, k, policy, noise_mw, settle_ns, cycle_ns), None
-    pir = _ProbeInReference(rec, policy, noise_mw, settle_ns, cycle_ns)
-    spec = ReferenceSpec.before_plan(policy, cycle_ns, settle_ns)
+        return _stability_probe(rec, k, policy, noise_mw, settle_ns, cycle_ns, load_ns), None
+    pir = _ProbeInReference(rec, policy, noise_mw, settle_ns, cycle_ns, load_ns)
+    spec = ReferenceSpec.before_plan(policy, cycle_ns, settle_ns, load_ns)
     reference = _reference_run(rec, spec, k, rec.sync, 1, name, pir.settle_ns)
     return pir.finish(reference.busy_ns), reference
 
@@ -834,7 +856,8 @@ def collect_scenario(
     """Run METHOD.md's procedure for one scenario on `device` and write its raw files to `raw_dir`.
 
     1. time the kernel (warm-ups + timing_reps executions after idle; `_time_kernel`);
-    2. stability probe: back-to-back executions for `policy.probe_ms`, to find when power stops changing
+    2. stability probe: back-to-back executions for `policy.probe_ms` (longer where the sensor needs it:
+       `probe_load_ns`), to find when power stops changing
        (`_stability_probe`), or, where the reference run carries it (`probe_in_reference`), 4. first and the
        probe read from its start (`_ProbeInReference`: no probe run, ~1 s less per scenario on the H200);
     3. plan runs / executions per run / idle from the guidance table, calibration and probe (`make_plan`);
@@ -864,7 +887,9 @@ def collect_scenario(
     local_timing = _time_kernel(rec, kernels, policy, settle, scenario.name)
     # several GPUs: rank 0's timing decides every count from here on (never each rank's own clock)
     exec_time, cycle = sync.broadcast((local_timing.exec_time_ns, local_timing.cycle_ns))
-    probe, reference = _probe_first(rec, kernels, policy, noise_mw, settle, cycle, scenario.name)
+    # several GPUs: every rank's probe as long as the slowest sensor needs (the same executions everywhere)
+    load_ns = max(sync.all_gather(probe_load_ns(policy, sensor)))
+    probe, reference = _probe_first(rec, kernels, policy, noise_mw, settle, cycle, scenario.name, load_ns)
     run_id = 2
     # 3. plan (several GPUs: rank 0 plans from the most conservative probe of all ranks and broadcasts it)
     probes = sync.all_gather(probe)

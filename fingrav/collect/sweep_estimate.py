@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fingrav.analysis.ssp_stop import MIN_RUNS
-from fingrav.collect.estimate import DeviceTiming, plan_cost, probe_watch_ns
+from fingrav.collect.estimate import DeviceTiming, plan_cost, probe_load_ns, probe_watch_ns
 from fingrav.collect.plan import make_plan
 from fingrav.contracts.plan import Plan, PlanCost, Probe
 from fingrav.contracts.sensor import PlanSensor
-from fingrav.contracts.units import NS_PER_MS
 from fingrav.errors import FingravError
 
 if TYPE_CHECKING:
@@ -249,7 +248,7 @@ def _probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float, t_stable_ns: 
            settled: bool, level_mw: float = 0.0) -> Probe:  # fmt: skip
     """A stability probe that has not run, with the settling and recovery times given (ns) and its level (mW; 0:
     unknown)."""
-    probe_ns = int(policy.probe_ms * NS_PER_MS)
+    probe_ns = probe_load_ns(policy, sensor)
     return Probe(
         busy_ns=probe_ns,
         executions=int(probe_ns / max(cycle_ns, 1.0)),
@@ -386,8 +385,9 @@ def expected_probe(
 
 
 def unsettled_probe(policy: RunPolicy, sensor: PlanSensor, cycle_ns: float) -> Probe:
-    """A probe that never settles: the SSP at the end of probe_ms, recovery as long as the probe's own wait."""
-    probe_ns = int(policy.probe_ms * NS_PER_MS)
+    """A probe that never settles: the SSP at the end of its load (`probe_load_ns`), recovery as long as the probe's
+    own wait."""
+    probe_ns = probe_load_ns(policy, sensor)
     wait = probe_watch_ns(policy, sensor.settle_ns + sensor.period_ns)
     return _probe(policy, sensor, cycle_ns, probe_ns, wait / 1.2, False)
 

@@ -6,12 +6,14 @@ import pytest
 
 from fingrav.cli import main
 from fingrav.collect.estimate import (
+    PROBE_MIN_PERIODS,
     READ_GUARD_NS,
     REFERENCE_CYCLES,
     REFERENCE_PART_NS,
     DeviceTiming,
     limiter_bound,
     plan_cost,
+    probe_load_ns,
 )
 from fingrav.collect.plan import make_plan, sse_decision
 from fingrav.collect.sweep_estimate import estimate_sweep, preset_sensor
@@ -358,3 +360,17 @@ def test_earlier_collections_price_the_same_kernels_ssp_runs(tmp_path) -> None:
     assert own.expected_ssp_runs(fixed) is None  # a fixed count is not priced from earlier stops
     few = type(own)(own.probe, own.exec_time_ns, own.cycle_ns, (3,))
     assert few.expected_ssp_runs(plan) == MIN_RUNS
+
+
+def test_a_sensor_slower_than_the_probe_lengthens_it() -> None:
+    """The stability probe's load is run_policy.probe_ms, at least the sensor's settling and PROBE_MIN_PERIODS of its
+    periods: unchanged on the H200 (182 ms < 400 ms), longer on a 100 ms sensor, whose 400 ms gave 3-4 samples."""
+    pol = _policy(probe_ms=400)
+    assert probe_load_ns(pol, SENSOR_H200) == 400 * MS
+    slow = SENSOR_H200.model_copy(update={"period_ns": 100 * MS, "settle_ns": 300 * MS})
+    assert probe_load_ns(pol, slow) == 300 * MS + PROBE_MIN_PERIODS * 100 * MS
+    # the price follows it: a probe run of its own costs its load
+    fast_cost = make_plan(100_000, 102_000, SENSOR_H200, None, _policy(probe_ms=400, probe_source="separate")).cost
+    slow_cost = make_plan(100_000, 102_000, slow, None, _policy(probe_ms=400, probe_source="separate")).cost
+    assert fast_cost is not None and slow_cost is not None
+    assert slow_cost.probe_s - fast_cost.probe_s >= (probe_load_ns(pol, slow) - 400 * MS) / 1e9

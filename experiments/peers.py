@@ -373,8 +373,9 @@ CI_LOW, CI_HIGH = ci_columns("power_w")
 
 def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, ToolResult]:
     """fingrav rows of a summary.csv for the kernels in `labels` (name -> fingrav kernel label), matched by the
-    `kernel` column among rows without a predecessor: power_w (the headline: sustained where the sweep had a
-    reference run, see power_source) and its CI, valid, flags, the method SSP (ssp_power_w), cycle time. A summary
+    scenario of that name, else by the `kernel` column, among rows without a predecessor: power_w (the headline:
+    sustained where the sweep had a reference run, see power_source) and its CI, valid, flags, the method SSP
+    (ssp_power_w), cycle time. A summary
     before format 3 is read under the new names (`fingrav.contracts.legacy`); with a metrics.csv beside it, every
     number of the sweep (`fingrav.replay_check.replayed_columns`)."""
     from fingrav.contracts import legacy
@@ -386,12 +387,15 @@ def read_fingrav_summary(path: Path, labels: Mapping[str, str]) -> dict[str, Too
         every = replayed_columns(path.parent)
         rows = [{**every.get(r.get("scenario", ""), {}), **r} for r in rows]
     by_label: dict[str, dict[str, Any]] = {}
+    by_scenario: dict[str, dict[str, Any]] = {}
     for row in rows:
         if not (row.get("predecessor") or "").strip():
             by_label.setdefault(row.get("kernel", ""), row)
+            by_scenario[row.get("scenario", "")] = row
     out = {}
     for name, label in labels.items():
-        row = by_label.get(label)
+        # the scenario of that name where there is one (a replicate dataset collects one kernel under several names)
+        row = by_scenario.get(name) or by_label.get(label)
         if row is None:
             out[name] = ToolResult(name, "fingrav", status=f"not available: no row for {label!r} in {path}")
             continue

@@ -100,9 +100,23 @@ def whole_cycle_reference(res: dict[str, Any]) -> ToolResult | None:
 def rows(root: Path, name: str) -> list[dict[str, Any]]:
     """One row per kernel of the dataset's peers run and per reference tool it has (the reference twice where it
     cycles: its settled window and its whole cycles)."""
-    peers = json.loads((root / name / "peers" / "peers.json").read_text())
-    labels = peers["meta"]["labels"]
-    fingrav = read_fingrav_summary(root / f"{name}-replay" / "summary.csv", labels)
+    out = []
+    summary = root / f"{name}-replay" / "summary.csv"
+    for peers in peers_runs(root / name / "peers"):
+        out += _rows_of(peers, read_fingrav_summary(summary, peers["meta"]["labels"]), name)
+    return out
+
+
+def peers_runs(folder: Path) -> list[dict[str, Any]]:
+    """The dataset's peers runs: peers.json (a database's, joined from its parts), else each peers-r<k>.json (a
+    replicate dataset's block of references, one per collection: results/h200-state-reps*, h200-ref-check)."""
+    one = folder / "peers.json"
+    files = [one] if one.exists() else sorted(folder.glob("peers-r*.json"))
+    return [json.loads(f.read_text()) for f in files]
+
+
+def _rows_of(peers: dict[str, Any], fingrav: dict[str, ToolResult], name: str) -> list[dict[str, Any]]:
+    """`rows` for one peers run."""
     out = []
     for res in peers["results"]:
         if res["tool"] not in TOOLS or res.get("status") != "ok":

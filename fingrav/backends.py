@@ -160,10 +160,11 @@ BACKENDS: Mapping[str, Backend] = {
                 1.0, 100e6, "nvmlDeviceGetTotalEnergyConsumption: integer mJ, changes every ~100 ms (H200.md)"
             ),
             card_state=CardState(
-                0.544,
-                40.0,
-                "measured on four H200 cards: 23 below-cap kernels collected 2-3 times each, a minute or more apart "
-                "(results/h200-state-reps, -state-reps2, -state-reps3, -placement; experiments/card_state_sd.py)",
+                0.586,
+                53.0,
+                "measured on six H200 cards: 31 below-cap kernels collected 2-3 times each, a minute or more apart "
+                "(results/h200-state-reps, -state-reps2, -state-reps3, -placement, -state-reps4, -ref-check; "
+                "experiments/card_state_sd.py)",
             ),
         ),
         Backend(

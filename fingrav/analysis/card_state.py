@@ -1,12 +1,14 @@
 """The card's state between runs, in the CI of a headline that does not limit-cycle (issue 22).
 
 A below-cap kernel's sustained power on one card moves from one run to the next by more than any one run's CI: the
-die's temperature and the board's state after what ran before, and where the kernel's inputs sit. On four H200
-cards 23 kernels collected 2-3 times, a minute or more apart, scatter by a pooled sd of 0.54 % of their power above
-idle (40 degrees of freedom; results/h200-state-reps, -state-reps2, -state-reps3, -placement,
-`experiments/card_state_sd.py`), where each headline's CI was ±0.04-0.3 %. The spread differs from card to card: the
-first two experiments gave 0.36 %, and the two cards measured afterwards to check the value in force out of sample
-scattered by 0.57 % and 0.71 %; the value pools all four, as cards drawn at random would.
+die's temperature and the board's state after what ran before, and where the kernel's inputs sit. On six H200
+cards 31 kernels collected 2-3 times, a minute or more apart, scatter by a pooled sd of 0.59 % of their power above
+idle (53 degrees of freedom; results/h200-state-reps, -state-reps2, -state-reps3, -placement, -state-reps4,
+-ref-check; `experiments/card_state_sd.py`), where each headline's CI was ±0.04-0.3 %. The spread differs from card to
+card: the first two experiments gave 0.36 %, and the cards measured afterwards to check the value in force out of
+sample scattered by 0.57 %, 0.71 %, 0.53 % and 1.08 % (the last: 3 df, one fp32 GEMM whose power stepped down 2.1 %
+inside a run at the same clocks and execution time, seen by both NVML sources); the value pools them all, as cards
+drawn at random would.
 One reference run sees one state; the headline stands for what the kernel draws in the state users run it in, so its
 CI carries the state's spread as a term of its own:
 

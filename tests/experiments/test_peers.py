@@ -217,6 +217,21 @@ def test_fingrav_rows_are_matched_by_kernel_label(peers, tmp_path):
     assert rows["gemm-512-bf16"].status.startswith("not available: no row")
 
 
+def test_a_kernel_collected_under_several_names_is_matched_by_its_scenario(peers, tmp_path):
+    """A replicate dataset (results/h200-ref-check) collects one kernel as <name>-r1 and -r2, each beside its own
+    reference: each reference is compared with the collection of its own name, not the first row of the label."""
+    path = tmp_path / "summary.csv"
+    path.write_text(
+        "scenario,kernel,predecessor,power_w,power_ci_low_w,power_ci_high_w,valid,flags\n"
+        "g-r1,gemm 2048x2048x2048 fp32,,665.4,659.5,671.4,true,\n"
+        "g-r2,gemm 2048x2048x2048 fp32,,651.3,642.3,660.3,true,\n"
+    )
+    label = "gemm 2048x2048x2048 fp32"
+    rows = peers.read_fingrav_summary(path, {"g-r1": label, "g-r2": label, "other": label})
+    assert (rows["g-r1"].power_w, rows["g-r2"].power_w) == (665.4, 651.3)
+    assert rows["other"].power_w == 665.4  # no scenario of that name: by label, as before
+
+
 def test_kernel_labels_match_fingrav_config(peers):
     assert peers.kernel_model("gemm-4k-bf16").label() == "gemm 4096x4096x4096 bf16"
     assert peers.kernel_model("gemv-16k-bf16").label() == "gemv 16384x16384 bf16"

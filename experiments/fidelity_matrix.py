@@ -175,7 +175,8 @@ def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[s
             except Exception as err:
                 rows.append({"sweep": cfg.sweep, "scenario": s.name, "error": f"{type(err).__name__}: {err}"})
                 continue
-            row = rawio.read_model(layout.summary_json(s.name), ScenarioSummary).row  # the result's flat columns
+            summary = rawio.read_model(layout.summary_json(s.name), ScenarioSummary)
+            row = summary.row  # the result's flat columns
             rows.append(
                 {
                     "sweep": cfg.sweep,
@@ -187,12 +188,31 @@ def run_sweep(cfg_dict: dict[str, Any], keep: Path | None = None) -> list[dict[s
                     "truth_exec_time_us": exec_time_truth_us(cfg, s),
                     "card_state_pct": card_state_pct(cfg, s),
                     **{k: row.get(k) for k in _ROW_KEYS},
+                    **ssp_ci_parts(summary),
                 }
             )
         logger.info("%s: %d scenarios in %.1f s", cfg.sweep, len(cfg.scenarios), time.perf_counter() - t0)
         if keep is not None:
             shutil.copytree(tmp, keep / cfg.sweep, dirs_exist_ok=True)
     return rows
+
+
+def ssp_ci_parts(summary: Any) -> dict[str, Any]:
+    """What the method SSP's CI on the total channel is made of (W; `fingrav.analysis.profiles.ssp_systematic`): its
+    bootstrap interval over runs (widened for few runs) and the systematic parts added to each side, with the runs it
+    rests on. Empty where it has none."""
+    st = (summary.channels.get("total") or {}).get("ssp")
+    c = (st.ci_components if st is not None else None) or {}
+    if c.get("bootstrap_low_mw") is None or c.get("bootstrap_high_mw") is None:
+        return {}
+    mw = 1e-3
+    return {
+        "ssp_bootstrap_half_w": 0.5 * (c["bootstrap_high_mw"] - c["bootstrap_low_mw"]) * mw,
+        "ssp_trend_bias_w": (c.get("tail_trend_bias_mw") or 0.0) * mw,
+        "ssp_residual_transient_w": (c.get("residual_transient_mw") or 0.0) * mw,
+        "ssp_quantization_w": (c.get("quantization_mw") or 0.0) * mw,
+        "ssp_runs_with_lois": st.runs_with_lois if st is not None else None,
+    }
 
 
 def exec_time_truth_us(cfg: Any, scenario: Any) -> float | None:

@@ -686,8 +686,9 @@ def ssp_systematic(
     sensors: Mapping[str, SensorModel] | None,
 ) -> tuple[dict[str, float], bool]:
     """Step 5: steady state over the SSP tail: per channel the trend test, and the lag bias it implies, the
-    residual transient and the quantization bias widen the SSP CI (`ci_components`); returns the systematic
-    part per channel (mW) and whether the total channel's tail still trends beyond its bootstrap CI."""
+    residual transient and the quantization bias widen the SSP CI (`ci_components`): their sum, in quadrature with
+    each side of the bootstrap interval (`_with_systematic`); returns the systematic part per channel (mW) and
+    whether the total channel's tail still trends beyond its bootstrap CI."""
     trends: dict[str, TailTrend] = {}
     systematic: dict[str, float] = {}
     channels = stats.channels
@@ -722,7 +723,7 @@ def ssp_systematic(
         st["tail_trend"] = tr.to_summary()
         systematic[ch] = sys_mw
         if lo_b is not None and hi_b is not None:
-            st["ci_low_mw"], st["ci_high_mw"] = lo_b - sys_mw, hi_b + sys_mw
+            st["ci_low_mw"], st["ci_high_mw"] = _with_systematic(float(st["mean_mw"]), lo_b, hi_b, sys_mw, "mW")
     tot = trends.get(TOTAL)
     boot_half = None
     if TOTAL in channels and "ssp" in channels[TOTAL]:
@@ -735,12 +736,25 @@ def ssp_systematic(
     return systematic, unsettled
 
 
+def _with_systematic(value: float, lo: float, hi: float, systematic: float, unit: str) -> tuple[float, float]:
+    """(lo, hi) of the interval [lo, hi] about `value` with a systematic part (same unit, >= 0) in quadrature with
+    each side (`Estimate.with_term`, the one home of a term in quadrature). The parts are bounds on biases of
+    either sign that the run-to-run scatter does not show; added to each side linearly (until stop 39), the method
+    SSP's CI covered its truth in 98.4 % of 247 valid rows of the fidelity matrix (seeds 11, 12, 14; |error| /
+    half-width p95 0.81), in quadrature 96.4 % (p95 0.92); the bootstrap alone 94.3 %, and 81.5 % on the rows whose
+    systematic part is over a quarter of the CI: the parts are real, but not all at their bound at once."""
+    if not systematic or not value:
+        return lo, hi
+    e = Estimate.of(value, lo, hi, unit, "").with_term(systematic / abs(value), "")
+    return (lo if e.ci_low is None else float(e.ci_low)), (hi if e.ci_high is None else float(e.ci_high))
+
+
 def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, systematic_mw: float) -> Estimate:
     """Step 6: the method SSP's energy per execution = SSP power x pooled mean cycle time (mJ), its CI from the
     paired replicates (widened for few runs by `small_sample_factor`, as the SSP's) and the SSP's systematic part
-    (scaled to energy)."""
+    (scaled to energy) in quadrature."""
     ssp_p = stats.points.get((TOTAL, "ssp"))
-    method = "SSP x cycle time; CI: paired cluster-bootstrap replicates + the SSP's systematic part"
+    method = "SSP x cycle time; CI: paired cluster-bootstrap replicates, the SSP's systematic part in quadrature"
     if ssp_p is None or times.cycle_mean is None:
         return Estimate(unit="mJ", method=method)
     e_rep = stats.replicates[(TOTAL, "ssp")] * boot.ratio(times.cycle_sums, times.cycle_counts) * MJ_PER_MW_NS
@@ -751,7 +765,7 @@ def ssp_energy(stats: _GroupStats, times: _Times, boot: ClusterBootstrap, system
         e_lo, e_hi = widened_about(e_val, e_lo, e_hi, f)
     bias = (systematic_mw / ssp_p * e_val) if ssp_p else 0.0
     if e_lo is not None and e_hi is not None:
-        e_lo, e_hi = e_lo - bias, e_hi + bias
+        e_lo, e_hi = _with_systematic(e_val, e_lo, e_hi, bias, "mJ")
     return Estimate.of(e_val, e_lo, e_hi, "mJ", method)
 
 

@@ -9,11 +9,12 @@ golden run, with the same cluster bootstrap as every other statistic:
 
 * `trend_z` = difference / its bootstrap standard error;
 * `bias_bound_mw` = sqrt(slope² − se²) x group delay (the part of the slope beyond its own noise), slope =
-  difference / distance between the halves' centres; it is added to the SSP CI (and, relatively, to the energy
-  CI): the systematic part the run-to-run scatter misses;
+  difference / distance between the halves' centres; it widens the SSP CI (and, relatively, the energy CI): the
+  systematic part the run-to-run scatter misses (the parts' sum, in quadrature with each side of the bootstrap
+  interval: `fingrav.analysis.profiles.ssp_systematic`);
 * `residual_transient_mw`: what the sensor still shows of the level before the main segment (idle or the
   predecessor) during the SSP tail, from the calibrated step response (the start-up transient that leaks into
-  an SSP taken when the reading is "within 1 %"); added to the CI too;
+  an SSP taken when the reading is "within 1 %"); in the CI too;
 * `unsettled` when the trend is significant (|z| > `TREND_Z`, a 0.1 % two-sided test) and the change across
   the tail exceeds the SSP CI's half-width: the tail is not steady state and the number is not the SSP.
 

@@ -82,8 +82,9 @@ SSP_FEW_RUNS_VALUES: Final = frozenset({"ssp_power_w", "ssp_energy_per_exec_mj"}
 ADDED_NOTES: Final = frozenset({"ssp_inconsistent"})
 #: numbers whose CIs issue 22's calibration recomputed while the numbers stayed (`fingrav.analysis.sustained`
 #: `drift_term_pct`: the drift beyond its noise, in quadrature; `fingrav.analysis.sources`: the sensor-source term as
-#: a watt offset; since stop 33 the whole-cycle mean's CI time-weighted over cycles, `sustained._cycle_ratio_half`):
-#: their CI columns may move either way where the number itself is unchanged
+#: a watt offset; since stop 33 the whole-cycle mean's CI time-weighted over cycles, `sustained._cycle_ratio_half`;
+#: since stop 39 the method SSP's systematic part in quadrature, `profiles._with_systematic`): their CI columns may
+#: move either way where the number itself is unchanged
 RECALIBRATED_CI_VALUES: Final = SOURCE_TERM_VALUES | {"ssp_vs_power_pct"}
 #: numbers whose CIs carry the placement term since issue 22 (`fingrav.analysis.placement`: the spread of the input
 #: sets' execution (or cycle) times beyond noise): their CIs widen where the kernel rotated through more than one
@@ -176,7 +177,8 @@ def intended_change(
     if base in RECALIBRATED_CI_VALUES and _same_number(committed.get(base), replayed.get(base)):
         return (
             "the CI recalibrated (issue 22: drift beyond its noise in quadrature, sensor-source term in W; stop 33: "
-            "the whole-cycle CI time-weighted over cycles); the number unchanged"
+            "the whole-cycle CI time-weighted over cycles; stop 39: the method SSP's systematic part in quadrature); "
+            "the number unchanged"
         )
     placed = base in PLACEMENT_TERM_VALUES and _same_number(committed.get(base), replayed.get(base))
     if placed and _only_wider(column, committed, replayed):

@@ -171,7 +171,13 @@ def compare(
                         else rep.differences.append((name, col, a, str(b)))
                     )
             elif str(a).lower() != str(b).lower():
-                why = legacy.intended_valid_change(old, new) if col == "valid" else ""
+                why = (
+                    legacy.intended_valid_change(old, new)
+                    if col == "valid"
+                    else legacy.intended_ssp_valid_change(old, new)
+                    if col == "ssp_valid"
+                    else ""
+                )
                 (rep.intended if why else rep.differences).append(
                     (name, col, a, str(b), why) if why else (name, col, a, str(b))
                 )

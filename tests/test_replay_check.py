@@ -241,8 +241,9 @@ def test_cis_carrying_the_sensor_errors_may_only_widen() -> None:
     }
     rep = compare(committed, {"s": new})
     assert rep.ok and len(rep.intended) == 2 and not rep.differences
+    # narrower: not this change, but the method SSP's systematic part in quadrature (stop 39) narrows it
     narrower = compare(committed, {"s": {**new, "ssp_vs_unstamped_burst_ci_high_pct": -0.25}})
-    assert [c for _, c, *_ in narrower.differences] == ["ssp_vs_unstamped_burst_ci_high_pct"]
+    assert narrower.ok and any("stop 39" in w for _, c, *_, w in narrower.intended if c.endswith("_ci_high_pct"))
     moved = compare(committed, {"s": {**new, "ssp_vs_unstamped_burst_pct": -0.6}})
     assert "ssp_vs_unstamped_burst_pct" in {c for _, c, *_ in moved.differences}
     # the SSE's kernel power, read over its execution since stop 32: its number may move by <= 0.01 %
@@ -302,3 +303,43 @@ def test_the_limit_cycles_own_numbers_may_change_while_the_headline_stays() -> N
     for col in ("limit_cycles", "limit_cycle_period_ci_low_ms"):
         assert "brief release" in intended_change(col, committed, same)
         assert intended_change(col, committed, {**same, "power_w": 689.0}) == ""
+
+
+def test_the_method_ssps_systematic_part_in_quadrature_may_narrow_its_cis_and_gain_validity() -> None:
+    """Stop 39: the method SSP's systematic part in quadrature (`profiles._with_systematic`): a narrower CI of every
+    channel's method SSP and of the SSP against the unstamped burst is intended where the SSP is unchanged, and so is
+    ssp_valid false -> true with a narrower CI; ssp_valid true -> false, or with the SSP moved, is a difference."""
+    from fingrav.replay_check import compare
+
+    row = {"power_source": "sustained", "notes": "", "ssp_power_w": "700.0", "ssp_valid": "false"}
+    old = {
+        **row,
+        "ssp_power_ci_low_w": "692.0",
+        "ssp_power_ci_high_w": "708.0",
+        "ssp_memory_power_w": "60.0",
+        "ssp_memory_power_ci_low_w": "59.0",
+        "ssp_memory_power_ci_high_w": "61.0",
+        "ssp_vs_unstamped_burst_pct": "-1.0",
+        "ssp_vs_unstamped_burst_ci_low_pct": "-2.0",
+        "ssp_vs_unstamped_burst_ci_high_pct": "0.0",
+    }
+    new = {
+        **old,
+        "ssp_power_w": 700.0,
+        "ssp_memory_power_w": 60.0,
+        "ssp_vs_unstamped_burst_pct": -1.0,
+        "ssp_valid": "true",
+        "ssp_power_ci_low_w": 694.0,
+        "ssp_power_ci_high_w": 706.0,
+        "ssp_memory_power_ci_low_w": 59.3,
+        "ssp_memory_power_ci_high_w": 60.7,
+        "ssp_vs_unstamped_burst_ci_low_pct": -1.8,
+        "ssp_vs_unstamped_burst_ci_high_pct": -0.2,
+    }
+    rep = compare({"s": old}, {"s": new})
+    assert rep.ok and not rep.differences and len(rep.intended) == 7
+    assert any(c == "ssp_valid" and "stop 39" in w for _, c, *_, w in rep.intended)
+    lost = compare({"s": {**old, "ssp_valid": "true"}}, {"s": {**new, "ssp_valid": "false"}})
+    assert ("s", "ssp_valid", "true", "false") in lost.differences
+    moved = compare({"s": old}, {"s": {**new, "ssp_power_w": 701.0}})
+    assert {"ssp_power_w", "ssp_valid"} <= {c for _, c, *_ in moved.differences}

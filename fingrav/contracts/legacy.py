@@ -118,6 +118,15 @@ SENSOR_ERROR_REL: Final = 1e-4
 SENSOR_ERROR_VALUES: Final = GRID_TIME_VALUES | frozenset(
     {"ssp_power_w", "ssp_energy_per_exec_mj", "ssp_vs_power_pct", "ssp_vs_unstamped_burst_pct"}
 )
+#: the method SSP's numbers whose CIs combine its systematic part in quadrature with the bootstrap since stop 39
+#: (`fingrav.analysis.profiles._with_systematic`; it was added to each side): as wide or narrower, the number
+#: unchanged; so do the other channels' method SSPs and the SSP against the unstamped burst, computed from its CI
+SSP_QUADRATURE_VALUES: Final = frozenset({"ssp_power_w", "ssp_energy_per_exec_mj", "ssp_vs_unstamped_burst_pct"})
+#: why ssp_valid may now be true where it was false: the narrower CI is within the validity limit
+SSP_VALID_GAINED: Final = (
+    "ssp_valid: the method SSP's CI, its systematic part now in quadrature (stop 39), is within the validity limit; "
+    "the number unchanged"
+)
 #: the limit cycle's own numbers, which change where a "cycle" shorter than half the median one joins its neighbour
 #: (stop 33: `fingrav.analysis.sustained._merge_short_cycles`); the whole-cycle mean (the headline) does not
 LIMIT_CYCLE_VALUES: Final = frozenset(
@@ -154,7 +163,8 @@ def intended_change(
     standard errors or a kernel power's bootstrap part, widened since stop 32 (`SENSOR_ERROR_VALUES`); a kernel power
     read at the sensor's grid times where the committed one was computed on the stamps (`off_grid_before`); the
     headline's CI widened by the card's state between runs (`_card_state_widened`); the method SSP's CI widened
-    for few SSP runs (`SSP_FEW_RUNS_VALUES`, only wider, the number unchanged); the limit
+    for few SSP runs (`SSP_FEW_RUNS_VALUES`, only wider, the number unchanged) and its systematic part combined in
+    quadrature (`ssp_quadrature`, either way, the number unchanged); the limit
     cycle's own numbers where a short "cycle" joined its neighbour (`LIMIT_CYCLE_VALUES`, the headline unchanged)."""
     if column in ZERO_WIDTH_BEFORE:
         base = R.value_column_of_ci(column) or column
@@ -170,6 +180,11 @@ def intended_change(
         return (
             "the method SSP's bootstrap widened for few SSP runs (stop 36; with the sensor-source term where the "
             "replay measures it): only wider; the number unchanged"
+        )
+    if ssp_quadrature(column, committed, replayed):
+        return (
+            "the method SSP's systematic part in quadrature with its bootstrap (stop 39): as wide or narrower, with "
+            "what earlier stops widened; the number unchanged"
         )
     source = base in SOURCE_TERM_VALUES and R.finite(replayed.get("counter_vs_samples_pct"))
     if source and _only_wider(column, committed, replayed):
@@ -196,6 +211,29 @@ def intended_change(
     if column in FROM_CI_WIDTH and _same_number(committed.get("power_w"), replayed.get("power_w")):
         return "derived from the headline CI's width, which issue 22's calibration changed; the headline unchanged"
     return ""
+
+
+def ssp_quadrature(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool:
+    """A CI bound of `SSP_QUADRATURE_VALUES` or of another channel's method SSP, the number unchanged: where the
+    stop-39 quadrature moves it (either way: earlier stops' terms may widen the same CI)."""
+    base = R.value_column_of_ci(column)
+    ssp = base in SSP_QUADRATURE_VALUES or (base is not None and R.channel_of_column(base) is not None)
+    return ssp and _same_number(committed.get(base), replayed.get(base))
+
+
+def intended_ssp_valid_change(committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+    """Why `ssp_valid` differs on purpose ("" when it should not): false before, true now, the method SSP unchanged
+    and its CI narrower (`SSP_VALID_GAINED`)."""
+    if str(committed.get("ssp_valid")).lower() != "false" or str(replayed.get("ssp_valid")).lower() != "true":
+        return ""
+    if not _same_number(committed.get("ssp_power_w"), replayed.get("ssp_power_w")):
+        return ""
+    lo, hi = R.ci_columns("ssp_power_w")
+    try:
+        narrower = float(replayed[hi]) - float(replayed[lo]) < float(committed[hi]) - float(committed[lo])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return SSP_VALID_GAINED if narrower else ""
 
 
 def _only_wider(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool:

@@ -10,6 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bash "$root/benchmarks/restore_raw.sh" h200-probe-ab data-h200-db4 4f3f7dc99a3df0142b1bc379c5387317657487ae
 bash "$root/benchmarks/replay_dataset.sh" h200-probe-ab
-# the A/B table of the replayed summary is the committed one (the method SSP's CI may be wider since stop 32)
+# the A/B table of the replayed summary is the committed one (the method SSP's CI may differ: wider since stop 32,
+# narrower since stop 39)
 python3 "$root/results/h200-probe-ab/compare.py" "$root/results/h200-probe-ab-replay/summary.csv" \
   --against "$root/results/h200-probe-ab/ab.md" > /dev/null

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,3 +249,44 @@ def _is_number(v: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return v not in ("True", "False")
+
+
+_CI_CELL = re.compile(r"^(-?\d+(?:\.\d+)?) \[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
+
+
+def table_differences(new: str, old: str) -> list[str]:
+    """Where a markdown table rebuilt from a replay (`new`) differs from a dataset's committed one (`old`) beyond the
+    CIs that later stops widened (the card-state term pooled over more cards, `legacy.CARD_STATE_VALUES`): a cell
+    "value [low, high]" may keep its value and widen, a column whose header has "±" may grow, and one headed
+    "covered" may turn NO into yes (a wider CI covers more); every other cell must be equal. One line per
+    difference; none: the same table."""
+    a, b = new.strip("\n").splitlines(), old.strip("\n").splitlines()
+    if len(a) != len(b):
+        return [f"{len(a)} lines replayed, {len(b)} committed"]
+    head = [c.strip() for c in b[0].strip().strip("|").split("|")] if b else []
+    out = []
+    for n, (x, y) in enumerate(zip(a, b, strict=True)):
+        cx, cy = (line.strip().strip("|").split("|") for line in (x, y))
+        if len(cx) != len(cy):
+            out.append(f"line {n + 1}: {len(cx)} cells replayed, {len(cy)} committed")
+            continue
+        for k, (u, v) in enumerate(zip(cx, cy, strict=True)):
+            u, v = u.strip(), v.strip()
+            col = head[k] if k < len(head) else ""
+            if u != v and not _widened_cell(u, v, col):
+                out.append(f"line {n + 1}, {col or k}: replayed {u!r}, committed {v!r}")
+    return out
+
+
+def _widened_cell(new: str, old: str, column: str) -> bool:
+    """`table_differences`' rule for one cell that differs."""
+    m, o = _CI_CELL.match(new), _CI_CELL.match(old)
+    if m and o:
+        (v1, l1, h1), (v0, l0, h0) = ([float(g) for g in x.groups()] for x in (m, o))
+        return v1 == v0 and l1 <= l0 and h1 >= h0
+    if "±" in column:
+        try:
+            return float(new) >= float(old)
+        except ValueError:
+            return False
+    return "covered" in column.lower() and old == "NO" and new == "yes"

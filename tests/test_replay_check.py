@@ -343,3 +343,21 @@ def test_the_method_ssps_systematic_part_in_quadrature_may_narrow_its_cis_and_ga
     assert ("s", "ssp_valid", "true", "false") in lost.differences
     moved = compare({"s": old}, {"s": {**new, "ssp_power_w": 701.0}})
     assert {"ssp_power_w", "ssp_valid"} <= {c for _, c, *_ in moved.differences}
+
+
+def test_a_committed_table_may_come_back_with_wider_cis_only() -> None:
+    """`table_differences` (results/h200-state-reps*/pairs.md, results/h200-state/state.md): a "value [low, high]"
+    cell may widen with its value unchanged, a ± column grow and a covered column turn NO -> yes; nothing else."""
+    from fingrav.replay_check import table_differences
+
+    old = "| k | fingrav W [95 % CI] | ± % | covered |\n|---|---|---|---|\n| a | 600.0 [595.0, 605.0] | 0.83 | NO |\n"
+    wider = old.replace("[595.0, 605.0] | 0.83 | NO", "[594.0, 606.0] | 1.00 | yes")
+    assert table_differences(wider, old) == []
+    assert table_differences(old, old) == []
+    narrower = old.replace("[595.0, 605.0]", "[596.0, 604.0]")
+    moved = old.replace("600.0 [", "601.0 [")
+    lost = wider.replace("| yes |", "| NO |")
+    other = old.replace("| a |", "| b |")
+    for new in (narrower, moved, other):
+        assert len(table_differences(new, old)) == 1
+    assert table_differences(lost, wider) and table_differences(old + "| x | 1 | 2 | 3 |\n", old)

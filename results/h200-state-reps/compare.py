@@ -15,6 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from fingrav.replay_check import table_differences
+
 HERE = Path(__file__).resolve().parent
 ORDER = {1: "F, R", 2: "R, F", 3: "F, R"}
 
@@ -23,7 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=HERE)
     ap.add_argument("--replay", type=Path, help="default: the dataset's folder name + -replay beside it")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="check against this committed table (fingrav.replay_check."
+        "table_differences: the fingrav CIs may be wider since their terms grew) instead of printing",
+    )
     args = ap.parse_args(argv)
+    out: list[str] = []
     replay = args.replay or args.dataset.parent / f"{args.dataset.name}-replay"
     s = pl.read_csv(replay / "summary.csv", infer_schema_length=0)
     m = pl.read_csv(replay / "metrics.csv", infer_schema_length=0)
@@ -34,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             if res["tool"] == "reference" and res.get("power_w") is not None:
                 ref[res["kernel"]] = res
     head = "| kernel | run | order | fingrav W [95 % CI] | ± % | cycle µs | reference W [CI] | cycle µs | diff % |"
-    print(head)
-    print("|---|---|---|---|---|---|---|---|---|")
+    out += [head, "|---|---|---|---|---|---|---|---|---|"]
     for k in kernels:
         for r in (1, 2, 3):
             name = f"{k}-r{r}"
@@ -50,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
                 rp = float(rr["power_w"])
                 rtxt = f"{rp:.1f} [{float(rr['ci_low_w']):.1f}, {float(rr['ci_high_w']):.1f}]"
                 rcy, diff = f"{float(rr['cycle_us']):.2f}", f"{(p / rp - 1) * 100:+.2f}"
-            print(
+            out.append(
                 f"| {k} {cyc_note} | r{r} | {ORDER[r]} | {p:.1f} [{lo:.1f}, {hi:.1f}] | {(hi - lo) / 2 / p * 100:.2f} "
                 f"| {cy:.2f} | {rtxt} | {rcy} | {diff} |"
             )
-    return 0
+    if args.against is None:
+        print("\n".join(out))
+        return 0
+    diffs = table_differences("\n".join(out), args.against.read_text())
+    print("\n".join(diffs) if diffs else f"{args.against.name} reproduced (CIs as wide or wider)")
+    return 1 if diffs else 0
 
 
 if __name__ == "__main__":

@@ -7,5 +7,5 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bash "$root/benchmarks/replay_dataset.sh" h200-state-reps
 python3 "$root/results/h200-state-reps/compare.py" --replay "$root/results/h200-state-reps-replay" \
-  | diff "$root/results/h200-state-reps/pairs.md" -
+  --against "$root/results/h200-state-reps/pairs.md"
 echo "h200-state-reps: summary.csv and pairs.md reproduced"

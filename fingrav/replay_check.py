@@ -172,17 +172,18 @@ def compare(
                         else rep.differences.append((name, col, a, str(b)))
                     )
             elif str(a).lower() != str(b).lower():
-                why = (
-                    legacy.intended_valid_change(old, new)
-                    if col == "valid"
-                    else legacy.intended_ssp_valid_change(old, new)
-                    if col == "ssp_valid"
-                    else ""
-                )
+                why = _validity_why(col, old, new)
                 (rep.intended if why else rep.differences).append(
                     (name, col, a, str(b), why) if why else (name, col, a, str(b))
                 )
     return rep
+
+
+def _validity_why(col: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """Why a `valid` or `ssp_valid` cell differs on purpose ("" when it should not, and for any other text cell)."""
+    if col == "valid":
+        return legacy.intended_valid_change(old, new)
+    return legacy.intended_ssp_valid_change(old, new) if col == "ssp_valid" else ""
 
 
 def check(committed_csv: Path, replay_root: Path, rel_tol: float = DEFAULT_REL_TOL) -> CheckReport:

@@ -174,8 +174,7 @@ def intended_change(
     if _card_state_widened(column, committed, replayed):
         return "the card's state between runs in the headline's CI (stop 35): only wider; the number unchanged"
     base = R.value_column_of_ci(column)
-    ssp = base in SSP_FEW_RUNS_VALUES or (base is not None and R.channel_of_column(base) is not None)
-    few = ssp and _same_number(committed.get(base), replayed.get(base))
+    few = _method_ssp_unchanged(base, SSP_FEW_RUNS_VALUES, committed, replayed)
     if few and _only_wider(column, committed, replayed):
         return (
             "the method SSP's bootstrap widened for few SSP runs (stop 36; with the sensor-source term where the "
@@ -216,8 +215,15 @@ def intended_change(
 def ssp_quadrature(column: str, committed: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool:
     """A CI bound of `SSP_QUADRATURE_VALUES` or of another channel's method SSP, the number unchanged: where the
     stop-39 quadrature moves it (either way: earlier stops' terms may widen the same CI)."""
-    base = R.value_column_of_ci(column)
-    ssp = base in SSP_QUADRATURE_VALUES or (base is not None and R.channel_of_column(base) is not None)
+    return _method_ssp_unchanged(R.value_column_of_ci(column), SSP_QUADRATURE_VALUES, committed, replayed)
+
+
+def _method_ssp_unchanged(
+    base: str | None, values: frozenset[str], committed: Mapping[str, Any], replayed: Mapping[str, Any]
+) -> bool:
+    """Whether `base` is one of `values` or another channel's method SSP (`result.channel_of_column`), its number
+    the same in both."""
+    ssp = base in values or (base is not None and R.channel_of_column(base) is not None)
     return ssp and _same_number(committed.get(base), replayed.get(base))
 
 

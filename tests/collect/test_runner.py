@@ -223,3 +223,23 @@ def test_probe_source_reference_needs_a_reference_run_as_long_as_the_probe() -> 
     with pytest.raises(ValueError, match=r"run_policy.probe_source 'reference' needs run_policy.reference_ms"):
         RunPolicy(probe_source="reference", reference_ms=50.0, probe_ms=100.0)
     assert RunPolicy(reference_ms=0.0).probe_source == "separate"  # the default needs no reference run
+
+
+def test_a_probe_too_short_for_the_sensor_is_lengthened_not_an_error() -> None:
+    """A sensor of ~95 ms (+-33 ms) gave the default 400 ms probe 3 samples on this seed: the scenario failed with a
+    ConfigError naming run_policy.probe_ms after calibration (the fidelity matrix, seed 14: 4 of 200 scenarios). The
+    probe now spans at least the sensor's settling and `PROBE_MIN_PERIODS` periods (`probe_load_ns`)."""
+    import fingrav
+    from fingrav.collect.estimate import PROBE_MIN_PERIODS
+
+    slow = {"sensor_period_ms": 95.0, "sensor_period_jitter_ms": 33.0, "sensor_window_ms": 0.07, "sensor_lag_ms": 25.0}
+    r = fingrav.profile(
+        {"kind": "gemv", "m": 1024, "k": 4096},
+        device={"backend": "sim", "sim": {"preset": "mi300x", "overrides": slow}},
+        policy={"reference_ms": 0, "max_runs": 40, "min_lois": 10},
+        calibration={"steps": 6, "step_on_ms": 800, "step_off_ms": 800, "clock_bursts": 2, "clock_reads_per_burst": 5},
+        seed=4,
+    )
+    probe = r.summary.plan.probe
+    assert probe is not None and probe.busy_ns >= PROBE_MIN_PERIODS * 95e6 > 400e6
+    assert r.power_w is not None and r.valid

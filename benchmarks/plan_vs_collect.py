@@ -2,6 +2,14 @@
 by run kind.
 
     python benchmarks/plan_vs_collect.py --config CONFIG [--results results] [--markdown]
+    python benchmarks/plan_vs_collect.py --spent SWEEP_DIR [--markdown]
+    python benchmarks/plan_vs_collect.py --oracle SWEEP_DIR SWEEP_DIR ... [--markdown]
+    python benchmarks/plan_vs_collect.py --replicates SWEEP_DIR ... [--markdown]
+
+`--oracle` bounds what any price made before a run can reach per scenario: each scenario priced at what the same
+scenario took in the other sweep folders (the same kernel measured on other cards), against what it took.
+`--replicates` bounds it on one card: each collection of a replicate dataset (`<kernel>-r<k>`, collected beside each
+other) priced at what the kernel's other collections took.
 
 The GPU time a collection took by run kind comes from its raw runs.parquet: run i holds the GPU from the start of
 its idle (host_start_ns - idle_ns - read guard - delay) to the start of the next run's idle; the timing run and the
@@ -14,6 +22,7 @@ calibration (what it says once calibrated).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -89,17 +98,74 @@ def spent_rows(sweep_dir: Path) -> list[dict[str, object]]:
     ]
 
 
+def total_s(sweep_dir: Path) -> dict[str, float]:
+    """collect_gpu_s of every scenario collected in a sweep folder (the sum of its run kinds)."""
+    return {str(r["scenario"]): sum(float(r[f"{k}_s"]) for k in KINDS) for r in spent_rows(sweep_dir)}
+
+
+def bound_row(sweep: Path, pairs: list[tuple[float, float]], tol_pct: float) -> dict[str, object]:
+    """One sweep folder's (price, took) pairs (s): how many within +-tol_pct %, the total's error, the median took."""
+    price, took = sum(p for p, _ in pairs), sum(t for _, t in pairs)
+    return {
+        "sweep": str(sweep),
+        "priced": len(pairs),
+        f"within_{tol_pct:g}_pct": sum(abs(p / t - 1) * 100 <= tol_pct for p, t in pairs),
+        "total_err_pct": (price / took - 1) * 100,
+        "collect_gpu_s": took,
+        "median_s": float(pl.Series([t for _, t in pairs]).median()),
+    }
+
+
+def oracle_rows(sweep_dirs: list[Path], tol_pct: float = 25.0) -> list[dict[str, object]]:
+    """The best price any plan made before a run could give, for the per-scenario criterion: each scenario of each
+    sweep folder priced at what the same scenario took in the other folders (their mean: the same kernel, measured,
+    on other cards), against what it took here; scenarios collected in every folder."""
+    spent = {d: total_s(d) for d in sweep_dirs}
+    common = sorted(set.intersection(*(set(v) for v in spent.values())))
+    rows = []
+    for d in sweep_dirs:
+        others = [o for o in sweep_dirs if o != d]
+        pairs = [(sum(spent[o][s] for o in others) / len(others), spent[d][s]) for s in common]
+        rows.append(bound_row(d, pairs, tol_pct))
+    return rows
+
+
+def replicate_rows(sweep_dirs: list[Path], tol_pct: float = 25.0) -> list[dict[str, object]]:
+    """The same bound on one card: in each sweep folder of replicate collections (`<kernel>-r<k>`, collected beside
+    each other), each collection priced at what the kernel's other collections took, against what it took."""
+    rows = []
+    for d in sweep_dirs:
+        took: dict[str, list[float]] = {}
+        for scenario, s in total_s(d).items():
+            took.setdefault(re.sub(r"-r\d+$", "", scenario), []).append(s)
+        pairs = [((sum(v) - x) / (len(v) - 1), x) for v in took.values() if len(v) > 1 for x in v]
+        rows.append(bound_row(d, pairs, tol_pct))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="the sweep config: its estimate against its results")
     ap.add_argument("--results", default="results")
     ap.add_argument("--spent", type=Path, help="instead: only the GPU seconds by run kind of this sweep folder")
+    ap.add_argument("--oracle", type=Path, nargs="+", help="instead: each sweep folder priced from the others")
+    ap.add_argument(
+        "--replicates", type=Path, nargs="+", help="instead: each replicate collection priced from its kernel's others"
+    )
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
-    if args.spent is None and args.config is None:
-        ap.error("give --config or --spent")
-    df = pl.DataFrame(spent_rows(args.spent) if args.spent is not None else rows(args.config, args.results))
-    if args.spent is not None:
+    bound = args.oracle is not None or args.replicates is not None
+    if args.spent is None and args.config is None and not bound:
+        ap.error("give --config, --spent, --oracle or --replicates")
+    if args.oracle is not None:
+        df = pl.DataFrame(oracle_rows(args.oracle))
+    elif args.replicates is not None:
+        df = pl.DataFrame(replicate_rows(args.replicates))
+    elif args.spent is not None:
+        df = pl.DataFrame(spent_rows(args.spent))
+    else:
+        df = pl.DataFrame(rows(args.config, args.results))
+    if args.spent is not None and not bound:
         df = df.with_columns(pl.sum_horizontal([f"{k}_s" for k in KINDS]).alias("total_s"))
     num = [c for c, t in df.schema.items() if t == pl.Float64]
     df = df.with_columns(pl.col(num).round(1))
@@ -108,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
         for r in df.iter_rows():
             sys.stdout.write("| " + " | ".join(str(v) for v in r) + " |\n")
+        if bound:
+            return 0
         tot = df.select(pl.col(num).sum())
         sys.stdout.write("| total | " + " | ".join(str(round(tot[c][0], 1)) if c in num else "" for c in cols[1:]))
         sys.stdout.write(" |\n")

@@ -40,3 +40,6 @@ def test_the_replica_stops_where_the_collector_stopped(ssr, tmp_path: Path, kern
     for rule in ("unsettled", "total"):
         k, why = ssr.stop_at(sums, plan, rule, 0.8)
         assert ssr.MIN_RUNS <= k <= sums.run_ids.size and why
+    # the same stop at the plan's own target is the collector's; a looser one never runs more
+    assert ssr.stop_at(sums, plan, "stat", plan.ssp_ci_pct)[0] == plan.ssp_stop.runs
+    assert ssr.stop_at(sums, plan, "stat", 2 * plan.ssp_ci_pct)[0] <= plan.ssp_stop.runs

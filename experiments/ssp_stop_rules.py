@@ -237,7 +237,7 @@ def compare_cut(name: str) -> dict[str, object]:
         "ssp_ci_median_pct": [
             float(both.select(half("").median() * 100).item() or 0.0),
             float(both.select(half("_cut").median() * 100).item() or 0.0),
-        ],  # fmt: skip
+        ],
         "ssp_moved_max_pct": moved("ssp_power_w"),
         "headline_moved_max_pct": moved("power_w"),
     }

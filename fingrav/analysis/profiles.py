@@ -740,9 +740,10 @@ def _with_systematic(value: float, lo: float, hi: float, systematic: float, unit
     """(lo, hi) of the interval [lo, hi] about `value` with a systematic part (same unit, >= 0) in quadrature with
     each side (`Estimate.with_term`, the one home of a term in quadrature). The parts are bounds on biases of
     either sign that the run-to-run scatter does not show; added to each side linearly (until stop 39), the method
-    SSP's CI covered its truth in 98.4 % of 247 valid rows of the fidelity matrix (seeds 11, 12, 14; |error| /
-    half-width p95 0.81), in quadrature 96.4 % (p95 0.92); the bootstrap alone 94.3 %, and 81.5 % on the rows whose
-    systematic part is over a quarter of the CI: the parts are real, but not all at their bound at once."""
+    SSP's CI covered its truth in 98.2 % of 336 valid rows of the fidelity matrix (seeds 11-14; |error| / half-width
+    p95 0.81), in quadrature 96.4 % (p95 0.92); the bootstrap alone 94.6 %, and 81.5-94 % on the rows whose systematic
+    part is over a quarter of the CI: the parts are real, but not all at their bound at once (benchmarks/RESULTS.md,
+    stop 39)."""
     if not systematic or not value:
         return lo, hi
     e = Estimate.of(value, lo, hi, unit, "").with_term(systematic / abs(value), "")
